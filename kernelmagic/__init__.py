@@ -1,0 +1,66 @@
+"""kernelmagic: ``%%profile`` for PyTorch in IPython and Jupyter.
+
+``%load_ext kernelmagic`` registers the magic. Importing this package is cheap: torch,
+matplotlib and ipywidgets are imported on first use, not here.
+
+The plain-Python API works without IPython::
+
+    from kernelmagic import profile
+    result = profile(lambda: model(x), iters=10)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["ProfileOptions", "ProfileResult", "OpRow", "profile", "__version__"]
+
+if TYPE_CHECKING:
+    from kernelmagic.options import ProfileOptions
+    from kernelmagic.result import OpRow, ProfileResult
+    from kernelmagic.runner import profile
+
+_LAZY = {
+    "profile": "kernelmagic.runner",
+    "ProfileOptions": "kernelmagic.options",
+    "ProfileResult": "kernelmagic.result",
+    "OpRow": "kernelmagic.result",
+}
+
+# The line magic IPython had under our name (its own ``%profile``), restored on unload.
+_replaced_line_magic: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kernelmagic' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Called by ``%load_ext kernelmagic``: registers ``%%profile`` and ``%profile``."""
+    from kernelmagic.kineto_env import quiet_kineto_logs
+    from kernelmagic.magic import ProfileMagics
+
+    # Kineto reads its log level at the process's first profile: set it now.
+    quiet_kineto_logs()
+    global _replaced_line_magic
+    existing = ipython.magics_manager.magics["line"].get("profile")
+    if existing is not None and not isinstance(getattr(existing, "__self__", None), ProfileMagics):
+        _replaced_line_magic = existing
+    ipython.register_magics(ProfileMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Called by ``%unload_ext kernelmagic``: removes the magic, restores IPython's own."""
+    global _replaced_line_magic
+    magics = ipython.magics_manager.magics
+    magics["cell"].pop("profile", None)
+    magics["line"].pop("profile", None)
+    if _replaced_line_magic is not None:
+        magics["line"]["profile"] = _replaced_line_magic
+        _replaced_line_magic = None
+    ipython.magics_manager.registry.pop("ProfileMagics", None)

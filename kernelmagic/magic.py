@@ -1,0 +1,137 @@
+"""The ``%%profile`` / ``%profile`` magic: a thin adapter over ``kernelmagic.runner``.
+
+It parses the line, validates options (bad ones become a one-line ``UsageError``),
+compiles the cell once so tracebacks show its lines, runs it in the user namespace,
+and displays the result.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from kernelmagic.options import ProfileOptions, check_variable_name
+
+
+@magics_class
+class ProfileMagics(Magics):
+    """Holds the ``profile`` magic."""
+
+    @magic_arguments()
+    @argument("-n", "--iters", type=int, default=10,
+              help="profiled iterations (at least 1; default 10)")
+    @argument("-w", "--warmup", type=int, default=3,
+              help="unprofiled warm-up runs before profiling (at least 0; default 3)")
+    @argument("-k", "--topk", type=int, default=10,
+              help="bars in the chart (at least 1; default 10)")
+    @argument("-s", "--sort", type=str, default=None,
+              help="sort key: self_device (default when CUDA is profiled), self_cpu "
+                   "(default otherwise), device, cpu, calls, avg")
+    @argument("--name", type=str, default=None,
+              help="name of the result and of its record_function/NVTX ranges "
+                   "(default: cell[<execution count>])")
+    @argument("-o", "--out", type=str, default=None, metavar="VAR",
+              help="bind the result object to VAR in the user namespace")
+    @argument("--cpu-only", action="store_true",
+              help="profile CPU activity only, even when CUDA is available")
+    @argument("-q", "--quiet", action="store_true", help="show nothing (use with -o)")
+    @argument("statement", nargs="*",
+              help="line magic only: the statement to profile (%%profile uses the cell)")
+    @line_cell_magic
+    def profile(self, line: str, cell: str | None = None) -> None:
+        """Profile a cell (``%%profile``) or one statement (``%profile``) with torch.profiler.
+
+        The code runs ``--warmup`` times unprofiled, then ``--iters`` times under the
+        profiler, in the user namespace (assignments persist; the code runs
+        warmup + iters times in all). The report shows where the time went, by self
+        time per operator.
+        """
+        __tracebackhide__ = True  # noqa: F841
+        if cell is None:
+            options_text, source = split_line(line)
+        else:
+            options_text, source = line, cell
+        args = parse_argstring(self.profile, options_text)
+        if args.statement:
+            raise UsageError(f"unexpected arguments: {' '.join(args.statement)}")
+        if not source.strip():
+            raise UsageError("nothing to profile: the cell is empty" if cell is not None
+                             else "nothing to profile: usage is %profile [options] statement")
+        name = args.name if args.name is not None else f"cell[{self.shell.execution_count}]"
+        try:
+            options = ProfileOptions(iters=args.iters, warmup=args.warmup, topk=args.topk,
+                                     sort=args.sort, name=name, cpu_only=args.cpu_only)
+            if args.out is not None:
+                check_variable_name("-o/--out", args.out)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+        from kernelmagic import runner  # imports torch on first use
+
+        try:
+            plan = runner.plan(options)
+        except (ValueError, runner.ProfilerBusyError) as exc:
+            raise UsageError(str(exc)) from None
+        code = self._compile(source)
+        fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns)
+        result = runner.execute(fn, plan)
+
+        if args.out is not None:
+            self.shell.user_ns[args.out] = result
+        if not args.quiet:
+            from IPython.display import display
+
+            display(result)
+
+    def _compile(self, source: str) -> Any:
+        """Compile once, registered with IPython's cache so tracebacks show the lines."""
+        shell = self.shell
+        transformed = shell.transform_cell(source)
+        try:
+            filename = shell.compile.cache(transformed, shell.execution_count, raw_code=source)
+        except TypeError:  # IPython < 8 has no raw_code
+            filename = shell.compile.cache(transformed, shell.execution_count)
+        try:
+            return shell.compile(transformed, filename, "exec")
+        except SyntaxError:
+            shell.showsyntaxerror(filename)
+            raise UsageError("the cell has a syntax error (shown above)") from None
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def split_line(line: str) -> tuple[str, str]:
+    """Split ``%profile`` arguments into (options, statement), keeping the statement verbatim.
+
+    Options come first; the statement starts at the first token that is not an option
+    or an option's value (``--`` ends the options explicitly).
+    """
+    parser = ProfileMagics.profile.parser
+    takes_value = {
+        opt: action.nargs != 0
+        for action in parser._actions
+        for opt in action.option_strings
+    }
+    expect_value = False
+    for match in _TOKEN.finditer(line):
+        token = match.group()
+        if expect_value:
+            expect_value = False
+            continue
+        if token == "--":
+            return line[: match.start()], line[match.end():].strip()
+        if not token.startswith("-") or token == "-":
+            return line[: match.start()], line[match.start():].strip()
+        option = token.split("=", 1)[0]
+        if option in takes_value:
+            expect_value = takes_value[option] and "=" not in token
+        elif not option.startswith("--") and option[:2] in takes_value:
+            expect_value = False  # a short option with its value attached, e.g. -n5
+        else:
+            return line[: match.start()], line[match.start():].strip()
+    return line, ""

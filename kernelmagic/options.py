@@ -1,0 +1,72 @@
+"""Validated options for one profiling run.
+
+Every option is checked here, in one place, and a bad value raises ``ValueError``
+with a one-line message that names the option and what it accepts. The magic turns
+that into IPython's ``UsageError``; the plain-Python API lets it propagate.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+
+#: Sort keys accepted by ``--sort``, with what each one orders by.
+SORT_KEYS: dict[str, str] = {
+    "self_device": "self device time (time in the op's own kernels)",
+    "self_cpu": "self CPU time (time in the op itself, children excluded)",
+    "device": "total device time (the op and everything it calls)",
+    "cpu": "total CPU time (the op and everything it calls)",
+    "calls": "number of calls",
+    "avg": "total time per call",
+}
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """What to run and how to report it. Construction validates every field."""
+
+    iters: int = 10
+    warmup: int = 3
+    topk: int = 10
+    sort: str | None = None
+    name: str = "profile"
+    cpu_only: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("-n/--iters", self.iters, minimum=1)
+        _check_int("-w/--warmup", self.warmup, minimum=0)
+        _check_int("-k/--topk", self.topk, minimum=1)
+        if self.sort is not None and self.sort not in SORT_KEYS:
+            raise ValueError(
+                f"-s/--sort must be one of {', '.join(SORT_KEYS)}; got {self.sort!r}"
+            )
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("--name must be a non-empty string")
+        if any(ch in self.name for ch in "\r\n"):
+            raise ValueError("--name must be a single line")
+
+    def resolve_sort(self, profiles_device: bool) -> str:
+        """The sort key to use, given whether device (CUDA) activity is profiled."""
+        if self.sort is None:
+            return "self_device" if profiles_device else "self_cpu"
+        if self.sort in ("self_device", "device") and not profiles_device:
+            reason = "--cpu-only was given" if self.cpu_only else "CUDA is not available"
+            raise ValueError(
+                f"-s/--sort {self.sort} needs device profiling, but {reason}; "
+                "use self_cpu, cpu, calls or avg"
+            )
+        return self.sort
+
+
+def check_variable_name(option: str, value: str) -> str:
+    """A valid Python identifier to bind a result to, or ValueError."""
+    if not value.isidentifier() or keyword.iskeyword(value):
+        raise ValueError(f"{option} must be a Python identifier; got {value!r}")
+    return value
+
+
+def _check_int(option: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{option} must be an integer >= {minimum}; got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{option} must be an integer >= {minimum}; got {value}")

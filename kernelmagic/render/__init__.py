@@ -1,0 +1,1 @@
+"""Renderers: pure functions from a ``ProfileResult`` to text, HTML, PNG or widgets."""

@@ -1,0 +1,78 @@
+"""The top-k bar chart, drawn with matplotlib's object-oriented API (no pyplot state)."""
+
+from __future__ import annotations
+
+import io
+
+from kernelmagic.result import OpRow, ProfileResult
+from kernelmagic.timing import format_us
+
+MAX_LABEL = 40
+
+_AXIS_LABEL = {
+    "self_cpu": "self CPU time per iteration",
+    "cpu": "total CPU time per iteration (nested ops overlap)",
+    "self_device": "self device time per iteration",
+    "device": "total device time per iteration (nested ops overlap)",
+    "calls": "calls per iteration",
+    "avg": "time per call",
+}
+
+
+def _bar_label(result: ProfileResult, key: str, row: OpRow) -> str:
+    """Share of total self time for time keys; the count or time itself otherwise."""
+    value = result.value(row, key)
+    if key == "calls":
+        return f"  {value / result.iters:g}"
+    if key == "avg":
+        return f"  {format_us(value)}"
+    on_device = key in ("self_device", "device")
+    total = result.self_device_time_total if on_device else result.self_cpu_time_total
+    return f"  {value / total if total > 0 else 0.0:.0%}"
+
+
+def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None,
+              dpi: int = 100) -> bytes:
+    """A horizontal bar chart of the top ``k`` ops (default: ``result.topk``) as PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    key = by or result.sort
+    k = k or result.topk
+    rows = result.top(k, by=key)
+    # Bars show per-iteration figures (per-call for "avg"), in ms except for calls.
+    per = 1 if key == "avg" else result.iters
+    scale = 1.0 if key == "calls" else 1e-3
+    plotted = [result.value(r, key) / per * scale for r in rows]
+    in_ms = key != "calls"
+
+    height = 1.0 + 0.32 * max(len(rows), 1)
+    fig = Figure(figsize=(8, height), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    names = [r.key if len(r.key) <= MAX_LABEL else r.key[: MAX_LABEL - 1] + "…" for r in rows]
+    ys = list(range(len(rows)))[::-1]
+    bars = ax.barh(ys, plotted, color="#4C72B0")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(names, fontsize=9)
+    unit = " (ms)" if in_ms else ""
+    ax.set_xlabel(_AXIS_LABEL[key] + unit)
+    if key in ("self_cpu", "self_device"):
+        covered = sum(result.share(r, device=key == "self_device") for r in rows)
+        title = f"{result.name}: top {len(rows)} ops, {covered:.0%} of self time"
+    else:
+        title = f"{result.name}: top {len(rows)} ops by {key}"
+    ax.set_title(title, fontsize=10)
+    for bar, row in zip(bars, rows):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
+                _bar_label(result, key, row), va="center", fontsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.margins(x=0.15)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    if not rows:
+        ax.text(0.5, 0.5, "no operators recorded", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

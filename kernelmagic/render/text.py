@@ -1,0 +1,72 @@
+"""Plain-text rendering: the summary line and an aligned table (what a terminal shows)."""
+
+from __future__ import annotations
+
+from kernelmagic.render.columns import column_for_sort, columns, sorted_rows
+from kernelmagic.result import ProfileResult
+from kernelmagic.timing import format_seconds, format_us
+
+MAX_OP_WIDTH = 60
+
+
+def summary_line(result: ProfileResult) -> str:
+    """Name, device, iterations, per-iteration time and total self time, on one line."""
+    s = result.stats
+    device = "CPU" if not result.profiles_device else f"CUDA ({result.device_name or 'GPU'})"
+    per_iter_cpu = result.self_cpu_time_total / result.iters
+    wall_us = s.mean * 1e6  # op totals are sums over iterations: compare with mean wall
+    parts = [
+        f"{result.name}",
+        device,
+        f"{result.iters} iterations (+{result.warmup} warm-up)",
+        f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
+        f"best {format_seconds(s.best)})",
+    ]
+    if result.profiles_device:
+        per_iter_dev = result.self_device_time_total / result.iters
+        busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0
+        parts.append(f"ops: {format_us(per_iter_dev)} self device time per iteration "
+                     f"(GPU busy {busy:.0f}% of wall), {format_us(per_iter_cpu)} self CPU")
+    else:
+        share = 100 * per_iter_cpu / wall_us if wall_us > 0 else 0.0
+        parts.append(f"ops: {format_us(per_iter_cpu)} self CPU time per iteration "
+                     f"({share:.0f}% of wall)")
+    return " · ".join(parts)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = None) -> str:
+    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
+    cols = columns(result)
+    column_id = column_for_sort(result, by or result.sort)
+    rows = sorted_rows(result, column_id, descending=True)
+    shown = rows if limit is None else rows[:limit]
+    cells = [[c.title for c in cols]]
+    cells += [[_clip(c.show(result, r), MAX_OP_WIDTH) for c in cols] for r in shown]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = []
+    for n, row in enumerate(cells):
+        out = [row[0].ljust(widths[0])]
+        out += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
+        lines.append("  ".join(out).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if len(rows) > len(shown):
+        lines.append(f"... {len(rows) - len(shown)} more ops (result.table(None) lists all)")
+    if not rows:
+        lines.append("(no operators were recorded)")
+    return "\n".join(lines)
+
+
+def text_report(result: ProfileResult, limit: int | None = 25) -> str:
+    """Summary line, timing warning if any, and the table: the ``text/plain`` report."""
+    parts = [summary_line(result)]
+    warning = result.stats.warning()
+    if warning:
+        parts.append(f"Warning: {warning}")
+    parts.append("")
+    parts.append(text_table(result, limit=limit))
+    return "\n".join(parts)

@@ -1,0 +1,203 @@
+"""The result of a profiling run: a plain data object, with no torch objects inside.
+
+Rows mirror the field names of torch's ``FunctionEventAvg`` (``key``, ``count``,
+``self_cpu_time_total``, ...; microseconds summed over the profiled iterations), so
+what you know from ``prof.key_averages()`` carries over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+
+from kernelmagic.options import SORT_KEYS
+from kernelmagic.timing import TimingStats
+
+#: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
+FORMAT_NAME = "kernelmagic.profile"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One operator, aggregated over all profiled iterations (times in µs)."""
+
+    key: str
+    count: int
+    self_cpu_time_total: float
+    cpu_time_total: float
+    self_device_time_total: float = 0.0
+    device_time_total: float = 0.0
+
+    @property
+    def cpu_time(self) -> float:
+        """Total (inclusive) CPU time per call, as torch's ``cpu_time``."""
+        return self.cpu_time_total / self.count if self.count else 0.0
+
+    @property
+    def device_time(self) -> float:
+        """Total (inclusive) device time per call, as torch's ``device_time``."""
+        return self.device_time_total / self.count if self.count else 0.0
+
+
+def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
+    if key == "self_cpu":
+        return lambda r: r.self_cpu_time_total
+    if key == "cpu":
+        return lambda r: r.cpu_time_total
+    if key == "self_device":
+        return lambda r: r.self_device_time_total
+    if key == "device":
+        return lambda r: r.device_time_total
+    if key == "calls":
+        return lambda r: float(r.count)
+    if key == "avg":
+        return (lambda r: r.device_time) if device else (lambda r: r.cpu_time)
+    raise ValueError(f"unknown sort key {key!r}; expected one of {', '.join(SORT_KEYS)}")
+
+
+@dataclass(eq=False)
+class ProfileResult:
+    """Where the time of a profiled block went.
+
+    ``rows`` are operators only: ``record_function``/NVTX ranges (ours and the user's)
+    and pseudo-rows such as ``[memory]`` are left out. ``timings`` are the wall times
+    of the profiled iterations in seconds, measured after synchronising the GPU.
+    """
+
+    name: str
+    iters: int
+    warmup: int
+    device: str
+    rows: list[OpRow]
+    timings: list[float]
+    sort: str = "self_cpu"
+    topk: int = 10
+    device_name: str | None = None
+    torch_version: str = ""
+
+    # --- derived figures ---------------------------------------------------------
+
+    @property
+    def profiles_device(self) -> bool:
+        """Whether device (CUDA) activity was profiled."""
+        return self.device != "cpu"
+
+    @cached_property
+    def stats(self) -> TimingStats:
+        """Median, spread, best and worst of ``timings``."""
+        return TimingStats.of(self.timings)
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        """Sum of the ops' self CPU time (µs, all iterations): nothing counted twice."""
+        return sum(r.self_cpu_time_total for r in self.rows)
+
+    @property
+    def self_device_time_total(self) -> float:
+        """Sum of the ops' self device time (µs, all iterations)."""
+        return sum(r.self_device_time_total for r in self.rows)
+
+    @property
+    def self_time_total(self) -> float:
+        """Total self time on the primary device (the GPU when profiled, else the CPU)."""
+        return self.self_device_time_total if self.profiles_device else self.self_cpu_time_total
+
+    def value(self, row: OpRow, by: str | None = None) -> float:
+        """The figure of ``row`` that sort key ``by`` orders by."""
+        return _sort_value(by or self.sort, self.profiles_device)(row)
+
+    def share(self, row: OpRow, device: bool | None = None) -> float:
+        """``row``'s self time as a fraction of the total self time (CPU or device)."""
+        on_device = self.profiles_device if device is None else device
+        total = self.self_device_time_total if on_device else self.self_cpu_time_total
+        mine = row.self_device_time_total if on_device else row.self_cpu_time_total
+        return mine / total if total > 0 else 0.0
+
+    def top(self, k: int | None = None, by: str | None = None) -> list[OpRow]:
+        """The ``k`` rows with the largest value of sort key ``by`` (default: ``sort``)."""
+        key = _sort_value(by or self.sort, self.profiles_device)
+        ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
+        return ordered if k is None else ordered[:k]
+
+    # --- presentation --------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line: name, device, iterations, time per iteration, total self time."""
+        from kernelmagic.render.text import summary_line
+
+        return summary_line(self)
+
+    def table(self, limit: int | None = 25, by: str | None = None) -> str:
+        """An aligned text table of the top ``limit`` ops (all with ``None``)."""
+        from kernelmagic.render.text import text_table
+
+        return text_table(self, limit=limit, by=by)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        from kernelmagic.render.text import text_report
+
+        p.text(text_report(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from kernelmagic.render.bundle import mime_bundle
+
+        return mime_bundle(self, include=include)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProfileResult {self.name!r}: {self.iters} iterations on {self.device}, "
+            f"{len(self.rows)} ops>"
+        )
+
+    # --- serialisation -------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``from_dict`` restores an equal result."""
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "iters": self.iters,
+            "warmup": self.warmup,
+            "device": self.device,
+            "device_name": self.device_name,
+            "sort": self.sort,
+            "topk": self.topk,
+            "torch_version": self.torch_version,
+            "timings": list(self.timings),
+            "rows": [asdict(r) for r in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
+        """Rebuild a result from ``to_dict`` output; ValueError on another format."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise ValueError("not a kernelmagic profile (missing 'format' field)")
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"kernelmagic profile format version {data.get('version')!r} is not "
+                f"supported (this kernelmagic reads version {FORMAT_VERSION})"
+            )
+        try:
+            return cls(
+                name=str(data["name"]),
+                iters=int(data["iters"]),
+                warmup=int(data["warmup"]),
+                device=str(data["device"]),
+                device_name=data.get("device_name"),
+                sort=str(data["sort"]),
+                topk=int(data["topk"]),
+                torch_version=str(data.get("torch_version", "")),
+                timings=[float(t) for t in data["timings"]],
+                rows=[OpRow(**row) for row in data["rows"]],
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed kernelmagic profile: {exc}") from None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProfileResult):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()

@@ -1,0 +1,125 @@
+"""Runs a block of code: warm-up, then profiled iterations under torch's profiler.
+
+This is the plain-Python core under the magic; it works without IPython::
+
+    import kernelmagic
+    result = kernelmagic.profile(lambda: block(x), iters=10, name="block")
+    print(result.table())
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any
+
+from kernelmagic import torch_compat
+from kernelmagic.collector import collect_rows
+from kernelmagic.options import ProfileOptions
+from kernelmagic.result import ProfileResult
+
+
+class ProfilerBusyError(RuntimeError):
+    """Another torch profiler is already running in this process."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Options resolved against this machine, before anything runs."""
+
+    options: ProfileOptions
+    profiles_device: bool
+    sort: str
+
+
+def plan(options: ProfileOptions) -> Plan:
+    """Resolve options against the machine; ValueError or ProfilerBusyError if impossible."""
+    profiles_device = not options.cpu_only and torch_compat.cuda_available()
+    sort = options.resolve_sort(profiles_device)
+    if torch_compat.profiler_running():
+        raise ProfilerBusyError(
+            "a torch profiler is already running in this process (your own "
+            "`with profile():`?); stop it before using %%profile"
+        )
+    return Plan(options=options, profiles_device=profiles_device, sort=sort)
+
+
+def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] | None = None,
+                local_namespace: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """A zero-argument callable running ``target`` (a callable, or code run in a namespace)."""
+    if isinstance(target, CodeType):
+        globals_ = {} if namespace is None else namespace
+        locals_ = globals_ if local_namespace is None else local_namespace
+
+        def run_code() -> None:
+            __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
+            exec(target, globals_, locals_)
+
+        return run_code
+    if not callable(target):
+        raise TypeError(f"expected a callable or a code object, got {type(target).__name__}")
+    return target
+
+
+def execute(fn: Callable[[], Any], run: Plan,
+            on_trace_ready: Callable[[Any], None] | None = None) -> ProfileResult:
+    """Warm up, profile ``run.options.iters`` iterations, and collect the result.
+
+    Exceptions from ``fn`` (``KeyboardInterrupt`` included) propagate unchanged; the
+    profiler is stopped and every range closed on the way out.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    opts = run.options
+    name = opts.name
+    if opts.warmup:
+        with torch_compat.labelled_range(f"{name}/warmup"):
+            for _ in range(opts.warmup):
+                fn()
+    torch_compat.synchronize()
+    torch_compat.warm_profiler(run.profiles_device)
+
+    timings: list[float] = []
+    clock = time.perf_counter
+    sync = torch_compat.synchronize
+    prof = torch_compat.new_profiler(run.profiles_device)
+    with prof, torch_compat.labelled_range(name):
+        for i in range(opts.iters):
+            with torch_compat.labelled_range(f"{name}/iter {i}"):
+                start = clock()
+                fn()
+                sync()
+                timings.append(clock() - start)
+
+    if on_trace_ready is not None:
+        on_trace_ready(prof)
+    return ProfileResult(
+        name=name,
+        iters=opts.iters,
+        warmup=opts.warmup,
+        device="cuda" if run.profiles_device else "cpu",
+        device_name=torch_compat.device_name() if run.profiles_device else None,
+        rows=collect_rows(prof),
+        timings=timings,
+        sort=run.sort,
+        topk=opts.topk,
+        torch_version=torch_compat.torch_version(),
+    )
+
+
+def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
+            topk: int = 10, sort: str | None = None, name: str = "profile",
+            cpu_only: bool = False, namespace: dict[str, Any] | None = None,
+            on_trace_ready: Callable[[Any], None] | None = None) -> ProfileResult:
+    """Profile ``target`` and return where its time went.
+
+    ``target`` is a zero-argument callable, or a code object run in ``namespace``.
+    It runs ``warmup`` times unprofiled, then ``iters`` times under the profiler.
+    ``on_trace_ready`` receives the finished torch profiler session (for example to
+    call ``export_chrome_trace`` or compare with ``key_averages()``).
+    """
+    __tracebackhide__ = True  # noqa: F841
+    options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
+                             cpu_only=cpu_only)
+    return execute(as_callable(target, namespace), plan(options), on_trace_ready)

@@ -1,0 +1,84 @@
+"""Per-iteration wall-time statistics, summarised the way ``%timeit`` does."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+#: The slowest iteration is flagged when it took this many times the median of the rest.
+OUTLIER_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Statistics of the profiled iterations' wall times, in seconds.
+
+    ``outlier_ratio`` is how many times the median of the other iterations the slowest
+    one took (``None`` with a single iteration).
+    """
+
+    n: int
+    median: float
+    iqr: float
+    mean: float
+    stdev: float
+    best: float
+    worst: float
+    outlier_ratio: float | None
+
+    @classmethod
+    def of(cls, timings: list[float]) -> TimingStats:
+        if not timings:
+            raise ValueError("no timings to summarise")
+        ordered = sorted(timings)
+        q1 = q3 = ordered[0]
+        stdev = 0.0
+        ratio = None
+        if len(ordered) >= 2:
+            q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+            stdev = statistics.stdev(ordered)
+            median_rest = statistics.median(ordered[:-1])
+            ratio = ordered[-1] / median_rest if median_rest > 0 else float("inf")
+        return cls(
+            n=len(ordered),
+            median=statistics.median(ordered),
+            iqr=q3 - q1,
+            mean=statistics.fmean(ordered),
+            stdev=stdev,
+            best=ordered[0],
+            worst=ordered[-1],
+            outlier_ratio=ratio,
+        )
+
+    def warning(self) -> str | None:
+        """A one-line warning when the slowest iteration is far slower than the rest."""
+        if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
+            return None
+        return (
+            f"The slowest iteration took {self.outlier_ratio:.1f}x the median of the "
+            "others: something may be cached after the first runs, or another process "
+            "competed for the machine. Consider more --warmup or --iters."
+        )
+
+
+def format_seconds(seconds: float) -> str:
+    """``%timeit``-style: three significant digits and the largest fitting unit."""
+    return format_us(seconds * 1e6)
+
+
+def format_us(us: float) -> str:
+    """A duration given in microseconds, e.g. ``812 µs``, ``12.3 ms``, ``1.50 s``."""
+    value, unit = (us, "µs")
+    if abs(us) >= 1e6:
+        value, unit = (us / 1e6, "s")
+    elif abs(us) >= 1e3:
+        value, unit = (us / 1e3, "ms")
+    elif 0 < abs(us) < 1:
+        value, unit = (us * 1e3, "ns")
+    if value == 0:
+        return f"0 {unit}"
+    if abs(value) >= 100:
+        return f"{value:.0f} {unit}"
+    if abs(value) >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"

@@ -1,0 +1,159 @@
+"""Everything that touches torch's profiler API, so version drift lives in one file.
+
+The rest of kernelmagic never reads a torch profiler object directly: it asks this
+module for plain numbers. Names torch renamed over time (``cuda_*`` -> ``device_*``)
+and attributes that newer releases added (``is_user_annotation``) are read here with
+fallbacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.autograd import profiler as autograd_profiler
+
+from kernelmagic.kineto_env import quiet_kineto_logs
+
+_profiler_warmed = False
+_nvtx_works: bool | None = None
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def device_name() -> str | None:
+    """The name of the current CUDA device, e.g. ``NVIDIA H200``."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name()
+
+
+def synchronize() -> None:
+    """Wait for queued GPU work, if this process has started CUDA at all."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def profiler_running() -> bool:
+    """True while another torch profiler (for example the user's own) is active."""
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    if enabled is not None:
+        return bool(enabled())
+    return bool(getattr(autograd_profiler, "_is_profiler_enabled", False))
+
+
+def _nvtx_usable() -> bool:
+    """NVTX calls raise on CPU-only builds; probe once and remember."""
+    global _nvtx_works
+    if _nvtx_works is None:
+        _nvtx_works = False
+        if torch.version.cuda is not None and torch.cuda.is_available():
+            try:
+                torch.cuda.nvtx.range_push("kernelmagic/probe")
+                torch.cuda.nvtx.range_pop()
+                _nvtx_works = True
+            except (RuntimeError, AttributeError):
+                _nvtx_works = False
+    return _nvtx_works
+
+
+@contextlib.contextmanager
+def labelled_range(name: str) -> Iterator[None]:
+    """A ``record_function`` range and, where CUDA NVTX works, an NVTX range of one name.
+
+    Both are closed in ``finally`` blocks, so an exception or ``KeyboardInterrupt`` in
+    the body leaves neither open.
+    """
+    nvtx = _nvtx_usable()
+    with autograd_profiler.record_function(name):
+        if nvtx:
+            torch.cuda.nvtx.range_push(name)
+        try:
+            yield
+        finally:
+            if nvtx:
+                torch.cuda.nvtx.range_pop()
+
+
+def new_profiler(profile_device: bool) -> Any:
+    """A Kineto-backed profiler session (not yet started).
+
+    ``torch.autograd.profiler.profile(use_kineto=True)`` is the engine under
+    ``torch.profiler.profile`` without the latter's ~1 s import of inductor on first
+    use; both produce the same events and the same ``key_averages()``.
+    """
+    quiet_kineto_logs()
+    kwargs: dict[str, Any] = {"use_kineto": True}
+    if profile_device:
+        kwargs["use_device"] = "cuda"
+    return autograd_profiler.profile(**kwargs)
+
+
+def warm_profiler(profile_device: bool) -> None:
+    """Run one throwaway profiler session per process.
+
+    The first Kineto session in a process initialises its tracer (and CUPTI on CUDA)
+    and can drop events (pytorch/pytorch#175790, #192021); measuring the second one
+    keeps that cold start out of the user's numbers.
+    """
+    global _profiler_warmed
+    if _profiler_warmed:
+        return
+    with new_profiler(profile_device):
+        torch.ones(2).add_(1)
+        if profile_device:
+            torch.ones(2, device="cuda").add_(1)
+            torch.cuda.synchronize()
+    _profiler_warmed = True
+
+
+# --- reading events -----------------------------------------------------------------
+
+
+def key_averages(prof: Any) -> Any:
+    return prof.key_averages()
+
+
+def is_user_range(avg: Any) -> bool:
+    """A ``record_function``/NVTX range (ours or the user's), not an operator."""
+    flag = getattr(avg, "is_user_annotation", None)
+    if flag is not None:
+        return bool(flag)
+    return False
+
+
+def is_pseudo_row(avg: Any) -> bool:
+    """Rows such as ``[memory]`` that the profiler adds but that are not operators."""
+    key = str(avg.key)
+    return key.startswith("[") and key.endswith("]")
+
+
+def is_host_event(avg: Any) -> bool:
+    """An event that ran on the CPU (an operator), as opposed to a GPU kernel."""
+    device_type = getattr(avg, "device_type", None)
+    return device_type is None or device_type == torch.autograd.DeviceType.CPU
+
+
+def _read(avg: Any, name: str, legacy: str) -> float:
+    value = getattr(avg, name, None)
+    if value is None:
+        value = getattr(avg, legacy, 0)
+    return float(value or 0)
+
+
+def op_times(avg: Any) -> dict[str, float]:
+    """The four time totals of one ``FunctionEventAvg``, in microseconds."""
+    return {
+        "self_cpu_time_total": float(avg.self_cpu_time_total),
+        "cpu_time_total": float(avg.cpu_time_total),
+        "self_device_time_total": _read(avg, "self_device_time_total", "self_cuda_time_total"),
+        "device_time_total": _read(avg, "device_time_total", "cuda_time_total"),
+    }
+
+
+def torch_version() -> str:
+    return str(torch.__version__)
