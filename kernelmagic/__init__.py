@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["ProfileOptions", "ProfileResult", "OpRow", "profile", "__version__"]
+__all__ = ["OpRow", "ProfileOptions", "ProfileResult", "__version__", "profile"]
 
 if TYPE_CHECKING:
     from kernelmagic.options import ProfileOptions

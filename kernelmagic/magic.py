@@ -50,7 +50,7 @@ class ProfileMagics(Magics):
         warmup + iters times in all). The report shows where the time went, by self
         time per operator.
         """
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if cell is None:
             options_text, source = split_line(line)
         else:

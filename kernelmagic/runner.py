@@ -54,7 +54,7 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
         locals_ = globals_ if local_namespace is None else local_namespace
 
         def run_code() -> None:
-            __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
+            __tracebackhide__ = True
             exec(target, globals_, locals_)
 
         return run_code
@@ -64,13 +64,15 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
 
 
 def execute(fn: Callable[[], Any], run: Plan,
-            on_trace_ready: Callable[[Any], None] | None = None) -> ProfileResult:
+            on_trace_ready: Callable[[Any], None] | None = None,
+            clock: Callable[[], float] = time.perf_counter) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` (``KeyboardInterrupt`` included) propagate unchanged; the
-    profiler is stopped and every range closed on the way out.
+    profiler is stopped and every range closed on the way out. ``clock`` (seconds)
+    is replaceable for tests.
     """
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     opts = run.options
     name = opts.name
     if opts.warmup:
@@ -81,7 +83,6 @@ def execute(fn: Callable[[], Any], run: Plan,
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
-    clock = time.perf_counter
     sync = torch_compat.synchronize
     prof = torch_compat.new_profiler(run.profiles_device)
     with prof, torch_compat.labelled_range(name):
@@ -119,7 +120,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``on_trace_ready`` receives the finished torch profiler session (for example to
     call ``export_chrome_trace`` or compare with ``key_averages()``).
     """
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only)
     return execute(as_callable(target, namespace), plan(options), on_trace_ready)

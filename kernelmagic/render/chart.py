@@ -28,7 +28,8 @@ def _bar_label(result: ProfileResult, key: str, row: OpRow) -> str:
         return f"  {format_us(value)}"
     on_device = key in ("self_device", "device")
     total = result.self_device_time_total if on_device else result.self_cpu_time_total
-    return f"  {value / total if total > 0 else 0.0:.0%}"
+    share = value / total if total > 0 else 0.0
+    return f"  {share:.0%}" if share >= 0.1 else f"  {share:.1%}"
 
 
 def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None,
@@ -63,7 +64,7 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     else:
         title = f"{result.name}: top {len(rows)} ops by {key}"
     ax.set_title(title, fontsize=10)
-    for bar, row in zip(bars, rows):
+    for bar, row in zip(bars, rows, strict=True):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
                 _bar_label(result, key, row), va="center", fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)

@@ -33,14 +33,14 @@ def _pct(on_device: bool) -> Callable[[ProfileResult, OpRow], float]:
 
 
 def columns(result: ProfileResult) -> list[Column]:
-    """Columns for ``result``: CPU figures always, device figures when CUDA was profiled."""
+    """Columns for ``result``: CPU figures always, device figures first when CUDA was profiled."""
     cols = [
         Column("op", "op", lambda res, r: r.key, lambda res, r: r.key),
         Column("calls", "calls", lambda res, r: r.count, lambda res, r: f"{r.count:,}"),
     ]
     sides = [("cpu", "CPU", False)]
-    if result.profiles_device:
-        sides.append(("device", "device", True))
+    if result.profiles_device:  # the primary device's figures come first
+        sides.insert(0, ("device", "device", True))
     for side, label, on_device in sides:
         pct = _pct(on_device)
         cols += [

@@ -50,7 +50,7 @@ def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = N
     lines = []
     for n, row in enumerate(cells):
         out = [row[0].ljust(widths[0])]
-        out += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
+        out += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(out).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))

@@ -1,0 +1,73 @@
+"""GPU behaviour: run with ``pytest -m cuda`` on a CUDA machine (skipped elsewhere)."""
+
+import pytest
+import torch
+
+import kernelmagic
+from kernelmagic import torch_compat
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture(scope="module")
+def mm_run():
+    a = torch.randn(2048, 2048, device="cuda")
+    seen = {}
+    result = kernelmagic.profile(lambda: a @ a, iters=5, warmup=2, name="mm",
+                                 on_trace_ready=lambda p: seen.setdefault("prof", p))
+    return result, seen["prof"]
+
+
+def test_device_is_profiled_and_is_default_sort(mm_run):
+    result, _ = mm_run
+    assert result.device == "cuda" and result.profiles_device
+    assert result.sort == "self_device"
+    assert result.device_name == torch.cuda.get_device_name()
+    top = result.top(1)[0]
+    assert top.key == "aten::mm" and top.self_device_time_total > 0
+
+
+def test_device_totals_reconcile_with_torch(mm_run):
+    result, prof = mm_run
+    averages = prof.key_averages()
+    by_key = {a.key: a for a in averages}
+    for row in result.rows:
+        assert row.self_device_time_total == pytest.approx(by_key[row.key].self_device_time_total)
+        assert row.device_time_total == pytest.approx(by_key[row.key].device_time_total)
+    kernels = sum(a.self_device_time_total for a in averages
+                  if a.device_type != torch.autograd.DeviceType.CPU)
+    # Every kernel's time is attributed to exactly one op's self device time.
+    assert result.self_device_time_total == pytest.approx(kernels, rel=1e-6)
+
+
+def test_wall_clock_read_after_synchronize(mm_run):
+    result, _ = mm_run
+    per_iter_device_s = result.self_device_time_total / result.iters / 1e6
+    # Without a synchronize the clock would stop at launch, far below the kernel time.
+    assert result.stats.median >= 0.9 * per_iter_device_s
+
+
+def test_cpu_only_flag_skips_device():
+    a = torch.randn(256, 256, device="cuda")
+    result = kernelmagic.profile(lambda: a @ a, iters=2, warmup=1, cpu_only=True)
+    assert result.device == "cpu" and result.self_device_time_total == 0
+
+
+def test_nvtx_is_usable_and_balanced():
+    assert torch_compat._nvtx_usable()
+    with torch_compat.labelled_range("kernelmagic/test"):
+        torch.ones(1, device="cuda").add_(1)
+
+
+def test_magic_report_has_device_columns():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "kernelmagic")
+    sh.run_cell("import torch\na = torch.randn(1024, 1024, device='cuda')")
+    with capture_output() as cap:
+        res = sh.run_cell("%%profile -n 3 -w 1\nb = a @ a")
+    assert res.success
+    text = cap.outputs[0].data["text/plain"]
+    assert "self device" in text and "CUDA (" in text

@@ -1,0 +1,303 @@
+"""The magic through IPython's InteractiveShell, as a notebook user drives it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from kernelmagic import torch_compat
+from kernelmagic.magic import split_line
+from kernelmagic.render.bundle import WIDGET_MIME
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SETUP = "a = torch.randn(64, 64)\nb = torch.randn(64, 64)"
+
+
+def run(ip, cell: str, store_history: bool = True):
+    with capture_output() as cap:
+        result = ip.run_cell(cell, store_history=store_history)
+    return result, cap
+
+
+def widget_of(bundle: dict):
+    import ipywidgets
+
+    model_id = bundle[WIDGET_MIME]["model_id"]
+    registry = getattr(ipywidgets.widgets.widget, "_instances", None)
+    if registry is None:  # ipywidgets 7
+        registry = ipywidgets.Widget.widgets
+    return registry[model_id]
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+def test_import_is_light():
+    code = ("import sys, kernelmagic; "
+            "print([m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_load_and_unload(shell):
+    mm = shell.magics_manager
+    assert mm.magics["cell"]["profile"].__self__.__class__.__name__ == "ProfileMagics"
+    assert mm.magics["line"]["profile"].__self__.__class__.__name__ == "ProfileMagics"
+    shell.run_line_magic("unload_ext", "kernelmagic")
+    try:
+        assert "profile" not in mm.magics["cell"] and "profile" not in mm.magics["line"]
+        # A line magic that had our name before loading comes back after unloading.
+        shell.register_magic_function(lambda line: f"theirs {line}", "line", "profile")
+        shell.run_line_magic("load_ext", "kernelmagic")
+        assert mm.magics["line"]["profile"].__self__.__class__.__name__ == "ProfileMagics"
+        shell.run_line_magic("unload_ext", "kernelmagic")
+        assert shell.run_line_magic("profile", "x") == "theirs x"
+        mm.magics["line"].pop("profile")
+    finally:
+        shell.run_line_magic("load_ext", "kernelmagic")
+    assert mm.magics["cell"]["profile"].__self__.__class__.__name__ == "ProfileMagics"
+
+
+def test_generated_help_lists_every_option(ip):
+    with capture_output() as cap:
+        ip.run_cell("%%profile?")
+    text = cap.stdout
+    for option in ("--iters", "--warmup", "--topk", "--sort", "--name", "--out",
+                   "--cpu-only", "--quiet", "self_device", "warmup + iters"):
+        assert option in text, option
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def test_report_bundle_has_widget_and_fallbacks(ip):
+    ip.run_cell(SETUP)
+    res, cap = run(ip, "%%profile -n 3 -w 1\nc = a @ b\nd = torch.relu(c)")
+    assert res.success
+    assert len(cap.outputs) == 1, "one report per run"
+    data = cap.outputs[0].data
+    assert {"text/plain", "text/html", WIDGET_MIME} <= set(data)
+    assert "aten::mm" in data["text/plain"] and "aten::relu" in data["text/plain"]
+    assert 'src="data:image/png;base64,' in data["text/html"]
+    assert "<table" in data["text/html"]
+    assert data["text/plain"].splitlines()[0].startswith(
+        f"cell[{ip.execution_count - 1}] · CPU · 3 iterations (+1 warm-up)")
+
+
+def test_cell_runs_warmup_plus_iters_times_in_user_namespace(ip):
+    ip.run_cell("counter = 0")
+    res, _ = run(ip, "%%profile -n 4 -w 2 -q\ncounter += 1\nlast = torch.ones(2) * counter")
+    assert res.success
+    assert ip.user_ns["counter"] == 6
+    assert ip.user_ns["last"].tolist() == [6.0, 6.0]
+
+
+def test_out_binds_result_and_quiet_shows_nothing(ip):
+    ip.run_cell(SETUP)
+    res, cap = run(ip, "%%profile -n 2 -w 0 -q -o r --name mm\nc = a @ b")
+    assert res.success and cap.outputs == []
+    r = ip.user_ns["r"]
+    assert (r.name, r.iters, r.warmup, len(r.timings)) == ("mm", 2, 0, 2)
+    assert r.top(1)[0].key == "aten::mm"
+
+
+def test_default_name_is_cell_execution_count(ip):
+    ip.run_cell(SETUP)
+    n = ip.execution_count
+    run(ip, "%%profile -n 1 -w 0 -q -o r\nc = a + b")
+    assert ip.user_ns["r"].name == f"cell[{n}]"
+
+
+def test_line_magic_keeps_statement_verbatim(ip):
+    ip.run_cell(SETUP)
+    res, cap = run(ip, '%profile -n 2 -w 0 -o r s = "x  -n 5"; t = a.sum()')
+    assert res.success
+    assert ip.user_ns["s"] == "x  -n 5"
+    assert ip.user_ns["r"].iters == 2
+    assert "aten::sum" in {row.key for row in ip.user_ns["r"].rows}
+    assert len(cap.outputs) == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("-n 3 f(x)", ("-n 3 ", "f(x)")),
+        ("--iters=3 -q f(x, '-n')", ("--iters=3 -q ", "f(x, '-n')")),
+        ("-n3 -o r -- -x", ("-n3 -o r ", "-x")),
+        ("f(x)", ("", "f(x)")),
+        ("-n 2", ("-n 2", "")),
+    ],
+)
+def test_split_line(line, expected):
+    assert split_line(line) == expected
+
+
+def test_sort_option_orders_table(ip):
+    ip.run_cell(SETUP)
+    run(ip, "%%profile -n 2 -w 0 -q -s calls -o r\nfor _ in range(5): c = a.add(b)\nd = a @ b")
+    r = ip.user_ns["r"]
+    assert r.sort == "calls"
+    assert r.top(1)[0].key == "aten::add"
+
+
+# --- the widget -----------------------------------------------------------------------
+
+
+def test_header_click_sorts_and_second_click_flips(ip):
+    ip.run_cell(SETUP)
+    _, cap = run(ip, "%%profile -n 2 -w 0\nfor _ in range(20): c = a.add(b)\nd = a @ b")
+    box = widget_of(cap.outputs[0].data)
+    table = box.km_table
+    headers = table.headers
+    by_self = table.order
+    assert headers["self_cpu"].description == "self CPU ▼"
+    headers["calls"].click()
+    assert headers["calls"].description == "calls ▼"
+    assert headers["self_cpu"].description == "self CPU"
+    assert table.order[0] == "aten::add"
+    counts = {r.key: r.count for r in table.result.rows}
+    assert [counts[k] for k in table.order] == sorted(counts.values(), reverse=True)
+    assert table.body.value.index("aten::add") < table.body.value.index("aten::mm")
+    headers["calls"].click()
+    assert headers["calls"].description == "calls ▲"
+    assert [counts[k] for k in table.order] == sorted(counts.values())
+    assert table.order != by_self
+    headers["op"].click()
+    assert table.order == sorted(table.order)
+
+
+def test_long_table_shows_top_rows_and_more_on_request():
+    from fakes import cpu_result
+
+    from kernelmagic.render.widget import SortableTable
+    from kernelmagic.result import OpRow
+
+    rows = [OpRow(f"op{i:04d}", 1, float(i), float(i)) for i in range(1000)]
+    table = SortableTable(cpu_result(rows=rows), page=25)
+    assert len(table.order) == 25 and table.order[0] == "op0999"
+    assert table.body.value.count('class="km-row"') == 25
+    assert "25 of 1000 ops" in table.status.value
+    table.more_button.click()
+    assert len(table.order) == 50
+    table.all_button.click()
+    assert len(table.order) == 1000
+    assert table.more_button.layout.display == "none"
+
+
+def test_op_names_are_escaped_everywhere():
+    from fakes import cpu_result
+
+    from kernelmagic.render.bundle import mime_bundle
+    from kernelmagic.render.widget import report_widget
+
+    r = cpu_result()
+    html = mime_bundle(r, include={"text/html"})["text/html"]
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    box = report_widget(r, None)
+    assert "<script>" not in box.km_table.body.value
+
+
+# --- failures -------------------------------------------------------------------------
+
+
+def test_bad_options_are_one_line_usage_errors(ip):
+    cases = {
+        "%%profile -n 0\nx = 1": "-n/--iters must be an integer >= 1; got 0",
+        "%%profile -n x\nx = 1": "argument -n/--iters: invalid int value: 'x'",
+        "%%profile -w -1\nx = 1": "-w/--warmup must be an integer >= 0; got -1",
+        "%%profile -k 0\nx = 1": "-k/--topk must be an integer >= 1; got 0",
+        "%%profile -s time\nx = 1": "-s/--sort must be one of",
+        "%%profile -o 2x\nx = 1": "-o/--out must be a Python identifier",
+        "%%profile --bogus\nx = 1": "unrecognized arguments: --bogus",
+        "%%profile\n   \n": "nothing to profile: the cell is empty",
+        "%profile -n 2": "nothing to profile",
+    }
+    if not torch.cuda.is_available():
+        cases["%%profile -s self_device\nx = 1"] = "needs device profiling"
+    for cell, message in cases.items():
+        ip.user_ns.pop("x", None)
+        res, cap = run(ip, cell)
+        assert isinstance(res.error_in_exec, UsageError), cell
+        assert message in str(res.error_in_exec), (cell, str(res.error_in_exec))
+        assert "\n" not in str(res.error_in_exec)
+        assert "x" not in ip.user_ns, "nothing runs before options are valid"
+        assert cap.outputs == []
+
+
+def test_exception_in_cell_shows_cell_traceback_and_next_run_works(ip):
+    ip.run_cell(SETUP)
+    cell = "%%profile -n 3 -w 1\nc = a @ b\ndef explode():\n    raise ValueError('boom')\nexplode()"
+    res, cap = run(ip, cell)
+    assert isinstance(res.error_in_exec, ValueError)
+    assert str(res.error_in_exec) == "boom"
+    assert cap.outputs == [], "no half-made report"
+    tb = ANSI.sub("", cap.stdout + cap.stderr)
+    assert "raise ValueError('boom')" in tb and "explode()" in tb
+    assert "kernelmagic/runner.py" not in tb, "our frames are hidden"
+    assert not torch_compat.profiler_running()
+    res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
+    assert res.success and len(cap.outputs) == 1
+
+
+def test_keyboard_interrupt_cleans_up(ip):
+    ip.run_cell("n = 0")
+    res, _ = run(ip, "%%profile -n 5 -w 0\nn += 1\nif n == 2:\n    raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert not torch_compat.profiler_running()
+    assert run(ip, "%%profile -n 1 -w 0 -q\ntorch.ones(1).add(1)")[0].success
+
+
+def test_nvtx_ranges_closed_after_exception(ip, monkeypatch):
+    depth = []
+    monkeypatch.setattr(torch_compat, "_nvtx_works", True)
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: depth.append(name))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: depth.pop())
+    seen = []
+    ip.user_ns["seen"] = seen
+    ip.user_ns["depth"] = depth
+    res, _ = run(ip, "%%profile -n 3 -w 1 --name nv\nseen.append(list(depth))\n"
+                     "if len(seen) == 3:\n    raise RuntimeError('x')")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    assert seen[0] == ["nv/warmup"]
+    assert seen[1] == ["nv", "nv/iter 0"]
+    assert depth == []
+
+
+def test_running_profiler_gives_usage_error(ip):
+    ip.run_cell("x = 0")
+    with torch.autograd.profiler.profile(use_kineto=True):
+        res, _ = run(ip, "%%profile\nx = 1")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "already running" in str(res.error_in_exec)
+    assert ip.user_ns["x"] == 0
+
+
+def test_syntax_error_is_reported_not_run(ip):
+    res, cap = run(ip, "%%profile\nx = (\n")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "SyntaxError" in cap.stdout + cap.stderr
+
+
+def test_no_kineto_log_lines(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "sh = InteractiveShell.instance()\n"
+        "sh.run_cell('%load_ext kernelmagic')\n"
+        "sh.run_cell('import torch')\n"
+        "assert sh.run_cell('%profile -n 2 -w 1 -q torch.ones(4).add(1)').success\n"
+        "assert sh.run_cell('%profile -n 2 -w 1 -q torch.ones(4).add(1)').success\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for marker in ("STAGE:", "USDT:"):
+        assert marker not in out.stdout + out.stderr

@@ -1,0 +1,60 @@
+"""Snapshot tests of the text report: what terminal IPython shows."""
+
+from fakes import cpu_result, cuda_result
+
+CPU_TABLE = """\
+op                         calls  self CPU  total CPU  CPU per call  % self CPU
+-------------------------  -----  --------  ---------  ------------  ----------
+aten::addmm                   20   5.00 ms    5.80 ms        290 µs       61.7%
+aten::gelu                    10   2.00 ms    2.00 ms        200 µs       24.7%
+aten::copy_                   40    800 µs     800 µs       20.0 µs        9.9%
+aten::linear                  20    200 µs    6.20 ms        310 µs        2.5%
+aten::view                   200    100 µs     100 µs        500 ns        1.2%
+<script>alert(1)</script>      1      0 µs       0 µs          0 µs        0.0%"""
+
+CUDA_TABLE = """\
+op                calls  self device  total device  device per call  % self device  self CPU  total CPU  CPU per call  % self CPU
+----------------  -----  -----------  ------------  ---------------  -------------  --------  ---------  ------------  ----------
+aten::mm             10      9.00 ms       9.00 ms           900 µs          90.0%    300 µs     350 µs       35.0 µs       37.5%
+aten::add            10      1.00 ms       1.00 ms           100 µs          10.0%    100 µs     120 µs       12.0 µs       12.5%
+cudaLaunchKernel     20         0 µs          0 µs             0 µs           0.0%    400 µs     400 µs       20.0 µs       50.0%"""  # noqa: E501
+
+
+def test_cpu_table_snapshot():
+    assert cpu_result().table() == CPU_TABLE
+
+
+def test_cuda_table_snapshot():
+    assert cuda_result().table() == CUDA_TABLE
+
+
+def test_summary_lines():
+    assert cpu_result().summary() == (
+        "cell[7] · CPU · 10 iterations (+3 warm-up) · 1.00 ms per iteration "
+        "(median; IQR 75.0 µs, best 900 µs) · ops: 810 µs self CPU time per iteration "
+        "(79% of wall)"
+    )
+    assert cuda_result().summary() == (
+        "gpu · CUDA (NVIDIA H200) · 10 iterations (+3 warm-up) · 1.20 ms per iteration "
+        "(median; IQR 0 µs, best 1.20 ms) · ops: 1.00 ms self device time per iteration "
+        "(GPU busy 83% of wall), 80.0 µs self CPU"
+    )
+
+
+def test_limit_and_sort_key():
+    text = cpu_result().table(limit=2, by="calls")
+    lines = text.splitlines()
+    assert lines[2].startswith("aten::view ") and lines[3].startswith("aten::copy_ ")
+    assert lines[-1] == "... 4 more ops (result.table(None) lists all)"
+
+
+def test_report_carries_timing_warning():
+    from kernelmagic.render.text import text_report
+
+    spiky = cpu_result(timings=[0.001, 0.001, 0.001, 0.009])
+    assert "Warning: The slowest iteration took 9.0x" in text_report(spiky)
+    assert "Warning" not in text_report(cpu_result())
+
+
+def test_empty_profile():
+    assert cpu_result(rows=[]).table().endswith("(no operators were recorded)")
