@@ -301,3 +301,36 @@ def test_no_kineto_log_lines(tmp_path):
     assert out.returncode == 0, out.stderr
     for marker in ("STAGE:", "USDT:"):
         assert marker not in out.stdout + out.stderr
+
+
+def _registry():
+    import ipywidgets
+
+    registry = getattr(ipywidgets.widgets.widget, "_instances", None)
+    return ipywidgets.Widget.widgets if registry is None else registry
+
+
+def test_rerun_cell_closes_its_previous_report(ip, monkeypatch):
+    ip.run_cell(SETUP)
+    monkeypatch.setattr(ip, "parent_header", {"metadata": {"cellId": "cell-1"}}, raising=False)
+    _, first = run(ip, "%%profile -n 1 -w 0\nc = a + b")
+    old = widget_of(first.outputs[0].data)
+    old_ids = (old.model_id, old.km_table.headers["calls"].model_id)
+    _, second = run(ip, "%%profile -n 1 -w 0\nc = a + b")
+    new = widget_of(second.outputs[0].data)
+    registry = _registry()
+    assert not any(i in registry for i in old_ids), "the replaced report is closed, children too"
+    assert new.model_id in registry
+
+
+def test_live_reports_are_bounded(ip, monkeypatch):
+    from kernelmagic.render import bundle
+
+    monkeypatch.setattr(bundle, "LIVE_LIMIT", 3)
+    ip.run_cell(SETUP)
+    views = []
+    for _ in range(5):
+        _, cap = run(ip, "%%profile -n 1 -w 0\nc = a + b")
+        views.append(cap.outputs[0].data[WIDGET_MIME]["model_id"])
+    registry = _registry()
+    assert [v in registry for v in views] == [False, False, True, True, True]

@@ -6,12 +6,20 @@ widget; nbconvert and GitHub show ``text/html``; terminal IPython prints ``text/
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from kernelmagic.render.text import text_report
 from kernelmagic.result import ProfileResult
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+#: Live report widgets, oldest first, keyed by the notebook cell that showed them.
+#: A re-run cell replaces its report, so the old one is closed; beyond LIVE_LIMIT
+#: reports the oldest are closed too, so a long session does not grow without bound
+#: (a closed report's output keeps showing nothing live; re-display the result).
+LIVE_LIMIT = 30
+_live: OrderedDict[object, Any] = OrderedDict()
 
 
 def _active_types() -> list[str] | None:
@@ -48,5 +56,34 @@ def mime_bundle(result: ProfileResult, include: Any = None) -> dict[str, Any]:
         except ImportError:
             return bundle
         view = report_widget(result, png)
+        _keep_live(view)
         bundle[WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
     return bundle
+
+
+def _cell_key() -> object | None:
+    """The id of the notebook cell being run, where the front end sends one."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    header = getattr(shell, "parent_header", None) or {}
+    return (header.get("metadata") or {}).get("cellId")
+
+
+def _keep_live(view: Any) -> None:
+    key = _cell_key()
+    if key is None:
+        key = object()
+    replaced = _live.pop(key, None)
+    if replaced is not None:
+        close_tree(replaced)
+    _live[key] = view
+    while len(_live) > LIVE_LIMIT:
+        close_tree(_live.popitem(last=False)[1])
+
+
+def close_tree(widget: Any) -> None:
+    """Close a widget and all its descendants (``close()`` alone leaves children open)."""
+    for child in getattr(widget, "children", ()):
+        close_tree(child)
+    widget.close()
