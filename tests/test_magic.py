@@ -163,7 +163,7 @@ def test_header_click_sorts_and_second_click_flips(ip):
     assert headers["calls"].description == "calls ▼"
     assert headers["self_cpu"].description == "self CPU"
     assert table.order[0] == "aten::add"
-    counts = {r.key: r.count for r in table.result.rows}
+    counts = {r.key: r.count for r in table.table.rows}
     assert [counts[k] for k in table.order] == sorted(counts.values(), reverse=True)
     assert table.body.value.index("aten::add") < table.body.value.index("aten::mm")
     headers["calls"].click()
@@ -177,11 +177,12 @@ def test_header_click_sorts_and_second_click_flips(ip):
 def test_long_table_shows_top_rows_and_more_on_request():
     from fakes import cpu_result
 
+    from kernelmagic.render.table import op_table
     from kernelmagic.render.widget import SortableTable
     from kernelmagic.result import OpRow
 
     rows = [OpRow(f"op{i:04d}", 1, float(i), float(i)) for i in range(1000)]
-    table = SortableTable(cpu_result(rows=rows), page=25)
+    table = SortableTable(op_table(cpu_result(rows=rows)), page=25)
     assert len(table.order) == 25 and table.order[0] == "op0999"
     assert table.body.value.count('class="km-row"') == 25
     assert "25 of 1000 ops" in table.status.value

@@ -57,4 +57,4 @@ def test_report_carries_timing_warning():
 
 
 def test_empty_profile():
-    assert cpu_result(rows=[]).table().endswith("(no operators were recorded)")
+    assert cpu_result(rows=[]).table().endswith("(no ops were recorded)")

@@ -4,70 +4,64 @@ from __future__ import annotations
 
 import base64
 from html import escape
+from typing import Any
 
-from kernelmagic.render.columns import Column, column_for_sort, columns, sorted_rows
+from kernelmagic.render.table import Table, op_table
 from kernelmagic.render.text import summary_line
-from kernelmagic.result import OpRow, ProfileResult
-
-#: Fixed column widths (px), shared with the widget so its header buttons line up.
-OP_WIDTH = 360
-NUM_WIDTH = 104
+from kernelmagic.result import ProfileResult
 
 TABLE_STYLE = (
     "border-collapse:collapse;table-layout:fixed;font-size:12px;"
     "font-family:var(--jp-code-font-family, monospace)"
 )
+CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
 
 
-def width(col: Column) -> int:
-    return NUM_WIDTH if col.numeric else OP_WIDTH
-
-
-def table_rows_html(result: ProfileResult, cols: list[Column], rows: list[OpRow]) -> str:
-    """``<tr>`` elements for ``rows``; every op name is HTML-escaped."""
+def rows_html(table: Table, rows: list[Any]) -> str:
+    """``<tr>`` elements for ``rows``; every cell's text is HTML-escaped."""
     out = []
     for r in rows:
         cells = []
-        for c in cols:
+        for c in table.columns:
             align = "right" if c.numeric else "left"
-            text = escape(c.show(result, r))
-            title = f' title="{escape(r.key)}"' if not c.numeric else ""
-            cells.append(
-                f'<td class="km-cell km-col-{c.id}"{title} style="text-align:{align};'
-                f'padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap">'
-                f"{text}</td>"
-            )
+            title = "" if c.numeric else f' title="{escape(str(c.value(r)))}"'
+            cells.append(f'<td class="km-cell km-col-{c.id}"{title} '
+                         f'style="text-align:{align};{CELL_STYLE}">{escape(c.show(r))}</td>')
         out.append('<tr class="km-row">' + "".join(cells) + "</tr>")
     return "".join(out)
 
 
-def colgroup(cols: list[Column]) -> str:
-    return "<colgroup>" + "".join(f'<col style="width:{width(c)}px">' for c in cols) + "</colgroup>"
-
-
-def table_html(result: ProfileResult, limit: int | None = 50, header: bool = True,
-               column_id: str | None = None, descending: bool = True) -> str:
-    """A static table of the top ``limit`` ops, sorted by the result's sort key."""
-    cols = columns(result)
-    rows = sorted_rows(result, column_id or column_for_sort(result, result.sort), descending)
-    shown = rows if limit is None else rows[:limit]
+def table_html(table: Table, rows: list[Any], header: bool = True) -> str:
+    """A fixed-layout ``<table>`` of ``rows`` (column widths match the widget's headers)."""
+    cols = "".join(f'<col style="width:{c.width}px">' for c in table.columns)
     head = ""
     if header:
         head = "<thead><tr>" + "".join(
             f'<th class="km-head" style="text-align:{"right" if c.numeric else "left"};'
             f'padding:2px 6px;border-bottom:1px solid #999">{escape(c.title)}</th>'
-            for c in cols
+            for c in table.columns
         ) + "</tr></thead>"
-    total_width = sum(width(c) for c in cols)
+    width = sum(c.width for c in table.columns)
+    return (f'<table class="km-table" style="{TABLE_STYLE};width:{width}px">'
+            f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows)}</tbody></table>")
+
+
+def static_table_html(table: Table, limit: int | None = 50) -> str:
+    """The top ``limit`` rows in the table's own order, with a note of how many are left."""
+    rows = table.sorted_rows()
+    shown = rows if limit is None else rows[:limit]
     more = ""
     if len(rows) > len(shown):
         more = (f'<p class="km-more" style="font-size:12px;color:#666">'
-                f"{len(rows) - len(shown)} more ops not shown.</p>")
-    return (
-        f'<table class="km-table" style="{TABLE_STYLE};width:{total_width}px">'
-        f"{colgroup(cols)}{head}<tbody>{table_rows_html(result, cols, shown)}</tbody></table>"
-        f"{more}"
-    )
+                f"{len(rows) - len(shown)} more {table.noun} not shown.</p>")
+    return table_html(table, shown) + more
+
+
+def png_img(png: bytes | None, alt: str) -> str:
+    if png is None:
+        return ""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img class="km-chart" alt="{escape(alt)}" src="data:image/png;base64,{data}"/>'
 
 
 def summary_html(result: ProfileResult) -> str:
@@ -79,9 +73,5 @@ def summary_html(result: ProfileResult) -> str:
 
 def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50) -> str:
     """Summary, chart (inline PNG) and table in one self-contained HTML fragment."""
-    img = ""
-    if png is not None:
-        data = base64.b64encode(png).decode("ascii")
-        img = f'<img class="km-chart" alt="top ops chart" src="data:image/png;base64,{data}"/>'
-    return (f'<div class="kernelmagic-report">{summary_html(result)}{img}'
-            f"{table_html(result, limit=limit)}</div>")
+    return (f'<div class="kernelmagic-report">{summary_html(result)}'
+            f"{png_img(png, 'top ops chart')}{static_table_html(op_table(result), limit)}</div>")

@@ -1,12 +1,12 @@
-"""Plain-text rendering: the summary line and an aligned table (what a terminal shows)."""
+"""Plain-text rendering: the summary line and aligned tables (what a terminal shows)."""
 
 from __future__ import annotations
 
-from kernelmagic.render.columns import column_for_sort, columns, sorted_rows
+from kernelmagic.render.table import Table, column_for_sort, op_table
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_seconds, format_us
 
-MAX_OP_WIDTH = 60
+MAX_NAME_WIDTH = 60
 
 
 def summary_line(result: ProfileResult) -> str:
@@ -38,27 +38,33 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = None) -> str:
-    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
-    cols = columns(result)
-    column_id = column_for_sort(result, by or result.sort)
-    rows = sorted_rows(result, column_id, descending=True)
+def render_table(table: Table, limit: int | None = 25, column_id: str | None = None,
+                 more_hint: str = "") -> str:
+    """Any ``Table`` as aligned text: the top ``limit`` rows by one column, descending."""
+    rows = table.sorted_rows(column_id)
     shown = rows if limit is None else rows[:limit]
+    cols = table.columns
     cells = [[c.title for c in cols]]
-    cells += [[_clip(c.show(result, r), MAX_OP_WIDTH) for c in cols] for r in shown]
+    cells += [[_clip(c.show(r), MAX_NAME_WIDTH) for c in cols] for r in shown]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = []
     for n, row in enumerate(cells):
-        out = [row[0].ljust(widths[0])]
-        out += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        out = [cell.rjust(w) if c.numeric else cell.ljust(w)
+               for cell, w, c in zip(row, widths, cols, strict=True)]
         lines.append("  ".join(out).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     if len(rows) > len(shown):
-        lines.append(f"... {len(rows) - len(shown)} more ops (result.table(None) lists all)")
+        lines.append(f"... {len(rows) - len(shown)} more {table.noun}{more_hint}")
     if not rows:
-        lines.append("(no operators were recorded)")
+        lines.append(f"(no {table.noun} were recorded)")
     return "\n".join(lines)
+
+
+def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = None) -> str:
+    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
+    return render_table(op_table(result), limit, column_for_sort(result, by or result.sort),
+                        more_hint=" (result.table(None) lists all)")
 
 
 def text_report(result: ProfileResult, limit: int | None = 25) -> str:
