@@ -14,21 +14,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["OpRow", "ProfileOptions", "ProfileResult", "__version__", "profile"]
+__all__ = ["Comparison", "OpRow", "ProfileOptions", "ProfileResult", "__version__", "compare",
+           "load", "profile"]
 
 if TYPE_CHECKING:
+    from kernelmagic.compare import Comparison, compare
     from kernelmagic.options import ProfileOptions
     from kernelmagic.result import OpRow, ProfileResult
     from kernelmagic.runner import profile
+    from kernelmagic.storage import load
 
 _LAZY = {
     "profile": "kernelmagic.runner",
     "ProfileOptions": "kernelmagic.options",
     "ProfileResult": "kernelmagic.result",
     "OpRow": "kernelmagic.result",
+    "load": "kernelmagic.storage",
+    "compare": "kernelmagic.compare",
+    "Comparison": "kernelmagic.compare",
 }
 
-# The line magic IPython had under our name (its own ``%profile``), restored on unload.
+# A line magic that had our name before we loaded (restored on unload).
 _replaced_line_magic: Any = None
 
 

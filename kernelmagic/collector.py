@@ -1,11 +1,12 @@
-"""Turns a finished torch profiler session into kernelmagic's operator rows."""
+"""Turns a finished torch profiler session into kernelmagic's operator and kernel rows."""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from typing import Any
 
 from kernelmagic import torch_compat
-from kernelmagic.result import OpRow
+from kernelmagic.result import KernelRow, OpRow
 
 
 def collect_rows(prof: Any) -> list[OpRow]:
@@ -25,3 +26,24 @@ def collect_rows(prof: Any) -> list[OpRow]:
             continue
         rows.append(OpRow(key=str(avg.key), count=int(avg.count), **torch_compat.op_times(avg)))
     return rows
+
+
+def collect_kernels(prof: Any) -> list[KernelRow]:
+    """GPU kernels by name: calls, total device time, and the op that launched them.
+
+    Torch attaches each kernel to the operator whose correlation id launched it
+    (``FunctionEvent.kernels``), which is where the launching op comes from.
+    """
+    count: Counter[str] = Counter()
+    time: defaultdict[str, float] = defaultdict(float)
+    launchers: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for event in torch_compat.host_events(prof):
+        for name, duration in torch_compat.kernels_of(event):
+            count[name] += 1
+            time[name] += duration
+            launchers[name][str(event.name)] += 1
+    return [
+        KernelRow(key=name, count=count[name], device_time_total=time[name],
+                  launched_by=launchers[name].most_common(1)[0][0])
+        for name in sorted(count, key=lambda n: -time[n])
+    ]

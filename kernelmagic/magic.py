@@ -7,6 +7,7 @@ and displays the result.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -19,7 +20,11 @@ from kernelmagic.options import ProfileOptions, check_variable_name
 
 @magics_class
 class ProfileMagics(Magics):
-    """Holds the ``profile`` magic."""
+    """Holds the ``profile`` magic and the results kept with ``--save``."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)
+        self.saved: dict[str, Any] = {}
 
     @magic_arguments()
     @argument("-n", "--iters", type=int, default=10,
@@ -39,6 +44,13 @@ class ProfileMagics(Magics):
     @argument("--cpu-only", action="store_true",
               help="profile CPU activity only, even when CUDA is available")
     @argument("-q", "--quiet", action="store_true", help="show nothing (use with -o)")
+    @argument("--save", type=str, default=None, metavar="NAME",
+              help="keep the result under NAME for the life of the kernel (for --compare)")
+    @argument("--compare", type=str, default=None, metavar="NAME_OR_PATH",
+              help="show this run against a result kept with --save NAME, or a file "
+                   "written by result.save(path)")
+    @argument("--no-findings", action="store_true",
+              help="hide the plain-language findings below the table")
     @argument("statement", nargs="*",
               help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
@@ -67,8 +79,11 @@ class ProfileMagics(Magics):
                                      sort=args.sort, name=name, cpu_only=args.cpu_only)
             if args.out is not None:
                 check_variable_name("-o/--out", args.out)
+            if args.save is not None and not args.save.strip():
+                raise ValueError("--save needs a non-empty NAME")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        baseline = self._baseline(args.compare) if args.compare is not None else None
 
         from kernelmagic import runner  # imports torch on first use
 
@@ -82,10 +97,32 @@ class ProfileMagics(Magics):
 
         if args.out is not None:
             self.shell.user_ns[args.out] = result
-        if not args.quiet:
-            from IPython.display import display
+        if args.save is not None:
+            self.saved[args.save] = result
+        if args.quiet:
+            return
+        from IPython.display import display
 
-            display(result)
+        from kernelmagic.render.bundle import mime_bundle
+
+        display(mime_bundle(result, findings=not args.no_findings), raw=True)
+        if baseline is not None:
+            display(result.compare(baseline))
+
+    def _baseline(self, target: str) -> Any:
+        """The result that ``--compare`` names: a saved name first, else a file path."""
+        if target in self.saved:
+            return self.saved[target]
+        from kernelmagic.storage import ProfileFileError, load
+
+        if not os.path.exists(target):
+            known = ", ".join(sorted(self.saved)) or "none yet"
+            raise UsageError(f"--compare {target}: no result saved under that name "
+                             f"(saved: {known}) and no such file")
+        try:
+            return load(target)
+        except ProfileFileError as exc:
+            raise UsageError(f"--compare: {exc}") from None
 
     def _compile(self, source: str) -> Any:
         """Compile once, registered with IPython's cache so tracebacks show the lines."""

@@ -8,7 +8,7 @@ what you know from ``prof.key_averages()`` carries over.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -42,6 +42,20 @@ class OpRow:
         return self.device_time_total / self.count if self.count else 0.0
 
 
+@dataclass(frozen=True)
+class KernelRow:
+    """One GPU kernel name, aggregated over the profiled iterations (times in µs)."""
+
+    key: str
+    count: int
+    device_time_total: float
+    launched_by: str = ""  # the operator that launched it most often
+
+    @property
+    def device_time(self) -> float:
+        return self.device_time_total / self.count if self.count else 0.0
+
+
 def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
     if key == "self_cpu":
         return lambda r: r.self_cpu_time_total
@@ -63,8 +77,10 @@ class ProfileResult:
     """Where the time of a profiled block went.
 
     ``rows`` are operators only: ``record_function``/NVTX ranges (ours and the user's)
-    and pseudo-rows such as ``[memory]`` are left out. ``timings`` are the wall times
-    of the profiled iterations in seconds, measured after synchronising the GPU.
+    and pseudo-rows such as ``[memory]`` are left out. ``kernels`` lists the GPU
+    kernels (empty without CUDA). ``timings`` are the wall times of the profiled
+    iterations in seconds, measured after synchronising the GPU; ``warmup_timings``
+    those of the warm-up runs.
     """
 
     name: str
@@ -77,6 +93,9 @@ class ProfileResult:
     topk: int = 10
     device_name: str | None = None
     torch_version: str = ""
+    warmup_timings: list[float] = field(default_factory=list)
+    kernels: list[KernelRow] = field(default_factory=list)
+    matmul_precision: str = ""
 
     # --- derived figures ---------------------------------------------------------
 
@@ -168,8 +187,29 @@ class ProfileResult:
             "topk": self.topk,
             "torch_version": self.torch_version,
             "timings": list(self.timings),
+            "warmup_timings": list(self.warmup_timings),
+            "matmul_precision": self.matmul_precision,
             "rows": [asdict(r) for r in self.rows],
+            "kernels": [asdict(k) for k in self.kernels],
         }
+
+    def save(self, path: Any) -> Any:
+        """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
+        from kernelmagic.storage import save
+
+        return save(self, path)
+
+    def compare(self, before: ProfileResult) -> Any:
+        """This run against an earlier one: a ``Comparison`` (``before`` -> ``self``)."""
+        from kernelmagic.compare import compare
+
+        return compare(before, self)
+
+    def findings(self) -> list[Any]:
+        """Plain-language observations about this profile, each with its numbers."""
+        from kernelmagic.findings import find
+
+        return find(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
@@ -193,6 +233,9 @@ class ProfileResult:
                 torch_version=str(data.get("torch_version", "")),
                 timings=[float(t) for t in data["timings"]],
                 rows=[OpRow(**row) for row in data["rows"]],
+                warmup_timings=[float(t) for t in data.get("warmup_timings", [])],
+                kernels=[KernelRow(**k) for k in data.get("kernels", [])],
+                matmul_precision=str(data.get("matmul_precision", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -16,7 +16,7 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic import torch_compat
-from kernelmagic.collector import collect_rows
+from kernelmagic.collector import collect_kernels, collect_rows
 from kernelmagic.options import ProfileOptions
 from kernelmagic.result import ProfileResult
 
@@ -75,15 +75,19 @@ def execute(fn: Callable[[], Any], run: Plan,
     __tracebackhide__ = True
     opts = run.options
     name = opts.name
+    sync = torch_compat.synchronize
+    warmup_timings: list[float] = []
     if opts.warmup:
         with torch_compat.labelled_range(f"{name}/warmup"):
             for _ in range(opts.warmup):
+                start = clock()
                 fn()
-    torch_compat.synchronize()
+                sync()
+                warmup_timings.append(clock() - start)
+    sync()
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
-    sync = torch_compat.synchronize
     prof = torch_compat.new_profiler(run.profiles_device)
     with prof, torch_compat.labelled_range(name):
         for i in range(opts.iters):
@@ -102,7 +106,10 @@ def execute(fn: Callable[[], Any], run: Plan,
         device="cuda" if run.profiles_device else "cpu",
         device_name=torch_compat.device_name() if run.profiles_device else None,
         rows=collect_rows(prof),
+        kernels=collect_kernels(prof) if run.profiles_device else [],
         timings=timings,
+        warmup_timings=warmup_timings,
+        matmul_precision=torch_compat.matmul_precision(),
         sort=run.sort,
         topk=opts.topk,
         torch_version=torch_compat.torch_version(),

@@ -19,7 +19,8 @@ class TimingStats:
 
     n: int
     median: float
-    iqr: float
+    q1: float
+    q3: float
     mean: float
     stdev: float
     best: float
@@ -42,13 +43,24 @@ class TimingStats:
         return cls(
             n=len(ordered),
             median=statistics.median(ordered),
-            iqr=q3 - q1,
+            q1=q1,
+            q3=q3,
             mean=statistics.fmean(ordered),
             stdev=stdev,
             best=ordered[0],
             worst=ordered[-1],
             outlier_ratio=ratio,
         )
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range: the spread of the middle half of the iterations."""
+        return self.q3 - self.q1
+
+    @property
+    def relative_spread(self) -> float:
+        """IQR as a fraction of the median (0 when the median is 0)."""
+        return self.iqr / self.median if self.median > 0 else 0.0
 
     def warning(self) -> str | None:
         """A one-line warning when the slowest iteration is far slower than the rest."""
@@ -68,17 +80,15 @@ def format_seconds(seconds: float) -> str:
 
 def format_us(us: float) -> str:
     """A duration given in microseconds, e.g. ``812 µs``, ``12.3 ms``, ``1.50 s``."""
-    value, unit = (us, "µs")
-    if abs(us) >= 1e6:
-        value, unit = (us / 1e6, "s")
-    elif abs(us) >= 1e3:
-        value, unit = (us / 1e3, "ms")
-    elif 0 < abs(us) < 1:
-        value, unit = (us * 1e3, "ns")
-    if value == 0:
-        return f"0 {unit}"
-    if abs(value) >= 100:
+    if us == 0:
+        return "0 µs"
+    value, unit = us * 1e3, "ns"
+    for next_unit in ("µs", "ms", "s"):
+        if abs(value) < 999.5:
+            break
+        value, unit = value / 1e3, next_unit
+    if abs(value) >= 99.95:
         return f"{value:.0f} {unit}"
-    if abs(value) >= 10:
+    if abs(value) >= 9.995:
         return f"{value:.1f} {unit}"
     return f"{value:.2f} {unit}"

@@ -155,5 +155,23 @@ def op_times(avg: Any) -> dict[str, float]:
     }
 
 
+def host_events(prof: Any) -> list[Any]:
+    """The session's individual CPU-side events (``FunctionEvent``), not averaged."""
+    events = getattr(prof, "function_events", None)
+    if events is None:
+        events = prof.events()
+    return [e for e in events if is_host_event(e)]
+
+
+def kernels_of(event: Any) -> list[tuple[str, float]]:
+    """(kernel name, device µs) for each GPU kernel this operator launched."""
+    return [(str(k.name), float(k.duration)) for k in getattr(event, "kernels", ()) or ()]
+
+
+def matmul_precision() -> str:
+    """``torch.get_float32_matmul_precision()``: "highest" means no TF32 for float32."""
+    return str(torch.get_float32_matmul_precision())
+
+
 def torch_version() -> str:
     return str(torch.__version__)

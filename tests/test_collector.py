@@ -26,3 +26,29 @@ def test_legacy_cuda_attribute_names():
     old = SimpleNamespace(key="aten::mm", count=1, self_cpu_time_total=5, cpu_time_total=6,
                           self_cuda_time_total=7, cuda_time_total=8)
     assert collect_rows(FakeProfiler([old])) == [OpRow("aten::mm", 1, 5.0, 6.0, 7.0, 8.0)]
+
+
+def test_kernels_grouped_with_launching_op():
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelmagic.collector import collect_kernels
+    from kernelmagic.result import KernelRow
+
+    cpu = torch.autograd.DeviceType.CPU
+
+    def op(name, *kernels):
+        return SimpleNamespace(name=name, device_type=cpu,
+                               kernels=[SimpleNamespace(name=k, duration=d) for k, d in kernels])
+
+    prof = SimpleNamespace(function_events=[
+        op("aten::mm", ("sgemm_128x64", 40.0)),
+        op("aten::mm", ("sgemm_128x64", 44.0)),
+        op("aten::addmm", ("sgemm_128x64", 10.0), ("bias_add", 2.0)),
+        op("aten::view"),
+    ])
+    assert collect_kernels(prof) == [
+        KernelRow("sgemm_128x64", 3, 94.0, "aten::mm"),
+        KernelRow("bias_add", 1, 2.0, "aten::addmm"),
+    ]

@@ -313,10 +313,15 @@ def _registry():
 
 def test_rerun_cell_closes_its_previous_report(ip, monkeypatch):
     ip.run_cell(SETUP)
-    monkeypatch.setattr(ip, "parent_header", {"metadata": {"cellId": "cell-1"}}, raising=False)
+    def run_as(msg_id):
+        header = {"metadata": {"cellId": "cell-1"}, "header": {"msg_id": msg_id}}
+        monkeypatch.setattr(ip, "parent_header", header, raising=False)
+
+    run_as("run-1")
     _, first = run(ip, "%%profile -n 1 -w 0\nc = a + b")
     old = widget_of(first.outputs[0].data)
     old_ids = (old.model_id, old.km_table.headers["calls"].model_id)
+    run_as("run-2")
     _, second = run(ip, "%%profile -n 1 -w 0\nc = a + b")
     new = widget_of(second.outputs[0].data)
     registry = _registry()
@@ -335,3 +340,55 @@ def test_live_reports_are_bounded(ip, monkeypatch):
         views.append(cap.outputs[0].data[WIDGET_MIME]["model_id"])
     registry = _registry()
     assert [v in registry for v in views] == [False, False, True, True, True]
+
+
+# --- keep and compare -----------------------------------------------------------------
+
+
+def test_save_then_compare_shows_report_and_comparison(ip):
+    ip.run_cell("a = torch.randn(128, 128)")
+    res, cap = run(ip, "%%profile -n 3 -w 1 -q --save slow\nfor _ in range(8): c = a @ a")
+    assert res.success and cap.outputs == []
+    res, cap = run(ip, "%%profile -n 3 -w 1 --compare slow --name fast\nc = a @ a")
+    assert res.success
+    assert len(cap.outputs) == 2, "the report, then the comparison"
+    comparison = cap.outputs[1].data
+    assert {"text/plain", "text/html", WIDGET_MIME} <= set(comparison)
+    first = comparison["text/plain"].splitlines()[0]
+    assert first.startswith("fast vs cell[")
+    assert "x faster" in first
+    assert "aten::mm" in comparison["text/plain"]
+
+
+def test_compare_with_file(ip, tmp_path):
+    from fakes import cpu_result
+
+    path = tmp_path / "base.json"
+    cpu_result().save(path)
+    ip.run_cell("a = torch.randn(16, 16)")
+    res, cap = run(ip, f"%%profile -n 2 -w 0 --compare {path}\nc = a + a")
+    assert res.success and len(cap.outputs) == 2
+    assert "vs cell[7]" in cap.outputs[1].data["text/plain"]
+
+
+def test_compare_unknown_or_broken_is_usage_error(ip, tmp_path):
+    ip.run_cell("x = 0")
+    res, _ = run(ip, "%%profile --compare nosuch\nx = 1")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "--compare nosuch: no result saved under that name" in str(res.error_in_exec)
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    res, _ = run(ip, f"%%profile --compare {bad}\nx = 1")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert str(res.error_in_exec).startswith(f"--compare: {bad}: not a kernelmagic profile")
+    assert ip.user_ns["x"] == 0
+
+
+def test_no_findings_hides_them(ip):
+    ip.run_cell("a = torch.randn(256, 256)")
+    _, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ a")
+    assert "Findings:" in cap.outputs[0].data["text/plain"]
+    assert "km-findings" in cap.outputs[0].data["text/html"]
+    _, cap = run(ip, "%%profile -n 2 -w 0 --no-findings\nc = a @ a")
+    assert "Findings:" not in cap.outputs[0].data["text/plain"]
+    assert "km-findings" not in cap.outputs[0].data["text/html"]

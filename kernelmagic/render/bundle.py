@@ -1,4 +1,4 @@
-"""One display bundle per report: the widget view with its static fallbacks.
+"""Display bundles: each holds the widget view together with its static fallbacks.
 
 Viewers pick the richest type they can show: JupyterLab, VS Code and Colab render the
 widget; nbconvert and GitHub show ``text/html``; terminal IPython prints ``text/plain``.
@@ -7,6 +7,7 @@ widget; nbconvert and GitHub show ``text/html``; terminal IPython prints ``text/
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from kernelmagic.render.text import text_report
@@ -14,72 +15,97 @@ from kernelmagic.result import ProfileResult
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
-#: Live report widgets, oldest first, keyed by the notebook cell that showed them.
-#: A re-run cell replaces its report, so the old one is closed; beyond LIVE_LIMIT
-#: reports the oldest are closed too, so a long session does not grow without bound
-#: (a closed report's output keeps showing nothing live; re-display the result).
+#: Live widgets, oldest first, keyed by the notebook cell that showed them. A re-run
+#: cell replaces its output, so its old widgets are closed; beyond LIVE_LIMIT cells the
+#: oldest are closed too, so a long session does not grow without bound (an old
+#: output whose widget was closed can be shown again by displaying the result).
 LIVE_LIMIT = 30
-_live: OrderedDict[object, Any] = OrderedDict()
+_live: OrderedDict[object, tuple[object | None, list[Any]]] = OrderedDict()
 
 
-def _active_types() -> list[str] | None:
-    """The mime types the current IPython front end shows (None outside IPython)."""
+def rich_types(include: Any = None) -> tuple[bool, bool]:
+    """Whether to build (HTML, widget): not for terminal IPython, which shows text only.
+
+    The widget needs IPython (a comm); outside IPython only HTML is built.
+    """
     try:
         from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        shell = None
+    else:
+        shell = get_ipython()
+    if include:
+        wanted = set(include)
+    elif shell is not None:
+        wanted = set(shell.display_formatter.active_types)
+    else:
+        wanted = {"text/html"}
+    html = "text/html" in wanted
+    return html, html and shell is not None
+
+
+def widget_view(build: Callable[[], Any]) -> dict[str, Any] | None:
+    """Build a widget and return its view reference, or None without ipywidgets."""
+    try:
+        view = build()
     except ImportError:
         return None
-    shell = get_ipython()
-    if shell is None:
-        return None
-    return list(shell.display_formatter.active_types)
+    _keep_live(view)
+    return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
 
 
-def mime_bundle(result: ProfileResult, include: Any = None) -> dict[str, Any]:
-    """``text/plain`` always; HTML, chart and widget only where they can be shown.
-
-    Terminal IPython shows only ``text/plain``, so the chart and widget are not built
-    there. The widget is built only inside IPython (it needs a comm).
-    """
-    bundle: dict[str, Any] = {"text/plain": text_report(result)}
-    active = _active_types()
-    wanted = set(include) if include else (set(active) if active is not None else {"text/html"})
-    if "text/html" not in wanted:
+def mime_bundle(result: ProfileResult, include: Any = None,
+                findings: bool = True) -> dict[str, Any]:
+    """The report: ``text/plain`` always; HTML, chart and widget where they can be shown."""
+    bundle: dict[str, Any] = {"text/plain": text_report(result, findings=findings)}
+    html, widget = rich_types(include)
+    if not html:
         return bundle
     from kernelmagic.render.chart import chart_png
     from kernelmagic.render.html import html_report
 
     png = chart_png(result)
-    bundle["text/html"] = html_report(result, png)
-    if active is not None:
-        try:
+    bundle["text/html"] = html_report(result, png, findings=findings)
+    if widget:
+        def build() -> Any:
             from kernelmagic.render.widget import report_widget
-        except ImportError:
-            return bundle
-        view = report_widget(result, png)
-        _keep_live(view)
-        bundle[WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
+
+            return report_widget(result, png, findings=findings)
+
+        view = widget_view(build)
+        if view is not None:
+            bundle[WIDGET_MIME] = view
     return bundle
 
 
-def _cell_key() -> object | None:
-    """The id of the notebook cell being run, where the front end sends one."""
+def _origin() -> tuple[object | None, object | None]:
+    """(cell id, execution message id) of the code being run, where the front end sends them."""
     from IPython import get_ipython
 
-    shell = get_ipython()
-    header = getattr(shell, "parent_header", None) or {}
-    return (header.get("metadata") or {}).get("cellId")
+    parent = getattr(get_ipython(), "parent_header", None) or {}
+    cell = (parent.get("metadata") or {}).get("cellId")
+    execution = (parent.get("header") or {}).get("msg_id")
+    return cell, execution
 
 
 def _keep_live(view: Any) -> None:
-    key = _cell_key()
-    if key is None:
-        key = object()
-    replaced = _live.pop(key, None)
-    if replaced is not None:
-        close_tree(replaced)
-    _live[key] = view
+    """Track ``view``; close the widgets of this cell's previous run and the oldest cells."""
+    cell, execution = _origin()
+    key: object = object() if cell is None else cell
+    views: list[Any] = []
+    entry = _live.pop(key, None)
+    if entry is not None:
+        previous_execution, previous_views = entry
+        if previous_execution == execution:
+            views = previous_views  # another widget of the same run (e.g. --compare)
+        else:
+            for old in previous_views:
+                close_tree(old)
+    views.append(view)
+    _live[key] = (execution, views)
     while len(_live) > LIVE_LIMIT:
-        close_tree(_live.popitem(last=False)[1])
+        for old in _live.popitem(last=False)[1][1]:
+            close_tree(old)
 
 
 def close_tree(widget: Any) -> None:

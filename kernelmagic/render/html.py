@@ -71,7 +71,22 @@ def summary_html(result: ProfileResult) -> str:
     return f'<div class="km-summary"><b>{escape(summary_line(result))}</b></div>{warn}'
 
 
-def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50) -> str:
-    """Summary, chart (inline PNG) and table in one self-contained HTML fragment."""
+def findings_html(result: ProfileResult) -> str:
+    """The findings as a list: title, evidence, suggestion ("" when there are none)."""
+    items = "".join(
+        f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
+        f"{escape(f.evidence)}. <i>Try:</i> {escape(f.suggestion)}</li>"
+        for f in result.findings()
+    )
+    if not items:
+        return ""
+    return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
+
+
+def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50,
+                findings: bool = True) -> str:
+    """Summary, chart (inline PNG), table and findings in one self-contained fragment."""
+    notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
-            f"{png_img(png, 'top ops chart')}{static_table_html(op_table(result), limit)}</div>")
+            f"{png_img(png, 'top ops chart')}{static_table_html(op_table(result), limit)}"
+            f"{notes}</div>")

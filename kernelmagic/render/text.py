@@ -67,12 +67,23 @@ def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = N
                         more_hint=" (result.table(None) lists all)")
 
 
-def text_report(result: ProfileResult, limit: int | None = 25) -> str:
-    """Summary line, timing warning if any, and the table: the ``text/plain`` report."""
+def findings_text(result: ProfileResult) -> str:
+    """The findings as a bulleted list ("" when there are none)."""
+    found = result.findings()
+    if not found:
+        return ""
+    return "\n".join(["Findings:", *(f"- {f}" for f in found)])
+
+
+def text_report(result: ProfileResult, limit: int | None = 25, findings: bool = True) -> str:
+    """Summary line, timing warning, table and findings: the ``text/plain`` report."""
     parts = [summary_line(result)]
     warning = result.stats.warning()
     if warning:
         parts.append(f"Warning: {warning}")
     parts.append("")
     parts.append(text_table(result, limit=limit))
+    notes = findings_text(result) if findings else ""
+    if notes:
+        parts += ["", notes]
     return "\n".join(parts)

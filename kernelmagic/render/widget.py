@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from kernelmagic.render.html import summary_html, table_html
+from kernelmagic.render.html import findings_html, summary_html, table_html
 from kernelmagic.render.table import Table, op_table
 from kernelmagic.result import ProfileResult
 
@@ -87,13 +87,16 @@ class SortableTable:
             button.layout.display = "none" if n >= total else None
 
 
-def report_widget(result: ProfileResult, png: bytes | None) -> w.VBox:
-    """Summary, chart and sortable table in one box; ``.km_table`` is the table state."""
+def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True) -> w.VBox:
+    """Summary, chart, sortable table and findings; ``.km_table`` is the table state."""
     parts: list[Any] = [w.HTML(summary_html(result))]
     if png is not None:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     table = SortableTable(op_table(result))
     parts.append(table.widget)
+    notes = findings_html(result) if findings else ""
+    if notes:
+        parts.append(w.HTML(notes))
     box = w.VBox(parts)
     box.km_table = table
     return box

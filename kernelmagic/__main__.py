@@ -1,0 +1,3 @@
+from kernelmagic.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""``python -m kernelmagic``: profiles saved with ``result.save(path)``, outside notebooks.
+
+    python -m kernelmagic show FILE       the text report
+    python -m kernelmagic compare A B     B against A (A is "before")
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from kernelmagic.options import SORT_KEYS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SystemExit(_fail(message))
+
+
+def _fail(message: str) -> int:
+    print(f"kernelmagic: error: {message}", file=sys.stderr)
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m kernelmagic", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    show = sub.add_parser("show", help="print the text report of a saved profile")
+    show.add_argument("file")
+    show.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")
+    show.add_argument("--sort", choices=sorted(SORT_KEYS), default=None,
+                      help="sort key (default: the one the profile was taken with)")
+    show.add_argument("--no-findings", action="store_true", help="omit the findings")
+    cmp = sub.add_parser("compare", help="print B against A, two saved profiles")
+    cmp.add_argument("before")
+    cmp.add_argument("after")
+    cmp.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from kernelmagic.storage import ProfileFileError, load
+
+    if getattr(args, "limit", 1) < 1:
+        return _fail("--limit must be at least 1")
+    try:
+        if args.command == "show":
+            from kernelmagic.render.text import text_report
+
+            result = load(args.file)
+            if args.sort is not None:
+                if args.sort in ("self_device", "device") and not result.profiles_device:
+                    return _fail(f"--sort {args.sort}: {args.file} has no device times")
+                result = dataclasses.replace(result, sort=args.sort)
+            print(text_report(result, limit=args.limit, findings=not args.no_findings))
+        else:
+            before, after = load(args.before), load(args.after)
+            print(after.compare(before).table(limit=args.limit))
+    except (ProfileFileError, ValueError) as exc:
+        return _fail(str(exc))
+    return 0

@@ -1,0 +1,145 @@
+"""Rendering a ``Comparison``: text, HTML, a paired bar chart and a sortable widget."""
+
+from __future__ import annotations
+
+import io
+from html import escape
+from typing import Any
+
+from kernelmagic.compare import Comparison, OpDelta
+from kernelmagic.render.table import Column, Table, name_column, time_column
+from kernelmagic.timing import format_seconds, format_us
+
+
+def _signed(us: float) -> str:
+    return ("+" if us > 0 else "−" if us < 0 else "±") + format_us(abs(us))
+
+
+def _speedup(d: OpDelta) -> str:
+    if d.speedup is not None:
+        return f"{d.speedup:.2f}x"
+    return "—" if d.status == "both" else d.status
+
+
+def comparison_table(cmp: Comparison) -> Table:
+    """Op, before, after, change and speed-up, largest absolute change first."""
+    label = cmp.time_label
+    cols = [
+        name_column(),
+        time_column("before", f"before ({label})", lambda d: d.before),
+        time_column("after", f"after ({label})", lambda d: d.after),
+        Column("change", "change", lambda d: abs(d.delta), lambda d: _signed(d.delta)),
+        Column("speedup", "speed-up", lambda d: d.speedup or 0.0, _speedup),
+    ]
+    return Table(cols, list(cmp.rows), "change")
+
+
+def headline(cmp: Comparison) -> str:
+    """One line: names, per-iteration medians with IQRs, speed-up and the noise verdict."""
+    b, a = cmp.before.stats, cmp.after.stats
+    return (
+        f"{cmp.after.name} vs {cmp.before.name}: {cmp.verdict()} · per iteration "
+        f"{format_seconds(b.median)} (IQR {format_seconds(b.iqr)}) → "
+        f"{format_seconds(a.median)} (IQR {format_seconds(a.iqr)}) · total {cmp.time_label} "
+        f"time per iteration {format_us(cmp.self_time_before)} → "
+        f"{format_us(cmp.self_time_after)}"
+    )
+
+
+def changes_line(cmp: Comparison) -> str:
+    parts = []
+    if cmp.appeared:
+        parts.append("new ops: " + ", ".join(cmp.appeared))
+    if cmp.vanished:
+        parts.append("gone: " + ", ".join(cmp.vanished))
+    return "; ".join(parts)
+
+
+def comparison_text(cmp: Comparison, limit: int | None = 25) -> str:
+    from kernelmagic.render.text import render_table
+
+    parts = [headline(cmp)]
+    changes = changes_line(cmp)
+    if changes:
+        parts.append(changes)
+    parts += ["", render_table(comparison_table(cmp), limit)]
+    return "\n".join(parts)
+
+
+def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
+    """Paired horizontal bars (before, after) of the ``k`` ops with the most time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = sorted(cmp.rows, key=lambda d: (-max(d.before, d.after), d.key))[:k]
+    height = 1.2 + 0.45 * max(len(rows), 1)
+    fig = Figure(figsize=(8, height), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]
+    bar = 0.38
+    ax.barh([y + bar / 2 for y in ys], [d.before / 1e3 for d in rows], height=bar,
+            color="#B0B0B0", label=f"before: {cmp.before.name}")
+    ax.barh([y - bar / 2 for y in ys], [d.after / 1e3 for d in rows], height=bar,
+            color="#4C72B0", label=f"after: {cmp.after.name}")
+    names = [d.key if len(d.key) <= 40 else d.key[:39] + "…" for d in rows]
+    ax.set_yticks(ys)
+    ax.set_yticklabels(names, fontsize=9)
+    for y, d in zip(ys, rows, strict=True):
+        ax.text(max(d.before, d.after) / 1e3, y, f"  {_speedup(d)}", va="center", fontsize=8)
+    ax.set_xlabel(f"{cmp.time_label} time per iteration (ms)")
+    ax.set_title(f"{cmp.after.name} vs {cmp.before.name}: {cmp.verdict()}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.margins(x=0.15)
+    longest = max((len(n) for n in names), default=10)
+    fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
+                        top=1 - 0.42 / height, bottom=0.62 / height)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = 50) -> str:
+    from kernelmagic.render.html import png_img, static_table_html
+
+    changes = changes_line(cmp)
+    extra = f'<div class="km-changes">{escape(changes)}</div>' if changes else ""
+    return (f'<div class="kernelmagic-compare"><div class="km-summary"><b>'
+            f"{escape(headline(cmp))}</b></div>{extra}{png_img(png, 'comparison chart')}"
+            f"{static_table_html(comparison_table(cmp), limit)}</div>")
+
+
+def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
+    import ipywidgets as w
+
+    from kernelmagic.render.widget import SortableTable
+
+    changes = changes_line(cmp)
+    parts: list[Any] = [w.HTML(f"<b>{escape(headline(cmp))}</b>")]
+    if changes:
+        parts.append(w.HTML(escape(changes)))
+    if png is not None:
+        parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
+    table = SortableTable(comparison_table(cmp))
+    parts.append(table.widget)
+    box = w.VBox(parts)
+    box.km_table = table
+    return box
+
+
+def comparison_bundle(cmp: Comparison, include: Any = None) -> dict[str, Any]:
+    """Widget view with ``text/html`` and ``text/plain`` fallbacks, as for a report."""
+    from kernelmagic.render.bundle import WIDGET_MIME, rich_types, widget_view
+
+    bundle: dict[str, Any] = {"text/plain": comparison_text(cmp)}
+    html, widget = rich_types(include)
+    if not html:
+        return bundle
+    png = comparison_png(cmp)
+    bundle["text/html"] = comparison_html(cmp, png)
+    if widget:
+        view = widget_view(lambda: comparison_widget(cmp, png))
+        if view is not None:
+            bundle[WIDGET_MIME] = view
+    return bundle
