@@ -9,22 +9,35 @@ from kernelmagic import torch_compat
 from kernelmagic.result import KernelRow, OpRow
 
 
-def collect_rows(prof: Any) -> list[OpRow]:
+def collect_rows(prof: Any, *, shapes: bool = False, memory: bool = False,
+                 flops: bool = False) -> list[OpRow]:
     """One row per operator of ``prof.key_averages()``, figures copied unchanged.
 
     Left out: ``record_function``/NVTX ranges (they wrap ops, so their time is
-    already in the ops' rows), pseudo-rows such as ``[memory]``, and GPU kernel
-    events (their time is the launching op's self device time).
+    already in the ops' rows), pseudo-rows such as ``[memory]``, GPU kernel events
+    (their time is the launching op's self device time) and the Python frames that
+    ``with_stack`` records. With ``shapes``, rows are split by input shapes.
     """
+    python_frames = {str(e.name) for e in torch_compat.all_events(prof)
+                     if torch_compat.is_python_function(e)}
     rows = []
-    for avg in torch_compat.key_averages(prof):
+    for avg in torch_compat.key_averages(prof, by_shapes=shapes):
         if (
             torch_compat.is_user_range(avg)
             or torch_compat.is_pseudo_row(avg)
             or not torch_compat.is_host_event(avg)
+            or str(avg.key) in python_frames
         ):
             continue
-        rows.append(OpRow(key=str(avg.key), count=int(avg.count), **torch_compat.op_times(avg)))
+        extra: dict[str, Any] = {}
+        if shapes:
+            extra["input_shapes"] = torch_compat.shapes_text(avg)
+        if flops:
+            extra["flops"] = float(getattr(avg, "flops", 0) or 0)
+        if memory:
+            extra.update(torch_compat.op_memory(avg))
+        rows.append(OpRow(key=str(avg.key), count=int(avg.count),
+                          **torch_compat.op_times(avg), **extra))
     return rows
 
 

@@ -8,6 +8,7 @@ that into IPython's ``UsageError``; the plain-Python API lets it propagate.
 from __future__ import annotations
 
 import keyword
+import os
 from dataclasses import dataclass
 
 #: Sort keys accepted by ``--sort``, with what each one orders by.
@@ -31,6 +32,14 @@ class ProfileOptions:
     sort: str | None = None
     name: str = "profile"
     cpu_only: bool = False
+    memory: bool = False
+    shapes: bool = False
+    flops: bool = False
+    stack: bool = False
+    modules: bool = False
+    timeline: bool = False
+    trace: str | None = None
+    force: bool = False
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -44,6 +53,8 @@ class ProfileOptions:
             raise ValueError("--name must be a non-empty string")
         if any(ch in self.name for ch in "\r\n"):
             raise ValueError("--name must be a single line")
+        if self.trace is not None:
+            check_trace_path(self.trace, self.force)
 
     def resolve_sort(self, profiles_device: bool) -> str:
         """The sort key to use, given whether device (CUDA) activity is profiled."""
@@ -63,6 +74,19 @@ def check_variable_name(option: str, value: str) -> str:
     if not value.isidentifier() or keyword.iskeyword(value):
         raise ValueError(f"{option} must be a Python identifier; got {value!r}")
     return value
+
+
+def check_trace_path(path: str, force: bool) -> None:
+    """A Chrome-trace path we may write: ``.json`` or ``.json.gz``, in a writable folder."""
+    if not path.endswith((".json", ".json.gz")):
+        raise ValueError(f"--trace must end in .json or .json.gz; got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--trace {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--trace {path}: folder {folder} is not writable")
+    if os.path.exists(path) and not force:
+        raise ValueError(f"--trace {path}: file exists; add --force to overwrite it")
 
 
 def _check_int(option: str, value: object, *, minimum: int) -> None:

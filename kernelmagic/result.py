@@ -1,8 +1,9 @@
 """The result of a profiling run: a plain data object, with no torch objects inside.
 
-Rows mirror the field names of torch's ``FunctionEventAvg`` (``key``, ``count``,
-``self_cpu_time_total``, ...; microseconds summed over the profiled iterations), so
-what you know from ``prof.key_averages()`` carries over.
+Operator rows (``kernelmagic/rows.py``) mirror the field names of torch's
+``FunctionEventAvg`` (``key``, ``count``, ``self_cpu_time_total``, ...; microseconds
+summed over the profiled iterations), so what you know from ``prof.key_averages()``
+carries over.
 """
 
 from __future__ import annotations
@@ -13,47 +14,12 @@ from functools import cached_property
 from typing import Any
 
 from kernelmagic.options import SORT_KEYS
+from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, SourceRow, Span
 from kernelmagic.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
 FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """One operator, aggregated over all profiled iterations (times in µs)."""
-
-    key: str
-    count: int
-    self_cpu_time_total: float
-    cpu_time_total: float
-    self_device_time_total: float = 0.0
-    device_time_total: float = 0.0
-
-    @property
-    def cpu_time(self) -> float:
-        """Total (inclusive) CPU time per call, as torch's ``cpu_time``."""
-        return self.cpu_time_total / self.count if self.count else 0.0
-
-    @property
-    def device_time(self) -> float:
-        """Total (inclusive) device time per call, as torch's ``device_time``."""
-        return self.device_time_total / self.count if self.count else 0.0
-
-
-@dataclass(frozen=True)
-class KernelRow:
-    """One GPU kernel name, aggregated over the profiled iterations (times in µs)."""
-
-    key: str
-    count: int
-    device_time_total: float
-    launched_by: str = ""  # the operator that launched it most often
-
-    @property
-    def device_time(self) -> float:
-        return self.device_time_total / self.count if self.count else 0.0
 
 
 def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
@@ -96,6 +62,14 @@ class ProfileResult:
     warmup_timings: list[float] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)
     matmul_precision: str = ""
+    views: list[str] = field(default_factory=list)  # deeper views asked for
+    peak_memory: dict[str, float] = field(default_factory=dict)  # bytes, per iteration
+    sources: list[SourceRow] = field(default_factory=list)
+    modules: list[ModuleRow] = field(default_factory=list)
+    ranges: list[RangeRow] = field(default_factory=list)
+    timeline: list[Span] = field(default_factory=list)
+    gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
+    trace_path: str = ""
 
     # --- derived figures ---------------------------------------------------------
 
@@ -191,6 +165,14 @@ class ProfileResult:
             "matmul_precision": self.matmul_precision,
             "rows": [asdict(r) for r in self.rows],
             "kernels": [asdict(k) for k in self.kernels],
+            "views": list(self.views),
+            "peak_memory": dict(self.peak_memory),
+            "sources": [asdict(x) for x in self.sources],
+            "modules": [asdict(x) for x in self.modules],
+            "ranges": [asdict(x) for x in self.ranges],
+            "timeline": [asdict(x) for x in self.timeline],
+            "gpu_busy": list(self.gpu_busy),
+            "trace_path": self.trace_path,
         }
 
     def save(self, path: Any) -> Any:
@@ -236,6 +218,15 @@ class ProfileResult:
                 warmup_timings=[float(t) for t in data.get("warmup_timings", [])],
                 kernels=[KernelRow(**k) for k in data.get("kernels", [])],
                 matmul_precision=str(data.get("matmul_precision", "")),
+                views=[str(v) for v in data.get("views", [])],
+                peak_memory={str(k): float(v) for k, v in data.get("peak_memory", {}).items()},
+                sources=[SourceRow(**x) for x in data.get("sources", [])],
+                modules=[ModuleRow(**x) for x in data.get("modules", [])],
+                ranges=[RangeRow(**{**x, "top_ops": [tuple(t) for t in x["top_ops"]]})
+                        for x in data.get("ranges", [])],
+                timeline=[Span(**x) for x in data.get("timeline", [])],
+                gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
+                trace_path=str(data.get("trace_path", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

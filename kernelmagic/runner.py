@@ -9,12 +9,15 @@ This is the plain-Python core under the magic; it works without IPython::
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from kernelmagic import collect_views as views
 from kernelmagic import torch_compat
 from kernelmagic.collector import collect_kernels, collect_rows
 from kernelmagic.options import ProfileOptions
@@ -65,12 +68,14 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
 
 def execute(fn: Callable[[], Any], run: Plan,
             on_trace_ready: Callable[[Any], None] | None = None,
-            clock: Callable[[], float] = time.perf_counter) -> ProfileResult:
+            clock: Callable[[], float] = time.perf_counter,
+            source_file: str | None = None) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` (``KeyboardInterrupt`` included) propagate unchanged; the
     profiler is stopped and every range closed on the way out. ``clock`` (seconds)
-    is replaceable for tests.
+    is replaceable for tests; ``source_file`` names the profiled code's file, whose
+    functions ``--stack`` lists first.
     """
     __tracebackhide__ = True
     opts = run.options
@@ -88,28 +93,48 @@ def execute(fn: Callable[[], Any], run: Plan,
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
-    prof = torch_compat.new_profiler(run.profiles_device)
-    with prof, torch_compat.labelled_range(name):
+    prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
+                                     memory=opts.memory, flops=opts.flops, stack=opts.stack)
+    modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
+    device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
+    with prof, torch_compat.labelled_range(name), modules:
         for i in range(opts.iters):
+            if device_peaks is not None:
+                baseline = torch_compat.reset_device_peak()
             with torch_compat.labelled_range(f"{name}/iter {i}"):
                 start = clock()
                 fn()
                 sync()
                 timings.append(clock() - start)
+            if device_peaks is not None:
+                device_peaks.append(torch_compat.device_peak(baseline))
 
     if on_trace_ready is not None:
         on_trace_ready(prof)
+    if opts.trace is not None:
+        torch_compat.export_trace(prof, opts.trace)
+    median_iteration = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
     return ProfileResult(
         name=name,
         iters=opts.iters,
         warmup=opts.warmup,
         device="cuda" if run.profiles_device else "cpu",
         device_name=torch_compat.device_name() if run.profiles_device else None,
-        rows=collect_rows(prof),
+        rows=collect_rows(prof, shapes=opts.shapes, memory=opts.memory, flops=opts.flops),
         kernels=collect_kernels(prof) if run.profiles_device else [],
         timings=timings,
         warmup_timings=warmup_timings,
         matmul_precision=torch_compat.matmul_precision(),
+        views=[v for v in ("memory", "shapes", "flops", "stack", "modules", "timeline")
+               if getattr(opts, v)],
+        peak_memory=({"cpu": views.collect_peak_cpu_memory(prof, name),
+                      "device": max(device_peaks or [0.0])} if opts.memory else {}),
+        sources=views.collect_sources(prof, source_file) if opts.stack else [],
+        modules=views.collect_modules(prof) if opts.modules else [],
+        ranges=views.collect_ranges(prof, name),
+        timeline=views.collect_timeline(prof, name, median_iteration) if opts.timeline else [],
+        gpu_busy=views.collect_gpu_busy(prof, name) if run.profiles_device else [],
+        trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         sort=run.sort,
         topk=opts.topk,
         torch_version=torch_compat.torch_version(),
@@ -119,15 +144,21 @@ def execute(fn: Callable[[], Any], run: Plan,
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
             topk: int = 10, sort: str | None = None, name: str = "profile",
             cpu_only: bool = False, namespace: dict[str, Any] | None = None,
-            on_trace_ready: Callable[[Any], None] | None = None) -> ProfileResult:
+            on_trace_ready: Callable[[Any], None] | None = None,
+            **view_options: Any) -> ProfileResult:
     """Profile ``target`` and return where its time went.
 
     ``target`` is a zero-argument callable, or a code object run in ``namespace``.
     It runs ``warmup`` times unprofiled, then ``iters`` times under the profiler.
     ``on_trace_ready`` receives the finished torch profiler session (for example to
-    call ``export_chrome_trace`` or compare with ``key_averages()``).
+    call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
+    are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
+    ``modules``, ``timeline``, and ``trace="run.json"`` (with ``force``).
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
-                             cpu_only=cpu_only)
-    return execute(as_callable(target, namespace), plan(options), on_trace_ready)
+                             cpu_only=cpu_only, **view_options)
+    fn = as_callable(target, namespace)
+    code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
+    return execute(fn, plan(options), on_trace_ready,
+                   source_file=code.co_filename if code is not None else None)

@@ -9,6 +9,8 @@ fallbacks.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,7 +81,8 @@ def labelled_range(name: str) -> Iterator[None]:
                 torch.cuda.nvtx.range_pop()
 
 
-def new_profiler(profile_device: bool) -> Any:
+def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = False,
+                 flops: bool = False, stack: bool = False) -> Any:
     """A Kineto-backed profiler session (not yet started).
 
     ``torch.autograd.profiler.profile(use_kineto=True)`` is the engine under
@@ -87,10 +90,65 @@ def new_profiler(profile_device: bool) -> Any:
     use; both produce the same events and the same ``key_averages()``.
     """
     quiet_kineto_logs()
-    kwargs: dict[str, Any] = {"use_kineto": True}
+    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes,
+                              "profile_memory": memory, "with_flops": flops,
+                              "with_stack": stack}
     if profile_device:
         kwargs["use_device"] = "cuda"
     return autograd_profiler.profile(**kwargs)
+
+
+MODULE_RANGE = re.compile(r"^module: (.*) \((\w+)\)$")
+
+
+@contextlib.contextmanager
+def module_ranges() -> Iterator[None]:
+    """Open a ``record_function`` range ``module: <path> (<Type>)`` around every module call.
+
+    Paths are attribute names from the outermost module called, e.g. ``ff.0``; the
+    outermost module's path is its type name. Global forward hooks are removed, and
+    ranges left open by an exception are closed, on the way out.
+    """
+    from torch.nn.modules import module as nn_module
+
+    open_: list[tuple[Any, str, Any]] = []
+    names: dict[tuple[int, int], str] = {}
+
+    def child_name(parent: Any, child: Any) -> str:
+        key = (id(parent), id(child))
+        if key not in names:
+            found = next((n for n, m in parent._modules.items() if m is child), None)
+            names[key] = found if found is not None else type(child).__name__
+        return names[key]
+
+    def before(module: Any, args: Any) -> None:
+        if open_:
+            parent, parent_path, _ = open_[-1]
+            name = child_name(parent, module)
+            path = f"{parent_path}.{name}" if parent_path else name
+        else:
+            path = ""
+        label = path or type(module).__name__
+        rf = autograd_profiler.record_function(f"module: {label} ({type(module).__name__})")
+        rf.__enter__()
+        open_.append((module, path, rf))
+
+    def after(module: Any, args: Any, output: Any) -> None:
+        while open_:
+            done, _, rf = open_.pop()
+            rf.__exit__(None, None, None)
+            if done is module:
+                break
+
+    handles = [nn_module.register_module_forward_pre_hook(before),
+               nn_module.register_module_forward_hook(after)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        while open_:
+            open_.pop()[2].__exit__(None, None, None)
 
 
 def warm_profiler(profile_device: bool) -> None:
@@ -114,8 +172,16 @@ def warm_profiler(profile_device: bool) -> None:
 # --- reading events -----------------------------------------------------------------
 
 
-def key_averages(prof: Any) -> Any:
+def key_averages(prof: Any, by_shapes: bool = False) -> Any:
+    if by_shapes:
+        return prof.key_averages(group_by_input_shape=True)
     return prof.key_averages()
+
+
+def all_events(prof: Any) -> list[Any]:
+    """Every individual event of the session (``FunctionEvent``), CPU and GPU."""
+    events = getattr(prof, "function_events", None)
+    return list(events if events is not None else prof.events())
 
 
 def is_user_range(avg: Any) -> bool:
@@ -138,6 +204,16 @@ def is_host_event(avg: Any) -> bool:
     return device_type is None or device_type == torch.autograd.DeviceType.CPU
 
 
+def is_python_function(event: Any) -> bool:
+    """A Python frame recorded by ``with_stack``, not an operator."""
+    return bool(getattr(event, "is_python_function", False))
+
+
+def event_times(event: Any) -> tuple[float, float]:
+    """(start, end) in µs on the trace's clock (shared by CPU and GPU events)."""
+    return float(event.time_range.start), float(event.time_range.end)
+
+
 def _read(avg: Any, name: str, legacy: str) -> float:
     value = getattr(avg, name, None)
     if value is None:
@@ -146,7 +222,7 @@ def _read(avg: Any, name: str, legacy: str) -> float:
 
 
 def op_times(avg: Any) -> dict[str, float]:
-    """The four time totals of one ``FunctionEventAvg``, in microseconds."""
+    """The four time totals of one event or ``FunctionEventAvg``, in microseconds."""
     return {
         "self_cpu_time_total": float(avg.self_cpu_time_total),
         "cpu_time_total": float(avg.cpu_time_total),
@@ -155,12 +231,31 @@ def op_times(avg: Any) -> dict[str, float]:
     }
 
 
+def op_memory(avg: Any) -> dict[str, float]:
+    """Memory allocated by one ``FunctionEventAvg`` (bytes; needs ``profile_memory``)."""
+    return {
+        "self_cpu_memory_usage": _read(avg, "self_cpu_memory_usage", "self_cpu_memory_usage"),
+        "cpu_memory_usage": _read(avg, "cpu_memory_usage", "cpu_memory_usage"),
+        "self_device_memory_usage": _read(avg, "self_device_memory_usage",
+                                          "self_cuda_memory_usage"),
+        "device_memory_usage": _read(avg, "device_memory_usage", "cuda_memory_usage"),
+    }
+
+
+def memory_delta(event: Any) -> tuple[float, float]:
+    """(CPU, device) bytes allocated (+) or freed (-) by a ``[memory]`` event."""
+    return (_read(event, "cpu_memory_usage", "cpu_memory_usage"),
+            _read(event, "device_memory_usage", "cuda_memory_usage"))
+
+
+def shapes_text(avg: Any) -> str:
+    shapes = getattr(avg, "input_shapes", None) or []
+    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
+
+
 def host_events(prof: Any) -> list[Any]:
     """The session's individual CPU-side events (``FunctionEvent``), not averaged."""
-    events = getattr(prof, "function_events", None)
-    if events is None:
-        events = prof.events()
-    return [e for e in events if is_host_event(e)]
+    return [e for e in all_events(prof) if is_host_event(e)]
 
 
 def kernels_of(event: Any) -> list[tuple[str, float]]:
@@ -171,6 +266,37 @@ def kernels_of(event: Any) -> list[tuple[str, float]]:
 def matmul_precision() -> str:
     """``torch.get_float32_matmul_precision()``: "highest" means no TF32 for float32."""
     return str(torch.get_float32_matmul_precision())
+
+
+def reset_device_peak() -> float:
+    """Start a new peak-memory window on the CUDA device; returns bytes allocated now."""
+    if not torch.cuda.is_initialized():
+        return 0.0
+    torch.cuda.reset_peak_memory_stats()
+    return float(torch.cuda.memory_allocated())
+
+
+def device_peak(baseline: float) -> float:
+    """Rise of CUDA memory allocated above ``baseline`` since the last reset (bytes)."""
+    if not torch.cuda.is_initialized():
+        return 0.0
+    return max(0.0, float(torch.cuda.max_memory_allocated()) - baseline)
+
+
+def export_trace(prof: Any, path: str) -> None:
+    """Write the session as a Chrome trace (Perfetto, chrome://tracing); gzip for .gz."""
+    if not path.endswith(".gz"):
+        prof.export_chrome_trace(path)
+        return
+    import gzip
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(plain)
+        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
 
 
 def torch_version() -> str:

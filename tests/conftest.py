@@ -38,10 +38,11 @@ def fake_avg(key, count, self_cpu, cpu, self_dev=0.0, dev=0.0, *, user=False, de
 
 
 class FakeProfiler:
-    def __init__(self, averages):
+    def __init__(self, averages, events=()):
         self._averages = averages
+        self.function_events = list(events)
 
-    def key_averages(self):
+    def key_averages(self, group_by_input_shape=False):
         return self._averages
 
 

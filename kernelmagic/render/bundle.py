@@ -65,12 +65,17 @@ def mime_bundle(result: ProfileResult, include: Any = None,
     from kernelmagic.render.html import html_report
 
     png = chart_png(result)
-    bundle["text/html"] = html_report(result, png, findings=findings)
+    timeline = None
+    if "timeline" in result.views:
+        from kernelmagic.render.chart import timeline_png
+
+        timeline = timeline_png(result)
+    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline)
     if widget:
         def build() -> Any:
             from kernelmagic.render.widget import report_widget
 
-            return report_widget(result, png, findings=findings)
+            return report_widget(result, png, findings=findings, timeline_png=timeline)
 
         view = widget_view(build)
         if view is not None:

@@ -65,10 +65,13 @@ def png_img(png: bytes | None, alt: str) -> str:
 
 
 def summary_html(result: ProfileResult) -> str:
+    from kernelmagic.render.views import view_notes
+
     warning = result.stats.warning()
     warn = (f'<div class="km-warning" style="color:#a15c00">⚠ {escape(warning)}</div>'
             if warning else "")
-    return f'<div class="km-summary"><b>{escape(summary_line(result))}</b></div>{warn}'
+    notes = "".join(f'<div class="km-note">{escape(n)}</div>' for n in view_notes(result))
+    return f'<div class="km-summary"><b>{escape(summary_line(result))}</b></div>{warn}{notes}'
 
 
 def findings_html(result: ProfileResult) -> str:
@@ -83,10 +86,24 @@ def findings_html(result: ProfileResult) -> str:
     return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
 
 
+def views_html(result: ProfileResult, limit: int | None = 50) -> str:
+    """Each deeper view under its own heading."""
+    from kernelmagic.render.views import view_tables
+
+    out = []
+    for title, view in view_tables(result):
+        body = (static_table_html(view, limit) if isinstance(view, Table)
+                else f"<p>{escape(str(view))}</p>")
+        out.append(f'<div class="km-view km-view-{escape(title)}">'
+                   f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
+    return "".join(out)
+
+
 def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50,
-                findings: bool = True) -> str:
-    """Summary, chart (inline PNG), table and findings in one self-contained fragment."""
+                findings: bool = True, timeline_png: bytes | None = None) -> str:
+    """Summary, chart, timeline, tables and findings in one self-contained fragment."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
-            f"{png_img(png, 'top ops chart')}{static_table_html(op_table(result), limit)}"
+            f"{png_img(png, 'top ops chart')}{png_img(timeline_png, 'timeline')}"
+            f"{static_table_html(op_table(result), limit)}{views_html(result, limit)}"
             f"{notes}</div>")

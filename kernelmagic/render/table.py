@@ -68,6 +68,9 @@ def op_table(result: ProfileResult) -> Table:
     sides = [("cpu", "CPU", False)]
     if result.profiles_device:  # the primary device's figures come first
         sides.insert(0, ("device", "device", True))
+    if "shapes" in result.views:
+        cols.insert(1, Column("shapes", "input shapes", lambda r: r.input_shapes,
+                              lambda r: r.input_shapes, numeric=False, width=220))
     for side, label, on_device in sides:
         cols += [
             time_column(f"self_{side}", f"self {label}", _field(f"self_{side}_time_total")),
@@ -75,7 +78,58 @@ def op_table(result: ProfileResult) -> Table:
             time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device),
         ]
+    if "flops" in result.views:
+        cols += _flops_columns(result)
+    if "memory" in result.views:
+        for side, label in [s[:2] for s in sides]:
+            cols += [
+                bytes_column(f"self_{side}_mem", f"self {label} mem",
+                             _field(f"self_{side}_memory_usage")),
+                bytes_column(f"{side}_mem", f"total {label} mem", _field(f"{side}_memory_usage")),
+            ]
     return Table(cols, list(result.rows), column_for_sort(result, result.sort))
+
+
+def bytes_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
+    return Column(id_, title, read, lambda r: format_bytes(read(r)))
+
+
+def _flops_columns(result: ProfileResult) -> list[Column]:
+    """FLOPs per iteration and the achieved rate from self time; "—" where torch can't count."""
+    iters = result.iters
+    time_field = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
+
+    def per_iter(r: OpRow) -> float:
+        return r.flops / iters if r.flops else -1.0
+
+    def rate(r: OpRow) -> float:
+        seconds = getattr(r, time_field) / 1e6
+        return r.flops / seconds if r.flops and seconds > 0 else -1.0
+
+    return [
+        Column("flops", "FLOP/iter", per_iter,
+               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r))),
+        Column("flops_rate", "FLOP/s", rate,
+               lambda r: "—" if rate(r) < 0 else format_count(rate(r))),
+    ]
+
+
+def format_count(n: float) -> str:
+    """1234567 -> ``1.23 M``; SI prefixes up to P."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}"
+    return f"{n:.3g}"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in binary units, signed (frees are negative): ``-1.50 MiB``."""
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{sign}{n / scale:.2f} {unit}"
+    return f"{sign}{n:.0f} B"
 
 
 def _field(name: str) -> Callable[[OpRow], float]:

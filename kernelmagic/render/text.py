@@ -76,13 +76,19 @@ def findings_text(result: ProfileResult) -> str:
 
 
 def text_report(result: ProfileResult, limit: int | None = 25, findings: bool = True) -> str:
-    """Summary line, timing warning, table and findings: the ``text/plain`` report."""
+    """Summary, warning, notes, op table, deeper views and findings: ``text/plain``."""
+    from kernelmagic.render.views import view_notes, view_tables
+
     parts = [summary_line(result)]
     warning = result.stats.warning()
     if warning:
         parts.append(f"Warning: {warning}")
+    parts += view_notes(result)
     parts.append("")
     parts.append(text_table(result, limit=limit))
+    for title, view in view_tables(result):
+        body = render_table(view, limit) if isinstance(view, Table) else str(view)
+        parts += ["", f"[{title}]", body]
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]

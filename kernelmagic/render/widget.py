@@ -87,16 +87,40 @@ class SortableTable:
             button.layout.display = "none" if n >= total else None
 
 
-def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True) -> w.VBox:
-    """Summary, chart, sortable table and findings; ``.km_table`` is the table state."""
+def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True,
+                  timeline_png: bytes | None = None) -> w.VBox:
+    """Summary, charts, a view selector over sortable tables, and findings.
+
+    ``.km_table`` is the op table's state, ``.km_views`` maps each view's name to its
+    ``SortableTable`` (or note widget) and ``.km_selector`` chooses the view shown.
+    """
+    from kernelmagic.render.views import view_tables
+
     parts: list[Any] = [w.HTML(summary_html(result))]
-    if png is not None:
-        parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
+    for image in (png, timeline_png):
+        if image is not None:
+            parts.append(w.Image(value=image, format="png", layout=w.Layout(width="auto")))
     table = SortableTable(op_table(result))
-    parts.append(table.widget)
+    views: dict[str, Any] = {"ops": table}
+    for title, view in view_tables(result, always_kernels=True):
+        views[title] = SortableTable(view) if isinstance(view, Table) else w.HTML(
+            f'<p class="km-note">{view}</p>')
+    box_of = {name: (v.widget if isinstance(v, SortableTable) else v) for name, v in views.items()}
+    selector = w.ToggleButtons(options=list(views), value="ops", description="view")
+    selector.add_class("km-views")
+
+    def show(change: Any = None) -> None:
+        for name, widget in box_of.items():
+            widget.layout.display = None if name == selector.value else "none"
+
+    selector.observe(show, names="value")
+    show()
+    parts += [selector, *box_of.values()]
     notes = findings_html(result) if findings else ""
     if notes:
         parts.append(w.HTML(notes))
     box = w.VBox(parts)
     box.km_table = table
+    box.km_views = views
+    box.km_selector = selector
     return box

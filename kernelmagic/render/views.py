@@ -1,0 +1,126 @@
+"""The deeper views as tables: kernels, source lines, modules and the user's ranges.
+
+``view_tables(result)`` lists the views a report shows besides the op table, each as
+(title, Table or a one-line note); ``view_notes`` the one-line facts that go with them.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from kernelmagic.render.table import Column, Table, format_bytes, name_column, time_column
+from kernelmagic.result import ProfileResult
+from kernelmagic.timing import format_us
+
+NO_DEVICE = "No device activity was profiled (CUDA is not available, or --cpu-only)."
+
+
+def _pct(part: float, total: float) -> str:
+    return f"{100 * part / total:.1f}%" if total > 0 else "0.0%"
+
+
+def kernel_table(result: ProfileResult) -> Table:
+    total = sum(k.device_time_total for k in result.kernels)
+    cols = [
+        name_column("kernel", width=420),
+        Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
+        time_column("device", "total device", lambda k: k.device_time_total),
+        time_column("device_avg", "mean", lambda k: k.device_time),
+        Column("pct", "% device", lambda k: k.device_time_total,
+               lambda k: _pct(k.device_time_total, total)),
+        Column("launched_by", "launched by", lambda k: k.launched_by, lambda k: k.launched_by,
+               numeric=False, width=220),
+    ]
+    return Table(cols, list(result.kernels), "device", noun="kernels")
+
+
+def source_table(result: ProfileResult) -> Table:
+    total = result.self_cpu_time_total
+    cols = [
+        name_column("file:line function", width=300),
+        Column("code", "code", lambda s: s.code, lambda s: s.code, numeric=False, width=300),
+        time_column("self_cpu", "self CPU", lambda s: s.self_cpu_time_total),
+        Column("pct", "% self CPU", lambda s: s.self_cpu_time_total,
+               lambda s: _pct(s.self_cpu_time_total, total)),
+        Column("ops", "ops", lambda s: s.ops, lambda s: f"{s.ops:,}"),
+    ]
+    if result.profiles_device:
+        cols.insert(2, time_column("self_device", "self device",
+                                   lambda s: s.self_device_time_total))
+    # Cell lines first, then by time: the order collect_sources gave.
+    order = {s.key: i for i, s in enumerate(result.sources)}
+    cols.append(Column("order", "#", lambda s: -order[s.key], lambda s: str(order[s.key] + 1),
+                       width=40))
+    return Table(cols, list(result.sources), "order", noun="source locations")
+
+
+def module_table(result: ProfileResult) -> Table:
+    order = {m.key: i for i, m in enumerate(result.modules)}
+    cols = [
+        Column("op", "module", lambda m: m.key,
+               lambda m: "  " * m.depth + m.key, numeric=False, width=260),
+        Column("type", "type", lambda m: m.module_type, lambda m: m.module_type,
+               numeric=False, width=180),
+        Column("calls", "calls", lambda m: m.count, lambda m: f"{m.count:,}"),
+        time_column("cpu", "total CPU", lambda m: m.cpu_time_total),
+        time_column("self_cpu", "self CPU", lambda m: m.self_cpu_time_total),
+    ]
+    if result.profiles_device:
+        cols += [time_column("device", "total device", lambda m: m.device_time_total),
+                 time_column("self_device", "self device", lambda m: m.self_device_time_total)]
+    cols.append(Column("order", "tree", lambda m: -order[m.key],
+                       lambda m: str(order[m.key] + 1), width=48))
+    return Table(cols, list(result.modules), "order", noun="modules")
+
+
+def range_table(result: ProfileResult) -> Table:
+    cols = [
+        name_column("range", width=220),
+        Column("calls", "calls", lambda g: g.count, lambda g: f"{g.count:,}"),
+        time_column("cpu", "total CPU", lambda g: g.cpu_time_total),
+        time_column("cpu_iter", "CPU per iteration", lambda g: g.cpu_time_total / result.iters),
+        Column("top_ops", "top ops inside (self time)", lambda g: g.top_ops[0][1] if g.top_ops
+               else 0.0, lambda g: ", ".join(f"{op} {format_us(t)}" for op, t in g.top_ops[:3]),
+               numeric=False, width=460),
+    ]
+    if result.profiles_device:
+        cols.insert(3, time_column("device", "total device", lambda g: g.device_time_total))
+    return Table(cols, list(result.ranges), "cpu", noun="ranges")
+
+
+def view_tables(result: ProfileResult, always_kernels: bool = False) -> list[tuple[str, object]]:
+    """(title, Table or note) for every view the report shows besides the op table."""
+    views: list[tuple[str, object]] = []
+    if result.profiles_device:
+        views.append(("kernels", kernel_table(result)))
+    elif always_kernels:
+        views.append(("kernels", NO_DEVICE))
+    if result.ranges:
+        views.append(("ranges", range_table(result)))
+    if "stack" in result.views:
+        views.append(("source", source_table(result) if result.sources else
+                      "No op ran under a Python function of yours."))
+    if "modules" in result.views:
+        views.append(("modules", module_table(result) if result.modules else
+                      "No nn.Module was called."))
+    return views
+
+
+def view_notes(result: ProfileResult) -> list[str]:
+    """One-line facts: peak memory, GPU busy/idle per iteration, where the trace went."""
+    notes = []
+    if result.peak_memory:
+        parts = [f"CPU {format_bytes(result.peak_memory.get('cpu', 0.0))}"]
+        if result.profiles_device:
+            parts.append(f"device {format_bytes(result.peak_memory.get('device', 0.0))}")
+        notes.append("Peak memory rise within an iteration: " + ", ".join(parts))
+    if result.profiles_device and result.gpu_busy:
+        busy = statistics.median(result.gpu_busy)
+        wall = result.stats.median * 1e6
+        idle = max(0.0, wall - busy)
+        notes.append(f"GPU per iteration (median): busy {format_us(busy)}, idle "
+                     f"{format_us(idle)} of {format_us(wall)} wall ({_pct(idle, wall)} idle)")
+    if result.trace_path:
+        notes.append(f"Chrome trace written to {result.trace_path} "
+                     "(open it in https://ui.perfetto.dev or chrome://tracing)")
+    return notes

@@ -1,0 +1,105 @@
+"""The rows a profile is made of: plain, frozen, JSON-friendly records (times in µs).
+
+``OpRow`` mirrors torch's ``FunctionEventAvg`` field names. The other rows hold the
+deeper views: GPU kernels, source lines, modules, user ranges, and timeline spans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One operator, aggregated over all profiled iterations.
+
+    Memory fields (bytes) are filled with ``--memory``, ``flops`` with ``--flops``
+    (0 where torch cannot count them), ``input_shapes`` with ``--shapes``.
+    """
+
+    key: str
+    count: int
+    self_cpu_time_total: float
+    cpu_time_total: float
+    self_device_time_total: float = 0.0
+    device_time_total: float = 0.0
+    input_shapes: str = ""
+    flops: float = 0.0
+    self_cpu_memory_usage: float = 0.0
+    cpu_memory_usage: float = 0.0
+    self_device_memory_usage: float = 0.0
+    device_memory_usage: float = 0.0
+
+    @property
+    def cpu_time(self) -> float:
+        """Total (inclusive) CPU time per call, as torch's ``cpu_time``."""
+        return self.cpu_time_total / self.count if self.count else 0.0
+
+    @property
+    def device_time(self) -> float:
+        """Total (inclusive) device time per call, as torch's ``device_time``."""
+        return self.device_time_total / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One GPU kernel name over the profiled iterations."""
+
+    key: str
+    count: int
+    device_time_total: float
+    launched_by: str = ""  # the operator that launched it most often
+
+    @property
+    def device_time(self) -> float:
+        return self.device_time_total / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """Op self time attributed to the innermost user function around it (``--stack``)."""
+
+    key: str  # "file:line function"
+    file: str
+    line: int
+    function: str
+    code: str
+    in_cell: bool
+    self_cpu_time_total: float
+    self_device_time_total: float = 0.0
+    ops: int = 0
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
+
+    key: str
+    module_type: str
+    depth: int
+    count: int
+    cpu_time_total: float
+    self_cpu_time_total: float
+    device_time_total: float = 0.0
+    self_device_time_total: float = 0.0
+
+
+@dataclass(frozen=True)
+class RangeRow:
+    """A ``record_function`` range the user opened in the profiled code."""
+
+    key: str
+    count: int
+    cpu_time_total: float
+    device_time_total: float = 0.0
+    top_ops: list[tuple[str, float]] = field(default_factory=list)  # (op, self µs)
+
+
+@dataclass(frozen=True)
+class Span:
+    """One bar of the timeline: an op on the CPU or a kernel on a stream (µs from start)."""
+
+    key: str
+    lane: str
+    start: float
+    end: float
