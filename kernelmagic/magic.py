@@ -51,6 +51,20 @@ class ProfileMagics(Magics):
                    "written by result.save(path)")
     @argument("--no-findings", action="store_true",
               help="hide the plain-language findings below the table")
+    @argument("--memory", action="store_true",
+              help="memory allocated per op (self and total) and the peak within an iteration")
+    @argument("--shapes", action="store_true", help="split op rows by input shapes")
+    @argument("--flops", action="store_true",
+              help="FLOPs per op where torch can count them, and the achieved FLOP/s")
+    @argument("--stack", action="store_true",
+              help="op time attributed to your own Python functions, the cell's first")
+    @argument("--modules", action="store_true",
+              help="time per nn.Module call path (e.g. ff.0), nested")
+    @argument("--timeline", action="store_true",
+              help="a picture of one profiled iteration: CPU ops and GPU kernels per stream")
+    @argument("--trace", type=str, default=None, metavar="PATH",
+              help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
+    @argument("--force", action="store_true", help="let --trace overwrite an existing file")
     @argument("statement", nargs="*",
               help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
@@ -75,8 +89,11 @@ class ProfileMagics(Magics):
                              else "nothing to profile: usage is %profile [options] statement")
         name = args.name if args.name is not None else f"cell[{self.shell.execution_count}]"
         try:
-            options = ProfileOptions(iters=args.iters, warmup=args.warmup, topk=args.topk,
-                                     sort=args.sort, name=name, cpu_only=args.cpu_only)
+            options = ProfileOptions(
+                iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
+                name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
+                flops=args.flops, stack=args.stack, modules=args.modules,
+                timeline=args.timeline, trace=args.trace, force=args.force)
             if args.out is not None:
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
@@ -93,7 +110,7 @@ class ProfileMagics(Magics):
             raise UsageError(str(exc)) from None
         code = self._compile(source)
         fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns)
-        result = runner.execute(fn, plan)
+        result = runner.execute(fn, plan, source_file=code.co_filename)
 
         if args.out is not None:
             self.shell.user_ns[args.out] = result

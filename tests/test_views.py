@@ -1,0 +1,234 @@
+"""The deeper views, checked on workloads whose answers are known."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import linecache
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+from workloads import block_and_input
+
+import kernelmagic
+from kernelmagic.render.table import op_table
+from kernelmagic.render.views import view_notes
+from kernelmagic.result import ProfileResult
+
+
+def cell(source: str, filename: str = "<cell-views>"):
+    """Compile code as IPython would a cell, registered so its lines can be read."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec")
+
+
+def test_memory_per_op_and_peak():
+    mib = 2**20
+    result = kernelmagic.profile(lambda: torch.empty(1024, 1024).fill_(1.0), iters=3, warmup=1,
+                                 memory=True)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::empty"].self_cpu_memory_usage == 3 * 4 * mib  # 4 MiB per call, 3 calls
+    assert rows["aten::fill_"].self_cpu_memory_usage == 0
+    assert result.peak_memory["cpu"] >= 4 * mib
+    titles = [c.title for c in op_table(result).columns]
+    assert "self CPU mem" in titles and "total CPU mem" in titles
+    note = view_notes(result)[0]
+    assert note.startswith("Peak memory rise within an iteration: CPU ")
+
+
+def test_shapes_split_rows():
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    c = torch.randn(32, 32)
+    result = kernelmagic.profile(lambda: (a @ b, c @ c), iters=2, warmup=0, shapes=True)
+    mm = sorted(r.input_shapes for r in result.rows if r.key == "aten::mm")
+    assert mm == ["[32, 32], [32, 32]", "[8, 16], [16, 4]"]
+    assert op_table(result).columns[1].title == "input shapes"
+
+
+def test_flops_match_hand_count_and_unknown_ops_are_marked():
+    a, b = torch.randn(64, 128), torch.randn(128, 32)
+    result = kernelmagic.profile(lambda: torch.relu(a @ b), iters=3, warmup=1, flops=True)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::mm"].flops == 3 * 2 * 64 * 128 * 32
+    assert rows["aten::relu"].flops == 0
+    table = op_table(result)
+    flops, rate = table.column("flops"), table.column("flops_rate")
+    assert flops.show(rows["aten::mm"]) == "524 k"  # 524,288 per iteration
+    expected_rate = rows["aten::mm"].flops / (rows["aten::mm"].self_cpu_time_total / 1e6)
+    assert rate.value(rows["aten::mm"]) == pytest.approx(expected_rate)
+    assert flops.show(rows["aten::relu"]) == "—" and rate.show(rows["aten::relu"]) == "—"
+
+
+STACK_CELL = """\
+def matmuls(a):
+    return a @ a @ a
+
+def activations(a):
+    return torch.relu(a).sigmoid()
+
+y = activations(matmuls(x))
+"""
+
+
+def test_stack_attributes_op_time_to_cell_functions():
+    ns = {"torch": torch, "x": torch.randn(128, 128)}
+    result = kernelmagic.profile(cell(STACK_CELL), namespace=ns, iters=2, warmup=1, stack=True)
+    by_func = {s.function: s for s in result.sources}
+    assert {"matmuls", "activations"} <= set(by_func)
+    mm, act = by_func["matmuls"], by_func["activations"]
+    assert (mm.file, mm.line, mm.code, mm.in_cell) == ("<cell-views>", 1, "def matmuls(a):", True)
+    assert (act.line, act.code) == (4, "def activations(a):")
+    ops = {r.key: r for r in result.rows}
+    # Everything matmuls runs is matmul/mm work: its self time is theirs.
+    mm_ops = ["aten::matmul", "aten::mm", "aten::resolve_conj"]
+    assert mm.self_cpu_time_total == pytest.approx(
+        sum(ops[k].self_cpu_time_total for k in mm_ops if k in ops), rel=1e-6)
+    assert mm.ops == sum(ops[k].count for k in mm_ops if k in ops)
+    assert result.sources[0].in_cell and result.sources[1].in_cell
+    assert op_table(result).rows == result.rows
+    assert not any(re.match(r".*\(\d+\): ", r.key) for r in result.rows), "no Python frames"
+
+
+def test_modules_of_the_block():
+    block, x = block_and_input(batch=1, seq=32)
+    with torch.inference_mode():
+        result = kernelmagic.profile(lambda: block(x), iters=2, warmup=1, modules=True)
+    mods = {m.key: m for m in result.modules}
+    assert set(mods) == {"Block", "ln1", "attn", "ln2", "ff", "ff.0", "ff.1", "ff.2"}
+    assert (mods["Block"].depth, mods["ff"].depth, mods["ff.0"].depth) == (0, 1, 2)
+    assert mods["ff.1"].module_type == "GELU" and mods["ff.0"].count == 2
+    children = sum(mods[k].cpu_time_total for k in ("ff.0", "ff.1", "ff.2"))
+    assert mods["ff"].self_cpu_time_total == pytest.approx(mods["ff"].cpu_time_total - children)
+    assert mods["Block"].cpu_time_total >= sum(mods[k].cpu_time_total
+                                               for k in ("ln1", "attn", "ln2", "ff"))
+    assert [m.key for m in result.modules][:2] == ["Block", "attn"]
+    assert not result.ranges, "module ranges are not user ranges"
+
+
+def test_user_ranges_breakdown():
+    a = torch.randn(128, 128)
+
+    def phases():
+        with torch.profiler.record_function("phase/matmul"):
+            a @ a
+        with torch.profiler.record_function("phase/act"):
+            torch.tanh(a)
+
+    result = kernelmagic.profile(phases, iters=3, warmup=1, name="ph")
+    ranges = {g.key: g for g in result.ranges}
+    assert set(ranges) == {"phase/matmul", "phase/act"}
+    assert ranges["phase/matmul"].count == 3
+    assert ranges["phase/matmul"].top_ops[0][0] == "aten::mm"
+    assert ranges["phase/act"].top_ops[0][0] == "aten::tanh"
+    tanh = next(r for r in result.rows if r.key == "aten::tanh")
+    assert ranges["phase/act"].top_ops[0][1] == pytest.approx(tanh.self_cpu_time_total)
+
+
+def test_timeline_of_one_iteration():
+    a = torch.randn(128, 128)
+    result = kernelmagic.profile(lambda: torch.tanh(a @ a), iters=3, warmup=1, timeline=True)
+    keys = [s.key for s in result.timeline]
+    assert keys == ["aten::matmul", "aten::tanh"], "top-level ops only, in time order"
+    assert {s.lane for s in result.timeline} == {"CPU"}
+    assert all(0 <= s.start < s.end for s in result.timeline)
+    assert result.timeline[-1].end <= max(result.timings) * 1e6
+    from kernelmagic.render.chart import timeline_png
+
+    assert timeline_png(result).startswith(b"\x89PNG")
+
+
+def test_trace_export_json_and_gz(tmp_path):
+    plain, packed = tmp_path / "run.json", tmp_path / "run.json.gz"
+    r1 = kernelmagic.profile(lambda: torch.ones(8).add(1), iters=2, warmup=0, trace=str(plain))
+    r2 = kernelmagic.profile(lambda: torch.ones(8).add(1), iters=2, warmup=0, trace=str(packed))
+    for path, result in ((plain, r1), (packed, r2)):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            events = json.load(f)["traceEvents"]
+        assert any(e.get("name") == "aten::add" for e in events)
+        assert result.trace_path == str(path)
+
+
+def test_trace_path_checks(tmp_path):
+    existing = tmp_path / "old.json"
+    existing.write_text("{}")
+    with pytest.raises(ValueError, match="file exists; add --force"):
+        kernelmagic.profile(lambda: None, trace=str(existing))
+    kernelmagic.profile(lambda: torch.ones(1).add(1), iters=1, warmup=0, trace=str(existing),
+                        force=True)
+    assert "traceEvents" in existing.read_text()
+    with pytest.raises(ValueError, match="does not exist"):
+        kernelmagic.profile(lambda: None, trace=str(tmp_path / "nope" / "t.json"))
+    with pytest.raises(ValueError, match=r"must end in \.json or \.json\.gz"):
+        kernelmagic.profile(lambda: None, trace=str(tmp_path / "t.txt"))
+
+
+def test_unwritable_trace_folder_is_refused(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(ValueError, match="is not writable"):
+        kernelmagic.profile(lambda: None, trace=str(tmp_path / "t.json"))
+
+
+def test_views_survive_json_round_trip(tmp_path):
+    block, x = block_and_input(batch=1, seq=16)
+
+    def work():
+        with torch.profiler.record_function("fwd"):
+            block(x)
+
+    with torch.inference_mode():
+        result = kernelmagic.profile(work, iters=2, warmup=1, memory=True, shapes=True,
+                                     flops=True, stack=True, modules=True, timeline=True)
+    back = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back == result
+    assert back.modules and back.ranges and back.timeline and back.sources
+    assert back.views == ["memory", "shapes", "flops", "stack", "modules", "timeline"]
+
+
+# --- through the magic ----------------------------------------------------------------
+
+
+def test_magic_views_in_report_and_selector(ip, tmp_path):
+    ip.run_cell(f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})")
+    ip.run_cell("from workloads import block_and_input\nblock, x = block_and_input(1, 16)")
+    trace = tmp_path / "cell.json"
+    with capture_output() as cap:
+        res = ip.run_cell(
+            f"%%profile -n 2 -w 1 --modules --stack --timeline --trace {trace}\n"
+            "with torch.profiler.record_function('fwd'):\n    y = block(x)")
+    assert res.success, res.error_in_exec
+    data = cap.outputs[0].data
+    text = data["text/plain"]
+    for heading in ("[ranges]", "[source]", "[modules]"):
+        assert heading in text
+    assert f"Chrome trace written to {trace}" in text
+    assert data["text/html"].count("data:image/png;base64,") == 2, "chart and timeline"
+    from test_magic import widget_of
+
+    box = widget_of(data)
+    assert list(box.km_views) == ["ops", "kernels", "ranges", "source", "modules"]
+    assert box.km_views["modules"].widget.layout.display == "none"
+    box.km_selector.value = "modules"
+    assert box.km_views["modules"].widget.layout.display is None
+    assert box.km_views["ops"].widget.layout.display == "none"
+    if not torch.cuda.is_available():
+        assert "No device activity was profiled" in box.km_views["kernels"].value
+
+
+def test_magic_trace_errors_are_usage_errors(ip, tmp_path):
+    existing = tmp_path / "t.json"
+    existing.write_text("{}")
+    ip.run_cell("x = 0")
+    for line, message in ((f"--trace {existing}", "file exists; add --force"),
+                          (f"--trace {tmp_path}/no/t.json", "does not exist")):
+        with capture_output():
+            res = ip.run_cell(f"%%profile {line}\nx = 1")
+        assert isinstance(res.error_in_exec, UsageError)
+        assert message in str(res.error_in_exec)
+    assert ip.user_ns["x"] == 0
