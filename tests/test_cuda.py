@@ -71,3 +71,30 @@ def test_magic_report_has_device_columns():
     assert res.success
     text = cap.outputs[0].data["text/plain"]
     assert "self device" in text and "CUDA (" in text
+
+
+def test_kernel_view_and_gpu_idle():
+    a = torch.randn(1024, 1024, device="cuda")
+    result = kernelmagic.profile(lambda: torch.relu(a @ a), iters=4, warmup=2, timeline=True)
+    assert result.kernels, "kernels are listed"
+    launched = {k.launched_by for k in result.kernels}
+    assert "aten::mm" in launched
+    total = sum(k.device_time_total for k in result.kernels)
+    assert total == pytest.approx(result.self_device_time_total, rel=0.05)
+    assert len(result.gpu_busy) == 4
+    assert all(0 < busy <= t * 1e6 * 1.05 for busy, t in zip(result.gpu_busy, result.timings,
+                                                              strict=True))
+    lanes = {s.lane for s in result.timeline}
+    assert "CPU" in lanes and any(lane.startswith("stream ") for lane in lanes)
+    from kernelmagic.render.views import view_notes, view_tables
+
+    assert view_tables(result)[0][0] == "kernels"
+    assert any(n.startswith("GPU per iteration (median): busy") for n in view_notes(result))
+
+
+def test_device_memory_peak():
+    def alloc():
+        torch.empty(256, 1024, 1024, device="cuda")  # 1 GiB, freed at once
+
+    result = kernelmagic.profile(alloc, iters=2, warmup=1, memory=True)
+    assert result.peak_memory["device"] >= 2**30
