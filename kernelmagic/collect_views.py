@@ -122,7 +122,8 @@ def collect_modules(prof: Any) -> list[ModuleRow]:
     count: Counter[str] = Counter()
     types: dict[str, str] = {}
     depth: dict[str, int] = {}
-    for event in torch_compat.host_events(prof):
+    events = sorted(torch_compat.host_events(prof), key=lambda e: torch_compat.event_times(e)[0])
+    for event in events:
         m = torch_compat.MODULE_RANGE.match(str(event.name))
         if m is None or not torch_compat.is_user_range(event):
             continue
@@ -143,10 +144,9 @@ def collect_modules(prof: Any) -> list[ModuleRow]:
                   self_cpu_time_total=total_cpu[path] - child_cpu[path],
                   device_time_total=total_dev[path],
                   self_device_time_total=total_dev[path] - child_dev[path])
-        for path in count
+        for path in count  # first-seen order: a parent starts before its children
     ]
-    # The root first, then paths in order, so a parent precedes its children.
-    return sorted(rows, key=lambda r: (r.depth > 0, r.key))
+    return rows
 
 
 # --- the user's own ranges ---------------------------------------------------------------

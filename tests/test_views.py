@@ -105,7 +105,8 @@ def test_modules_of_the_block():
     assert mods["ff"].self_cpu_time_total == pytest.approx(mods["ff"].cpu_time_total - children)
     assert mods["Block"].cpu_time_total >= sum(mods[k].cpu_time_total
                                                for k in ("ln1", "attn", "ln2", "ff"))
-    assert [m.key for m in result.modules][:2] == ["Block", "attn"]
+    assert [m.key for m in result.modules] == ["Block", "ln1", "attn", "ln2", "ff", "ff.0", "ff.1",
+                                              "ff.2"], "call order: parents before children"
     assert not result.ranges, "module ranges are not user ranges"
 
 
