@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import pytest
-
-os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
 @pytest.fixture(scope="session")

@@ -41,11 +41,12 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     key = by or result.sort
     k = k or result.topk
     rows = result.top(k, by=key)
-    # Bars show per-iteration figures (per-call for "avg"), in ms except for calls.
+    # Bars show per-iteration figures (per-call for "avg"): ms, or µs for short ones.
     per = 1 if key == "avg" else result.iters
-    scale = 1.0 if key == "calls" else 1e-3
-    plotted = [result.value(r, key) / per * scale for r in rows]
-    in_ms = key != "calls"
+    raw = [result.value(r, key) / per for r in rows]
+    unit = "" if key == "calls" else " (ms)" if max(raw, default=0) >= 1000 else " (µs)"
+    scale = 1e-3 if unit == " (ms)" else 1.0
+    plotted = [v * scale for v in raw]
 
     height = 1.0 + 0.32 * max(len(rows), 1)
     fig = Figure(figsize=(8, height), dpi=dpi)
@@ -56,7 +57,6 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     bars = ax.barh(ys, plotted, color="#4C72B0")
     ax.set_yticks(ys)
     ax.set_yticklabels(names, fontsize=9)
-    unit = " (ms)" if in_ms else ""
     ax.set_xlabel(_AXIS_LABEL[key] + unit)
     if key in ("self_cpu", "self_device"):
         covered = sum(result.share(r, device=key == "self_device") for r in rows)

@@ -11,7 +11,7 @@ from kernelmagic.render.text import summary_line
 from kernelmagic.result import ProfileResult
 
 TABLE_STYLE = (
-    "border-collapse:collapse;table-layout:fixed;font-size:12px;"
+    "border-collapse:collapse;table-layout:fixed;font-size:12px;line-height:1.4;"
     "font-family:var(--jp-code-font-family, monospace)"
 )
 CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"

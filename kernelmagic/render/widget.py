@@ -33,23 +33,25 @@ class SortableTable:
             button = w.Button(
                 description=col.title,
                 tooltip=f"sort by {col.title}",
-                layout=w.Layout(width=f"{col.width}px", margin="0", padding="0 6px"),
+                layout=w.Layout(width=f"{col.width}px", margin="0", padding="0 6px",
+                                flex="0 0 auto"),
             )
             button.add_class("km-header")
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
-        self.body = w.HTML()
+        self.body = w.HTML(layout=w.Layout(margin="0"))
         self.status = w.HTML()
         self.more_button = w.Button(description=f"show {page} more",
                                     layout=w.Layout(width="auto"))
         self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
         self.all_button = w.Button(description="show all", layout=w.Layout(width="auto"))
         self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
+        # Header and body scroll together when the output area is narrower than the table.
         self.widget = w.VBox([
-            w.HBox(list(self.headers.values())),
+            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible")),
             self.body,
             w.HBox([self.status, self.more_button, self.all_button]),
-        ])
+        ], layout=w.Layout(overflow="auto"))
         self._order: list[Any] = []
         self._resort()
 
