@@ -10,16 +10,17 @@ from kernelmagic.result import KernelRow, OpRow
 
 
 def collect_rows(prof: Any, *, shapes: bool = False, memory: bool = False,
-                 flops: bool = False) -> list[OpRow]:
+                 flops: bool = False, stack: bool = False) -> list[OpRow]:
     """One row per operator of ``prof.key_averages()``, figures copied unchanged.
 
     Left out: ``record_function``/NVTX ranges (they wrap ops, so their time is
     already in the ops' rows), pseudo-rows such as ``[memory]``, GPU kernel events
     (their time is the launching op's self device time) and the Python frames that
-    ``with_stack`` records. With ``shapes``, rows are split by input shapes.
+    ``with_stack`` records (pass ``stack`` when it was on). With ``shapes``, rows are
+    split by input shapes.
     """
-    python_frames = {str(e.name) for e in torch_compat.all_events(prof)
-                     if torch_compat.is_python_function(e)}
+    python_frames = ({str(e.name) for e in torch_compat.all_events(prof)
+                      if torch_compat.is_python_function(e)} if stack else set())
     rows = []
     for avg in torch_compat.key_averages(prof, by_shapes=shapes):
         if (

@@ -83,12 +83,12 @@ class ProfileResult:
         """Median, spread, best and worst of ``timings``."""
         return TimingStats.of(self.timings)
 
-    @property
+    @cached_property
     def self_cpu_time_total(self) -> float:
         """Sum of the ops' self CPU time (µs, all iterations): nothing counted twice."""
         return sum(r.self_cpu_time_total for r in self.rows)
 
-    @property
+    @cached_property
     def self_device_time_total(self) -> float:
         """Sum of the ops' self device time (µs, all iterations)."""
         return sum(r.self_device_time_total for r in self.rows)

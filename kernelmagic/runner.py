@@ -10,6 +10,7 @@ This is the plain-Python core under the magic; it works without IPython::
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -97,22 +98,38 @@ def execute(fn: Callable[[], Any], run: Plan,
                                      memory=opts.memory, flops=opts.flops, stack=opts.stack)
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
-    with prof, torch_compat.labelled_range(name), modules:
-        for i in range(opts.iters):
-            if device_peaks is not None:
-                baseline = torch_compat.reset_device_peak()
-            with torch_compat.labelled_range(f"{name}/iter {i}"):
-                start = clock()
-                fn()
-                sync()
-                timings.append(clock() - start)
-            if device_peaks is not None:
-                device_peaks.append(torch_compat.device_peak(baseline))
+    gc_was_enabled = gc.isenabled()
+    try:
+        with prof:
+            with torch_compat.labelled_range(name), modules:
+                for i in range(opts.iters):
+                    if device_peaks is not None:
+                        baseline = torch_compat.reset_device_peak()
+                    with torch_compat.labelled_range(f"{name}/iter {i}"):
+                        start = clock()
+                        fn()
+                        sync()
+                        timings.append(clock() - start)
+                    if device_peaks is not None:
+                        device_peaks.append(torch_compat.device_peak(baseline))
+            # Parsing the events (at profiler exit) and collecting rows allocate many
+            # small objects; pausing the cyclic GC there, never in the user's code,
+            # saves up to a third of that time on large profiles.
+            gc.disable()
+        if on_trace_ready is not None:
+            on_trace_ready(prof)
+        if opts.trace is not None:
+            torch_compat.export_trace(prof, opts.trace)
+        return _result(prof, run, timings, warmup_timings, device_peaks, source_file)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
-    if on_trace_ready is not None:
-        on_trace_ready(prof)
-    if opts.trace is not None:
-        torch_compat.export_trace(prof, opts.trace)
+
+def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
+            device_peaks: list[float] | None, source_file: str | None) -> ProfileResult:
+    """Everything the finished session holds, as a plain ``ProfileResult``."""
+    opts, name = run.options, run.options.name
     median_iteration = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
     return ProfileResult(
         name=name,
@@ -120,7 +137,8 @@ def execute(fn: Callable[[], Any], run: Plan,
         warmup=opts.warmup,
         device="cuda" if run.profiles_device else "cpu",
         device_name=torch_compat.device_name() if run.profiles_device else None,
-        rows=collect_rows(prof, shapes=opts.shapes, memory=opts.memory, flops=opts.flops),
+        rows=collect_rows(prof, shapes=opts.shapes, memory=opts.memory, flops=opts.flops,
+                          stack=opts.stack),
         kernels=collect_kernels(prof) if run.profiles_device else [],
         timings=timings,
         warmup_timings=warmup_timings,

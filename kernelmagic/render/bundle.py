@@ -114,7 +114,14 @@ def _keep_live(view: Any) -> None:
 
 
 def close_tree(widget: Any) -> None:
-    """Close a widget and all its descendants (``close()`` alone leaves children open)."""
+    """Close a widget, its descendants, and their ``layout``/``style`` models.
+
+    ``close()`` alone leaves children, layouts and styles registered (and alive).
+    """
     for child in getattr(widget, "children", ()):
         close_tree(child)
+    for part in ("layout", "style"):
+        sub = getattr(widget, part, None)
+        if sub is not None and hasattr(sub, "close"):
+            sub.close()
     widget.close()

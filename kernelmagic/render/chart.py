@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from kernelmagic.result import OpRow, ProfileResult
 from kernelmagic.timing import format_us
@@ -77,8 +78,13 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     longest = max((len(n) for n in names), default=10)
     fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
                         top=1 - 0.42 / height, bottom=0.62 / height)
+    return _png(fig)
+
+
+def _png(fig: Any) -> bytes:
+    """Encode with light compression: encoding dominates otherwise (~9 ms vs ~2 ms)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
 
 
@@ -114,6 +120,4 @@ def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
     if not result.timeline:
         ax.text(0.5, 0.5, "no events in this iteration", ha="center", transform=ax.transAxes)
     fig.subplots_adjust(left=0.1, right=0.98, top=1 - 0.4 / height, bottom=0.6 / height)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return _png(fig)

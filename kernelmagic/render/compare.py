@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from html import escape
 from typing import Any
 
@@ -95,9 +94,9 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     longest = max((len(n) for n in names), default=10)
     fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
                         top=1 - 0.42 / height, bottom=0.62 / height)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    from kernelmagic.render.chart import _png
+
+    return _png(fig)
 
 
 def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = 50) -> str:
