@@ -120,7 +120,10 @@ def execute(fn: Callable[[], Any], run: Plan,
             on_trace_ready(prof)
         if opts.trace is not None:
             torch_compat.export_trace(prof, opts.trace)
-        return _result(prof, run, timings, warmup_timings, device_peaks, source_file)
+        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
+        if on_trace_ready is None:
+            torch_compat.release(prof)
+        return result
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -1,0 +1,73 @@
+"""Profiler overhead of each view option (issue 4), measured side by side in one process.
+
+    python benchmarks/bench_options.py [--rounds N]
+
+For the seed's Block and for a cell of many small ops, each option's median per-iteration
+time (``result.stats.median``, the profiled iterations' wall time) is divided by that of
+a plain ``%%profile`` taken in the same rounds (options alternate in rotating order).
+Prints a markdown table for the README's options table. It is a report: exit code 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from _common import alternate, fmt_time, header, median
+from _workloads import block_and_input
+
+OPTIONS: dict[str, dict[str, object]] = {
+    "(none)": {},
+    "--memory": {"memory": True},
+    "--shapes": {"shapes": True},
+    "--flops": {"flops": True},
+    "--stack": {"stack": True},
+    "--modules": {"modules": True},
+    "--timeline": {"timeline": True},
+    "--trace": {"trace": "TRACE", "force": True},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    import torch
+
+    import kernelmagic
+
+    header("option overhead", "per-iteration median with each option / without (same rounds)")
+    block, x = block_and_input()
+    small = torch.randn(16)
+
+    def many_small() -> None:
+        a = small
+        for _ in range(200):
+            a = a.add(1).mul(0.5)
+
+    workloads = {"Block": lambda: block(x), "400 small ops": many_small}
+    trace = str(Path(tempfile.mkdtemp()) / "trace.json")
+    table: dict[str, dict[str, float]] = {}
+    with torch.inference_mode():
+        for wname, fn in workloads.items():
+            print(f"  {wname}:", flush=True)
+
+            def side(opts: dict[str, object], fn=fn) -> float:
+                kwargs = {k: (trace if v == "TRACE" else v) for k, v in opts.items()}
+                return kernelmagic.profile(fn, iters=5, warmup=2, **kwargs).stats.median
+
+            runs = alternate({o: (lambda o=o: side(OPTIONS[o])) for o in OPTIONS},
+                             rounds=args.rounds, progress=False)
+            base = median(runs["(none)"])
+            table[wname] = {o: median(v) / base for o, v in runs.items()}
+            for o, v in runs.items():
+                print(f"    {o:<11} {fmt_time(median(v)):>9}   {median(v) / base:.2f}x")
+    print("\n| option | " + " | ".join(workloads) + " |")
+    print("|---|" + "---|" * len(workloads))
+    for o in OPTIONS:
+        print(f"| `{o}` | " + " | ".join(f"{table[w][o]:.2f}x" for w in workloads) + " |")
+
+
+if __name__ == "__main__":
+    main()
