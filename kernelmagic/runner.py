@@ -121,8 +121,10 @@ def execute(fn: Callable[[], Any], run: Plan,
         if opts.trace is not None:
             torch_compat.export_trace(prof, opts.trace)
         result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
-        if on_trace_ready is None:
+        if on_trace_ready is None:  # nobody else holds the session: free it now
             torch_compat.release(prof)
+            del prof
+            torch_compat.return_freed_memory()
         return result
     finally:
         if gc_was_enabled:
