@@ -50,10 +50,11 @@ def iteration_events(prof: Any, name: str) -> list[Any]:
 
 @lru_cache(maxsize=4096)
 def _library_file(path: str) -> bool:
-    """True for torch, the standard library and installed packages (not user code)."""
+    """True for torch, the standard library, installed packages and kernelmagic itself."""
     if path.startswith("<") and not path.startswith("<ipython-input"):
         return path.startswith(("<built-in", "<frozen", "<string>"))
     roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
     candidates = [path] if os.path.isabs(path) else [os.path.join(p, path) for p in sys.path]
     for candidate in candidates:
         if os.path.exists(candidate):
