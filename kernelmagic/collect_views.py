@@ -217,7 +217,7 @@ def collect_timeline(prof: Any, name: str, iteration: int) -> list[Span]:
     for event in _device_events(prof):
         s, e = torch_compat.event_times(event)
         if start <= s <= end:
-            lane = f"stream {getattr(event, 'thread', 0)}"
+            lane = f"stream {torch_compat.stream_of(event)}"
             spans.append(Span(key=str(event.name), lane=lane, start=s - start, end=e - start))
     return sorted(spans, key=lambda sp: (sp.lane != "CPU", sp.lane, sp.start))
 

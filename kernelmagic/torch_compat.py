@@ -214,6 +214,12 @@ def event_times(event: Any) -> tuple[float, float]:
     return float(event.time_range.start), float(event.time_range.end)
 
 
+def stream_of(event: Any) -> int:
+    """The CUDA stream a kernel ran on (``device_resource_id``; ``thread`` before it existed)."""
+    stream = getattr(event, "device_resource_id", None)
+    return int(stream if stream is not None else getattr(event, "thread", 0))
+
+
 def _read(avg: Any, name: str, legacy: str) -> float:
     value = getattr(avg, name, None)
     if value is None:
