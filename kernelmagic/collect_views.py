@@ -128,7 +128,7 @@ def collect_modules(prof: Any) -> list[ModuleRow]:
         m = torch_compat.MODULE_RANGE.match(str(event.name))
         if m is None or not torch_compat.is_user_range(event):
             continue
-        path, times = m[1], torch_compat.op_times(event)
+        path, times = m[1], torch_compat.range_times(event)
         types[path] = m[2]
         count[path] += 1
         total_cpu[path] += times["cpu_time_total"]
@@ -153,9 +153,13 @@ def collect_modules(prof: Any) -> list[ModuleRow]:
 # --- the user's own ranges ---------------------------------------------------------------
 
 
-def collect_ranges(prof: Any, name: str, top: int = 5) -> list[RangeRow]:
-    """Each ``record_function`` range the user opened: its time and the top ops inside."""
-    ours = {name, f"{name}/warmup"}
+def collect_ranges(prof: Any, name: str, on_device: bool = False,
+                   top: int = 5) -> list[RangeRow]:
+    """Each ``record_function`` range the user opened: its time and the top ops inside.
+
+    The top ops are ranked by self time on the profiled device (CPU without CUDA).
+    """
+    ours = {name, f"{name}/warmup", torch_compat.SYNC_RANGE}
     count: Counter[str] = Counter()
     cpu: defaultdict[str, float] = defaultdict(float)
     dev: defaultdict[str, float] = defaultdict(float)
@@ -173,7 +177,7 @@ def collect_ranges(prof: Any, name: str, top: int = 5) -> list[RangeRow]:
         return []  # the common case: no walk up the tree for every op
     for event in events:
         if is_theirs(event):
-            times = torch_compat.op_times(event)
+            times = torch_compat.range_times(event)
             count[str(event.name)] += 1
             cpu[str(event.name)] += times["cpu_time_total"]
             dev[str(event.name)] += times["device_time_total"]
@@ -181,8 +185,8 @@ def collect_ranges(prof: Any, name: str, top: int = 5) -> list[RangeRow]:
             owner = next((p for p in _ancestors(event) if is_theirs(p)), None)
             if owner is not None:
                 times = torch_compat.op_times(event)
-                inside[str(owner.name)][str(event.name)] += (
-                    times["self_device_time_total"] or times["self_cpu_time_total"])
+                field = "self_device_time_total" if on_device else "self_cpu_time_total"
+                inside[str(owner.name)][str(event.name)] += times[field]
     return sorted(
         (RangeRow(key=k, count=count[k], cpu_time_total=cpu[k], device_time_total=dev[k],
                   top_ops=[(op, t) for op, t in inside[k].most_common(top)])
@@ -194,7 +198,9 @@ def collect_ranges(prof: Any, name: str, top: int = 5) -> list[RangeRow]:
 
 
 def _device_events(prof: Any) -> list[Any]:
-    return [e for e in torch_compat.all_events(prof) if not torch_compat.is_host_event(e)]
+    """GPU kernels and copies; not the GPU-side copies of ``record_function`` ranges."""
+    return [e for e in torch_compat.all_events(prof)
+            if not torch_compat.is_host_event(e) and not torch_compat.is_user_range(e)]
 
 
 def collect_timeline(prof: Any, name: str, iteration: int) -> list[Span]:
@@ -223,25 +229,16 @@ def collect_timeline(prof: Any, name: str, iteration: int) -> list[Span]:
 
 
 def collect_peak_cpu_memory(prof: Any, name: str) -> float:
-    """Largest rise of CPU memory within any iteration (bytes).
+    """Largest rise of allocated CPU memory within any iteration (bytes).
 
-    Each op's self allocation (net of its own frees) is placed at the op's start and
-    unattributed ``[memory]`` events at theirs; the peak is the largest running sum,
-    so allocations freed within one op do not count.
+    The running sum of every allocation and free inside the iteration's window, from
+    Kineto's raw memory records; the peak is its largest value.
     """
-    deltas = []
-    for event in torch_compat.host_events(prof):
-        if _is_op(event):
-            deltas.append((torch_compat.event_times(event)[0],
-                           float(getattr(event, "self_cpu_memory_usage", 0) or 0)))
-        elif str(event.name) == "[memory]":
-            deltas.append((torch_compat.event_times(event)[0],
-                           torch_compat.memory_delta(event)[0]))
-    deltas.sort()
+    records = torch_compat.memory_records(prof)
     peak = 0.0
     for start, end in (torch_compat.event_times(e) for e in iteration_events(prof, name)):
         level = 0.0
-        for when, delta in deltas:
+        for when, delta in records:
             if start <= when <= end:
                 level += delta
                 peak = max(peak, level)
@@ -249,7 +246,20 @@ def collect_peak_cpu_memory(prof: Any, name: str) -> float:
 
 
 def collect_gpu_busy(prof: Any, name: str) -> list[float]:
-    """Kernel time (µs) that ran within each iteration's window."""
+    """Time (µs) during which at least one kernel ran, within each iteration's window.
+
+    Kernels on concurrent streams overlap; their intervals are merged, not added.
+    """
     windows = [torch_compat.event_times(e) for e in iteration_events(prof, name)]
-    kernels = [torch_compat.event_times(e) for e in _device_events(prof)]
-    return [sum(e - s for s, e in kernels if start <= s <= end) for start, end in windows]
+    kernels = sorted(torch_compat.event_times(e) for e in _device_events(prof))
+    busy = []
+    for start, end in windows:
+        total, reach = 0.0, start
+        for s, e in kernels:
+            if not start <= s <= end:
+                continue
+            if e > reach:
+                total += e - max(s, reach)
+                reach = e
+        busy.append(total)
+    return busy

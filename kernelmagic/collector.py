@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -39,7 +40,30 @@ def collect_rows(prof: Any, *, shapes: bool = False, memory: bool = False,
             extra.update(torch_compat.op_memory(avg))
         rows.append(OpRow(key=str(avg.key), count=int(avg.count),
                           **torch_compat.op_times(avg), **extra))
-    return rows
+    return _without_our_sync(rows, prof)
+
+
+def _without_our_sync(rows: list[OpRow], prof: Any) -> list[OpRow]:
+    """Take out the events under kernelmagic's own per-iteration synchronize range."""
+    ours = [e for e in torch_compat.host_events(prof)
+            if e.cpu_parent is not None and str(e.cpu_parent.name) == torch_compat.SYNC_RANGE]
+    if not ours:
+        return rows
+    count: Counter[str] = Counter(str(e.name) for e in ours)
+    spent: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for event in ours:
+        for field, value in torch_compat.op_times(event).items():
+            spent[str(event.name)][field] += value
+    kept = []
+    for row in rows:
+        if row.key not in count:  # (with --shapes, our sync is the shape-less row)
+            kept.append(row)
+            continue
+        left = row.count - count.pop(row.key)
+        if left > 0:
+            fields = {f: getattr(row, f) - v for f, v in spent[row.key].items()}
+            kept.append(dataclasses.replace(row, count=left, **fields))
+    return kept
 
 
 def collect_kernels(prof: Any) -> list[KernelRow]:
@@ -52,6 +76,8 @@ def collect_kernels(prof: Any) -> list[KernelRow]:
     time: defaultdict[str, float] = defaultdict(float)
     launchers: defaultdict[str, Counter[str]] = defaultdict(Counter)
     for event in torch_compat.host_events(prof):
+        if torch_compat.is_user_range(event):
+            continue  # a range's "kernel" is its own GPU-side copy, not GPU work
         for name, duration in torch_compat.kernels_of(event):
             count[name] += 1
             time[name] += duration

@@ -8,6 +8,9 @@ from typing import Any
 
 from kernelmagic.result import ProfileResult
 
+#: Fewer iterations than this in either run and the spread says nothing.
+MIN_ITERS = 5
+
 
 @dataclass(frozen=True)
 class OpDelta:
@@ -16,23 +19,15 @@ class OpDelta:
     key: str
     before: float
     after: float
+    status: str = "both"  # "new" (only in the second run), "gone" (only in the first)
 
     @property
     def delta(self) -> float:
         return self.after - self.before
 
     @property
-    def status(self) -> str:
-        """"new" (only after), "gone" (only before) or "both"."""
-        if self.before == 0 and self.after > 0:
-            return "new"
-        if self.after == 0 and self.before > 0:
-            return "gone"
-        return "both"
-
-    @property
     def speedup(self) -> float | None:
-        """before / after: above 1 is faster. None when the op ran in only one run."""
+        """before / after: above 1 is faster. None when either time is 0."""
         if self.before > 0 and self.after > 0:
             return self.before / self.after
         return None
@@ -59,14 +54,17 @@ class Comparison:
 
     def _per_iter(self, result: ProfileResult) -> dict[str, float]:
         field = "self_device_time_total" if self.on_device else "self_cpu_time_total"
-        return {r.key: getattr(r, field) / result.iters for r in result.rows}
+        return {r.key: getattr(r, field) / result.iters for r in result.op_totals}
 
     @cached_property
     def rows(self) -> list[OpDelta]:
         """Every op of either run, largest absolute change first."""
         before, after = self._per_iter(self.before), self._per_iter(self.after)
-        keys = set(before) | set(after)
-        deltas = [OpDelta(k, before.get(k, 0.0), after.get(k, 0.0)) for k in keys]
+        deltas = [
+            OpDelta(k, before.get(k, 0.0), after.get(k, 0.0),
+                    "both" if k in before and k in after else "new" if k in after else "gone")
+            for k in set(before) | set(after)
+        ]
         return sorted(deltas, key=lambda d: (-abs(d.delta), d.key))
 
     @property
@@ -93,10 +91,15 @@ class Comparison:
         return self.before.stats.median / after if after > 0 else float("inf")
 
     @property
+    def enough_iterations(self) -> bool:
+        """Whether both runs have enough iterations (``MIN_ITERS``) to judge their spread."""
+        return min(self.before.stats.n, self.after.stats.n) >= MIN_ITERS
+
+    @property
     def beyond_noise(self) -> bool:
         """True when the middle halves (IQR) of the two runs' iteration times do not overlap."""
         b, a = self.before.stats, self.after.stats
-        return a.q3 < b.q1 or a.q1 > b.q3
+        return self.enough_iterations and (a.q3 < b.q1 or a.q1 > b.q3)
 
     def verdict(self) -> str:
         """e.g. ``1.84x faster, beyond the noise of both runs``."""
@@ -105,8 +108,12 @@ class Comparison:
             change = f"{s:.2f}x faster"
         else:
             change = f"{1 / s:.2f}x slower" if s > 0 else "slower"
-        noise = ("beyond the noise of both runs" if self.beyond_noise
-                 else "within the noise: the runs' IQRs overlap")
+        if not self.enough_iterations:
+            noise = f"too few iterations to judge the noise (use --iters {MIN_ITERS} or more)"
+        elif self.beyond_noise:
+            noise = "beyond the noise of both runs"
+        else:
+            noise = "within the noise: the runs' IQRs overlap"
         return f"{change}, {noise}"
 
     def table(self, limit: int | None = 25) -> str:

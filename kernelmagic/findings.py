@@ -67,7 +67,8 @@ def _per_iter_self(result: ProfileResult, row: OpRow) -> float:
 def dominant_op(result: ProfileResult) -> Finding | None:
     if not result.rows or result.self_time_total <= 0:
         return None
-    top = result.top(1, by="self_device" if result.profiles_device else "self_cpu")[0]
+    field = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
+    top = max(result.op_totals, key=lambda r: getattr(r, field))
     share = result.share(top)
     if share < DOMINANT_SHARE:
         return None
@@ -92,11 +93,11 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
     if not total:
         return None
     seen = 0
-    for mean, n in launches:
+    for mean, n in launches:  # noqa: B007 (the loop stops at the median launch)
         seen += n
         if seen * 2 >= total:
-            return mean
-    return launches[-1][0]  # pragma: no cover - loop always returns
+            break
+    return mean
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -123,7 +124,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
 def sync_points(result: ProfileResult) -> Finding | None:
     if not result.profiles_device:
         return None  # on the CPU there is no device to wait for
-    hits = [r for r in result.rows if r.key in SYNC_OPS and r.count]
+    hits = [r for r in result.op_totals if r.key in SYNC_OPS and r.count]
     dtoh = [k for k in result.kernels if "dtoh" in k.key.lower().replace(" ", "")]
     if not hits and not dtoh:
         return None
@@ -168,7 +169,7 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
     if not result.profiles_device or result.matmul_precision != "highest":
         return None
     total = result.self_device_time_total
-    matmul = sum(r.self_device_time_total for r in result.rows if r.key in MATMUL_OPS)
+    matmul = sum(r.self_device_time_total for r in result.op_totals if r.key in MATMUL_OPS)
     share = matmul / total if total > 0 else 0.0
     fp32 = [k for k in result.kernels
             if _FP32_GEMM.search(k.key) and not _LOW_PRECISION.search(k.key)]
@@ -183,7 +184,7 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
 
 
 def fusable_elementwise(result: ProfileResult) -> Finding | None:
-    ops = [r for r in result.rows if r.key in ELEMENTWISE_OPS]
+    ops = [r for r in result.op_totals if r.key in ELEMENTWISE_OPS]
     calls = sum(r.count for r in ops) / result.iters
     if not ops or calls < ELEMENTWISE_CALLS or result.self_time_total <= 0:
         return None

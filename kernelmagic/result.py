@@ -8,6 +8,7 @@ carries over.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -97,6 +98,22 @@ class ProfileResult:
     def self_time_total(self) -> float:
         """Total self time on the primary device (the GPU when profiled, else the CPU)."""
         return self.self_device_time_total if self.profiles_device else self.self_cpu_time_total
+
+    @cached_property
+    def op_totals(self) -> list[OpRow]:
+        """One row per op name: ``rows`` with shape-split rows (``--shapes``) summed."""
+        if "shapes" not in self.views:
+            return self.rows
+        merged: dict[str, OpRow] = {}
+        for row in self.rows:
+            seen = merged.get(row.key)
+            if seen is None:
+                merged[row.key] = dataclasses.replace(row, input_shapes="")
+                continue
+            sums = {f.name: getattr(seen, f.name) + getattr(row, f.name)
+                    for f in dataclasses.fields(OpRow) if f.name not in ("key", "input_shapes")}
+            merged[row.key] = dataclasses.replace(seen, **sums)
+        return list(merged.values())
 
     def value(self, row: OpRow, by: str | None = None) -> float:
         """The figure of ``row`` that sort key ``by`` orders by."""

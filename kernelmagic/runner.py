@@ -116,19 +116,19 @@ def execute(fn: Callable[[], Any], run: Plan,
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
-        if on_trace_ready is not None:
-            on_trace_ready(prof)
-        if opts.trace is not None:
-            torch_compat.export_trace(prof, opts.trace)
         result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
-        if on_trace_ready is None:  # nobody else holds the session: free it now
-            torch_compat.release(prof)
-            del prof
-            torch_compat.return_freed_memory()
-        return result
     finally:
         if gc_was_enabled:
             gc.enable()
+    if opts.trace is not None:
+        torch_compat.export_trace(prof, opts.trace)
+    if on_trace_ready is not None:
+        on_trace_ready(prof)
+    else:  # nobody else holds the session: free it now
+        torch_compat.release(prof)
+        del prof
+        torch_compat.return_freed_memory()
+    return result
 
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
@@ -154,7 +154,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
                       "device": max(device_peaks or [0.0])} if opts.memory else {}),
         sources=views.collect_sources(prof, source_file) if opts.stack else [],
         modules=views.collect_modules(prof) if opts.modules else [],
-        ranges=views.collect_ranges(prof, name),
+        ranges=views.collect_ranges(prof, name, on_device=run.profiles_device),
         timeline=views.collect_timeline(prof, name, median_iteration) if opts.timeline else [],
         gpu_busy=views.collect_gpu_busy(prof, name) if run.profiles_device else [],
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",

@@ -19,7 +19,7 @@ from torch.autograd import profiler as autograd_profiler
 
 from kernelmagic.kineto_env import quiet_kineto_logs
 
-_profiler_warmed = False
+_profiler_warmed: set[bool] = set()  # for CPU-only and for CUDA sessions separately
 _nvtx_works: bool | None = None
 
 
@@ -34,10 +34,16 @@ def device_name() -> str | None:
     return torch.cuda.get_device_name()
 
 
+#: The range around kernelmagic's own ``torch.cuda.synchronize()`` in each iteration; the
+#: ``cudaDeviceSynchronize`` under it is ours, not the user's, and is left out of the rows.
+SYNC_RANGE = "kernelmagic: synchronize"
+
+
 def synchronize() -> None:
     """Wait for queued GPU work, if this process has started CUDA at all."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        with autograd_profiler.record_function(SYNC_RANGE):
+            torch.cuda.synchronize()
 
 
 def profiler_running() -> bool:
@@ -105,29 +111,32 @@ MODULE_RANGE = re.compile(r"^module: (.*) \((\w+)\)$")
 def module_ranges() -> Iterator[None]:
     """Open a ``record_function`` range ``module: <path> (<Type>)`` around every module call.
 
-    Paths are attribute names from the outermost module called, e.g. ``ff.0``; the
-    outermost module's path is its type name. Global forward hooks are removed, and
+    Paths are ``named_modules()`` names under the outermost module called, e.g. ``ff.0``
+    or ``layers.3.attn`` (containers such as ``ModuleList`` are never called, so paths
+    come from the root's tree, not the call stack); the outermost module's path is its
+    type name. Global forward hooks are removed, and
     ranges left open by an exception are closed, on the way out.
     """
     from torch.nn.modules import module as nn_module
 
     open_: list[tuple[Any, str, Any]] = []
-    names: dict[tuple[int, int], str] = {}
+    paths_under: dict[int, dict[int, str]] = {}  # id(root) -> {id(module): "ff.0"}
 
-    def child_name(parent: Any, child: Any) -> str:
-        key = (id(parent), id(child))
-        if key not in names:
-            found = next((n for n, m in parent._modules.items() if m is child), None)
-            names[key] = found if found is not None else type(child).__name__
-        return names[key]
+    def path_of(module: Any) -> str:
+        if not open_:
+            return ""
+        root = open_[0][0]
+        if id(root) not in paths_under:
+            paths_under[id(root)] = {id(m): n for n, m in root.named_modules()}
+        found = paths_under[id(root)].get(id(module))
+        if found is not None:
+            return found
+        # Called from inside but not a submodule of the root: name it by its type.
+        parent_path = open_[-1][1]
+        return f"{parent_path}.{type(module).__name__}" if parent_path else type(module).__name__
 
     def before(module: Any, args: Any) -> None:
-        if open_:
-            parent, parent_path, _ = open_[-1]
-            name = child_name(parent, module)
-            path = f"{parent_path}.{name}" if parent_path else name
-        else:
-            path = ""
+        path = path_of(module)
         label = path or type(module).__name__
         rf = autograd_profiler.record_function(f"module: {label} ({type(module).__name__})")
         rf.__enter__()
@@ -158,15 +167,14 @@ def warm_profiler(profile_device: bool) -> None:
     and can drop events (pytorch/pytorch#175790, #192021); measuring the second one
     keeps that cold start out of the user's numbers.
     """
-    global _profiler_warmed
-    if _profiler_warmed:
+    if profile_device in _profiler_warmed:
         return
     with new_profiler(profile_device):
         torch.ones(2).add_(1)
         if profile_device:
             torch.ones(2, device="cuda").add_(1)
             torch.cuda.synchronize()
-    _profiler_warmed = True
+    _profiler_warmed.add(profile_device)
 
 
 # --- reading events -----------------------------------------------------------------
@@ -237,21 +245,42 @@ def op_times(avg: Any) -> dict[str, float]:
     }
 
 
+def range_times(event: Any) -> dict[str, float]:
+    """A ``record_function`` range's times, without its own GPU-side copy.
+
+    On CUDA each CPU range is mirrored on the GPU as an annotation that torch attaches
+    to the range like a kernel; its span is not GPU work, so it is taken out.
+    """
+    times = op_times(event)
+    own = sum(duration for _, duration in kernels_of(event))
+    times["device_time_total"] = max(0.0, times["device_time_total"] - own)
+    times["self_device_time_total"] = max(0.0, times["self_device_time_total"] - own)
+    return times
+
+
 def op_memory(avg: Any) -> dict[str, float]:
     """Memory allocated by one ``FunctionEventAvg`` (bytes; needs ``profile_memory``)."""
     return {
-        "self_cpu_memory_usage": _read(avg, "self_cpu_memory_usage", "self_cpu_memory_usage"),
-        "cpu_memory_usage": _read(avg, "cpu_memory_usage", "cpu_memory_usage"),
+        "self_cpu_memory_usage": float(avg.self_cpu_memory_usage),
+        "cpu_memory_usage": float(avg.cpu_memory_usage),
         "self_device_memory_usage": _read(avg, "self_device_memory_usage",
                                           "self_cuda_memory_usage"),
         "device_memory_usage": _read(avg, "device_memory_usage", "cuda_memory_usage"),
     }
 
 
-def memory_delta(event: Any) -> tuple[float, float]:
-    """(CPU, device) bytes allocated (+) or freed (-) by a ``[memory]`` event."""
-    return (_read(event, "cpu_memory_usage", "cpu_memory_usage"),
-            _read(event, "device_memory_usage", "cuda_memory_usage"))
+def memory_records(prof: Any) -> list[tuple[float, float]]:
+    """Every CPU allocation (+bytes) and free (-bytes) as (µs on the events' clock, bytes).
+
+    Read from Kineto's raw records: torch folds each into the innermost event around
+    it, which loses frees that happen outside any op.
+    """
+    raw = getattr(prof, "kineto_results", None)
+    if raw is None:
+        return []
+    start = raw.trace_start_ns()
+    return sorted(((e.start_ns() - start) / 1e3, float(e.nbytes())) for e in raw.events()
+                  if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
 
 
 def shapes_text(avg: Any) -> str:

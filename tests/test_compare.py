@@ -29,7 +29,8 @@ def test_per_op_deltas_use_per_iteration_self_time():
     assert by_key["aten::copy_"].status == "gone" and by_key["aten::copy_"].speedup is None
     assert by_key["aten::gelu"].speedup == pytest.approx(200 / 400)
     assert cmp.appeared == ["aten::fused"]
-    assert cmp.vanished == ["aten::copy_", "aten::linear"]
+    # Presence decides new/gone, not time: the 0 µs op of the first run is gone too.
+    assert cmp.vanished == ["<script>alert(1)</script>", "aten::copy_", "aten::linear"]
     assert cmp.self_time_before == pytest.approx(810.0)
     assert cmp.self_time_after == pytest.approx(500 + 400 + 20 + 60)
     assert cmp.rows[0].key == "aten::gelu"  # the largest absolute change comes first
@@ -41,12 +42,28 @@ def test_speedup_and_noise_verdict():
     assert cmp.speedup == pytest.approx(2.0)
     assert cmp.beyond_noise
     assert cmp.verdict() == "2.00x faster, beyond the noise of both runs"
-    overlapping = cpu_result(name="same", timings=[0.00095, 0.00105, 0.001, 0.0011])
+    overlapping = cpu_result(name="same", timings=[0.00095, 0.00105, 0.001, 0.0011, 0.001])
     cmp2 = overlapping.compare(before)
     assert not cmp2.beyond_noise
     assert cmp2.verdict().endswith("within the noise: the runs' IQRs overlap")
-    slower = cpu_result(timings=[0.002] * 4).compare(before)
-    assert slower.verdict().startswith("2.00x slower")
+    slower = cpu_result(timings=[0.002] * 5).compare(before)
+    assert slower.verdict() == "2.00x slower, beyond the noise of both runs"
+
+
+def test_too_few_iterations_are_never_beyond_the_noise():
+    one = cpu_result(timings=[0.00101], iters=1).compare(cpu_result(timings=[0.001], iters=1))
+    assert not one.beyond_noise
+    assert one.verdict() == ("1.01x slower, too few iterations to judge the noise "
+                             "(use --iters 5 or more)")
+
+
+def test_ops_compared_once_per_name_with_shapes():
+    shaped = [OpRow("aten::add", 2, 10.0, 10.0, input_shapes="[4]"),
+              OpRow("aten::add", 2, 30.0, 30.0, input_shapes="[8]")]
+    before = cpu_result(rows=shaped, views=["shapes"], iters=2)
+    after = cpu_result(rows=[OpRow("aten::add", 4, 20.0, 20.0)], iters=2)
+    (only,) = after.compare(before).rows
+    assert (only.key, only.before, only.after, only.status) == ("aten::add", 20.0, 10.0, "both")
 
 
 def test_comparison_text_and_bundle():
@@ -54,7 +71,8 @@ def test_comparison_text_and_bundle():
     text = cmp.table()
     first = text.splitlines()[0]
     assert first.startswith("after vs cell[7]: 2.00x faster, beyond the noise of both runs")
-    assert "new ops: aten::fused; gone: aten::copy_, aten::linear" in text
+    assert "new ops: aten::fused; gone: <script>alert(1)</script>, aten::copy_, aten::linear" \
+        in text
     assert "aten::addmm" in text and "1.00x" in text and "gone" in text
     bundle = cmp._repr_mimebundle_(include={"text/html", "text/plain"})
     assert "data:image/png;base64," in bundle["text/html"]

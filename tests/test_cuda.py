@@ -32,12 +32,21 @@ def test_device_totals_reconcile_with_torch(mm_run):
     averages = prof.key_averages()
     by_key = {a.key: a for a in averages}
     for row in result.rows:
+        if row.key == "cudaDeviceSynchronize":
+            continue  # less kernelmagic's own per-iteration synchronize
         assert row.self_device_time_total == pytest.approx(by_key[row.key].self_device_time_total)
         assert row.device_time_total == pytest.approx(by_key[row.key].device_time_total)
     kernels = sum(a.self_device_time_total for a in averages
-                  if a.device_type != torch.autograd.DeviceType.CPU)
+                  if a.device_type != torch.autograd.DeviceType.CPU and not a.is_user_annotation)
     # Every kernel's time is attributed to exactly one op's self device time.
     assert result.self_device_time_total == pytest.approx(kernels, rel=1e-6)
+
+
+def test_our_synchronize_is_not_in_the_rows(mm_run):
+    result, _ = mm_run
+    syncs = [r for r in result.rows if r.key == "cudaDeviceSynchronize"]
+    assert not syncs or syncs[0].count < result.iters
+    assert "sync_points" not in [f.rule for f in result.findings()]
 
 
 def test_wall_clock_read_after_synchronize(mm_run):

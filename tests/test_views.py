@@ -233,3 +233,20 @@ def test_magic_trace_errors_are_usage_errors(ip, tmp_path):
         assert isinstance(res.error_in_exec, UsageError)
         assert message in str(res.error_in_exec)
     assert ip.user_ns["x"] == 0
+
+
+def test_modules_in_a_module_list_keep_their_paths():
+    class Stack(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model, x = Stack(), torch.randn(2, 8)
+    result = kernelmagic.profile(lambda: model(x), iters=2, warmup=0, modules=True)
+    assert [(m.key, m.depth, m.count) for m in result.modules] == [
+        ("Stack", 0, 2), ("layers.0", 1, 2), ("layers.1", 1, 2), ("layers.2", 1, 2)]

@@ -79,9 +79,10 @@ def range_table(result: ProfileResult) -> Table:
         Column("calls", "calls", lambda g: g.count, lambda g: f"{g.count:,}"),
         time_column("cpu", "total CPU", lambda g: g.cpu_time_total),
         time_column("cpu_iter", "CPU per iteration", lambda g: g.cpu_time_total / result.iters),
-        Column("top_ops", "top ops inside (self time)", lambda g: g.top_ops[0][1] if g.top_ops
-               else 0.0, lambda g: ", ".join(f"{op} {format_us(t)}" for op, t in g.top_ops[:3]),
-               numeric=False, width=460),
+        Column("top_ops", "top ops inside (self time)",
+               lambda g: g.top_ops[0][1] if g.top_ops else 0.0,  # sorts by the biggest op
+               lambda g: ", ".join(f"{op} {format_us(t)}" for op, t in g.top_ops[:3]),
+               width=460),
     ]
     if result.profiles_device:
         cols.insert(3, time_column("device", "total device", lambda g: g.device_time_total))
