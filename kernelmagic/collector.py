@@ -23,7 +23,9 @@ def collect_rows(prof: Any, *, shapes: bool = False, memory: bool = False,
     python_frames = ({str(e.name) for e in torch_compat.all_events(prof)
                       if torch_compat.is_python_function(e)} if stack else set())
     rows = []
+    synced = False
     for avg in torch_compat.key_averages(prof, by_shapes=shapes):
+        synced = synced or str(avg.key) == torch_compat.SYNC_RANGE
         if (
             torch_compat.is_user_range(avg)
             or torch_compat.is_pseudo_row(avg)
@@ -40,7 +42,7 @@ def collect_rows(prof: Any, *, shapes: bool = False, memory: bool = False,
             extra.update(torch_compat.op_memory(avg))
         rows.append(OpRow(key=str(avg.key), count=int(avg.count),
                           **torch_compat.op_times(avg), **extra))
-    return _without_our_sync(rows, prof)
+    return _without_our_sync(rows, prof) if synced else rows
 
 
 def _without_our_sync(rows: list[OpRow], prof: Any) -> list[OpRow]:

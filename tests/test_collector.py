@@ -52,3 +52,31 @@ def test_kernels_grouped_with_launching_op():
         KernelRow("sgemm_128x64", 3, 94.0, "aten::mm"),
         KernelRow("bias_add", 1, 2.0, "aten::addmm"),
     ]
+
+
+def test_our_own_synchronize_is_taken_out():
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelmagic.torch_compat import SYNC_RANGE
+
+    cpu = torch.autograd.DeviceType.CPU
+    ours = SimpleNamespace(name=SYNC_RANGE, cpu_parent=None, device_type=cpu)
+
+    def sync_event(parent, t):
+        return SimpleNamespace(name="cudaDeviceSynchronize", cpu_parent=parent, device_type=cpu,
+                               self_cpu_time_total=t, cpu_time_total=t,
+                               self_device_time_total=0.0, device_time_total=0.0)
+
+    user_range = SimpleNamespace(name="my range", cpu_parent=None, device_type=cpu)
+    prof = FakeProfiler(
+        [fake_avg(SYNC_RANGE, 3, 1.0, 301.0, user=True),
+         fake_avg("cudaDeviceSynchronize", 4, 340.0, 340.0),
+         fake_avg("aten::mm", 3, 30.0, 30.0)],
+        events=[sync_event(ours, 100.0), sync_event(ours, 100.0), sync_event(ours, 100.0),
+                sync_event(user_range, 40.0)])
+    rows = {r.key: r for r in collect_rows(prof)}
+    # Three of the four synchronizes were ours: the user's own one stays.
+    assert rows["cudaDeviceSynchronize"] == OpRow("cudaDeviceSynchronize", 1, 40.0, 40.0)
+    assert rows["aten::mm"].count == 3
