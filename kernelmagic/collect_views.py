@@ -48,22 +48,8 @@ def iteration_events(prof: Any, name: str) -> list[Any]:
 # --- source lines (--stack) ------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
-def _library_file(path: str) -> bool:
-    """True for torch, the standard library, installed packages and kernelmagic itself."""
-    if path.startswith("<") and not path.startswith("<ipython-input"):
-        return path.startswith(("<built-in", "<frozen", "<string>"))
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.add(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
-    candidates = [path] if os.path.isabs(path) else [os.path.join(p, path) for p in sys.path]
-    for candidate in candidates:
-        if os.path.exists(candidate):
-            real = os.path.realpath(candidate)
-            return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
-    return path.startswith(("torch/", "torch\\"))
-
-
 def _resolve(path: str) -> str:
+    """The file behind a frame's name: torch shortens paths relative to ``sys.path``."""
     if os.path.isabs(path) or path.startswith("<"):
         return path
     for root in sys.path:
@@ -71,6 +57,20 @@ def _resolve(path: str) -> str:
         if os.path.exists(candidate):
             return candidate
     return path
+
+
+@lru_cache(maxsize=4096)
+def _library_file(path: str) -> bool:
+    """True for torch, the standard library, installed packages and kernelmagic itself."""
+    if path.startswith("<") and not path.startswith("<ipython-input"):
+        return path.startswith(("<built-in", "<frozen", "<string>"))
+    found = _resolve(path)
+    if not os.path.exists(found):
+        return path.startswith(("torch/", "torch\\"))
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
+    real = os.path.realpath(found)
+    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
 
 
 def collect_sources(prof: Any, cell_file: str | None = None) -> list[SourceRow]:

@@ -206,6 +206,11 @@ class ProfileResult:
 
     def findings(self) -> list[Any]:
         """Plain-language observations about this profile, each with its numbers."""
+        return list(self._findings)
+
+    @cached_property
+    def _findings(self) -> list[Any]:
+        # The text, HTML and widget renderers each list them: run the rules once.
         from kernelmagic.findings import find
 
         return find(self)

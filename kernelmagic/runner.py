@@ -89,8 +89,7 @@ def execute(fn: Callable[[], Any], run: Plan,
                 start = clock()
                 fn()
                 sync()
-                warmup_timings.append(clock() - start)
-    sync()
+                warmup_timings.append(clock() - start)  # each run ends synchronised
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
