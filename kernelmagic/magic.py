@@ -87,7 +87,7 @@ class ProfileMagics(Magics):
         if not source.strip():
             raise UsageError("nothing to profile: the cell is empty" if cell is not None
                              else "nothing to profile: usage is %profile [options] statement")
-        name = args.name if args.name is not None else f"cell[{self.shell.execution_count}]"
+        name = args.name if args.name is not None else f"cell[{cell_number(self.shell)}]"
         try:
             options = ProfileOptions(
                 iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
@@ -146,14 +146,29 @@ class ProfileMagics(Magics):
         shell = self.shell
         transformed = shell.transform_cell(source)
         try:
-            filename = shell.compile.cache(transformed, shell.execution_count, raw_code=source)
+            filename = shell.compile.cache(transformed, cell_number(shell), raw_code=source)
         except TypeError:  # IPython < 8 has no raw_code
-            filename = shell.compile.cache(transformed, shell.execution_count)
+            filename = shell.compile.cache(transformed, cell_number(shell))
         try:
             return shell.compile(transformed, filename, "exec")
         except SyntaxError:
             shell.showsyntaxerror(filename)
             raise UsageError("the cell has a syntax error (shown above)") from None
+
+
+def cell_number(shell: Any) -> int:
+    """The number the front end shows beside the running cell (``In [n]``).
+
+    ``shell.execution_count`` cannot tell: IPython 9.18 raises it before the cell runs,
+    older releases after. The ``ExecutionResult`` of the running cell, which the
+    display hook holds while the cell executes, carries the cell's own number on every
+    release from 7.34 on (older ones fill it only when the cell is stored in history).
+    """
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(running, "execution_count", None)
+    if isinstance(count, int):
+        return count
+    return int(shell.execution_count)  # not inside run_cell, or not stored in history
 
 
 _TOKEN = re.compile(r"\S+")

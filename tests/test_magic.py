@@ -89,7 +89,7 @@ def test_report_bundle_has_widget_and_fallbacks(ip):
     assert 'src="data:image/png;base64,' in data["text/html"]
     assert "<table" in data["text/html"]
     assert data["text/plain"].splitlines()[0].startswith(
-        f"cell[{ip.execution_count - 1}] · CPU · 3 iterations (+1 warm-up)")
+        f"cell[{res.execution_count}] · CPU · 3 iterations (+1 warm-up)")
 
 
 def test_cell_runs_warmup_plus_iters_times_in_user_namespace(ip):
@@ -109,11 +109,26 @@ def test_out_binds_result_and_quiet_shows_nothing(ip):
     assert r.top(1)[0].key == "aten::mm"
 
 
-def test_default_name_is_cell_execution_count(ip):
+@pytest.mark.parametrize("cell", ["%%profile -n 1 -w 0 -q -o r\nc = a + b",
+                                  "%profile -n 1 -w 0 -q -o r c = a + b"])
+def test_default_name_is_the_number_shown_beside_the_cell(ip, cell):
     ip.run_cell(SETUP)
-    n = ip.execution_count
-    run(ip, "%%profile -n 1 -w 0 -q -o r\nc = a + b")
-    assert ip.user_ns["r"].name == f"cell[{n}]"
+    first, _ = run(ip, cell)
+    assert first.success and first.execution_count is not None
+    assert ip.user_ns["r"].name == f"cell[{first.execution_count}]"
+    again, _ = run(ip, cell)  # re-running the cell gives it a new number
+    assert again.execution_count == first.execution_count + 1
+    assert ip.user_ns["r"].name == f"cell[{again.execution_count}]"
+
+
+def test_traceback_names_the_cell_by_its_own_number(ip):
+    res, cap = run(ip, "%%profile -n 1 -w 0\nx = 1\nraise ValueError('boom')")
+    assert isinstance(res.error_in_exec, ValueError)
+    shown = ANSI.sub("", cap.stdout + cap.stderr)
+    n = res.execution_count
+    # The frame of the cell's own second line carries the cell's number, as the outer one.
+    assert re.search(rf"(In ?\[{n}\], line 2|ipython-input-{n}-\w+>? in <module>)", shown)
+    assert "raise ValueError('boom')" in shown
 
 
 def test_line_magic_keeps_statement_verbatim(ip):

@@ -96,6 +96,23 @@ def _check_reports(nb: Any, name: str) -> None:
         assert data["text/plain"].strip(), f"{name}: empty text/plain report"
 
 
+def _check_report_names(nb: Any, name: str) -> None:
+    """A report without ``--name`` is named after the number shown beside its cell."""
+    checked = 0
+    for cell in _code_cells(nb):
+        magic = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
+        if not magic.startswith("%%profile") or "--name" in magic:
+            continue
+        for out in cell.get("outputs", []):
+            if WIDGET_MIME in out.get("data", {}):
+                summary = out["data"]["text/plain"].splitlines()[0]
+                expected = f"cell[{cell.execution_count}] ·"
+                assert summary.startswith(expected), (
+                    f"{name}: In [{cell.execution_count}] reports {summary[:40]!r}")
+                checked += 1
+    assert checked, f"{name}: no report under its default name to check"
+
+
 def _check_widget_state(nb: Any, name: str) -> None:
     """The stored widget state holds every model a saved view refers to."""
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
@@ -150,6 +167,7 @@ def test_saved_notebook_ran_top_to_bottom(saved: tuple[str, Any]) -> None:
 def test_saved_outputs_show_the_report(saved: tuple[str, Any]) -> None:
     name, nb = saved
     _check_reports(nb, name)
+    _check_report_names(nb, name)
     _check_widget_state(nb, name)
 
 
@@ -204,6 +222,7 @@ def test_notebook_executes(executed: tuple[str, Any]) -> None:
 def test_executed_notebook_shows_the_report(executed: tuple[str, Any]) -> None:
     name, nb = executed
     _check_reports(nb, name)
+    _check_report_names(nb, name)
     _check_widget_state(nb, name)
 
 
