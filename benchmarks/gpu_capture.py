@@ -39,24 +39,46 @@ FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_to
 
 
 def record(name: str, step, steps: int = 3) -> list[dict]:
-    """Profile ``steps`` active steps (one warm-up step first) and export the trace."""
+    """Profile ``steps`` steps (after one warm-up step) as users do, and export the trace."""
     for _ in range(2):
         step()
     torch.cuda.synchronize()
+    rows: list[dict] = []
+
+    def ready(prof) -> None:  # what tensorboard_trace_handler users get
+        plain = work / f"{name}.json"
+        prof.export_chrome_trace(str(plain))
+        with open(plain, "rb") as src, gzip.open(work / f"{name}.json.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        plain.unlink()
+        rows.extend({"key": str(a.key), **{f: float(getattr(a, f)) for f in FIELDS}}
+                    for a in prof.key_averages())
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=0, warmup=1, active=steps)) as prof:
+                 schedule=schedule(wait=0, warmup=1, active=steps),
+                 on_trace_ready=ready) as prof:
         for _ in range(steps + 1):
             step()
             torch.cuda.synchronize()
             prof.step()
-    plain = work / f"{name}.json"
-    prof.export_chrome_trace(str(plain))
-    with open(plain, "rb") as src, gzip.open(work / f"{name}.json.gz", "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    plain.unlink()
-    rows = [{"key": str(a.key), **{f: float(getattr(a, f)) for f in FIELDS}}
-            for a in prof.key_averages()]
     print(f"{name}: {len(rows)} key_averages rows")
+    return rows
+
+
+def record_kernelmagic(name: str, step) -> list[dict]:
+    """kernelmagic's own run: its trace (NAME/iter i ranges) and torch's key_averages."""
+    import kernelmagic
+
+    rows: list[dict] = []
+
+    def ready(prof) -> None:
+        rows.extend({"key": str(a.key), **{f: float(getattr(a, f)) for f in FIELDS}}
+                    for a in prof.key_averages())
+
+    result = kernelmagic.profile(step, iters=5, warmup=2, name=name, on_trace_ready=ready,
+                                 trace=str(work / f"{name}.json.gz"), force=True)
+    result.save(work / f"{name}.kernelmagic.json")
+    print(result.summary())
     return rows
 
 
@@ -88,7 +110,8 @@ def launch_and_sync() -> None:
 
 
 captured = {"train_step": record("train_step", train_step),
-            "launch_and_sync": record("launch_and_sync", launch_and_sync)}
+            "launch_and_sync": record("launch_and_sync", launch_and_sync),
+            "km_train_step": record_kernelmagic("km_train_step", train_step)}
 (work / "key_averages.json").write_text(json.dumps(
     {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": captured},
     indent=1))
