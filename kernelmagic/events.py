@@ -54,9 +54,13 @@ class EventTable:
     - ``device`` (int16): -1 on the CPU, else the GPU index
     - ``correlation`` (int64): links a RUNTIME call to the GPU events it launched (0: none)
     - ``parent`` (int32): innermost enclosing CPU-side event on the same thread
-      (``NO_PARENT`` for roots and for GPU events), derived once by ``derive_parents``
-    - ``launcher`` (int32): for GPU events, the innermost OP enclosing the runtime call
-      of the same correlation on the same thread (``NO_PARENT`` when none)
+      (``NO_PARENT`` for roots, GPU events, MEMORY instants and CPU events with a
+      negative ``tid``, which sources use for async events), derived once by
+      ``derive_links``
+    - ``launcher`` (int32): for GPU events, the CPU event the work is attributed to:
+      the innermost enclosing event (not a Python frame) of the RUNTIME call with the
+      same correlation (``NO_PARENT`` when none); a source may set it beforehand
+      (the live source does, from torch's own links) and ``derive_links`` keeps it
     - ``flops`` (float64), ``shapes`` (int32 index into ``names``; the empty string when
       shapes were not recorded)
     - ``nbytes`` (int64): MEMORY events' signed size; 0 elsewhere
@@ -144,3 +148,131 @@ class TableBuilder:
             meta=dict(meta or {}),
         )
         return table
+
+
+def derive_links(table: EventTable) -> EventTable:
+    """Fill ``parent`` and ``launcher`` in place (and return the table); both sources call it.
+
+    ``parent`` follows torch's ``EventList._populate_cpu_children``: per thread, events
+    sorted by (start, -end) (ties keep table order), one stack sweep; an event is the
+    child of the stack's top when it starts before the top ends and does not end after
+    it, otherwise the top is popped. Then, as torch's ``_remove_dup_nodes``, an event
+    that is the only child of a parent of the same name is dropped (its children and its
+    GPU work move up to the parent), so the table may come back shorter.
+
+    ``launcher`` of a GPU event (where the source left ``NO_PARENT``) is the innermost
+    enclosing non-Python event of the RUNTIME call of the same correlation.
+    """
+    tree = np.flatnonzero((table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0))
+    if tree.size:
+        order = tree[np.lexsort((-table.end[tree], table.start[tree], table.tid[tree]))]
+        found = _stack_sweep(table.tid[order].tolist(), table.start[order].tolist(),
+                             table.end[order].tolist())
+        parent = np.full(table.n, NO_PARENT, dtype=np.int32)
+        has = found >= 0
+        parent[order[has]] = order[found[has]]
+        table.parent = parent
+    _derive_launchers(table)
+    return _remove_duplicate_nodes(table)
+
+
+def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndarray:
+    """Parent position of each event (events sorted by thread, start, -end), -1 for roots."""
+    parent = [-1] * len(starts)
+    stack: list[int] = []
+    stack_ends: list[int] = []
+    thread = None
+    for i, (tid, start, end) in enumerate(zip(tids, starts, ends, strict=True)):
+        if tid != thread:
+            thread, stack, stack_ends = tid, [], []
+        while stack_ends:
+            top_end = stack_ends[-1]
+            if start >= top_end or end > top_end:
+                stack.pop()
+                stack_ends.pop()
+            else:
+                parent[i] = stack[-1]
+                break
+        stack.append(i)
+        stack_ends.append(end)
+    return np.asarray(parent, dtype=np.int64)
+
+
+def _derive_launchers(table: EventTable) -> None:
+    gpu = np.flatnonzero((table.device >= 0) & (table.launcher == NO_PARENT)
+                         & (table.correlation != 0))
+    runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
+    if not gpu.size or not runtime.size:
+        return
+    keys = table.correlation[runtime]
+    by_key = np.argsort(keys, kind="stable")
+    keys = keys[by_key]
+    at = np.searchsorted(keys, table.correlation[gpu])
+    at = np.minimum(at, keys.size - 1)
+    hit = keys[at] == table.correlation[gpu]
+    calls = runtime[by_key[at[hit]]]
+    owner = table.parent[calls].astype(np.int64)
+    # Python frames are not RecordFunctions: the work belongs to the op around them.
+    while True:
+        python = (owner >= 0) & (table.kind[np.maximum(owner, 0)] == Kind.PYTHON)
+        if not python.any():
+            break
+        owner[python] = table.parent[owner[python]]
+    launcher = table.launcher.copy()
+    launcher[gpu[hit]] = owner
+    table.launcher = launcher
+
+
+def _remove_duplicate_nodes(table: EventTable) -> EventTable:
+    """Torch's ``_remove_dup_nodes``: drop an only child that has its parent's name."""
+    parent = table.parent
+    has = parent >= 0
+    same = np.zeros(table.n, dtype=bool)
+    same[has] = table.name[parent[has]] == table.name[has]
+    if not same.any():
+        return table
+    parent = parent.astype(np.int64)
+    launcher = table.launcher.astype(np.int64)
+    children = np.bincount(parent[has], minlength=table.n)
+    alive = np.ones(table.n, dtype=bool)
+    key = np.lexsort((-table.end, table.start))  # torch's list order
+    while True:
+        removed = False
+        for idx in key[same[key] & alive[key]].tolist():
+            up = parent[idx]
+            if up < 0 or table.name[up] != table.name[idx] or children[up] != 1:
+                continue
+            alive[idx] = False
+            removed = True
+            kids = np.flatnonzero((parent == idx) & alive)
+            parent[kids] = up
+            children[up] = kids.size
+            launcher[launcher == up] = NO_PARENT  # torch replaces the parent's kernels
+            launcher[launcher == idx] = up
+        if not removed:
+            break
+        has = (parent >= 0) & alive
+        same[:] = False
+        same[has] = table.name[parent[has]] == table.name[has]
+        same &= alive
+    table.parent = parent.astype(np.int32)
+    table.launcher = launcher.astype(np.int32)
+    return select(table, alive)
+
+
+def select(table: EventTable, keep: np.ndarray) -> EventTable:
+    """The events where ``keep`` is true, with ``parent``/``launcher`` renumbered."""
+    new_index = np.cumsum(keep) - 1
+    def renumber(links: np.ndarray) -> np.ndarray:
+        kept = links[keep]
+        ok = kept >= 0
+        out = np.full(kept.shape, NO_PARENT, dtype=np.int32)
+        out[ok] = new_index[kept[ok]]
+        return out
+    return EventTable(
+        names=table.names, kind=table.kind[keep], name=table.name[keep],
+        start=table.start[keep], end=table.end[keep], tid=table.tid[keep],
+        device=table.device[keep], correlation=table.correlation[keep],
+        parent=renumber(table.parent), launcher=renumber(table.launcher),
+        flops=table.flops[keep], shapes=table.shapes[keep], nbytes=table.nbytes[keep],
+        origin_ns=table.origin_ns, meta=table.meta)
