@@ -1,7 +1,10 @@
-"""``python -m kernelmagic``: profiles saved with ``result.save(path)``, outside notebooks.
+"""``python -m kernelmagic``: saved profiles and torch trace files, outside notebooks.
 
     python -m kernelmagic show FILE       the text report
     python -m kernelmagic compare A B     B against A (A is "before")
+
+FILE is a profile written by ``result.save(path)`` or a Kineto / Chrome trace
+(``.json``, ``.json.gz``, ``.pt.trace.json[.gz]``, or a folder holding one).
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ def _fail(message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m kernelmagic", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    show = sub.add_parser("show", help="print the text report of a saved profile")
+    show = sub.add_parser("show", help="print the text report of a saved profile or a trace")
     show.add_argument("file")
     show.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")
     show.add_argument("--sort", choices=sorted(SORT_KEYS), default=None,
                       help="sort key (default: the one the profile was taken with)")
     show.add_argument("--no-findings", action="store_true", help="omit the findings")
-    cmp = sub.add_parser("compare", help="print B against A, two saved profiles")
+    cmp = sub.add_parser("compare", help="print B against A (saved profiles or traces)")
     cmp.add_argument("before")
     cmp.add_argument("after")
     cmp.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")

@@ -1,4 +1,7 @@
-"""Profiles on disk: the JSON of ``ProfileResult.to_dict``, with a format version."""
+"""Profiles on disk: the JSON of ``ProfileResult.to_dict``, with a format version.
+
+``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``).
+"""
 
 from __future__ import annotations
 
@@ -21,8 +24,31 @@ def save(result: ProfileResult, path: str | os.PathLike[str]) -> Path:
 
 
 def load(path: str | os.PathLike[str]) -> ProfileResult:
-    """Read a profile written by ``save``; ProfileFileError naming the file otherwise."""
+    """Read a profile written by ``save``, or a Kineto / Chrome trace written by torch.
+
+    ``path`` may be a kernelmagic profile (JSON), a trace (``.json``, ``.json.gz``,
+    ``.pt.trace.json[.gz]``), or a folder holding one trace. ProfileFileError (a
+    ValueError; ``TraceFileError`` for traces) with a one-line message naming the file
+    otherwise.
+    """
     source = Path(path)
+    from kernelmagic.sources import trace_file
+
+    if source.is_dir():
+        source = trace_file.trace_in(source)
+    elif not source.exists():
+        raise ProfileFileError(f"{source}: no such file")
+    if trace_file.is_profile_json(source):
+        return _load_profile(source)
+    from kernelmagic.sources.trace_result import load_trace
+
+    try:
+        return load_trace(source)
+    except trace_file.NotATrace:
+        return _load_profile(source)
+
+
+def _load_profile(source: Path) -> ProfileResult:
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
