@@ -497,7 +497,7 @@ class _Reader:
         cols.device.append(device)
         cols.correlation.append(correlation if type(correlation) is int else 0)
         cols.flops.append(float(flops) if flops else 0.0)
-        cols.shapes.append(cols.intern(str(dims)) if dims is not None else 0)
+        cols.shapes.append(cols.intern(_shapes_text(dims)) if dims else 0)
         cols.nbytes.append(0)
 
     def _memory(self, event: dict[str, Any]) -> None:
@@ -573,6 +573,8 @@ class _Reader:
         if isinstance(props, list) and props and isinstance(props[0], dict):
             if isinstance(props[0].get("name"), str):
                 meta["device_name"] = props[0]["name"]
+            if type(props[0].get("computeMajor")) is int:
+                meta["compute_major"] = props[0]["computeMajor"]
         info = self.meta.get("distributedInfo")
         if isinstance(info, dict):
             for key in ("rank", "world_size", "backend"):
@@ -581,6 +583,13 @@ class _Reader:
         if isinstance(self.meta.get("traceName"), str):
             meta["trace_name"] = self.meta["traceName"]
         return meta
+
+
+def _shapes_text(dims: Any) -> str:
+    """``Input Dims`` as the live source writes shapes: ``[8, 16], [16, 4]`` (``[]``: no tensor)."""
+    if type(dims) is not list:
+        raise TypeError
+    return ", ".join(str(d) if d else "[]" for d in dims)
 
 
 def _json_type(python_type: str) -> str:

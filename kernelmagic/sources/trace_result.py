@@ -2,10 +2,11 @@
 
 Iterations, first match wins:
 
-1. one per ``ProfilerStep#N`` range (what ``torch.profiler.profile(schedule=...)`` with
-   ``prof.step()`` records);
-2. one per kernelmagic range ``NAME/iter i`` (what ``%%profile --trace`` writes), the
+1. one per kernelmagic range ``NAME/iter i`` (what ``%%profile --trace`` writes), the
    result named ``NAME``;
+2. one per ``ProfilerStep#N`` range (what ``torch.profiler.profile(schedule=...)`` with
+   ``prof.step()`` records), leaving out a step with no op inside (the stub torch opens
+   when the profiler stops);
 3. else the whole trace is one iteration, from its first to its last op, range or GPU
    event.
 
@@ -22,8 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, EventTable, Kind
+from kernelmagic.findings import _FP32_GEMM, _LOW_PRECISION
 from kernelmagic.result import ProfileResult
 from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.views.ranges import MODULE_RANGE as _MODULE_RANGE
 
 _OUR_ITERATION = re.compile(r"(.+)/iter (\d+)\Z")
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -58,30 +61,21 @@ def _windows(table: EventTable, rows: np.ndarray) -> list[tuple[int, int]]:
 
 def find_iterations(table: EventTable, default_name: str) -> Iterations:
     """The iterations of ``table`` (see the module's docstring)."""
+    ours = _our_iterations(table)
+    if ours is not None:
+        return ours
     steps = np.flatnonzero(table.kind == Kind.STEP)
     if steps.size:
         # One thread steps the profiler: if steps appear on several, take the busiest.
         tids, counts = np.unique(table.tid[steps], return_counts=True)
         steps = steps[table.tid[steps] == tids[np.argmax(counts)]]
+        # The step torch opens as the profiler stops holds no op: not an iteration.
+        op_starts = np.sort(table.start[table.kind == Kind.OP])
+        holds = (np.searchsorted(op_starts, table.end[steps], "right")
+                 > np.searchsorted(op_starts, table.start[steps], "left"))
+        if holds.any():
+            steps = steps[holds]
         return Iterations(default_name, _windows(table, steps), "ProfilerStep")
-    ranges = np.flatnonzero(table.kind == Kind.RANGE)
-    groups: dict[str, list[tuple[int, int]]] = {}
-    outer: set[str] = set()
-    for name_id in np.unique(table.name[ranges]):
-        text = table.names[name_id]
-        found = _OUR_ITERATION.match(text)
-        rows = ranges[table.name[ranges] == name_id]
-        if found is not None:
-            groups.setdefault(found.group(1), []).extend(
-                (int(found.group(2)), int(i)) for i in rows)
-        else:
-            outer.add(text)
-    named = {k: v for k, v in groups.items() if k in outer} or groups
-    if named:
-        name = max(named, key=lambda k: (len(named[k]), k))
-        order = sorted(named[name], key=lambda pair: (table.start[pair[1]], pair[0]))
-        windows = [(int(table.start[i]), int(table.end[i])) for _, i in order]
-        return Iterations(name, windows, "kernelmagic ranges")
     seen = np.flatnonzero((table.kind != Kind.OTHER) & (table.kind != Kind.MEMORY))
     if not seen.size:
         seen = np.arange(table.n)
@@ -89,28 +83,87 @@ def find_iterations(table: EventTable, default_name: str) -> Iterations:
                       "whole trace")
 
 
+def _our_iterations(table: EventTable) -> Iterations | None:
+    """kernelmagic's ``NAME/iter i`` ranges; NAME preferably one with its outer range too."""
+    ranges = np.flatnonzero(table.kind == Kind.RANGE)
+    groups: dict[str, list[tuple[int, int]]] = {}
+    outer: set[str] = set()
+    for name_id in np.unique(table.name[ranges]):
+        text = table.names[name_id]
+        found = _OUR_ITERATION.match(text)
+        if found is None:
+            outer.add(text)
+            continue
+        rows = ranges[table.name[ranges] == name_id]
+        groups.setdefault(found.group(1), []).extend((int(found.group(2)), int(i)) for i in rows)
+    named = {k: v for k, v in groups.items() if k in outer} or groups
+    if not named:
+        return None
+    name = max(named, key=lambda k: (len(named[k]), k))
+    order = sorted(named[name], key=lambda pair: (table.start[pair[1]], pair[0]))
+    return Iterations(name, [(int(table.start[i]), int(table.end[i])) for _, i in order],
+                      "kernelmagic ranges")
+
+
 def has_device_work(table: EventTable) -> bool:
     """Whether the trace holds GPU kernels, copies or memsets."""
     return bool(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any())
 
 
+def supported_views(table: EventTable) -> list[str]:
+    """The deeper views this trace holds data for (``--trace`` keeps what was recorded).
+
+    Not "shapes": rows stay one per op even when the trace recorded input shapes.
+    """
+    views = ["timeline"]
+    if (table.kind == Kind.MEMORY).any():
+        views.append("memory")
+    if table.flops.any():
+        views.append("flops")
+    if (table.kind == Kind.PYTHON).any():
+        views.append("stack")
+    if any(_MODULE_RANGE.match(x) for x in table.names):
+        views.append("modules")
+    return views
+
+
+def inferred_matmul_precision(table: EventTable) -> str:
+    """``"highest"`` when float32 GEMM kernels ran where TF32 exists, else ``""`` (unknown).
+
+    A trace does not record ``torch.get_float32_matmul_precision()``. On a GPU with TF32
+    (compute capability 8 or newer) cuBLAS picks TF32 kernels for float32 matmuls unless
+    the precision is "highest", so plain fp32 GEMM kernels there mean it was.
+    """
+    major = table.meta.get("compute_major")
+    if not isinstance(major, int) or major < 8:
+        return ""
+    kernel_names = np.unique(table.name[table.kind == Kind.KERNEL])
+    for name_id in kernel_names:
+        text = table.names[name_id]
+        if _FP32_GEMM.search(text) and not _LOW_PRECISION.search(text):
+            return "highest"
+    return ""
+
+
 def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
     """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported)."""
+    from kernelmagic.events import derive_links
+    from kernelmagic.views import build_result
+
     source = Path(path)
     table = read_table(source)
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
-    from kernelmagic.events import derive_links  # type: ignore[attr-defined]
-    from kernelmagic.views import build_result  # type: ignore[import-not-found]
-
-    derive_links(table)
     iterations = find_iterations(table, trace_stem(source.name))
-    on_device = has_device_work(table)
+    table = derive_links(table)
     return build_result(
         table,
         name=iterations.name,
-        windows=iterations.windows,
+        views=supported_views(table),
+        iterations=iterations.windows,
         timings=iterations.timings,
-        device="cuda" if on_device else "cpu",
+        device="cuda" if has_device_work(table) else "cpu",
         device_name=table.meta.get("device_name"),
+        matmul_precision=inferred_matmul_precision(table),
+        trace_path=str(source.resolve()),
     )
