@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
+from concurrent.futures import Executor
 from pathlib import Path
+from typing import Any
 
 from kernelmagic.result import ProfileResult
 
@@ -23,20 +26,25 @@ def save(result: ProfileResult, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def load(path: str | os.PathLike[str]) -> ProfileResult:
+def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+         executor: Executor | None = None) -> Any:
     """Read a profile written by ``save``, or a Kineto / Chrome trace written by torch.
 
     ``path`` may be a kernelmagic profile (JSON), a trace (``.json``, ``.json.gz``,
-    ``.pt.trace.json[.gz]``), or a folder holding one trace. ProfileFileError (a
-    ValueError; ``TraceFileError`` for traces) with a one-line message naming the file
-    otherwise.
+    ``.pt.trace.json[.gz]``): a ``ProfileResult``; or a folder of traces or a list of
+    trace files, one per rank, or a saved many-ranks result: a ``ManyRanksResult``
+    (``kernelmagic/ranks/``), the files parsed on ``executor`` (default: a local process
+    pool). ProfileFileError (a ValueError; ``TraceFileError`` for traces) with a one-line
+    message naming the file otherwise.
     """
+    if not isinstance(path, (str, os.PathLike)) or Path(path).is_dir():
+        from kernelmagic.ranks.load import load_ranks
+
+        return load_ranks(path, executor=executor)
     source = Path(path)
     from kernelmagic.sources import trace_file
 
-    if source.is_dir():
-        source = trace_file.trace_in(source)
-    elif not source.exists():
+    if not source.exists():
         raise ProfileFileError(f"{source}: no such file")
     if trace_file.is_profile_json(source):
         return _load_profile(source)
@@ -62,6 +70,10 @@ def _load_profile(source: Path) -> ProfileResult:
             f"{source}: not a kernelmagic profile (invalid JSON at line {exc.lineno})"
         ) from None
     try:
+        if isinstance(data, dict) and data.get("format") == "kernelmagic.ranks":
+            from kernelmagic.ranks.result import ManyRanksResult
+
+            return ManyRanksResult.from_dict(data)  # type: ignore[return-value]
         return ProfileResult.from_dict(data)
     except ValueError as exc:
         raise ProfileFileError(f"{source}: {exc}") from None
