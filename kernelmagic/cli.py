@@ -4,7 +4,8 @@
     python -m kernelmagic compare A B     B against A (A is "before")
 
 FILE is a profile written by ``result.save(path)`` or a Kineto / Chrome trace
-(``.json``, ``.json.gz``, ``.pt.trace.json[.gz]``, or a folder holding one).
+(``.json``, ``.json.gz``, ``.pt.trace.json[.gz]``); a folder of traces (one per rank) or
+a saved many-ranks result prints the many-ranks report.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             from kernelmagic.render.text import text_report
 
             result = load(args.file)
+            if not hasattr(result, "rows"):  # a folder or saved run of many ranks
+                from kernelmagic.render.ranks import text_report as ranks_report
+
+                print(ranks_report(result, findings=not args.no_findings))
+                return 0
             if args.sort is not None:
                 if args.sort in ("self_device", "device") and not result.profiles_device:
                     return _fail(f"--sort {args.sort}: {args.file} has no device times")
@@ -60,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             print(text_report(result, limit=args.limit, findings=not args.no_findings))
         else:
             before, after = load(args.before), load(args.after)
+            for name, item in ((args.before, before), (args.after, after)):
+                if not hasattr(item, "rows"):
+                    return _fail(f"{name}: many ranks; compare takes single profiles or "
+                                 "traces (a rank's file)")
             print(after.compare(before).table(limit=args.limit))
     except (ProfileFileError, ValueError) as exc:
         return _fail(str(exc))

@@ -65,6 +65,9 @@ class ProfileMagics(Magics):
     @argument("--trace", type=str, default=None, metavar="PATH",
               help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
     @argument("--force", action="store_true", help="let --trace overwrite an existing file")
+    @argument("--gather", action="store_true",
+              help="in a torch.distributed process group: every rank profiles, rank 0 "
+                   "shows (and -o binds) the report of all ranks, the others one line")
     @argument("statement", nargs="*",
               help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
@@ -93,7 +96,10 @@ class ProfileMagics(Magics):
                 iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
                 name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
                 flops=args.flops, stack=args.stack, modules=args.modules,
-                timeline=args.timeline, trace=args.trace, force=args.force)
+                timeline=args.timeline, trace=args.trace, force=args.force,
+                gather=args.gather)
+            if args.gather and args.compare is not None:
+                raise ValueError("--gather cannot be combined with --compare")
             if args.out is not None:
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
@@ -122,6 +128,16 @@ class ProfileMagics(Magics):
 
         from kernelmagic.render.bundle import mime_bundle
 
+        if args.gather:  # rank 0: all ranks; the other ranks: their one-line summary
+            from kernelmagic.ranks.result import ManyRanksResult
+
+            if isinstance(result, ManyRanksResult):
+                from kernelmagic.render.ranks import mime_bundle as ranks_bundle
+
+                display(ranks_bundle(result, findings=not args.no_findings), raw=True)
+            else:
+                print(result.summary())
+            return
         display(mime_bundle(result, findings=not args.no_findings), raw=True)
         if baseline is not None:
             display(result.compare(baseline))
