@@ -21,12 +21,14 @@ Each category is a union of intervals, so work on concurrent streams is not coun
 twice; categories can overlap each other, so compute + communication + memcpy + idle
 may exceed the step.
 
-On a CPU-only trace, the same categories from the ops (not ranges) that start in the
-window, by self time (duration minus that of the events directly under them):
-**communication** is the self time of ``record_param_comms``, ``c10d::*`` and ops whose
-name starts with ``nccl`` or contains ``gloo``; **compute** that of every other op;
-**memcpy** is 0; **idle** the window minus the time during which any op runs (all
-threads); **overlap** is ``None``.
+On a CPU-only trace, the same categories from the ops that start in the window, by
+self time (duration minus that of the events directly under them): **communication** is
+the self time of ``record_param_comms``, ``c10d::*`` and ops whose name starts with
+``nccl`` or contains ``gloo``, plus the time (union, clipped to the window) of ranges
+so named with nothing under them (``gloo:all_reduce`` on gloo's threads); **compute**
+is the self time of every other op (summed over threads); **memcpy** is 0; **idle** the
+window minus the time during which any op or such range runs (all threads);
+**overlap** is ``None``.
 
 Each figure is the mean over the steps, in µs per step; the step time's median and IQR
 are those of the rank's iteration timings.
@@ -189,12 +191,20 @@ def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
     comm = _name_mask(table, is_comm_op)[op_rows]
     self_ns = _self_times(table, op_rows)
+    # Collectives that torch records as ranges (``gloo:all_reduce`` on gloo's own
+    # threads) with nothing under them: their time is communication too.
+    has_child = np.zeros(table.n, dtype=bool)
+    has_child[table.parent[table.parent >= 0]] = True
+    range_rows = np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
+                                & _name_mask(table, is_comm_kernel))
+    busy_rows = np.concatenate([op_rows, range_rows])
     totals = {"compute": 0.0, "communication": 0.0, "idle": 0.0}
     for window in windows:
         inside = (table.start[op_rows] >= window[0]) & (table.start[op_rows] < window[1])
         totals["communication"] += float(self_ns[inside & comm].sum())
+        totals["communication"] += covered(*clip(table, range_rows, window))
         totals["compute"] += float(self_ns[inside & ~comm].sum())
-        totals["idle"] += (window[1] - window[0]) - covered(*clip(table, op_rows, window))
+        totals["idle"] += (window[1] - window[0]) - covered(*clip(table, busy_rows, window))
     steps = max(len(windows), 1)
     out: dict[str, Any] = {k: v / steps / 1000.0 for k, v in totals.items()}
     out["memcpy"] = 0.0
