@@ -1,9 +1,10 @@
 """Many trace files -> one ``ManyRanksResult``, parsed in parallel on any executor.
 
 ``parse_rank`` (module level, so it pickles by reference) reads one trace and returns
-``Parsed(result, summary, error)``: the rank's ``ProfileResult`` and ``RankSummary``,
-never its events, so a worker elsewhere (a process pool, a Dask cluster) sends back only
-what the report needs. A file that cannot be read comes back as ``error`` (a one-line
+``Parsed(result, summary, error)``: the rank's ``ProfileResult`` (without the timeline
+view, whose size grows with the events of a step) and ``RankSummary``, never its
+events, so a worker elsewhere (a process pool, a Dask cluster) sends back only what the
+report needs, whatever the size of the traces. A file that cannot be read comes back as ``error`` (a one-line
 message naming it): the client warns and loads the rest.
 
 Which rank a file is: ``distributedInfo.rank``, else the number after ``rank`` in the
@@ -82,13 +83,15 @@ def parse_rank(path: str) -> Parsed:
         if not table.n:
             raise TraceFileError(f"{source}: a trace with no events")
         # The same steps as sources.trace_result.load_trace, keeping the table for the
-        # breakdown (tests check that both give equal results).
+        # breakdown (tests check that both give equal results), without the timeline:
+        # it holds one span per event of a step, so it would grow with the trace on the
+        # client (load the rank's file alone to see it).
         iterations = tr.find_iterations(table, tr.trace_stem(source.name))
         table = derive_links(table)
         result = build_result(
             table,
             name=iterations.name,
-            views=tr.supported_views(table),
+            views=[v for v in tr.supported_views(table) if v != "timeline"],
             iterations=iterations.windows,
             timings=iterations.timings,
             device="cuda" if tr.has_device_work(table) else "cpu",
