@@ -32,6 +32,7 @@ SCRIPTS: dict[str, tuple[str, list[str]]] = {
     "loading": ("bench_loading.py", ["--rounds", "3"]),
     "memory": ("bench_memory.py", ["--runs", "60", "--first", "20", "--no-manual"]),
     "measured_region": ("bench_measured_region.py", ["--rounds", "4"]),
+    "ranks": ("bench_ranks.py", ["--copies", "16", "--rounds", "2", "--scale", "4"]),
 }
 
 

@@ -4,8 +4,8 @@
 ``Parsed(result, summary, error)``: the rank's ``ProfileResult`` (without the timeline
 view, whose size grows with the events of a step) and ``RankSummary``, never its
 events, so a worker elsewhere (a process pool, a Dask cluster) sends back only what the
-report needs, whatever the size of the traces. A file that cannot be read comes back as ``error`` (a one-line
-message naming it): the client warns and loads the rest.
+report needs, whatever the size of the traces. A file that cannot be read comes back
+as ``error`` (a one-line message naming it): the client warns and loads the rest.
 
 Which rank a file is: ``distributedInfo.rank``, else the number after ``rank`` in the
 file name (``rank3.json``, ``worker_rank-3...``), else its position among the files
@@ -146,6 +146,10 @@ def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
     if len(paths) <= 1:
         return [parse_rank(p) for p in paths]
     workers = max(1, min(len(paths), os.cpu_count() or 1))
+    # Import the parser here first: workers forked from this process start with it.
+    import kernelmagic.sources.trace_result
+    import kernelmagic.views  # noqa: F401
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(parse_rank, paths))
 
