@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 
 import pytest
@@ -240,6 +241,25 @@ def test_rank_from_the_file_name_without_distributed_info(tmp_path):
 def test_any_executor_gives_the_same_result(many):
     with ThreadPoolExecutor(max_workers=1) as pool:
         assert kernelmagic.load(RANKS, executor=pool) == many
+
+
+class _OneWorkerDies(Executor):
+    """Runs inline; the worker given rank-1's file dies."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        if "rank-1" in args[0]:
+            future.set_exception(BrokenProcessPool("a worker process died"))
+        else:
+            future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_a_dead_worker_is_that_file_skipped(many):
+    with pytest.warns(RankSkipped, match=r"rank-1\.json\.gz: the worker failed "
+                                         r"\(BrokenProcessPool: a worker process died\)"):
+        run = kernelmagic.load(RANKS, executor=_OneWorkerDies())
+    assert list(run.ranks) == [0] and run.ranks[0] == many.ranks[0]
 
 
 def test_save_and_load_round_trip(many, tmp_path):

@@ -139,10 +139,22 @@ def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str
     return files
 
 
+def _collect(executor: Executor, paths: Sequence[str]) -> list[Parsed]:
+    """Submit every file, then wait for each; a worker that dies is that file's error."""
+    futures = [executor.submit(parse_rank, p) for p in paths]
+    out = []
+    for path, future in zip(paths, futures, strict=True):
+        try:
+            out.append(future.result())
+        except Exception as exc:  # BrokenProcessPool, a lost Dask worker, ...
+            out.append(Parsed(None, None, f"{path}: the worker failed "
+                                          f"({type(exc).__name__}: {exc})".splitlines()[0]))
+    return out
+
+
 def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
     if executor is not None:
-        futures = [executor.submit(parse_rank, p) for p in paths]
-        return [f.result() for f in futures]
+        return _collect(executor, paths)
     if len(paths) <= 1:
         return [parse_rank(p) for p in paths]
     workers = max(1, min(len(paths), os.cpu_count() or 1))
@@ -151,7 +163,7 @@ def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
     import kernelmagic.views  # noqa: F401
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(parse_rank, paths))
+        return _collect(pool, paths)
 
 
 def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
