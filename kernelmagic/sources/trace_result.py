@@ -165,5 +165,4 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
         device="cuda" if has_device_work(table) else "cpu",
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
-        trace_path=str(source.resolve()),
     )
