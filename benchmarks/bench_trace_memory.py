@@ -102,11 +102,11 @@ def _event_lines(n_groups: int, start_us: int = 1712195495400000):
                 f'"cat": "ac2g", "name": "ac2g", "bp": "e"}}')
             t = o1 + 1777
             group += 1
+        ts, dur = step_start, t - step_start
         lines.insert(0,
                      f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", '
-                     f'"pid": {pid}, "tid": {tid}, "ts": {step_start // 1000}.{step_start % 1000:03d}'
-                     f', "dur": {(t - step_start) // 1000}.{(t - step_start) % 1000:03d}, '
-                     f'"args": {{"External id": 0}}}}')
+                     f'"pid": {pid}, "tid": {tid}, "ts": {ts // 1000}.{ts % 1000:03d}, '
+                     f'"dur": {dur // 1000}.{dur % 1000:03d}, "args": {{"External id": 0}}}}')
         step += 1
         yield lines
 

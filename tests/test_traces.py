@@ -56,12 +56,32 @@ class Truth:
         self.events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
         for e in self.events:
             e["_start"], e["_end"] = us(e["ts"]), us(e["ts"]) + us(e["dur"])
-        self.cpu = [e for e in self.events
-                    if e.get("cat") not in GPU_SIDE and isinstance(e.get("tid"), int)
-                    and e.get("cat") != "Trace"]
-        self.work = [e for e in self.events if e.get("cat") in GPU_WORK]
+        cpu = [e for e in self.events
+               if e.get("cat") not in GPU_SIDE and isinstance(e.get("tid"), int)
+               and e.get("cat") != "Trace"]
+        work = [e for e in self.events if e.get("cat") in GPU_WORK]
+        self.windows = self._steps(cpu)
+        if self.windows:  # only the steps' events; GPU work goes with its launch
+            calls = {e["args"]["correlation"]: e for e in cpu if e.get("cat") in RUNTIME}
+            cpu = [e for e in cpu if self.inside(e["_start"])]
+            kept = {id(e) for e in cpu}
+            work = [g for g in work if (id(calls[g["args"]["correlation"]]) in kept
+                                        if g["args"].get("correlation") in calls
+                                        else self.inside(g["_start"]))]
+        self.cpu, self.work = cpu, work
         self._nest()
         self._own_work()
+
+    def inside(self, t: Decimal) -> bool:
+        return any(s <= t <= e for s, e in self.windows)
+
+    @staticmethod
+    def _steps(cpu: list[dict]) -> list[tuple[Decimal, Decimal]]:
+        """ProfilerStep windows that hold an op (the stub step at the profiler's stop: not)."""
+        found = sorted((e["_start"], e["_end"]) for e in cpu
+                       if e["name"].startswith("ProfilerStep#"))
+        ops = [e["_start"] for e in cpu if e.get("cat") == "cpu_op"]
+        return [(s, t) for s, t in found if any(s <= o <= t for o in ops)]
 
     def _nest(self) -> None:
         """Torch's rule: per thread, by (start, -end); pop the top unless we fit inside it."""
@@ -149,10 +169,7 @@ class Truth:
         return {k: (count[k], time[k], top.get(k, {""})) for k in count}
 
     def steps(self) -> list[tuple[Decimal, Decimal]]:
-        found = sorted((e["_start"], e["_end"]) for e in self.cpu
-                       if e["name"].startswith("ProfilerStep#"))
-        ops = [e["_start"] for e in self.cpu if e.get("cat") == "cpu_op"]
-        return [(s, t) for s, t in found if any(s <= o <= t for o in ops)]
+        return self.windows
 
     def busy(self, window: tuple[Decimal, Decimal]) -> Decimal:
         """Union of the GPU work that starts inside the window (overlaps counted once)."""
@@ -241,7 +258,8 @@ def test_steps_gpu_busy_and_idle_per_iteration():
 
 def test_trailing_empty_step_is_not_an_iteration():
     truth = Truth(raw("mi250_rocm"))
-    all_steps = [e for e in truth.cpu if e["name"].startswith("ProfilerStep#")]
+    all_steps = [e for e in truth.events if e["name"].startswith("ProfilerStep#")
+                 and e["cat"] == "user_annotation"]
     assert len(all_steps) == 2 and len(truth.steps()) == 1  # #2 is the stub at the stop
     result = kernelmagic.load(DATA / "mi250_rocm.json.gz")
     assert result.iters == 1
