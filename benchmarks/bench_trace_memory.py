@@ -47,7 +47,7 @@ print(json.dumps({"base": base, "peak": peak, "seconds": seconds, "rows": len(re
 _OPS = [("aten::linear", "aten::addmm", "volta_sgemm_128x64_nn"),
         ("aten::relu", "aten::clamp_min", "void at::native::vectorized_elementwise_kernel<4, "
          "at::native::(anonymous namespace)::clamp_min_kernel_cuda>(int, float*, float*)"),
-        ("aten::add_", "aten::add_", "void at::native::vectorized_elementwise_kernel<4, "
+        ("aten::add", "aten::add_", "void at::native::vectorized_elementwise_kernel<4, "
          "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, "
          "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")]
 

@@ -508,3 +508,15 @@ def test_loading_a_trace_does_not_import_torch():
                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1] == "False"
+
+
+def test_rank_from_distributed_info():
+    doc = raw("a100_multi_stream_sync")
+    result = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    info = raw("rank0_steps")["distributedInfo"]
+    assert result.distributed == {"rank": info["rank"], "world_size": info["world_size"],
+                                  "backend": info["backend"]} == {"rank": 0, "world_size": 128,
+                                                                  "backend": "nccl"}
+    assert kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz").distributed == \
+        {"rank": doc["distributedInfo"]["rank"]}
+    assert kernelmagic.load(DATA / "a100_triton.json.gz").distributed == {}  # none recorded

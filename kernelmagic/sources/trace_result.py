@@ -187,7 +187,7 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
         raise TraceFileError(f"{source}: a trace with no events")
     iterations = find_iterations(table, trace_stem(source.name))
     table = derive_links(within_iterations(table, iterations))
-    return build_result(
+    result = build_result(
         table,
         name=iterations.name,
         views=supported_views(table),
@@ -197,3 +197,6 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
     )
+    result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
+                          if k in table.meta}
+    return result
