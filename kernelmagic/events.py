@@ -166,14 +166,47 @@ def derive_links(table: EventTable) -> EventTable:
     tree = np.flatnonzero((table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0))
     if tree.size:
         order = tree[np.lexsort((-table.end[tree], table.start[tree], table.tid[tree]))]
-        found = _stack_sweep(table.tid[order].tolist(), table.start[order].tolist(),
-                             table.end[order].tolist())
+        tids, starts, ends = table.tid[order], table.start[order], table.end[order]
+        found = _nested_parents(tids, starts, ends)
+        if found is None:  # some events overlap without nesting: torch's sweep decides
+            found = _stack_sweep(tids.tolist(), starts.tolist(), ends.tolist())
         parent = np.full(table.n, NO_PARENT, dtype=np.int32)
         has = found >= 0
         parent[order[has]] = order[found[has]]
         table.parent = parent
     _derive_launchers(table)
     return _remove_duplicate_nodes(table)
+
+
+def _nested_parents(tids: np.ndarray, starts: np.ndarray,
+                    ends: np.ndarray) -> np.ndarray | None:
+    """The stack sweep's answer without a Python loop, when intervals nest properly.
+
+    With events sorted by (thread, start, -end), the innermost event containing event i
+    is the last earlier event j of its thread with ``end[j] > start[i]``, provided no two
+    events overlap without one containing the other. That last j is found for all events
+    at once by binary lifting over block maxima of ``end``; if any found j does not
+    contain its event, some events overlap partially (the first such pair in order
+    always shows up this way) and None tells the caller to run the sweep.
+    """
+    n = starts.shape[0]
+    levels = [ends]  # levels[k][p] = max(ends[p : p + 2**k])
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    pos = np.arange(n)  # every end in [pos, i) is <= start[i]
+    for k in range(len(levels) - 1, -1, -1):
+        lo = pos - (1 << k)
+        can = np.flatnonzero(lo >= 0)
+        skip = levels[k][lo[can]] <= starts[can]
+        pos[can[skip]] = lo[can[skip]]
+    parent = pos - 1
+    has = parent >= 0
+    has[has] = tids[parent[has]] == tids[has]
+    parent[~has] = -1
+    if np.any(ends[has] > ends[parent[has]]):
+        return None
+    return parent
 
 
 def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelmagic.events import NO_PARENT, EventTable, Kind, derive_links
+from kernelmagic.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
 
 _IGNORED = frozenset({
     "[OutOfMemory]", "profiler::_record_function_enter",
@@ -49,15 +49,16 @@ _DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
 _GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU}  # what torch attaches to ops as kernels
 
 
-def _kind(name: str, activity: str, user: bool, python: bool) -> Kind:
-    if user:
-        return Kind.STEP if name.startswith("ProfilerStep#") else Kind.RANGE
-    if python:
-        return Kind.PYTHON
-    found = _CPU_ACTIVITY.get(activity)
-    if found is not None:
-        return found
-    return Kind.OTHER if name.startswith("[") and name.endswith("]") else Kind.OP
+#: CPU activities that are operators (or instants: ``[memory]``).
+_OTHER_CPU = frozenset({"cpu_op", "cpu_instant_event", "overhead"})
+
+
+def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
+    """Boolean per interned id: whether its text is in ``wanted``."""
+    out = np.zeros(len(ids), dtype=bool)
+    for text, i in ids.items():
+        out[i] = text in wanted
+    return out
 
 
 def _demangle(name: str) -> str:
@@ -81,54 +82,82 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     """The session's events as an ``EventTable`` with parents and launchers derived."""
     raw = prof.kineto_results
     origin = int(raw.trace_start_ns())
-    events = [e for e in raw.events()]
-    names = [e.name() for e in events]
-    keep = [i for i, n in enumerate(names) if n not in _IGNORED]
-    if len(keep) != len(events):
-        events = [events[i] for i in keep]
-        names = [names[i] for i in keep]
-    hidden = [e.is_hidden_event() for e in events]
-    if any(hidden):
-        events = [e for e, h in zip(events, hidden, strict=True) if not h]
-        names = [n for n, h in zip(names, hidden, strict=True) if not h]
-    device_types = [e.device_type() for e in events]
+    events = raw.events()
+    if not events:
+        return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
+    event_type = type(events[0])
+
+    def column(method: str, dtype: Any, subset: list[Any] | None = None) -> np.ndarray:
+        rows = events if subset is None else subset
+        return np.fromiter(map(getattr(event_type, method), rows), dtype=dtype,
+                           count=len(rows))
+
+    # Names and activity types: interned once (demangled once per distinct name).
+    names = list(map(event_type.name, events))
+    distinct_names: dict[str, None] = {"": None}  # id 0: the empty text (no shapes)
+    distinct_names.update(dict.fromkeys(names))
+    name_ids = {x: i for i, x in enumerate(distinct_names)}
+    name_col = np.fromiter(map(name_ids.__getitem__, names), dtype=np.int32, count=len(names))
+    del names
+    activities = list(map(event_type.activity_type, events))
+    activity_ids = {x: i for i, x in enumerate(dict.fromkeys(activities))}
+    activity = np.fromiter(map(activity_ids.__getitem__, activities), dtype=np.int16,
+                           count=len(activities))
+    del activities
+
+    keep = ~_lookup(name_ids, _IGNORED)[name_col]
+    keep &= ~column("is_hidden_event", bool)
+    if not keep.all():
+        events = [events[i] for i in np.flatnonzero(keep).tolist()]
+        name_col, activity = name_col[keep], activity[keep]
     n = len(events)
+    distinct = [_demangle(x) if x else x for x in distinct_names]
 
-    # Names: interned once, demangled once per distinct name.
-    ids: dict[str, int] = {"": 0}
-    name_col = np.fromiter((ids.setdefault(x, len(ids)) for x in names), dtype=np.int32,
-                           count=n)
-    distinct = [_demangle(x) if x else x for x in ids]
+    # CPU or GPU: from the activity type; the device type only where that cannot tell.
+    is_memory = name_col == name_ids.get(MEMORY_NAME, -1)
+    gpu_activity = _lookup(activity_ids, _GPU_ACTIVITY)
+    unknown = ~_lookup(activity_ids, _CPU_ACTIVITY) & ~_lookup(activity_ids, _OTHER_CPU) \
+        & ~gpu_activity
+    on_cpu = ~gpu_activity[activity]
+    ask = np.flatnonzero(unknown[activity] & ~is_memory)
+    if ask.size:
+        on_cpu[ask] = [d == _D.CPU for d in (events[i].device_type() for i in ask.tolist())]
 
-    kind = np.empty(n, dtype=np.int8)
+    kind = np.full(n, Kind.OP, dtype=np.int8)
+    kind_of_activity = np.full(len(activity_ids), Kind.OP, dtype=np.int8)
+    for text, i in activity_ids.items():
+        kind_of_activity[i] = _CPU_ACTIVITY.get(text, Kind.OP)
+    kind[on_cpu] = kind_of_activity[activity[on_cpu]]
+    step = np.fromiter((x.startswith("ProfilerStep#") for x in distinct_names), dtype=bool,
+                       count=len(distinct_names))
+    kind[on_cpu & (kind == Kind.RANGE) & step[name_col]] = Kind.STEP
+    bracket = np.fromiter((x.startswith("[") and x.endswith("]") for x in distinct_names),
+                          dtype=bool, count=len(distinct_names))
+    kind[on_cpu & (kind == Kind.OP) & bracket[name_col]] = Kind.OTHER
     device = np.full(n, -1, dtype=np.int16)
-    on_cpu = np.fromiter((d == _D.CPU for d in device_types), dtype=bool, count=n)
-    is_memory = name_col == ids.get(MEMORY_NAME, -1)
-    cpu_idx = np.flatnonzero(on_cpu & ~is_memory).tolist()
-    activity = [events[i].activity_type() for i in cpu_idx]
-    user = [events[i].is_user_annotation() for i in cpu_idx]
-    python = [events[i].is_python_function() for i in cpu_idx]
-    kind[cpu_idx] = [_kind(names[i], a, u, p)
-                     for i, a, u, p in zip(cpu_idx, activity, user, python, strict=True)]
 
-    start = np.fromiter((e.start_ns() for e in events), dtype=np.int64, count=n) - origin
-    end = np.fromiter((e.end_ns() for e in events), dtype=np.int64, count=n) - origin
-    tid = _thread_ids(np.fromiter((e.start_thread_id() for e in events), dtype=np.uint64,
-                                  count=n))
-    correlation = np.fromiter((e.correlation_id() for e in events), dtype=np.int64, count=n)
-    linked = np.fromiter((e.linked_correlation_id() for e in events), dtype=np.int64, count=n)
-    if cpu_idx:
-        asynchronous = np.fromiter(
-            (events[i].is_async() or events[i].end_thread_id() != events[i].start_thread_id()
-             for i in cpu_idx), dtype=bool, count=len(cpu_idx))
-        tid[np.asarray(cpu_idx)[asynchronous]] = -1
+    start = column("start_ns", np.int64) - origin
+    end = column("end_ns", np.int64) - origin
+    tid = _thread_ids(column("start_thread_id", np.uint64))
+    asynchronous = on_cpu & ~is_memory & (column("is_async", bool)
+                                           | (column("end_thread_id", np.uint64)
+                                              != column("start_thread_id", np.uint64)))
+    tid[asynchronous] = -1
+    linked_activity = (kind == Kind.RUNTIME) | ~on_cpu
+    if linked_activity.any():
+        correlation = column("correlation_id", np.int64)
+        linked = column("linked_correlation_id", np.int64)
+    else:  # CPU only: nothing to link
+        correlation = np.zeros(n, dtype=np.int64)
+        linked = correlation
+    device_types = None
 
     nbytes = np.zeros(n, dtype=np.int64)
     mem_idx = np.flatnonzero(is_memory).tolist()
     if mem_idx:
         kind[mem_idx] = Kind.MEMORY
         nbytes[mem_idx] = [events[i].nbytes() for i in mem_idx]
-        mem_device = [device_types[i] for i in mem_idx]
+        mem_device = [events[i].device_type() for i in mem_idx]
         index = [events[i].device_index() for i in mem_idx]
         device[mem_idx] = [-1 if d in _CPU_MEMORY else (ix if d in _DEVICE_MEMORY else -2)
                            for d, ix in zip(mem_device, index, strict=True)]
@@ -137,6 +166,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     gpu_idx = np.flatnonzero(~on_cpu & ~is_memory).tolist()
     launcher = np.full(n, NO_PARENT, dtype=np.int32)
     if gpu_idx:
+        device_types = {i: events[i].device_type() for i in gpu_idx}
         kind[gpu_idx] = [_GPU_ACTIVITY.get(events[i].activity_type(), Kind.OTHER)
                          for i in gpu_idx]
         device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
@@ -146,7 +176,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
     flops_col = np.zeros(n, dtype=np.float64)
     if flops:
-        flops_col[:] = [e.flops() for e in events]
+        flops_col[:] = column("flops", np.float64)
     shapes_col = np.zeros(n, dtype=np.int32)
     if shapes:
         text_ids: dict[str, int] = {"": 0}
@@ -168,7 +198,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     return derive_links(table)
 
 
-def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: list[Any],
+def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[int, Any],
                       kind: np.ndarray, tid: np.ndarray, correlation: np.ndarray,
                       linked: np.ndarray, launcher: np.ndarray) -> None:
     """Torch's association by linked correlation id (``_parse_kineto_results``)."""

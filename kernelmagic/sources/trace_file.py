@@ -486,7 +486,9 @@ class _Reader:
                     kind = Kind.STEP
                 elif name.startswith(DATALOADER_PREFIX):
                     kind = Kind.OTHER
-        correlation = args.get("correlation", 0)
+        # cuda_sync ("Stream Sync", "Event Sync") shares its runtime call's correlation but is
+        # a wait, not GPU work: unlinked, it never counts as an op's device time.
+        correlation = args.get("correlation", 0) if kind is not Kind.OTHER else 0
         flops = args.get("flops", 0)
         dims = args.get("Input Dims")
         cols.kind.append(kind)
@@ -522,6 +524,8 @@ class _Reader:
 
     def _tid(self, tid: Any) -> int:
         if type(tid) is int:
+            if -(1 << 31) <= tid < 0:  # a 32-bit thread id written as signed: a real thread
+                return tid + (1 << 32)
             return tid
         if type(tid) is str:
             if tid.startswith("stream "):  # old traces: "stream 7"

@@ -10,7 +10,9 @@ Iterations, first match wins:
 3. else the whole trace is one iteration, from its first to its last op, range or GPU
    event.
 
-``timings`` are those windows' durations (seconds); there are no warm-up runs.
+``timings`` are those windows' durations (seconds); there are no warm-up runs. With
+steps or kernelmagic ranges, the events outside every iteration (the profiler's start and
+stop) are left out of the result (``within_iterations``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind, select
 from kernelmagic.findings import _FP32_GEMM, _LOW_PRECISION
 from kernelmagic.result import ProfileResult
 from kernelmagic.sources.trace_file import TraceFileError, read_table
@@ -105,6 +107,35 @@ def _our_iterations(table: EventTable) -> Iterations | None:
                       "kernelmagic ranges")
 
 
+def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
+    """The events of the iterations only: what runs before the first step or after the last
+    (the profiler's own start and stop, its closing ``cudaDeviceSynchronize``) is left out.
+
+    A CPU-side event is kept when it starts inside a window; GPU work when the runtime call
+    that launched it is kept (it may run after its step's window), or, with no such call in
+    the trace, when it starts inside a window.
+    """
+    if iterations.source == "whole trace":
+        return table
+    bounds = sorted(iterations.windows)
+    w_start = np.asarray([s for s, _ in bounds], dtype=np.int64)
+    w_end = np.maximum.accumulate(np.asarray([e for _, e in bounds], dtype=np.int64))
+    at = np.searchsorted(w_start, table.start, "right") - 1
+    inside = (at >= 0) & (table.start <= w_end[np.maximum(at, 0)])
+    keep = inside.copy()
+    gpu = table.device >= 0
+    runtime = table.kind == Kind.RUNTIME
+    launched = gpu & (table.correlation != 0)
+    known = np.isin(table.correlation[launched], table.correlation[runtime])
+    kept_calls = table.correlation[runtime & inside]
+    by_call = np.isin(table.correlation[launched], kept_calls)
+    idx = np.flatnonzero(launched)
+    keep[idx[known]] = by_call[known]
+    if keep.all():
+        return table
+    return select(table, keep)
+
+
 def has_device_work(table: EventTable) -> bool:
     """Whether the trace holds GPU kernels, copies or memsets."""
     return bool(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any())
@@ -155,8 +186,8 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
     iterations = find_iterations(table, trace_stem(source.name))
-    table = derive_links(table)
-    return build_result(
+    table = derive_links(within_iterations(table, iterations))
+    result = build_result(
         table,
         name=iterations.name,
         views=supported_views(table),
@@ -165,5 +196,7 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
         device="cuda" if has_device_work(table) else "cpu",
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
-        trace_path=str(source.resolve()),
     )
+    result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
+                          if k in table.meta}
+    return result

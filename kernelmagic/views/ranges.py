@@ -49,10 +49,14 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     owner = nearest_ancestor(table.parent, theirs)
     ops = np.flatnonzero(is_op(table) & (owner >= 0))
     own_self = figures.self_device if on_device else figures.self_cpu
+    ops = ops[np.argsort(table.start[ops], kind="stable")]
+    width = len(table.names)
+    pairs = table.name[owner[ops]].astype(np.int64) * width + table.name[ops]
+    pair_id, pair_first = group(pairs)
+    sums = np.bincount(pair_id, weights=own_self[ops], minlength=pair_first.size)
     inside: dict[int, Counter[int]] = {}
-    for o, op_name, value in zip(table.name[owner[ops]].tolist(), table.name[ops].tolist(),
-                                 own_self[ops].tolist(), strict=True):
-        inside.setdefault(o, Counter())[op_name] += value
+    for pair, value in zip(pairs[pair_first].tolist(), sums.tolist(), strict=True):
+        inside.setdefault(pair // width, Counter())[pair % width] = value
     names = table.names
     rows = []
     for g in range(k):
