@@ -22,6 +22,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kernelmagic.events import EventTable
 from kernelmagic.ranks.result import ManyRanksResult
 from kernelmagic.ranks.summary import RankSummary, summarize
 from kernelmagic.result import ProfileResult
@@ -71,34 +72,17 @@ def parse_rank(path: str) -> Parsed:
     """
     source = Path(path)
     try:
-        from kernelmagic.events import derive_links
-        from kernelmagic.sources import trace_result as tr
-        from kernelmagic.sources.trace_file import NotATrace, TraceFileError, read_table
-        from kernelmagic.views import build_result
+        from kernelmagic.sources.trace_file import NotATrace
+        from kernelmagic.sources.trace_result import Iterations, load_trace
 
+        kept: list[tuple[EventTable, Iterations]] = []
         try:
-            table = read_table(source)
+            # Without the timeline: it holds one span per event of a step, so it would
+            # grow with the trace on the client (load the rank's file alone to see it).
+            result = load_trace(source, timeline=False, keep=lambda *both: kept.append(both))
         except NotATrace:
             return Parsed(None, None, f"{source}: a kernelmagic profile, not a trace")
-        if not table.n:
-            raise TraceFileError(f"{source}: a trace with no events")
-        # The same steps as sources.trace_result.load_trace, keeping the table for the
-        # breakdown (tests check that both give equal results), without the timeline:
-        # it holds one span per event of a step, so it would grow with the trace on the
-        # client (load the rank's file alone to see it).
-        iterations = tr.find_iterations(table, tr.trace_stem(source.name))
-        table = derive_links(table)
-        result = build_result(
-            table,
-            name=iterations.name,
-            views=[v for v in tr.supported_views(table) if v != "timeline"],
-            iterations=iterations.windows,
-            timings=iterations.timings,
-            device="cuda" if tr.has_device_work(table) else "cpu",
-            device_name=table.meta.get("device_name"),
-            matmul_precision=tr.inferred_matmul_precision(table),
-            trace_path=str(source.resolve()),
-        )
+        table, iterations = kept[0]
         meta = table.meta
         rank = _rank_of(meta, source)
         world = meta.get("world_size")
