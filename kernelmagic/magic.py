@@ -146,16 +146,20 @@ class ProfileMagics(Magics):
         """The result that ``--compare`` names: a saved name first, else a file path."""
         if target in self.saved:
             return self.saved[target]
-        from kernelmagic.storage import ProfileFileError, load
+        from kernelmagic.storage import load
 
         if not os.path.exists(target):
             known = ", ".join(sorted(self.saved)) or "none yet"
             raise UsageError(f"--compare {target}: no result saved under that name "
                              f"(saved: {known}) and no such file")
         try:
-            return load(target)
-        except ProfileFileError as exc:
+            found = load(target)
+        except ValueError as exc:  # ProfileFileError, or a folder of ranks that is not a run
             raise UsageError(f"--compare: {exc}") from None
+        if not hasattr(found, "rows"):  # a folder or saved run of many ranks
+            raise UsageError(f"--compare {target}: many ranks; compare with one rank's "
+                             "profile or trace")
+        return found
 
     def _compile(self, source: str) -> Any:
         """Compile once, registered with IPython's cache so tracebacks show the lines."""

@@ -323,3 +323,10 @@ def test_summary_json_round_trip():
     s = _s(3, 1.5e5, op_us={"aten::mm": 2.0}, overlap=0.25)
     assert RankSummary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
     assert replace(s, overlap=None).exposed_communication_us == 0.0
+
+
+def test_magic_compare_with_many_ranks_is_a_usage_error(shell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=r"--compare .*ranks: many ranks; compare with one"):
+        shell.run_cell_magic("profile", f"--compare {RANKS} -n 1 -w 0", "x = 1\n")
