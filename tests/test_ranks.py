@@ -93,6 +93,12 @@ def test_cpu_only_trace_counts_gloo_ranges_as_communication():
     assert s.communication_us == pytest.approx(1212075727130.731 - 1212075548353.304)
     assert s.compute_us == 0 and s.memcpy_us == 0 and s.overlap is None
     assert s.idle_us == pytest.approx(210109.162 - s.communication_us)
+    run = load_ranks([CPU_ONLY])
+    header = run.table().splitlines()[0].split()
+    assert header[:6] == ["rank", "steps", "step", "(median)", "step", "IQR"]
+    assert "memcpy" not in header and "overlapped" not in header  # GPU-only columns
+    assert [f.rule for f in run.findings()] == ["communication_bound"]  # 85% of the step
+    assert isinstance(run, kernelmagic.ManyRanksResult)
 
 
 # --- findings ---------------------------------------------------------------------------
