@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 
 from kernelmagic.options import SORT_KEYS
 
@@ -53,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             from kernelmagic.render.text import text_report
 
-            result = load(args.file)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = load(args.file)
+            for warning in caught:  # e.g. a rank's file that could not be read
+                print(f"kernelmagic: warning: {warning.message}", file=sys.stderr)
             if not hasattr(result, "rows"):  # a folder or saved run of many ranks
                 from kernelmagic.render.ranks import text_report as ranks_report
 

@@ -217,6 +217,23 @@ def test_unreadable_file_is_a_warning_and_the_rest_loads(tmp_path):
     assert "\n" not in message
 
 
+def test_cli_warns_in_one_line_and_shows_the_rest(tmp_path, capsys):
+    from kernelmagic.cli import main
+
+    copy_ranks(tmp_path)
+    (tmp_path / "broken.json").write_text("{")
+    assert main(["show", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"kernelmagic: warning: skipped {tmp_path / 'broken.json'}: ")
+    assert err.count("\n") == 1 and out.startswith("2 ranks (world size 128, nccl)")
+    write_with_info(RANK_FILES[1], tmp_path / "rank-1.json.gz",
+                    {"backend": "nccl", "rank": 1, "world_size": 64})
+    assert main(["show", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == ("kernelmagic: error: rank-0.json.gz (world_size 128) and rank-1.json.gz "
+                       "(world_size 64) come from different jobs")
+
+
 def test_nothing_readable_or_no_traces(tmp_path):
     (tmp_path / "x.json").write_text("not json")
     with pytest.raises(RanksError, match=r"^none of the 1 trace files could be read; "
