@@ -61,6 +61,10 @@ _MAX_EVENT = 256 << 20  # one event larger than this is an error, not a reason t
 _META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion", "format")
 _WS = re.compile(r"[ \t\n\r]*")
 _COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+#: A flow event ("ph" "s"/"f"/"t": ac2g, fwdbwd arrows), flat, with plain strings: skipped
+#: without decoding. Anything else (an escape, a nested value) goes through the scanner.
+_FLOW = re.compile(r'\{\s*"ph":\s*"[sft]"(?:\s*,\s*"[^"\\]*":\s*(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*))*'
+                   r"\s*\}")
 _PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]{1,3})?\Z")
 _PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.profile"')
 
@@ -397,6 +401,7 @@ class _Reader:
         add = self._adder()
         scan = scanner.scan_once
         comma = _COMMA.match
+        skip_flow = _FLOW.match
         index = 0
         while True:
             # The fast path: "," and blanks, then a whole event inside the buffered text.
@@ -404,6 +409,11 @@ class _Reader:
             if index:
                 found = comma(text.buf, text.pos)
                 if found is not None and found.end() < len(text.buf):
+                    flow = skip_flow(text.buf, found.end())
+                    if flow is not None:  # a flow arrow: nothing of it is kept
+                        text.pos = flow.end()
+                        index += 1
+                        continue
                     try:
                         event, end = scan(text.buf, found.end())
                     except (StopIteration, json.JSONDecodeError):
