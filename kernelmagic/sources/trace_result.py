@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,8 +177,13 @@ def inferred_matmul_precision(table: EventTable) -> str:
     return ""
 
 
-def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
-    """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported)."""
+def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
+               keep: Callable[[EventTable, Iterations], None] | None = None) -> ProfileResult:
+    """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
+
+    ``timeline=False`` leaves that view out; ``keep(table, iterations)`` receives the
+    table the result was built from (many ranks summarise it: ``kernelmagic/ranks/``).
+    """
     from kernelmagic.events import derive_links
     from kernelmagic.views import build_result
 
@@ -190,7 +196,7 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
     result = build_result(
         table,
         name=iterations.name,
-        views=supported_views(table),
+        views=[v for v in supported_views(table) if timeline or v != "timeline"],
         iterations=iterations.windows,
         timings=iterations.timings,
         device="cuda" if has_device_work(table) else "cpu",
@@ -199,4 +205,6 @@ def load_trace(path: str | os.PathLike[str]) -> ProfileResult:
     )
     result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
                           if k in table.meta}
+    if keep is not None:
+        keep(table, iterations)
     return result
