@@ -22,7 +22,6 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any
@@ -282,8 +281,8 @@ def _open_text(path: Path) -> tuple[IO[str], bool]:
     with open(path, "rb") as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8"), True
-    return open(path, encoding="utf-8"), False
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig"), True
+    return open(path, encoding="utf-8-sig"), False  # (a byte-order mark is dropped)
 
 
 def is_profile_json(path: Path) -> bool:
@@ -696,9 +695,3 @@ def trace_in(folder: Path) -> Path:
         raise TraceFileError(f"{folder}: a folder with {len(found)} traces ({shown}); "
                              "name one of them")
     return found[0]
-
-
-def iter_trace_names(table: EventTable, kind: Kind) -> Iterator[str]:
-    """The names of the events of ``kind`` (for tests and diagnostics)."""
-    for i in np.flatnonzero(table.kind == kind):
-        yield table.names[table.name[i]]
