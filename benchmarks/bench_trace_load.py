@@ -9,10 +9,11 @@ alone in a temporary folder of its own:
 * HTA: ``from hta.trace_analysis import TraceAnalysis``, then
   ``TraceAnalysis(trace_dir=folder)``: parsing into its DataFrames, nothing analysed yet.
 
-Two figures per side: the call (after the top-level import; kernelmagic's call includes
-its lazy numpy import) and the whole process (start to exit, imports included). Target:
-the call at most 0.2x HTA's. HTA is a benchmark-only extra: ``pip install
-HolisticTraceAnalysis`` (``pip install -e ".[bench]"``).
+A third side, the standard library's ``json.loads`` of the gunzipped file, shows the floor
+any pure-Python JSON reader starts from. Two figures per side: the call (after the
+top-level import; kernelmagic's call includes its lazy numpy import) and the whole process
+(start to exit, imports included). Target: the call at most 0.2x HTA's. HTA is a
+benchmark-only extra: ``pip install HolisticTraceAnalysis`` (``pip install -e ".[bench]"``).
 
     python benchmarks/bench_trace_load.py [--rounds N]
 """
@@ -58,6 +59,16 @@ print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "rows": int(frame.shape[0
 """
 
 
+FLOOR_CHILD = """\
+import gzip, json, time
+t0 = time.perf_counter()
+with gzip.open({path!r}, "rt") as f:
+    doc = json.loads(f.read())
+t1 = time.perf_counter()
+print(json.dumps({{"call": t1 - t0, "events": len(doc["traceEvents"])}}))
+"""
+
+
 def run(code: str) -> tuple[dict, float]:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -89,8 +100,9 @@ def main() -> None:
         shutil.copy(TRACE, hta_dir / TRACE.name)
         km_code = KM_CHILD.format(path=str(km_dir / TRACE.name))
         hta_code = HTA_CHILD.format(folder=str(hta_dir))
-        calls: dict[str, list[float]] = {"kernelmagic": [], "hta": []}
-        walls: dict[str, list[float]] = {"kernelmagic": [], "hta": []}
+        floor_code = FLOOR_CHILD.format(path=str(km_dir / TRACE.name))
+        calls: dict[str, list[float]] = {"kernelmagic": [], "hta": [], "json.loads": []}
+        walls: dict[str, list[float]] = {"kernelmagic": [], "hta": [], "json.loads": []}
         info: dict[str, dict] = {}
 
         def side(name: str, code: str):  # type: ignore[no-untyped-def]
@@ -102,8 +114,8 @@ def main() -> None:
                 return out["call"]
             return go
 
-        c.alternate({"kernelmagic": side("kernelmagic", km_code), "hta": side("hta", hta_code)},
-                    args.rounds)
+        c.alternate({"kernelmagic": side("kernelmagic", km_code), "hta": side("hta", hta_code),
+                     "json.loads": side("json.loads", floor_code)}, args.rounds)
     finally:
         shutil.rmtree(km_dir, ignore_errors=True)
         shutil.rmtree(hta_dir, ignore_errors=True)
@@ -111,8 +123,16 @@ def main() -> None:
         print(c.describe(f"{name} call", calls[name]))
         print(c.describe(f"{name} whole process", walls[name]))
     km, hta_info = info["kernelmagic"], info["hta"]
+    from importlib.metadata import version
+
+    print(f"    HolisticTraceAnalysis {version('HolisticTraceAnalysis')}")
     print(f"    kernelmagic: {km['rows']} op rows, {km['kernels']:,} GPU events, "
           f"torch imported: {km['torch']}; HTA: a DataFrame of {hta_info['rows']:,} rows")
+    floor = c.paired_ratio(calls["kernelmagic"], calls["json.loads"])
+    print(f"    reference: the standard library's gunzip + json.loads of the whole file (a\n"
+          f"    decoding floor for any pure-Python reader) takes "
+          f"{c.fmt_time(c.median(calls['json.loads']))}; kernelmagic's whole load is "
+          f"{floor:.2f}x that")
     ratio = c.paired_ratio(calls["kernelmagic"], calls["hta"])
     process_ratio = c.paired_ratio(walls["kernelmagic"], walls["hta"])
     c.verdict("trace_load", "load v100 trace: kernelmagic.load / HTA TraceAnalysis",

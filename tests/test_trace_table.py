@@ -256,3 +256,19 @@ def test_bare_event_array_and_fractional_nanoseconds(tmp_path):
     # 1712195495505543.2 as a double is ...543.25: the reader keeps the decimal text.
     assert table.origin_ns == 1712195495505543200
     assert table.start.tolist() == [0, 800] and table.end.tolist() == [1250, 802]
+
+
+def test_flow_events_are_skipped_whatever_their_text(tmp_path):
+    op = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
+    flows = [{"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 1.5, "cat": "ac2g", "name": "x}y"},
+             {"ph": "f", "id": 1, "pid": 1, "tid": 1, "ts": 2, "cat": "ac2g", "name": 'q"}'},
+             {"ph": "f", "id": 2, "pid": 1, "tid": 1, "ts": 3, "cat": "ac2g", "bp": "e",
+              "args": {"nested": [1, {"x": "}"}]}}]
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps({"traceEvents": [op, *flows, op, flows[0]]}, indent=1))
+    table = read_table(path)
+    assert table.n == 2 and table.start.tolist() == [0, 0]
+    bad = tmp_path / "bad.json"  # a flow, then garbage: the error still points at it
+    bad.write_text('{"traceEvents": [' + json.dumps(op) + ', {"ph": "f", "id": 1}, {"ph": }]}')
+    with pytest.raises(trace_file.TraceFileError, match=r"traceEvents\[2\]"):
+        read_table(bad)

@@ -520,3 +520,22 @@ def test_rank_from_distributed_info():
     assert kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz").distributed == \
         {"rank": doc["distributedInfo"]["rank"]}
     assert kernelmagic.load(DATA / "a100_triton.json.gz").distributed == {}  # none recorded
+
+
+def test_plain_pt_trace_json(tmp_path):
+    plain = tmp_path / "worker0.1712195495.pt.trace.json"  # tensorboard_trace_handler's name
+    with gzip.open(DATA / "v100_gpu_annotations.json.gz", "rb") as f:
+        plain.write_bytes(f.read())
+    from_gz = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    result = kernelmagic.load(plain)
+    assert result.name == "worker0.1712195495"
+    assert result.rows == from_gz.rows and result.kernels == from_gz.kernels
+
+
+def test_profile_json_with_its_keys_in_another_order(tmp_path):
+    saved = kernelmagic.load(DATA / "a100_triton.json.gz")
+    data = saved.to_dict()
+    reordered = {"version": data.pop("version"), **data}  # "format" no longer first
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(reordered))
+    assert kernelmagic.load(path) == saved

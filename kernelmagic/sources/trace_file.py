@@ -22,7 +22,6 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any
@@ -61,6 +60,10 @@ _MAX_EVENT = 256 << 20  # one event larger than this is an error, not a reason t
 _META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion", "format")
 _WS = re.compile(r"[ \t\n\r]*")
 _COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+#: A flow event ("ph" "s"/"f"/"t": ac2g, fwdbwd arrows), flat, with plain strings: skipped
+#: without decoding. Anything else (an escape, a nested value) goes through the scanner.
+_FLOW = re.compile(r'\{\s*"ph":\s*"[sft]"(?:\s*,\s*"[^"\\]*":\s*(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*))*'
+                   r"\s*\}")
 _PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]{1,3})?\Z")
 _PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.profile"')
 
@@ -74,6 +77,12 @@ class NotATrace(Exception):
 
 
 # --- numbers ----------------------------------------------------------------------------
+
+
+class _Number(str):
+    """A JSON number with a fraction or exponent, kept as its text (a JSON string stays str)."""
+
+    __slots__ = ()
 
 
 def _ns_of_text(text: str) -> int:
@@ -93,7 +102,7 @@ def _ns(value: Any) -> int:
     """A ``ts``/``dur`` as decoded (int, or float text) -> integer nanoseconds."""
     if type(value) is int:
         return value * 1000
-    if type(value) is str:
+    if type(value) is _Number:
         return _ns_of_text(value)
     raise TypeError
 
@@ -159,7 +168,7 @@ class _Scanner:
 
     def __init__(self, text: _Text) -> None:
         self.text = text
-        decoder = json.JSONDecoder(parse_float=str)  # floats as text: exact ns later
+        decoder = json.JSONDecoder(parse_float=_Number)  # floats as text: exact ns later
         self.decoder = decoder
         self.scan_once = decoder.scan_once
 
@@ -272,8 +281,8 @@ def _open_text(path: Path) -> tuple[IO[str], bool]:
     with open(path, "rb") as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8"), True
-    return open(path, encoding="utf-8"), False
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig"), True
+    return open(path, encoding="utf-8-sig"), False  # (a byte-order mark is dropped)
 
 
 def is_profile_json(path: Path) -> bool:
@@ -388,9 +397,10 @@ class _Reader:
 
     def _events(self, text: _Text, scanner: _Scanner, bare: bool) -> None:
         text.pos += 1  # the "["
-        add = self._add
+        add = self._adder()
         scan = scanner.scan_once
         comma = _COMMA.match
+        skip_flow = _FLOW.match
         index = 0
         while True:
             # The fast path: "," and blanks, then a whole event inside the buffered text.
@@ -398,6 +408,11 @@ class _Reader:
             if index:
                 found = comma(text.buf, text.pos)
                 if found is not None and found.end() < len(text.buf):
+                    flow = skip_flow(text.buf, found.end())
+                    if flow is not None:  # a flow arrow: nothing of it is kept
+                        text.pos = flow.end()
+                        index += 1
+                        continue
                     try:
                         event, end = scan(text.buf, found.end())
                     except (StopIteration, json.JSONDecodeError):
@@ -438,69 +453,99 @@ class _Reader:
             index += 1
             self.events_seen = True
 
-    def _add(self, event: dict[str, Any]) -> None:
-        ph = event.get("ph")
-        if ph == "X":
-            self._complete(event)
-        elif ph == "i" or ph == "I":
-            if event.get("name") == "[memory]":
-                self._memory(event)
-            else:
-                _ns(event["ts"])
-        elif ph is not None and type(ph) is not str:
+    def _adder(self) -> Any:
+        """``add(event)``: one event into the columns (locals bound once: the hot loop)."""
+        cols = self.cols
+        ids, intern = cols.ids, cols.intern
+        kinds, names, starts, ends = (cols.kind.append, cols.name.append, cols.start.append,
+                                      cols.end.append)
+        tids, devices = cols.tid.append, cols.device.append
+        correlations, flops_col = cols.correlation.append, cols.flops.append
+        shapes_col, nbytes_col = cols.shapes.append, cols.nbytes.append
+        tid_of, memory = self._tid, self._memory
+        categories: dict[Any, tuple[Kind, bool]] = {}
+        special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
+        plain = _PLAIN_NUMBER.match
+        number, text_ns = _Number, _ns_of_text
+        op, rng, other = Kind.OP, Kind.RANGE, Kind.OTHER
+        unseen = object()
+
+        def ns(value: Any) -> int:
+            kind = type(value)
+            if kind is int:
+                return value * 1000
+            if kind is number:
+                if value[-4:-3] == "." and plain(value):  # "123.456": whole nanoseconds
+                    return int(value[:-4] + value[-3:])
+                return text_ns(value)
             raise TypeError
 
-    def _complete(self, event: dict[str, Any]) -> None:
-        cols = self.cols
-        name = event["name"]
-        cat = event.get("cat")
-        kind = CATEGORIES.get(cat.lower()) if type(cat) is str else None
-        start = _ns(event["ts"])
-        dur = _ns(event["dur"])
-        if dur < 0:
-            raise ValueError
-        args = event.get("args")
-        if type(args) is not dict:
-            if args is not None:
-                raise TypeError
-            args = {}
-        if type(name) is not str:
-            raise TypeError
-        if kind is None:
-            kind = Kind.OTHER
-            on_device = cat in _GPU_SIDE_CATEGORIES
-        else:
-            on_device = kind in _ON_DEVICE
-        if on_device:
-            device = args.get("device")
-            if type(device) is not int:
-                pid = event.get("pid")
-                device = pid if type(pid) is int else 0
-            stream = args.get("stream")
-            tid = stream if type(stream) is int else self._tid(event.get("tid"))
-        else:
-            device = -1
-            tid = self._tid(event.get("tid"))
-            if kind is Kind.OP or kind is Kind.RANGE or kind is Kind.OTHER:
-                if name.startswith(STEP_PREFIX):
-                    kind = Kind.STEP
-                elif name.startswith(DATALOADER_PREFIX):
-                    kind = Kind.OTHER
-        # cuda_sync ("Stream Sync", "Event Sync") shares its runtime call's correlation but is
-        # a wait, not GPU work: unlinked, it never counts as an op's device time.
-        correlation = args.get("correlation", 0) if kind is not Kind.OTHER else 0
-        flops = args.get("flops", 0)
-        dims = args.get("Input Dims")
-        cols.kind.append(kind)
-        cols.name.append(cols.intern(name))
-        cols.start.append(start)
-        cols.end.append(start + dur)
-        cols.tid.append(tid)
-        cols.device.append(device)
-        cols.correlation.append(correlation if type(correlation) is int else 0)
-        cols.flops.append(float(flops) if flops else 0.0)
-        cols.shapes.append(cols.intern(_shapes_text(dims)) if dims else 0)
-        cols.nbytes.append(0)
+        def add(event: dict[str, Any]) -> None:
+            ph = event.get("ph")
+            if ph != "X":
+                if ph == "i" or ph == "I":
+                    if event.get("name") == "[memory]":
+                        memory(event)
+                    else:
+                        ns(event["ts"])
+                elif ph is not None and type(ph) is not str:
+                    raise TypeError
+                return
+            name = event["name"]
+            cat = event.get("cat")
+            found = categories.get(cat)
+            if found is None:
+                found = categories[cat] = _category(cat)
+            kind, on_device = found
+            start = ns(event["ts"])
+            end = start + ns(event["dur"])
+            if end < start:
+                raise ValueError
+            args = event.get("args")
+            if type(args) is not dict:
+                if args is not None:
+                    raise TypeError
+                args = {}
+            name_id = ids.get(name)
+            if name_id is None:
+                if type(name) is not str:
+                    raise TypeError
+                name_id = intern(name)
+            if on_device:
+                device = args.get("device")
+                if type(device) is not int:
+                    pid = event.get("pid")
+                    device = pid if type(pid) is int else 0
+                stream = args.get("stream")
+                tid = stream if type(stream) is int else tid_of(event.get("tid"))
+            else:
+                device = -1
+                tid = event.get("tid")
+                if type(tid) is not int or tid < 0:
+                    tid = tid_of(tid)
+                if kind is op or kind is rng or kind is other:
+                    again = special.get(name, unseen)
+                    if again is unseen:
+                        again = special[name] = _special(name)
+                    if again is not None:
+                        kind = again
+            # cuda_sync ("Stream Sync", "Event Sync") shares its runtime call's correlation
+            # but is a wait, not GPU work: unlinked, it never counts as an op's device time.
+            correlation = args.get("correlation", 0) if kind is not other else 0
+            flops = args.get("flops")
+            dims = args.get("Input Dims")
+            kinds(kind)
+            names(name_id)
+            starts(start)
+            ends(end)
+            tids(tid)
+            devices(device)
+            correlations(correlation if type(correlation) is int else 0)
+            flops_col(float(flops) if flops else 0.0)
+            shapes_col(intern(_shapes_text(dims)) if dims else 0)
+            nbytes_col(0)
+
+        return add
 
     def _memory(self, event: dict[str, Any]) -> None:
         cols = self.cols
@@ -589,6 +634,23 @@ class _Reader:
         return meta
 
 
+def _category(cat: Any) -> tuple[Kind, bool]:
+    """(kind, whether on the GPU timeline) of a category; unknown ones are OTHER on the CPU."""
+    kind = CATEGORIES.get(cat.lower()) if type(cat) is str else None
+    if kind is None:
+        return Kind.OTHER, cat in _GPU_SIDE_CATEGORIES
+    return kind, kind in _ON_DEVICE
+
+
+def _special(name: str) -> Kind | None:
+    """STEP or OTHER for the CPU-side ranges that are never rows, whatever their category."""
+    if name.startswith(STEP_PREFIX):
+        return Kind.STEP
+    if name.startswith(DATALOADER_PREFIX):
+        return Kind.OTHER
+    return None
+
+
 def _shapes_text(dims: Any) -> str:
     """``Input Dims`` as the live source writes shapes: ``[8, 16], [16, 4]`` (``[]``: no tensor)."""
     if type(dims) is not list:
@@ -602,15 +664,7 @@ def _json_type(python_type: str) -> str:
 
 
 def _is_number_text(value: Any) -> bool:
-    # Floats arrive as their JSON text; a JSON *string* arrives as str too, so tell them apart
-    # by whether the text parses as a number (a quoted "123" would slip through: harmless).
-    if type(value) is not str:
-        return False
-    try:
-        _ns_of_text(value)
-    except ValueError:
-        return False
-    return True
+    return type(value) is _Number  # floats arrive as their JSON text, strings as plain str
 
 
 def read_table(path: str | os.PathLike[str]) -> EventTable:
@@ -641,9 +695,3 @@ def trace_in(folder: Path) -> Path:
         raise TraceFileError(f"{folder}: a folder with {len(found)} traces ({shown}); "
                              "name one of them")
     return found[0]
-
-
-def iter_trace_names(table: EventTable, kind: Kind) -> Iterator[str]:
-    """The names of the events of ``kind`` (for tests and diagnostics)."""
-    for i in np.flatnonzero(table.kind == kind):
-        yield table.names[table.name[i]]
