@@ -7,6 +7,9 @@ import json
 import re
 import shutil
 import statistics
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -138,3 +141,19 @@ def stretched(src: Path, dst: Path, factor: float) -> Path:
     text = json.dumps(data, default=lambda d: float(round(d, 3)))
     dst.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=1))
     return dst
+
+
+@contextmanager
+def spawnable_main() -> Iterator[None]:
+    """Let multiprocessing's spawn start children after an IPython shell ran in this
+    process: the shell makes its user namespace ``__main__``, a module without
+    ``__spec__``, which spawn's preparation reads."""
+    main = sys.modules["__main__"]
+    if hasattr(main, "__spec__"):
+        yield
+        return
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        del main.__spec__

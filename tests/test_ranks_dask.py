@@ -24,13 +24,14 @@ for _module in ("dask", "distributed"):
     _need(_module)
 
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
-from ranks_data import RANKS  # noqa: E402
+from ranks_data import RANKS, spawnable_main  # noqa: E402
 
 
 def test_dask_cluster_result_equals_the_default():
     default = kernelmagic.load(RANKS)
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with spawnable_main(), LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                        dashboard_address=None) as cluster, \
+            Client(cluster) as client:
         workers = set(client.scheduler_info()["workers"])
         with get_task_stream(client) as stream:
             on_dask = kernelmagic.load(RANKS, executor=client.get_executor())

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from IPython.core.error import UsageError
+from ranks_data import spawnable_main
 
 import kernelmagic
 from kernelmagic.ranks.summary import is_comm_op
@@ -85,7 +86,8 @@ def _rank_main(rank: int, world: int, port: int, out: str) -> None:
 @pytest.fixture(scope="module")
 def gathered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gather")
-    mp.spawn(_rank_main, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    with spawnable_main():
+        mp.spawn(_rank_main, args=(2, _free_port(), str(out)), nprocs=2, join=True)
     return out
 
 
