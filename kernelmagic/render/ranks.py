@@ -6,6 +6,7 @@ single-rank report (``render/bundle.py``), built when the rank is clicked.
 
 from __future__ import annotations
 
+import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +75,6 @@ def summary_line(result: ManyRanksResult) -> str:
     fast = min(summaries, key=lambda s: (s.step_median_us, s.rank))
 
     def median_of(field: str) -> float:
-        import statistics
-
         return statistics.median(getattr(s, field) for s in summaries)
 
     where = "GPU" if result.profiles_device else "CPU"
@@ -87,8 +86,6 @@ def summary_line(result: ManyRanksResult) -> str:
              f"idle {format_us(median_of('idle_us'))}"]
     overlaps = [s.overlap for s in summaries if s.overlap is not None]
     if overlaps:
-        import statistics
-
         parts[-1] += f", {statistics.median(overlaps):.0%} of communication overlapped"
     return " · ".join(parts)
 
