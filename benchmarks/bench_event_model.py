@@ -12,7 +12,8 @@ profiled 10 times (about 200,000 profiler events). In one process, side by side:
     cyclic GC paused as the runner does) against torch's ``prof.function_events`` +
     ``key_averages()`` (as a user gets them, GC on; GC paused shown too). Target <= 0.1.
 (c) growth: kernelmagic's post-processing for N, 2N and 4N events (1,000 / 2,000 / 4,000
-    loop iterations, 10 runs), rotated rounds. Target: each doubling <= 2.2x.
+    loop iterations, 10 runs): per round and size a fresh session, the best of 3 passes over
+    it; medians over rotated rounds. Target: each doubling <= 2.2x.
 
     python benchmarks/bench_event_model.py [--rounds N] [--scale-rounds N]
 """
@@ -161,12 +162,14 @@ def main() -> None:
     for r in range(args.scale_rounds):
         for loops in SCALE_LOOPS[r % 3:] + SCALE_LOOPS[: r % 3]:
             prof, result = session(loops)
-            seconds, sizes[loops] = ours(prof, result)
-            totals[loops].append(seconds)
+            reps = [ours(prof, result) for _ in range(3)]
+            totals[loops].append(min(seconds for seconds, _ in reps))  # least disturbed
+            sizes[loops] = reps[0][1]
             prof = None
     med = {n: c.median(v) for n, v in totals.items()}
     for n in SCALE_LOOPS:
-        print(f"    {sizes[n]:>9,} events: {c.fmt_time(med[n]):>9}")
+        print(f"    {sizes[n]:>9,} events: {c.fmt_time(med[n]):>9}   rounds: "
+              + ", ".join(c.fmt_time(v) for v in totals[n]))
     n1, n2, n4 = SCALE_LOOPS
     for big, small, label in ((n2, n1, "2N vs N"), (n4, n2, "4N vs 2N")):
         g = med[big] / med[small]

@@ -161,3 +161,19 @@ def test_build_result_windows_busy_and_timeline():
     assert result.kernels[0] == KernelRow("k", 2, 500.0, "aten::mm")
     assert result.kernels[1].launched_by == ""
     assert np.all(table.launcher[:6] == NO_PARENT)
+
+
+def test_iterations_from_our_ranges_else_profiler_steps_else_whole_trace():
+    from kernelmagic.views import iteration_windows
+
+    steps = table_of(
+        (Kind.STEP, "ProfilerStep#7", 500, 900, 1),
+        (Kind.STEP, "ProfilerStep#6", 100, 500, 1),
+        (Kind.OP, "aten::mm", 120, 130, 1),
+    )
+    assert iteration_windows(steps, "run") == [(100 * US, 500 * US), (500 * US, 900 * US)]
+    assert build_result(steps, name="run").timings == [0.0004, 0.0004]
+    plain = table_of((Kind.OP, "aten::mm", 20, 30, 1), (Kind.OP, "aten::add", 50, 70, 1))
+    assert iteration_windows(plain, "run") == [(20 * US, 70 * US)]
+    ours = table_of((Kind.RANGE, "run/iter 0", 0, 10, 1), (Kind.STEP, "ProfilerStep#1", 0, 9, 1))
+    assert iteration_windows(ours, "run") == [(0, 10 * US)]

@@ -223,3 +223,86 @@ def test_cuda_block_and_training_step_device_times():
                if e.name.startswith("autograd::engine::evaluate_function")}
     main = {e.thread for e in prof.function_events if e.name == "aten::layer_norm"}
     assert threads and threads.isdisjoint(main), "backward ran on the autograd thread"
+
+
+# --- CUDA sessions described by hand, parsed by torch and by kernelmagic -----------------
+
+
+def _cuda_session():
+    from fake_kineto import CUDA, FakeEvent
+
+    def op(name, start, end, corr, tid=1):
+        return FakeEvent(name, start, end, tid=tid, corr=corr)
+
+    def launch(name, start, end, corr, linked, tid=9001):
+        # CUPTI records runtime calls on the system thread id, linked to the op's id.
+        return FakeEvent(name, start, end, tid=tid, activity="cuda_runtime", corr=corr,
+                         linked=linked)
+
+    def gpu(name, start, end, corr, linked, activity="kernel", stream=7):
+        return FakeEvent(name, start, end, tid=0, activity=activity, device=CUDA, corr=corr,
+                         linked=linked, stream=stream)
+
+    def user(name, start, end, corr, tid=1):
+        return FakeEvent(name, start, end, tid=tid, activity="user_annotation", corr=corr,
+                         user=True)
+
+    return [
+        user("cuda", 0, 1000, 1),
+        user("cuda/iter 0", 1, 990, 2),
+        user("my range", 5, 400, 3),
+        op("aten::mm", 10, 50, 4),
+        launch("cudaLaunchKernel", 20, 30, 1001, 4),
+        gpu("gemm", 100, 300, 1001, 4),
+        FakeEvent("[memory]", 15, 15, activity="cpu_instant_event", device=CUDA,
+                  bytes_=4096),
+        op("aten::add", 60, 80, 5),
+        launch("cudaLaunchKernel", 65, 70, 1002, 5),
+        gpu("add_kernel", 310, 320, 1002, 5, stream=8),
+        op("aten::copy_", 82, 95, 6),
+        launch("cudaMemcpyAsync", 84, 90, 1003, 6),
+        gpu("Memcpy HtoD (Pageable -> Device)", 321, 340, 1003, 6, activity="gpu_memcpy"),
+        op("aten::zero_", 96, 99, 7),
+        launch("cudaMemsetAsync", 97, 98, 1004, 7),
+        gpu("Memset (Device)", 341, 342, 1004, 7, activity="gpu_memset"),
+        gpu("my range", 90, 400, 0, 3, activity="gpu_user_annotation"),
+        # backward on the autograd thread: its own ops and launches
+        op("autograd::engine::evaluate_function: MmBackward0", 410, 600, 8, tid=2),
+        op("aten::mm", 420, 500, 9, tid=2),
+        launch("cudaLaunchKernel", 430, 440, 1005, 9, tid=9002),
+        gpu("gemm", 600, 800, 1005, 9),
+        user("kernelmagic: synchronize", 900, 980, 10),
+        launch("cudaDeviceSynchronize", 901, 979, 1006, 10),
+    ]
+
+
+def test_cuda_session_rows_equal_torchs_parse():
+    """Kernel attribution, runtime threads, memcpy/memset, GPU-side ranges, device memory
+    and our synchronize, on a CUDA session described by hand: torch parses the same raw
+    events, and every row must equal its ``key_averages()``."""
+    from fake_kineto import session, torch_function_events
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    events = _cuda_session()
+    table = table_from_session(session(events))
+    result = build_result(table, name="cuda", views=["memory"], device="cuda")
+    torch_events = torch_function_events(events)
+    prof = type("Prof", (), {"function_events": torch_events,
+                             "key_averages": lambda self, group_by_input_shape=False:
+                             torch_events.key_averages(group_by_input_shape)})()
+    assert_rows_equal_key_averages(result, prof, memory=True)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::mm"].self_device_time_total == 400.0  # both gemms, both threads
+    assert rows["autograd::engine::evaluate_function: MmBackward0"].device_time_total == 200.0
+    assert rows["aten::mm"].self_device_memory_usage == 4096
+    assert "cudaDeviceSynchronize" not in rows, "only ours was there"
+    kernels = {k.key: k for k in result.kernels}
+    assert set(kernels) == {"gemm", "add_kernel", "Memcpy HtoD (Pageable -> Device)",
+                            "Memset (Device)"}, "the range's GPU copy is not GPU work"
+    assert (kernels["gemm"].count, kernels["gemm"].device_time_total,
+            kernels["gemm"].launched_by) == (2, 400.0, "aten::mm")
+    ranges = {r.key: r for r in result.ranges}
+    assert ranges["my range"].device_time_total == 200 + 10 + 19 + 1, "without its GPU copy"
+    assert result.gpu_busy == [200 + 10 + 19 + 1 + 200]

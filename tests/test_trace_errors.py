@@ -160,3 +160,12 @@ def test_cli_exits_2_with_the_one_line(tmp_path):
     out = cli("compare", str(DATA / "a100_alexnet.json.gz"), str(empty))
     assert out.returncode == 2
     assert out.stderr == f"kernelmagic: error: {empty}: empty file\n"
+
+
+def test_a_trace_without_events(tmp_path):
+    only_meta = {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "py"}}
+    for events in ([], [only_meta]):
+        path = write(tmp_path, "t.json", trace_text(*events))
+        with pytest.raises(TraceFileError) as err:
+            kernelmagic.load(path)
+        assert str(err.value) == f"{path}: a trace with no events"

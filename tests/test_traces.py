@@ -539,3 +539,51 @@ def test_profile_json_with_its_keys_in_another_order(tmp_path):
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(reordered))
     assert kernelmagic.load(path) == saved
+
+
+def python_frames(path: Path) -> set[str]:
+    """The names of the Python frames (``python_function`` events) the trace recorded."""
+    doc = json.loads(path.read_text())
+    return {e["name"] for e in doc["traceEvents"] if e.get("cat") == "python_function"}
+
+
+def test_tensorboard_trace_of_a_cpu_training_step_equals_key_averages(tmp_path):
+    """torch.profiler with a schedule, tensorboard_trace_handler and every recording option:
+    the trace it writes loads into the rows ``key_averages()`` gives for that session."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(32, 64)
+    write = tensorboard_trace_handler(str(tmp_path))
+    seen = []
+
+    def ready(p):  # what the trace holds, and torch's own averages of the same cycle
+        write(p)
+        seen.append(p.key_averages())
+
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=ready, record_shapes=True,
+                 profile_memory=True, with_stack=True, with_modules=True) as prof:
+        for _ in range(4):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    (path,) = tmp_path.glob("*.pt.trace.json")
+    result = kernelmagic.load(path)
+    assert result.iters == 3 and result.device == "cpu"
+    assert "memory" in result.views and "stack" in result.views
+    (averages,) = seen
+    frames = python_frames(path)  # torch lists them as rows; kernelmagic as the source view
+    want = {a.key: a for a in averages
+            if not a.is_user_annotation and a.key not in frames and a.key != "[memory]"}
+    assert {r.key for r in result.rows} == set(want)
+    for row in result.rows:
+        for field in ("count", "self_cpu_time_total", "cpu_time_total",
+                      "self_cpu_memory_usage", "cpu_memory_usage"):
+            assert getattr(row, field) == pytest.approx(getattr(want[row.key], field),
+                                                        rel=1e-9, abs=1e-6), (row.key, field)
+    assert result.peak_memory["cpu"] > 0

@@ -138,10 +138,11 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
     start = column("start_ns", np.int64) - origin
     end = column("end_ns", np.int64) - origin
-    tid = _thread_ids(column("start_thread_id", np.uint64))
+    started_on = column("start_thread_id", np.uint64)
+    tid = _thread_ids(started_on)
     asynchronous = on_cpu & ~is_memory & (column("is_async", bool)
-                                           | (column("end_thread_id", np.uint64)
-                                              != column("start_thread_id", np.uint64)))
+                                           | (column("end_thread_id", np.uint64) != started_on))
+    del started_on
     tid[asynchronous] = -1
     linked_activity = (kind == Kind.RUNTIME) | ~on_cpu
     if linked_activity.any():
@@ -150,7 +151,6 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     else:  # CPU only: nothing to link
         correlation = np.zeros(n, dtype=np.int64)
         linked = correlation
-    device_types = None
 
     nbytes = np.zeros(n, dtype=np.int64)
     mem_idx = np.flatnonzero(is_memory).tolist()
