@@ -209,11 +209,12 @@ def post_breakdown(body: Callable[[], Any], iters: int = 10, warmup: int = 3,
                    render: bool = True) -> dict[str, Any]:
     """Time kernelmagic's steps after the last profiled iteration, via ``kernelmagic.profile``.
 
-    Returns seconds for ``stop`` (end of the last iteration -> ``collect_rows`` starts:
-    profiler stop, trace hooks), ``collect_rows`` (torch's ``key_averages()`` and the
-    rows), ``views`` (everything else until the result exists), ``render``
+    Returns seconds for ``stop`` (end of the last iteration -> reading events starts:
+    profiler stop, trace hooks), ``events`` (the raw Kineto events -> ``EventTable``),
+    ``views`` (``build_result`` and anything else until the result exists), ``render``
     (``mime_bundle``, chart included) and ``total``, plus ``result`` and the number of
-    ``events``. Needs an active InteractiveShell for the widget to be built.
+    ``events`` in the table (``n_events``). Needs an active InteractiveShell for the
+    widget to be built.
     """
     from kernelmagic import runner
     from kernelmagic.render.bundle import mime_bundle
@@ -221,36 +222,36 @@ def post_breakdown(body: Callable[[], Any], iters: int = 10, warmup: int = 3,
     ends: list[float] = []
     held: list[Any] = []
     marks: dict[str, float] = {}
+    sizes: list[int] = []
 
     def fn() -> None:
         body()
         ends.append(clock())
 
-    orig_collect = runner.collect_rows
+    orig_read = runner.table_from_session
 
-    def collect(prof: Any, *args: Any, **kwargs: Any) -> Any:
+    def read(prof: Any, *args: Any, **kwargs: Any) -> Any:
         marks["c0"] = clock()
-        rows = orig_collect(prof, *args, **kwargs)
+        table = orig_read(prof, *args, **kwargs)
         marks["c1"] = clock()
-        return rows
+        sizes.append(table.n)
+        return table
 
-    runner.collect_rows = collect
+    runner.table_from_session = read
     try:
         result = runner.profile(fn, iters=iters, warmup=warmup, on_trace_ready=held.append)
     finally:
-        runner.collect_rows = orig_collect
+        runner.table_from_session = orig_read
     t_result = clock()
     if render:
         mime_bundle(result)
     t_ready = clock()
-    prof = held[0]
-    events = len(prof.function_events) if getattr(prof, "function_events", None) else 0
     return {
         "stop": marks["c0"] - ends[-1],
-        "collect_rows": marks["c1"] - marks["c0"],
+        "events": marks["c1"] - marks["c0"],
         "views": t_result - marks["c1"],
         "render": t_ready - t_result,
         "total": t_ready - ends[-1],
         "result": result,
-        "events": events,
+        "n_events": sizes[0],
     }

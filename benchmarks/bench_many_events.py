@@ -58,8 +58,8 @@ def post_processing(loops: int) -> tuple[float, dict[str, float], int]:
             a = a.add(1).mul(0.5)
 
     out = c.post_breakdown(body, iters=1, warmup=0)
-    parts = {k: out[k] for k in ("stop", "collect_rows", "views", "render")}
-    total, events = out["total"], out["events"]
+    parts = {k: out[k] for k in ("stop", "events", "views", "render")}
+    total, events = out["total"], out["n_events"]
     del out
     gc.collect()
     return total, parts, events
@@ -116,7 +116,7 @@ def main() -> None:
     med = {n: c.median(v) for n, v in totals.items()}
     for n in SCALE_LOOPS:
         split = "  ".join(f"{k} {c.fmt_time(c.median([p[k] for p in parts_by[n]]))}"
-                          for k in ("stop", "collect_rows", "views", "render"))
+                          for k in ("stop", "events", "views", "render"))
         print(f"    {events[n]:>7,} events: {c.fmt_time(med[n]):>9}   ({split})")
     n1, n2, n4 = SCALE_LOOPS
     g2, g4 = med[n2] / med[n1], med[n4] / med[n2]

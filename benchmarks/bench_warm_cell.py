@@ -57,7 +57,7 @@ def breakdown(block, x) -> None:
 
     runs = [c.post_breakdown(body) for _ in range(3)]
     med = {k: c.median([r[k] for r in runs])
-           for k in ("stop", "collect_rows", "views", "render", "total")}
+           for k in ("stop", "events", "views", "render", "total")}
     result = runs[-1]["result"]
     chart = []
     for _ in range(3):
@@ -66,8 +66,8 @@ def breakdown(block, x) -> None:
         chart.append(c.clock() - t0)
     print("  kernelmagic after the last profiled iteration (plain API, medians of 3):")
     print(f"    profiler stop                {c.fmt_time(med['stop'])}")
-    print(f"    collect_rows (key_averages)  {c.fmt_time(med['collect_rows'])}")
-    print(f"    other collection (views)     {c.fmt_time(med['views'])}")
+    print(f"    raw events -> EventTable     {c.fmt_time(med['events'])}")
+    print(f"    views -> ProfileResult       {c.fmt_time(med['views'])}")
     print(f"    mime_bundle (render all)     {c.fmt_time(med['render'])}"
           f"  of which chart_png {c.fmt_time(c.median(chart))}")
     print(f"    total                        {c.fmt_time(med['total'])}"

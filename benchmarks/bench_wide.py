@@ -131,7 +131,7 @@ def main() -> None:
         bundle = mime_bundle(result)
         t_ready = c.clock()
         assert WIDGET_MIME in bundle and "text/html" in bundle
-        rows, events = len(result.rows), len(held[0].function_events)
+        rows, events = len(result.rows), len(held[0].kineto_results.events())
         render.append(t_ready - t_result)
         km_post.append(t_result - ends[-1])
         total.append(t_ready - ends[-1])

@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Comparison", "OpRow", "ProfileOptions", "ProfileResult", "__version__", "compare",
-           "load", "profile"]
+__all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileResult",
+           "__version__", "compare", "load", "profile"]
 
 if TYPE_CHECKING:
     from kernelmagic.compare import Comparison, compare
     from kernelmagic.options import ProfileOptions
+    from kernelmagic.ranks.result import ManyRanksResult
     from kernelmagic.result import OpRow, ProfileResult
     from kernelmagic.runner import profile
     from kernelmagic.storage import load
@@ -32,6 +33,7 @@ _LAZY = {
     "load": "kernelmagic.storage",
     "compare": "kernelmagic.compare",
     "Comparison": "kernelmagic.compare",
+    "ManyRanksResult": "kernelmagic.ranks.result",
 }
 
 # A line magic that had our name before we loaded (restored on unload).

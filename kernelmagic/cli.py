@@ -1,7 +1,11 @@
-"""``python -m kernelmagic``: profiles saved with ``result.save(path)``, outside notebooks.
+"""``python -m kernelmagic``: saved profiles and torch trace files, outside notebooks.
 
     python -m kernelmagic show FILE       the text report
     python -m kernelmagic compare A B     B against A (A is "before")
+
+FILE is a profile written by ``result.save(path)`` or a Kineto / Chrome trace
+(``.json``, ``.json.gz``, ``.pt.trace.json[.gz]``); a folder of traces (one per rank) or
+a saved many-ranks result prints the many-ranks report.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 
 from kernelmagic.options import SORT_KEYS
 
@@ -26,13 +31,13 @@ def _fail(message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m kernelmagic", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    show = sub.add_parser("show", help="print the text report of a saved profile")
+    show = sub.add_parser("show", help="print the text report of a saved profile or a trace")
     show.add_argument("file")
     show.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")
     show.add_argument("--sort", choices=sorted(SORT_KEYS), default=None,
                       help="sort key (default: the one the profile was taken with)")
     show.add_argument("--no-findings", action="store_true", help="omit the findings")
-    cmp = sub.add_parser("compare", help="print B against A, two saved profiles")
+    cmp = sub.add_parser("compare", help="print B against A (saved profiles or traces)")
     cmp.add_argument("before")
     cmp.add_argument("after")
     cmp.add_argument("--limit", type=int, default=25, help="rows to print (default 25)")
@@ -49,7 +54,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             from kernelmagic.render.text import text_report
 
-            result = load(args.file)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = load(args.file)
+            for warning in caught:  # e.g. a rank's file that could not be read
+                print(f"kernelmagic: warning: {warning.message}", file=sys.stderr)
+            if not hasattr(result, "rows"):  # a folder or saved run of many ranks
+                from kernelmagic.render.ranks import text_report as ranks_report
+
+                print(ranks_report(result, findings=not args.no_findings))
+                return 0
             if args.sort is not None:
                 if args.sort in ("self_device", "device") and not result.profiles_device:
                     return _fail(f"--sort {args.sort}: {args.file} has no device times")
@@ -57,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
             print(text_report(result, limit=args.limit, findings=not args.no_findings))
         else:
             before, after = load(args.before), load(args.after)
+            for name, item in ((args.before, before), (args.after, after)):
+                if not hasattr(item, "rows"):
+                    return _fail(f"{name}: many ranks; compare takes single profiles or "
+                                 "traces (a rank's file)")
             print(after.compare(before).table(limit=args.limit))
     except (ProfileFileError, ValueError) as exc:
         return _fail(str(exc))

@@ -65,6 +65,9 @@ class ProfileMagics(Magics):
     @argument("--trace", type=str, default=None, metavar="PATH",
               help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
     @argument("--force", action="store_true", help="let --trace overwrite an existing file")
+    @argument("--gather", action="store_true",
+              help="in a torch.distributed process group: every rank profiles, rank 0 "
+                   "shows (and -o binds) the report of all ranks, the others one line")
     @argument("statement", nargs="*",
               help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
@@ -93,7 +96,10 @@ class ProfileMagics(Magics):
                 iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
                 name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
                 flops=args.flops, stack=args.stack, modules=args.modules,
-                timeline=args.timeline, trace=args.trace, force=args.force)
+                timeline=args.timeline, trace=args.trace, force=args.force,
+                gather=args.gather)
+            if args.gather and args.compare is not None:
+                raise ValueError("--gather cannot be combined with --compare")
             if args.out is not None:
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
@@ -122,6 +128,16 @@ class ProfileMagics(Magics):
 
         from kernelmagic.render.bundle import mime_bundle
 
+        if args.gather:  # rank 0: all ranks; the other ranks: their one-line summary
+            from kernelmagic.ranks.result import ManyRanksResult
+
+            if isinstance(result, ManyRanksResult):
+                from kernelmagic.render.ranks import mime_bundle as ranks_bundle
+
+                display(ranks_bundle(result, findings=not args.no_findings), raw=True)
+            else:
+                print(result.summary())
+            return
         display(mime_bundle(result, findings=not args.no_findings), raw=True)
         if baseline is not None:
             display(result.compare(baseline))
@@ -130,16 +146,20 @@ class ProfileMagics(Magics):
         """The result that ``--compare`` names: a saved name first, else a file path."""
         if target in self.saved:
             return self.saved[target]
-        from kernelmagic.storage import ProfileFileError, load
+        from kernelmagic.storage import load
 
         if not os.path.exists(target):
             known = ", ".join(sorted(self.saved)) or "none yet"
             raise UsageError(f"--compare {target}: no result saved under that name "
                              f"(saved: {known}) and no such file")
         try:
-            return load(target)
-        except ProfileFileError as exc:
+            found = load(target)
+        except ValueError as exc:  # ProfileFileError, or a folder of ranks that is not a run
             raise UsageError(f"--compare: {exc}") from None
+        if not hasattr(found, "rows"):  # a folder or saved run of many ranks
+            raise UsageError(f"--compare {target}: many ranks; compare with one rank's "
+                             "profile or trace")
+        return found
 
     def _compile(self, source: str) -> Any:
         """Compile once, registered with IPython's cache so tracebacks show the lines."""

@@ -40,6 +40,7 @@ class ProfileOptions:
     timeline: bool = False
     trace: str | None = None
     force: bool = False
+    gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)

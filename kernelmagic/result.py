@@ -71,6 +71,7 @@ class ProfileResult:
     timeline: list[Span] = field(default_factory=list)
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
+    distributed: dict[str, Any] = field(default_factory=dict)  # rank, world_size, backend (traces)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -190,6 +191,7 @@ class ProfileResult:
             "timeline": [asdict(x) for x in self.timeline],
             "gpu_busy": list(self.gpu_busy),
             "trace_path": self.trace_path,
+            "distributed": dict(self.distributed),
         }
 
     def save(self, path: Any) -> Any:
@@ -249,6 +251,7 @@ class ProfileResult:
                 timeline=[Span(**x) for x in data.get("timeline", [])],
                 gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
                 trace_path=str(data.get("trace_path", "")),
+                distributed=dict(data.get("distributed", {})),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

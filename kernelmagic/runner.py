@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from kernelmagic import collect_views as views
 from kernelmagic import torch_compat
-from kernelmagic.collector import collect_kernels, collect_rows
 from kernelmagic.options import ProfileOptions
 from kernelmagic.result import ProfileResult
+from kernelmagic.sources.live import table_from_session
+from kernelmagic.views import VIEWS, build_result
 
 
 class ProfilerBusyError(RuntimeError):
@@ -41,6 +41,10 @@ class Plan:
 def plan(options: ProfileOptions) -> Plan:
     """Resolve options against the machine; ValueError or ProfilerBusyError if impossible."""
     profiles_device = not options.cpu_only and torch_compat.cuda_available()
+    if options.gather:
+        from kernelmagic.ranks.live import check_process_group
+
+        check_process_group()
     sort = options.resolve_sort(profiles_device)
     if torch_compat.profiler_running():
         raise ProfilerBusyError(
@@ -115,7 +119,8 @@ def execute(fn: Callable[[], Any], run: Plan,
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
-        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
+        tables: list[Any] | None = [] if opts.gather else None
+        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file, tables)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -127,39 +132,42 @@ def execute(fn: Callable[[], Any], run: Plan,
         torch_compat.release(prof)
         del prof
         torch_compat.return_freed_memory()
+    if tables:  # --gather: rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
+        from kernelmagic.ranks.live import gather
+
+        return gather(result, tables.pop(), opts.name)  # type: ignore[no-any-return]
     return result
 
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
-            device_peaks: list[float] | None, source_file: str | None) -> ProfileResult:
-    """Everything the finished session holds, as a plain ``ProfileResult``."""
-    opts, name = run.options, run.options.name
-    median_iteration = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
-    return ProfileResult(
-        name=name,
-        iters=opts.iters,
+            device_peaks: list[float] | None, source_file: str | None,
+            tables: list[Any] | None = None) -> ProfileResult:
+    """Everything the finished session holds, as a plain ``ProfileResult``.
+
+    The raw events become one ``EventTable`` (``sources/live.py``); every view is
+    computed from it (``views/``), never from torch's ``function_events``. The table is
+    appended to ``tables`` when given (``--gather`` summarises it).
+    """
+    opts = run.options
+    table = table_from_session(prof, shapes=opts.shapes, flops=opts.flops)
+    if tables is not None:
+        tables.append(table)
+    return build_result(
+        table,
+        name=opts.name,
+        views=[v for v in VIEWS if getattr(opts, v)],
+        timings=timings,
+        warmup_timings=warmup_timings,
         warmup=opts.warmup,
         device="cuda" if run.profiles_device else "cpu",
         device_name=torch_compat.device_name() if run.profiles_device else None,
-        rows=collect_rows(prof, shapes=opts.shapes, memory=opts.memory, flops=opts.flops,
-                          stack=opts.stack),
-        kernels=collect_kernels(prof) if run.profiles_device else [],
-        timings=timings,
-        warmup_timings=warmup_timings,
-        matmul_precision=torch_compat.matmul_precision(),
-        views=[v for v in ("memory", "shapes", "flops", "stack", "modules", "timeline")
-               if getattr(opts, v)],
-        peak_memory=({"cpu": views.collect_peak_cpu_memory(prof, name),
-                      "device": max(device_peaks or [0.0])} if opts.memory else {}),
-        sources=views.collect_sources(prof, source_file) if opts.stack else [],
-        modules=views.collect_modules(prof) if opts.modules else [],
-        ranges=views.collect_ranges(prof, name, on_device=run.profiles_device),
-        timeline=views.collect_timeline(prof, name, median_iteration) if opts.timeline else [],
-        gpu_busy=views.collect_gpu_busy(prof, name) if run.profiles_device else [],
-        trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         sort=run.sort,
         topk=opts.topk,
+        source_file=source_file,
+        device_peaks=device_peaks if device_peaks is not None else [],
+        matmul_precision=torch_compat.matmul_precision(),
         torch_version=torch_compat.torch_version(),
+        trace_path=os.path.abspath(opts.trace) if opts.trace else "",
     )
 
 
@@ -176,6 +184,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
     ``modules``, ``timeline``, and ``trace="run.json"`` (with ``force``).
+    ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
+    profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
+    result); ValueError without a process group.
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,

@@ -1,10 +1,16 @@
-"""Profiles on disk: the JSON of ``ProfileResult.to_dict``, with a format version."""
+"""Profiles on disk: the JSON of ``ProfileResult.to_dict``, with a format version.
+
+``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
+from concurrent.futures import Executor
 from pathlib import Path
+from typing import Any
 
 from kernelmagic.result import ProfileResult
 
@@ -20,9 +26,37 @@ def save(result: ProfileResult, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def load(path: str | os.PathLike[str]) -> ProfileResult:
-    """Read a profile written by ``save``; ProfileFileError naming the file otherwise."""
+def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+         executor: Executor | None = None) -> Any:
+    """Read a profile written by ``save``, or a Kineto / Chrome trace written by torch.
+
+    ``path`` may be a kernelmagic profile (JSON), a trace (``.json``, ``.json.gz``,
+    ``.pt.trace.json[.gz]``): a ``ProfileResult``; or a folder of traces or a list of
+    trace files, one per rank, or a saved many-ranks result: a ``ManyRanksResult``
+    (``kernelmagic/ranks/``), the files parsed on ``executor`` (default: a local process
+    pool). ProfileFileError (a ValueError; ``TraceFileError`` for traces) with a one-line
+    message naming the file otherwise.
+    """
+    if not isinstance(path, (str, os.PathLike)) or Path(path).is_dir():
+        from kernelmagic.ranks.load import load_ranks
+
+        return load_ranks(path, executor=executor)
     source = Path(path)
+    from kernelmagic.sources import trace_file
+
+    if not source.exists():
+        raise ProfileFileError(f"{source}: no such file")
+    if trace_file.is_profile_json(source):
+        return _load_profile(source)
+    from kernelmagic.sources.trace_result import load_trace
+
+    try:
+        return load_trace(source)
+    except trace_file.NotATrace:
+        return _load_profile(source)
+
+
+def _load_profile(source: Path) -> ProfileResult:
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -36,6 +70,10 @@ def load(path: str | os.PathLike[str]) -> ProfileResult:
             f"{source}: not a kernelmagic profile (invalid JSON at line {exc.lineno})"
         ) from None
     try:
+        if isinstance(data, dict) and data.get("format") == "kernelmagic.ranks":
+            from kernelmagic.ranks.result import ManyRanksResult
+
+            return ManyRanksResult.from_dict(data)  # type: ignore[return-value]
         return ProfileResult.from_dict(data)
     except ValueError as exc:
         raise ProfileFileError(f"{source}: {exc}") from None

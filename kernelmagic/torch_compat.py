@@ -1,16 +1,14 @@
-"""Everything that touches torch's profiler API, so version drift lives in one file.
+"""Everything that drives torch's profiler, so version drift lives in one file.
 
-The rest of kernelmagic never reads a torch profiler object directly: it asks this
-module for plain numbers. Names torch renamed over time (``cuda_*`` -> ``device_*``)
-and attributes that newer releases added (``is_user_annotation``) are read here with
-fallbacks.
+Starting sessions, ranges, synchronising, device memory peaks and trace export live
+here; the finished session's raw events are read once by ``kernelmagic/sources/live.py``
+into an ``EventTable``, and nothing else reads a torch profiler object.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +16,28 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from kernelmagic.kineto_env import quiet_kineto_logs
+from kernelmagic.views.ops import SYNC_RANGE
+from kernelmagic.views.ranges import MODULE_RANGE
+
+__all__ = [
+    "MODULE_RANGE",
+    "SYNC_RANGE",
+    "cuda_available",
+    "device_name",
+    "device_peak",
+    "export_trace",
+    "labelled_range",
+    "matmul_precision",
+    "module_ranges",
+    "new_profiler",
+    "profiler_running",
+    "release",
+    "reset_device_peak",
+    "return_freed_memory",
+    "synchronize",
+    "torch_version",
+    "warm_profiler",
+]
 
 _profiler_warmed: set[bool] = set()  # for CPU-only and for CUDA sessions separately
 _nvtx_works: bool | None = None
@@ -34,9 +54,6 @@ def device_name() -> str | None:
     return torch.cuda.get_device_name()
 
 
-#: The range around kernelmagic's own ``torch.cuda.synchronize()`` in each iteration; the
-#: ``cudaDeviceSynchronize`` under it is ours, not the user's, and is left out of the rows.
-SYNC_RANGE = "kernelmagic: synchronize"
 
 
 def synchronize() -> None:
@@ -102,9 +119,6 @@ def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = F
     if profile_device:
         kwargs["use_device"] = "cuda"
     return autograd_profiler.profile(**kwargs)
-
-
-MODULE_RANGE = re.compile(r"^module: (.*) \((\w+)\)$")
 
 
 @contextlib.contextmanager
@@ -177,127 +191,6 @@ def warm_profiler(profile_device: bool) -> None:
     _profiler_warmed.add(profile_device)
 
 
-# --- reading events -----------------------------------------------------------------
-
-
-def key_averages(prof: Any, by_shapes: bool = False) -> Any:
-    if by_shapes:
-        return prof.key_averages(group_by_input_shape=True)
-    return prof.key_averages()
-
-
-def all_events(prof: Any) -> list[Any]:
-    """Every individual event of the session (``FunctionEvent``), CPU and GPU."""
-    events = getattr(prof, "function_events", None)
-    return list(events if events is not None else prof.events())
-
-
-def is_user_range(avg: Any) -> bool:
-    """A ``record_function``/NVTX range (ours or the user's), not an operator."""
-    flag = getattr(avg, "is_user_annotation", None)
-    if flag is not None:
-        return bool(flag)
-    return False
-
-
-def is_pseudo_row(avg: Any) -> bool:
-    """Rows such as ``[memory]`` that the profiler adds but that are not operators."""
-    key = str(avg.key)
-    return key.startswith("[") and key.endswith("]")
-
-
-def is_host_event(avg: Any) -> bool:
-    """An event that ran on the CPU (an operator), as opposed to a GPU kernel."""
-    device_type = getattr(avg, "device_type", None)
-    return device_type is None or device_type == torch.autograd.DeviceType.CPU
-
-
-def is_python_function(event: Any) -> bool:
-    """A Python frame recorded by ``with_stack``, not an operator."""
-    return bool(getattr(event, "is_python_function", False))
-
-
-def event_times(event: Any) -> tuple[float, float]:
-    """(start, end) in µs on the trace's clock (shared by CPU and GPU events)."""
-    return float(event.time_range.start), float(event.time_range.end)
-
-
-def stream_of(event: Any) -> int:
-    """The CUDA stream a kernel ran on (``device_resource_id``; ``thread`` before it existed)."""
-    stream = getattr(event, "device_resource_id", None)
-    return int(stream if stream is not None else getattr(event, "thread", 0))
-
-
-def _read(avg: Any, name: str, legacy: str) -> float:
-    value = getattr(avg, name, None)
-    if value is None:
-        value = getattr(avg, legacy, 0)
-    return float(value or 0)
-
-
-def op_times(avg: Any) -> dict[str, float]:
-    """The four time totals of one event or ``FunctionEventAvg``, in microseconds."""
-    return {
-        "self_cpu_time_total": float(avg.self_cpu_time_total),
-        "cpu_time_total": float(avg.cpu_time_total),
-        "self_device_time_total": _read(avg, "self_device_time_total", "self_cuda_time_total"),
-        "device_time_total": _read(avg, "device_time_total", "cuda_time_total"),
-    }
-
-
-def range_times(event: Any) -> dict[str, float]:
-    """A ``record_function`` range's times, without its own GPU-side copy.
-
-    On CUDA each CPU range is mirrored on the GPU as an annotation that torch attaches
-    to the range like a kernel; its span is not GPU work, so it is taken out.
-    """
-    times = op_times(event)
-    own = sum(duration for _, duration in kernels_of(event))
-    times["device_time_total"] = max(0.0, times["device_time_total"] - own)
-    times["self_device_time_total"] = max(0.0, times["self_device_time_total"] - own)
-    return times
-
-
-def op_memory(avg: Any) -> dict[str, float]:
-    """Memory allocated by one ``FunctionEventAvg`` (bytes; needs ``profile_memory``)."""
-    return {
-        "self_cpu_memory_usage": float(avg.self_cpu_memory_usage),
-        "cpu_memory_usage": float(avg.cpu_memory_usage),
-        "self_device_memory_usage": _read(avg, "self_device_memory_usage",
-                                          "self_cuda_memory_usage"),
-        "device_memory_usage": _read(avg, "device_memory_usage", "cuda_memory_usage"),
-    }
-
-
-def memory_records(prof: Any) -> list[tuple[float, float]]:
-    """Every CPU allocation (+bytes) and free (-bytes) as (µs on the events' clock, bytes).
-
-    Read from Kineto's raw records: torch folds each into the innermost event around
-    it, which loses frees that happen outside any op.
-    """
-    raw = getattr(prof, "kineto_results", None)
-    if raw is None:
-        return []
-    start = raw.trace_start_ns()
-    return sorted(((e.start_ns() - start) / 1e3, float(e.nbytes())) for e in raw.events()
-                  if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-
-
-def shapes_text(avg: Any) -> str:
-    shapes = getattr(avg, "input_shapes", None) or []
-    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
-
-
-def host_events(prof: Any) -> list[Any]:
-    """The session's individual CPU-side events (``FunctionEvent``), not averaged."""
-    return [e for e in all_events(prof) if is_host_event(e)]
-
-
-def kernels_of(event: Any) -> list[tuple[str, float]]:
-    """(kernel name, device µs) for each GPU kernel this operator launched."""
-    return [(str(k.name), float(k.duration)) for k in getattr(event, "kernels", ()) or ()]
-
-
 def matmul_precision() -> str:
     """``torch.get_float32_matmul_precision()``: "highest" means no TF32 for float32."""
     return str(torch.get_float32_matmul_precision())
@@ -310,7 +203,8 @@ def release(prof: Any) -> None:
     would wait for a full garbage collection; without the links, they are freed as soon
     as the session is dropped. Only for sessions nobody else holds.
     """
-    for event in getattr(prof, "function_events", None) or ():
+    # ``_function_events``: reading ``function_events`` would run torch's slow parse.
+    for event in getattr(prof, "_function_events", None) or ():
         event.cpu_parent = None
         event.cpu_children = []
 

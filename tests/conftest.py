@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 
@@ -21,26 +19,6 @@ def ip(shell):
     shell.reset(new_session=False)
     shell.run_cell("import torch", store_history=False)
     return shell
-
-
-def fake_avg(key, count, self_cpu, cpu, self_dev=0.0, dev=0.0, *, user=False, device="CPU"):
-    """A stand-in for torch's FunctionEventAvg with exact numbers."""
-    import torch
-
-    return SimpleNamespace(
-        key=key, count=count, self_cpu_time_total=self_cpu, cpu_time_total=cpu,
-        self_device_time_total=self_dev, device_time_total=dev, is_user_annotation=user,
-        device_type=getattr(torch.autograd.DeviceType, device),
-    )
-
-
-class FakeProfiler:
-    def __init__(self, averages, events=()):
-        self._averages = averages
-        self.function_events = list(events)
-
-    def key_averages(self, group_by_input_shape=False):
-        return self._averages
 
 
 def pytest_collection_modifyitems(config, items):

@@ -73,14 +73,26 @@ def mime_bundle(result: ProfileResult, include: Any = None,
     bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline)
     if widget:
         def build() -> Any:
-            from kernelmagic.render.widget import report_widget
-
-            return report_widget(result, png, findings=findings, timeline_png=timeline)
+            return report_box(result, findings=findings, png=png, timeline=timeline)
 
         view = widget_view(build)
         if view is not None:
             bundle[WIDGET_MIME] = view
     return bundle
+
+
+def report_box(result: ProfileResult, findings: bool = True, png: bytes | None = None,
+               timeline: bytes | None = None) -> Any:
+    """The report's widget (charts drawn here unless given): also a rank's report in the
+    many-ranks widget (``render/ranks.py``)."""
+    from kernelmagic.render.chart import chart_png, timeline_png
+    from kernelmagic.render.widget import report_widget
+
+    if png is None:
+        png = chart_png(result)
+    if timeline is None and "timeline" in result.views:
+        timeline = timeline_png(result)
+    return report_widget(result, png, findings=findings, timeline_png=timeline)
 
 
 def _origin() -> tuple[object | None, object | None]:

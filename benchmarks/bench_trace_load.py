@@ -1,0 +1,146 @@
+"""Benchmark (b): opening a real GPU trace, kernelmagic against HolisticTraceAnalysis.
+
+The file is ``v100_gpu_annotations.json.gz`` (Tesla V100, 68,692 events, 15 MB of JSON;
+``tests/data``). Each side runs in a fresh interpreter, alternating, each with the file
+alone in a temporary folder of its own:
+
+* kernelmagic: ``import kernelmagic`` (lazy), then ``kernelmagic.load(path)``: the whole
+  result (op rows, kernels, ranges, timeline, GPU busy) and its findings.
+* HTA: ``from hta.trace_analysis import TraceAnalysis``, then
+  ``TraceAnalysis(trace_dir=folder)``: parsing into its DataFrames, nothing analysed yet.
+
+A third side, the standard library's ``json.loads`` of the gunzipped file, shows the floor
+any pure-Python JSON reader starts from. Two figures per side: the call (after the
+top-level import; kernelmagic's call includes its lazy numpy import) and the whole process
+(start to exit, imports included). Target: the call at most 0.2x HTA's. HTA is a
+benchmark-only extra: ``pip install HolisticTraceAnalysis`` (``pip install -e ".[bench]"``).
+
+    python benchmarks/bench_trace_load.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common as c
+
+TARGET = 0.2
+TRACE = c.REPO_ROOT / "tests" / "data" / "v100_gpu_annotations.json.gz"
+
+KM_CHILD = """\
+import json, sys, time
+t0 = time.perf_counter()
+import kernelmagic
+t1 = time.perf_counter()
+result = kernelmagic.load({path!r})
+result.findings()
+t2 = time.perf_counter()
+print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "rows": len(result.rows),
+                  "kernels": sum(k.count for k in result.kernels),
+                  "torch": "torch" in sys.modules}}))
+"""
+
+HTA_CHILD = """\
+import json, logging, time
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+t1 = time.perf_counter()
+analysis = TraceAnalysis(trace_dir={folder!r})
+t2 = time.perf_counter()
+frame = analysis.t.get_trace(0)
+print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "rows": int(frame.shape[0])}}))
+"""
+
+
+FLOOR_CHILD = """\
+import gzip, json, time
+t0 = time.perf_counter()
+with gzip.open({path!r}, "rt") as f:
+    doc = json.loads(f.read())
+t1 = time.perf_counter()
+print(json.dumps({{"call": t1 - t0, "events": len(doc["traceEvents"])}}))
+"""
+
+
+def run(code: str) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=c.child_env(), timeout=600, cwd=str(c.REPO_ROOT))
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    import json
+
+    return json.loads(proc.stdout.strip().splitlines()[-1]), wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    c.header("trace load: kernelmagic.load vs HolisticTraceAnalysis TraceAnalysis(trace_dir)",
+             f"    {TRACE.name}, each side in a fresh process, {args.rounds} alternating rounds")
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        print("SKIPPED: HolisticTraceAnalysis is not installed (pip install "
+              "HolisticTraceAnalysis, the benchmark-only extra \"bench\")")
+        return
+    km_dir = Path(tempfile.mkdtemp(prefix="km_load_"))
+    hta_dir = Path(tempfile.mkdtemp(prefix="hta_load_"))
+    try:
+        shutil.copy(TRACE, km_dir / TRACE.name)
+        shutil.copy(TRACE, hta_dir / TRACE.name)
+        km_code = KM_CHILD.format(path=str(km_dir / TRACE.name))
+        hta_code = HTA_CHILD.format(folder=str(hta_dir))
+        floor_code = FLOOR_CHILD.format(path=str(km_dir / TRACE.name))
+        calls: dict[str, list[float]] = {"kernelmagic": [], "hta": [], "json.loads": []}
+        walls: dict[str, list[float]] = {"kernelmagic": [], "hta": [], "json.loads": []}
+        info: dict[str, dict] = {}
+
+        def side(name: str, code: str):  # type: ignore[no-untyped-def]
+            def go() -> float:
+                out, wall = run(code)
+                calls[name].append(out["call"])
+                walls[name].append(wall)
+                info[name] = out
+                return out["call"]
+            return go
+
+        c.alternate({"kernelmagic": side("kernelmagic", km_code), "hta": side("hta", hta_code),
+                     "json.loads": side("json.loads", floor_code)}, args.rounds)
+    finally:
+        shutil.rmtree(km_dir, ignore_errors=True)
+        shutil.rmtree(hta_dir, ignore_errors=True)
+    for name in calls:
+        print(c.describe(f"{name} call", calls[name]))
+        print(c.describe(f"{name} whole process", walls[name]))
+    km, hta_info = info["kernelmagic"], info["hta"]
+    from importlib.metadata import version
+
+    print(f"    HolisticTraceAnalysis {version('HolisticTraceAnalysis')}")
+    print(f"    kernelmagic: {km['rows']} op rows, {km['kernels']:,} GPU events, "
+          f"torch imported: {km['torch']}; HTA: a DataFrame of {hta_info['rows']:,} rows")
+    floor = c.paired_ratio(calls["kernelmagic"], calls["json.loads"])
+    print(f"    reference: the standard library's gunzip + json.loads of the whole file (a\n"
+          f"    decoding floor for any pure-Python reader) takes "
+          f"{c.fmt_time(c.median(calls['json.loads']))}; kernelmagic's whole load is "
+          f"{floor:.2f}x that")
+    ratio = c.paired_ratio(calls["kernelmagic"], calls["hta"])
+    process_ratio = c.paired_ratio(walls["kernelmagic"], walls["hta"])
+    c.verdict("trace_load", "load v100 trace: kernelmagic.load / HTA TraceAnalysis",
+              km=c.median(calls["kernelmagic"]), manual=c.median(calls["hta"]), ratio=ratio,
+              target=f"<= {TARGET:g}x", passed=ratio <= TARGET,
+              note=f"whole fresh process {c.fmt_time(c.median(walls['kernelmagic']))} vs "
+                   f"{c.fmt_time(c.median(walls['hta']))} ({process_ratio:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""One columnar event model for live profiler sessions and trace files.
+
+Sources (``kernelmagic/sources/live.py``: a finished torch session's raw Kineto events;
+``kernelmagic/sources/trace_file.py``: a Kineto / Chrome trace JSON) fill an
+``EventTable``; every view (op rows, kernels, ranges, modules, sources, memory,
+timeline, GPU busy, findings) is column arithmetic over it. No Python object per
+event survives parsing: names are interned once, everything else is a numpy array.
+
+Times are integer nanoseconds from the trace's start (``EventTable.origin_ns`` is that
+start on the source's own clock), so float rounding never depends on how large the
+absolute timestamps of a trace are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """What an event is. Views select by kind; names never decide it."""
+
+    OP = 0  # a CPU operator (aten::mm, a custom op): the rows of the report
+    RANGE = 1  # a record_function / user_annotation range on the CPU (ours or the user's)
+    PYTHON = 2  # a Python frame recorded by with_stack ("file(line): func")
+    KERNEL = 3  # GPU kernel
+    MEMCPY = 4  # GPU memcpy
+    MEMSET = 5  # GPU memset
+    GPU_RANGE = 6  # gpu_user_annotation: a range's copy on the GPU timeline, not GPU work
+    RUNTIME = 7  # cuda_runtime / cuda_driver call on the CPU (cudaLaunchKernel, ...)
+    MEMORY = 8  # an allocation (+bytes) or free (-bytes), an instant
+    STEP = 9  # ProfilerStep#N: one training iteration
+    OTHER = 10  # anything else (DataLoader ranges, overhead, flows' hosts, ...)
+
+
+#: Kinds that are work on a GPU (their time is device time).
+DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
+NO_PARENT = -1
+
+
+@dataclass(eq=False)
+class EventTable:
+    """Every event of one process (one rank) as columns of equal length ``n``.
+
+    Columns (index i is one event):
+
+    - ``kind`` (int8, ``Kind``), ``name`` (int32 index into ``names``)
+    - ``start``, ``end`` (int64 ns from the trace's start); instants have start == end
+    - ``tid`` (int64): the host thread for CPU-side events; the stream for GPU events
+    - ``device`` (int16): -1 on the CPU, else the GPU index
+    - ``correlation`` (int64): links a RUNTIME call to the GPU events it launched (0: none)
+    - ``parent`` (int32): innermost enclosing CPU-side event on the same thread
+      (``NO_PARENT`` for roots, GPU events, MEMORY instants and CPU events with a
+      negative ``tid``, which sources use for async events), derived once by
+      ``derive_links``
+    - ``launcher`` (int32): for GPU events, the CPU event the work is attributed to:
+      the innermost enclosing event (not a Python frame) of the RUNTIME call with the
+      same correlation (``NO_PARENT`` when none); a source may set it beforehand
+      (the live source does, from torch's own links) and ``derive_links`` keeps it
+    - ``flops`` (float64), ``shapes`` (int32 index into ``names``; the empty string when
+      shapes were not recorded)
+    - ``nbytes`` (int64): MEMORY events' signed size; 0 elsewhere
+    """
+
+    names: list[str]
+    kind: np.ndarray
+    name: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    device: np.ndarray
+    correlation: np.ndarray
+    parent: np.ndarray
+    launcher: np.ndarray
+    flops: np.ndarray
+    shapes: np.ndarray
+    nbytes: np.ndarray
+    origin_ns: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)  # device_name, rank, world_size, ...
+
+    @property
+    def n(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+
+class TableBuilder:
+    """Appends events one at a time (plain lists), then freezes them into an EventTable."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self.names: list[str] = [""]
+        self.kind: list[int] = []
+        self.name: list[int] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.tid: list[int] = []
+        self.device: list[int] = []
+        self.correlation: list[int] = []
+        self.flops: list[float] = []
+        self.shapes: list[int] = []
+        self.nbytes: list[int] = []
+
+    def intern(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self.names)
+            self.names.append(text)
+        return found
+
+    def add(self, kind: Kind, name: str, start: int, end: int, tid: int, device: int = -1,
+            correlation: int = 0, flops: float = 0.0, shapes: str = "", nbytes: int = 0) -> None:
+        self.kind.append(kind)
+        self.name.append(self.intern(name))
+        self.start.append(start)
+        self.end.append(end)
+        self.tid.append(tid)
+        self.device.append(device)
+        self.correlation.append(correlation)
+        self.flops.append(flops)
+        self.shapes.append(self.intern(shapes) if shapes else 0)
+        self.nbytes.append(nbytes)
+
+    def freeze(self, origin_ns: int = 0, meta: dict[str, Any] | None = None) -> EventTable:
+        n = len(self.kind)
+        table = EventTable(
+            names=self.names,
+            kind=np.asarray(self.kind, dtype=np.int8),
+            name=np.asarray(self.name, dtype=np.int32),
+            start=np.asarray(self.start, dtype=np.int64),
+            end=np.asarray(self.end, dtype=np.int64),
+            tid=np.asarray(self.tid, dtype=np.int64),
+            device=np.asarray(self.device, dtype=np.int16),
+            correlation=np.asarray(self.correlation, dtype=np.int64),
+            parent=np.full(n, NO_PARENT, dtype=np.int32),
+            launcher=np.full(n, NO_PARENT, dtype=np.int32),
+            flops=np.asarray(self.flops, dtype=np.float64),
+            shapes=np.asarray(self.shapes, dtype=np.int32),
+            nbytes=np.asarray(self.nbytes, dtype=np.int64),
+            origin_ns=origin_ns,
+            meta=dict(meta or {}),
+        )
+        return table
+
+
+def derive_links(table: EventTable) -> EventTable:
+    """Fill ``parent`` and ``launcher`` in place (and return the table); both sources call it.
+
+    ``parent`` follows torch's ``EventList._populate_cpu_children``: per thread, events
+    sorted by (start, -end) (ties keep table order), one stack sweep; an event is the
+    child of the stack's top when it starts before the top ends and does not end after
+    it, otherwise the top is popped. Then, as torch's ``_remove_dup_nodes``, an event
+    that is the only child of a parent of the same name is dropped (its children and its
+    GPU work move up to the parent), so the table may come back shorter.
+
+    ``launcher`` of a GPU event (where the source left ``NO_PARENT``) is the innermost
+    enclosing non-Python event of the RUNTIME call of the same correlation.
+    """
+    tree = np.flatnonzero((table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0))
+    if tree.size:
+        order = tree[np.lexsort((-table.end[tree], table.start[tree], table.tid[tree]))]
+        tids, starts, ends = table.tid[order], table.start[order], table.end[order]
+        found = _nested_parents(tids, starts, ends)
+        if found is None:  # some events overlap without nesting: torch's sweep decides
+            found = _stack_sweep(tids.tolist(), starts.tolist(), ends.tolist())
+        parent = np.full(table.n, NO_PARENT, dtype=np.int32)
+        has = found >= 0
+        parent[order[has]] = order[found[has]]
+        table.parent = parent
+    _derive_launchers(table)
+    return _remove_duplicate_nodes(table)
+
+
+def _nested_parents(tids: np.ndarray, starts: np.ndarray,
+                    ends: np.ndarray) -> np.ndarray | None:
+    """The stack sweep's answer without a Python loop, when intervals nest properly.
+
+    With events sorted by (thread, start, -end), the innermost event containing event i
+    is the last earlier event j of its thread with ``end[j] > start[i]``, provided no two
+    events overlap without one containing the other. That last j is found for all events
+    at once by binary lifting over block maxima of ``end``; if any found j does not
+    contain its event, some events overlap partially (the first such pair in order
+    always shows up this way) and None tells the caller to run the sweep.
+    """
+    n = starts.shape[0]
+    levels = [ends]  # levels[k][p] = max(ends[p : p + 2**k])
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    pos = np.arange(n)  # every end in [pos, i) is <= start[i]
+    for k in range(len(levels) - 1, -1, -1):
+        lo = pos - (1 << k)
+        can = np.flatnonzero(lo >= 0)
+        skip = levels[k][lo[can]] <= starts[can]
+        pos[can[skip]] = lo[can[skip]]
+    parent = pos - 1
+    has = parent >= 0
+    has[has] = tids[parent[has]] == tids[has]
+    parent[~has] = -1
+    if np.any(ends[has] > ends[parent[has]]):
+        return None
+    return parent
+
+
+def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndarray:
+    """Parent position of each event (events sorted by thread, start, -end), -1 for roots."""
+    parent = [-1] * len(starts)
+    stack: list[int] = []
+    stack_ends: list[int] = []
+    thread = None
+    for i, (tid, start, end) in enumerate(zip(tids, starts, ends, strict=True)):
+        if tid != thread:
+            thread, stack, stack_ends = tid, [], []
+        while stack_ends:
+            top_end = stack_ends[-1]
+            if start >= top_end or end > top_end:
+                stack.pop()
+                stack_ends.pop()
+            else:
+                parent[i] = stack[-1]
+                break
+        stack.append(i)
+        stack_ends.append(end)
+    return np.asarray(parent, dtype=np.int64)
+
+
+def _derive_launchers(table: EventTable) -> None:
+    gpu = np.flatnonzero((table.device >= 0) & (table.launcher == NO_PARENT)
+                         & (table.correlation != 0))
+    runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
+    if not gpu.size or not runtime.size:
+        return
+    keys = table.correlation[runtime]
+    by_key = np.argsort(keys, kind="stable")
+    keys = keys[by_key]
+    at = np.searchsorted(keys, table.correlation[gpu])
+    at = np.minimum(at, keys.size - 1)
+    hit = keys[at] == table.correlation[gpu]
+    calls = runtime[by_key[at[hit]]]
+    owner = table.parent[calls].astype(np.int64)
+    # Python frames are not RecordFunctions: the work belongs to the op around them.
+    while True:
+        python = (owner >= 0) & (table.kind[np.maximum(owner, 0)] == Kind.PYTHON)
+        if not python.any():
+            break
+        owner[python] = table.parent[owner[python]]
+    launcher = table.launcher.copy()
+    launcher[gpu[hit]] = owner
+    table.launcher = launcher
+
+
+def _remove_duplicate_nodes(table: EventTable) -> EventTable:
+    """Torch's ``_remove_dup_nodes``: drop an only child that has its parent's name."""
+    parent = table.parent
+    has = parent >= 0
+    same = np.zeros(table.n, dtype=bool)
+    same[has] = table.name[parent[has]] == table.name[has]
+    if not same.any():
+        return table
+    parent = parent.astype(np.int64)
+    launcher = table.launcher.astype(np.int64)
+    children = np.bincount(parent[has], minlength=table.n)
+    alive = np.ones(table.n, dtype=bool)
+    key = np.lexsort((-table.end, table.start))  # torch's list order
+    while True:
+        removed = False
+        for idx in key[same[key] & alive[key]].tolist():
+            up = parent[idx]
+            if up < 0 or table.name[up] != table.name[idx] or children[up] != 1:
+                continue
+            alive[idx] = False
+            removed = True
+            kids = np.flatnonzero((parent == idx) & alive)
+            parent[kids] = up
+            children[up] = kids.size
+            launcher[launcher == up] = NO_PARENT  # torch replaces the parent's kernels
+            launcher[launcher == idx] = up
+        if not removed:
+            break
+        has = (parent >= 0) & alive
+        same[:] = False
+        same[has] = table.name[parent[has]] == table.name[has]
+        same &= alive
+    table.parent = parent.astype(np.int32)
+    table.launcher = launcher.astype(np.int32)
+    return select(table, alive)
+
+
+def select(table: EventTable, keep: np.ndarray) -> EventTable:
+    """The events where ``keep`` is true, with ``parent``/``launcher`` renumbered."""
+    new_index = np.cumsum(keep) - 1
+    def renumber(links: np.ndarray) -> np.ndarray:
+        kept = links[keep]
+        ok = kept >= 0
+        out = np.full(kept.shape, NO_PARENT, dtype=np.int32)
+        out[ok] = new_index[kept[ok]]
+        return out
+    return EventTable(
+        names=table.names, kind=table.kind[keep], name=table.name[keep],
+        start=table.start[keep], end=table.end[keep], tid=table.tid[keep],
+        device=table.device[keep], correlation=table.correlation[keep],
+        parent=renumber(table.parent), launcher=renumber(table.launcher),
+        flops=table.flops[keep], shapes=table.shapes[keep], nbytes=table.nbytes[keep],
+        origin_ns=table.origin_ns, meta=table.meta)

@@ -1,0 +1,211 @@
+"""Many trace files -> one ``ManyRanksResult``, parsed in parallel on any executor.
+
+``parse_rank`` (module level, so it pickles by reference) reads one trace and returns
+``Parsed(result, summary, error)``: the rank's ``ProfileResult`` (without the timeline
+view, whose size grows with the events of a step) and ``RankSummary``, never its
+events, so a worker elsewhere (a process pool, a Dask cluster) sends back only what the
+report needs, whatever the size of the traces. A file that cannot be read comes back
+as ``error`` (a one-line message naming it): the client warns and loads the rest.
+
+Which rank a file is: ``distributedInfo.rank``, else the number after ``rank`` in the
+file name (``rank3.json``, ``worker_rank-3...``), else its position among the files
+(sorted by name) that have neither.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kernelmagic.events import EventTable
+from kernelmagic.ranks.result import ManyRanksResult
+from kernelmagic.ranks.summary import RankSummary, summarize
+from kernelmagic.result import ProfileResult
+
+_RANK_IN_NAME = re.compile(r"rank[-_ .]?(\d+)", re.IGNORECASE)
+
+
+class RanksError(ValueError):
+    """Trace files that do not make one run; the one-line message names the files."""
+
+
+class WorldSizeMismatch(RanksError):
+    """Two files say different ``world_size``: they come from different jobs."""
+
+
+class DuplicateRank(RanksError):
+    """Two files are the same rank."""
+
+
+class RankSkipped(UserWarning):
+    """A file that could not be read was left out; the rest loaded."""
+
+
+class Parsed(NamedTuple):
+    """What a worker sends back for one file: a result and summary, or an error."""
+
+    result: ProfileResult | None
+    summary: RankSummary | None
+    error: str | None
+
+
+def _rank_of(meta: dict[str, Any], path: Path) -> int | None:
+    value = meta.get("rank")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    found = _RANK_IN_NAME.search(path.name)
+    return int(found.group(1)) if found else None
+
+
+def parse_rank(path: str) -> Parsed:
+    """Read one trace into its ``ProfileResult`` and ``RankSummary``; errors as data.
+
+    Never raises for a bad file: the error comes back as a one-line message naming it.
+    ``summary.rank`` is -1 when neither ``distributedInfo`` nor the file name gives it.
+    """
+    source = Path(path)
+    try:
+        from kernelmagic.sources.trace_file import NotATrace
+        from kernelmagic.sources.trace_result import Iterations, load_trace
+
+        kept: list[tuple[EventTable, Iterations]] = []
+        try:
+            # Without the timeline: it holds one span per event of a step, so it would
+            # grow with the trace on the client (load the rank's file alone to see it).
+            result = load_trace(source, timeline=False, keep=lambda *both: kept.append(both))
+        except NotATrace:
+            return Parsed(None, None, f"{source}: a kernelmagic profile, not a trace")
+        table, iterations = kept[0]
+        meta = table.meta
+        rank = _rank_of(meta, source)
+        world = meta.get("world_size")
+        summary = summarize(
+            table, iterations.windows, result, rank=-1 if rank is None else rank,
+            world_size=int(world) if isinstance(world, int) or str(world).isdigit() else None,
+            backend=str(meta.get("backend", "")), file=source.name)
+        return Parsed(result, summary, None)
+    except ValueError as exc:  # TraceFileError and friends: already one line naming the file
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if str(source) not in message:
+            message = f"{source}: {message}"
+        return Parsed(None, None, message)
+    except Exception as exc:  # anything else: still data, never a traceback from here
+        return Parsed(None, None, f"{source}: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files a folder, a file or a list of them names (folders: ``*.json[.gz]`` inside)."""
+    from kernelmagic.sources.trace_file import TraceFileError, find_traces
+
+    items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    if not items:
+        raise RanksError("no trace files given (an empty list)")
+    files: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            try:
+                found = find_traces(path)
+            except OSError as exc:
+                raise TraceFileError(f"{path}: cannot list it ({exc.strerror or exc})") from None
+            if not found:
+                raise TraceFileError(f"{path}: a folder with no traces (*.json, *.json.gz)")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def _collect(executor: Executor, paths: Sequence[str]) -> list[Parsed]:
+    """Submit every file, then wait for each; a worker that dies is that file's error."""
+    futures = [executor.submit(parse_rank, p) for p in paths]
+    out = []
+    for path, future in zip(paths, futures, strict=True):
+        try:
+            out.append(future.result())
+        except Exception as exc:  # BrokenProcessPool, a lost Dask worker, ...
+            out.append(Parsed(None, None, f"{path}: the worker failed "
+                                          f"({type(exc).__name__}: {exc})".splitlines()[0]))
+    return out
+
+
+def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
+    if executor is not None:
+        return _collect(executor, paths)
+    if len(paths) <= 1:
+        return [parse_rank(p) for p in paths]
+    workers = max(1, min(len(paths), os.cpu_count() or 1))
+    # Import the parser here first: workers forked from this process start with it.
+    import kernelmagic.sources.trace_result
+    import kernelmagic.views  # noqa: F401
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return _collect(pool, paths)
+
+
+def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+               executor: Executor | None = None) -> ManyRanksResult:
+    """Parse every trace of a folder (or a list of files) into one ``ManyRanksResult``.
+
+    ``executor``: any ``concurrent.futures.Executor`` (Dask: ``client.get_executor()``);
+    default a local process pool of ``min(files, CPUs)`` workers, none for one file.
+    A file that cannot be read is left out with a ``RankSkipped`` warning naming it;
+    ``RanksError`` when none can, when two files are the same rank, or when their
+    ``world_size`` differs.
+    """
+    files = trace_files(sources)
+    paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
+    parsed = _run(paths, executor)
+    good: list[tuple[ProfileResult, RankSummary]] = []
+    errors: list[str] = []
+    for item in parsed:
+        if item.error is not None or item.result is None or item.summary is None:
+            errors.append(item.error or "unknown error")
+        else:
+            good.append((item.result, item.summary))
+    if not good:
+        raise RanksError(f"none of the {len(files)} trace files could be read; "
+                         f"first: {errors[0]}")
+    for message in errors:
+        warnings.warn(f"skipped {message}", RankSkipped, stacklevel=2)
+    return assemble(good)
+
+
+def assemble(parts: Sequence[tuple[ProfileResult, RankSummary]]) -> ManyRanksResult:
+    """Ranks (numbered as the module docstring says) checked for one job, in rank order."""
+    numbered = {s.rank for _, s in parts if s.rank >= 0}
+    free = (r for r in range(len(parts) + len(numbered)) if r not in numbered)
+    fixed: list[tuple[ProfileResult, RankSummary]] = []
+    for result, summary in sorted(parts, key=lambda p: p[1].file):
+        if summary.rank < 0:
+            summary = _with_rank(summary, next(free))
+        fixed.append((result, summary))
+    sized = [s for _, s in fixed if s.world_size is not None]
+    for other in sized[1:]:
+        if other.world_size != sized[0].world_size:
+            first = sized[0]
+            raise WorldSizeMismatch(
+                f"{first.file} (world_size {first.world_size}) and {other.file} "
+                f"(world_size {other.world_size}) come from different jobs")
+    seen: dict[int, RankSummary] = {}
+    for _, summary in fixed:
+        if summary.rank in seen:
+            raise DuplicateRank(f"{seen[summary.rank].file} and {summary.file} are both "
+                                f"rank {summary.rank}")
+        seen[summary.rank] = summary
+    ordered = sorted(fixed, key=lambda p: p[1].rank)
+    return ManyRanksResult(ranks={s.rank: r for r, s in ordered},
+                           summaries={s.rank: s for _, s in ordered})
+
+
+def _with_rank(summary: RankSummary, rank: int) -> RankSummary:
+    from dataclasses import replace
+
+    return replace(summary, rank=rank)

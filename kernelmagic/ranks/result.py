@@ -1,0 +1,136 @@
+"""``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from kernelmagic.ranks.summary import RankSummary
+from kernelmagic.result import ProfileResult
+
+#: Identifies the JSON written by ``ManyRanksResult.to_dict``.
+RANKS_FORMAT_NAME = "kernelmagic.ranks"
+RANKS_FORMAT_VERSION = 1
+
+
+@dataclass(eq=False)
+class ManyRanksResult:
+    """A distributed run: ``ranks`` maps each rank to its ``ProfileResult``, ``summaries``
+    to its ``RankSummary`` (step time and its breakdown, ``kernelmagic/ranks/summary.py``).
+
+    Displays as one report (per-rank table, chart, findings); ``ranks[n]`` is rank n's
+    full report.
+    """
+
+    ranks: dict[int, ProfileResult]
+    summaries: dict[int, RankSummary]
+
+    @classmethod
+    def from_parts(cls, parts: list[tuple[ProfileResult, RankSummary]]) -> ManyRanksResult:
+        """From (result, summary) pairs, in rank order."""
+        ordered = sorted(parts, key=lambda p: p[1].rank)
+        return cls(ranks={s.rank: r for r, s in ordered},
+                   summaries={s.rank: s for _, s in ordered})
+
+    # --- derived ---------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int | None:
+        """The job's world size from the traces (None when they do not say)."""
+        sizes = [s.world_size for s in self.summaries.values() if s.world_size is not None]
+        return sizes[0] if sizes else None
+
+    @property
+    def backend(self) -> str:
+        return next((s.backend for s in self.summaries.values() if s.backend), "")
+
+    @property
+    def profiles_device(self) -> bool:
+        return any(r.profiles_device for r in self.ranks.values())
+
+    @property
+    def median_step_us(self) -> float:
+        """Median over ranks of each rank's median step (µs)."""
+        values = [s.step_median_us for s in self.summaries.values()]
+        return statistics.median(values) if values else 0.0
+
+    def findings(self) -> list[Any]:
+        """Straggler and communication-bound findings (``kernelmagic/ranks/findings.py``)."""
+        return list(self._findings)
+
+    @cached_property
+    def _findings(self) -> list[Any]:
+        from kernelmagic.ranks.findings import find
+
+        return find(list(self.summaries.values()))
+
+    # --- presentation ----------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line: ranks, job, median step and the slowest rank, breakdown medians."""
+        from kernelmagic.render.ranks import summary_line
+
+        return summary_line(self)
+
+    def table(self) -> str:
+        """One line per rank: step time median and IQR, compute, communication, memcpy,
+        idle (µs per step) and the share of communication overlapped by compute."""
+        from kernelmagic.render.ranks import ranks_table
+
+        return ranks_table(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        from kernelmagic.render.ranks import text_report
+
+        p.text(text_report(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from kernelmagic.render.ranks import mime_bundle
+
+        return mime_bundle(self, include=include)
+
+    def __repr__(self) -> str:
+        return (f"<ManyRanksResult: {len(self.ranks)} ranks"
+                f"{f' of {self.world_size}' if self.world_size else ''}>")
+
+    # --- serialisation ---------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``from_dict`` restores an equal result."""
+        return {
+            "format": RANKS_FORMAT_NAME,
+            "version": RANKS_FORMAT_VERSION,
+            "ranks": [{"summary": self.summaries[r].to_dict(), "result": res.to_dict()}
+                      for r, res in self.ranks.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ManyRanksResult:
+        """Rebuild from ``to_dict`` output; ValueError on another format or version."""
+        if not isinstance(data, dict) or data.get("format") != RANKS_FORMAT_NAME:
+            raise ValueError("not a kernelmagic many-ranks result (missing 'format' field)")
+        if data.get("version") != RANKS_FORMAT_VERSION:
+            raise ValueError(f"kernelmagic many-ranks format version {data.get('version')!r} "
+                             f"is not supported (this kernelmagic reads version "
+                             f"{RANKS_FORMAT_VERSION})")
+        try:
+            parts = [(ProfileResult.from_dict(item["result"]),
+                      RankSummary.from_dict(item["summary"])) for item in data["ranks"]]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed kernelmagic many-ranks result: {exc}") from None
+        return cls.from_parts(parts)
+
+    def save(self, path: str | Path) -> Path:
+        """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""
+        target = Path(path)
+        target.write_text(json.dumps(self.to_dict()) + "\n", encoding="utf-8")
+        return target
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ManyRanksResult):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()

@@ -1,0 +1,225 @@
+"""The many-ranks report: summary line, per-rank table, stacked bar chart, widget.
+
+Pure functions of a ``ManyRanksResult``. A rank's own full report is the ordinary
+single-rank report (``render/bundle.py``), built when the rank is clicked.
+"""
+
+from __future__ import annotations
+
+import statistics
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from kernelmagic.ranks.summary import RankSummary
+from kernelmagic.render.chart import _png
+from kernelmagic.render.html import png_img, static_table_html
+from kernelmagic.render.table import Column, Table, time_column
+from kernelmagic.render.text import render_table
+from kernelmagic.timing import format_us
+
+if TYPE_CHECKING:
+    from kernelmagic.ranks.result import ManyRanksResult
+
+#: Bars of the chart: (field, label, colour). Communication hidden behind compute is not
+#: stacked again, so a bar is about the step (memcpy under kernels still overlaps).
+PARTS = (("compute_us", "compute", "#4C72B0"),
+         ("exposed_communication_us", "communication not overlapped", "#DD8452"),
+         ("memcpy_us", "memcpy/memset", "#55A868"), ("idle_us", "idle", "#BBBBBB"))
+
+
+def _overlap(s: RankSummary) -> str:
+    return "-" if s.overlap is None else f"{s.overlap:.0%}"
+
+
+def ranks_table_model(result: ManyRanksResult) -> Table:
+    """One row per rank (``RankSummary``), in rank order at first."""
+    gpu = result.profiles_device
+    columns = [
+        Column("rank", "rank", lambda s: -s.rank, lambda s: str(s.rank), width=60),
+        Column("steps", "steps", lambda s: s.steps, lambda s: str(s.steps), width=60),
+        time_column("step", "step (median)", lambda s: s.step_median_us),
+        time_column("iqr", "step IQR", lambda s: s.step_iqr_us),
+        time_column("compute", "compute", lambda s: s.compute_us),
+        time_column("communication", "communication", lambda s: s.communication_us),
+    ]
+    if gpu:
+        columns += [time_column("memcpy", "memcpy", lambda s: s.memcpy_us)]
+    columns += [time_column("idle", "idle", lambda s: s.idle_us)]
+    if gpu:
+        columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0, _overlap,
+                              width=90))
+    columns.append(Column("file", "file", lambda s: s.file, lambda s: s.file, numeric=False,
+                          width=240))
+    return Table(columns=columns, rows=list(result.summaries.values()), sort_column="rank",
+                 noun="ranks")
+
+
+def ranks_table(result: ManyRanksResult, limit: int | None = None) -> str:
+    """The per-rank table as aligned text (times per step)."""
+    return render_table(ranks_table_model(result), limit)
+
+
+def summary_line(result: ManyRanksResult) -> str:
+    """Ranks and job, median step over ranks, slowest rank, median breakdown."""
+    summaries = list(result.summaries.values())
+    n = len(summaries)
+    job = []
+    if result.world_size:
+        job.append(f"world size {result.world_size}")
+    if result.backend:
+        job.append(result.backend)
+    head = f"{n} rank{'s' if n != 1 else ''}" + (f" ({', '.join(job)})" if job else "")
+    if not summaries:
+        return head
+    slow = max(summaries, key=lambda s: (s.step_median_us, -s.rank))
+    fast = min(summaries, key=lambda s: (s.step_median_us, s.rank))
+
+    def median_of(field: str) -> float:
+        return statistics.median(getattr(s, field) for s in summaries)
+
+    where = "GPU" if result.profiles_device else "CPU"
+    parts = [head, f"step {format_us(result.median_step_us)} (median over ranks; fastest "
+                   f"{fast.label} {format_us(fast.step_median_us)}, slowest {slow.label} "
+                   f"{format_us(slow.step_median_us)})",
+             f"{where} per step (median): compute {format_us(median_of('compute_us'))}, "
+             f"communication {format_us(median_of('communication_us'))}, "
+             f"idle {format_us(median_of('idle_us'))}"]
+    overlaps = [s.overlap for s in summaries if s.overlap is not None]
+    if overlaps:
+        parts[-1] += f", {statistics.median(overlaps):.0%} of communication overlapped"
+    return " · ".join(parts)
+
+
+def findings_text(result: ManyRanksResult) -> str:
+    found = result.findings()
+    if not found:
+        return ""
+    return "\n".join(["Findings:", *(f"- {f}" for f in found)])
+
+
+def text_report(result: ManyRanksResult, findings: bool = True) -> str:
+    """Summary, per-rank table and findings: ``text/plain``."""
+    parts = [summary_line(result), "", ranks_table(result)]
+    notes = findings_text(result) if findings else ""
+    if notes:
+        parts += ["", notes]
+    parts += ["", "A rank's full report: result.ranks[N]."]
+    return "\n".join(parts)
+
+
+def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
+    """Stacked bars per rank: compute, communication not overlapped by compute, memcpy,
+    idle (ms per step, means over the steps), with each rank's median step marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    summaries = list(result.summaries.values())
+    n = max(len(summaries), 1)
+    fig = Figure(figsize=(min(16.0, max(6.0, 0.35 * n + 2)), 3.6), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs = list(range(len(summaries)))
+    bottom = [0.0] * len(summaries)
+    parts = PARTS if result.profiles_device else [p for p in PARTS if p[0] != "memcpy_us"]
+    for field, label, colour in parts:
+        values = [getattr(s, field) / 1000.0 for s in summaries]
+        ax.bar(xs, values, bottom=bottom, color=colour, label=label, width=0.7)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.scatter(xs, [s.step_median_us / 1000.0 for s in summaries], marker="_", s=400,
+               color="black", label="median step", zorder=3)
+    step = max(1, n // 32)
+    ax.set_xticks(xs[::step])
+    ax.set_xticklabels([str(s.rank) for s in summaries][::step], fontsize=8)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("ms per step")
+    ax.set_title("time per step by rank", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_ylim(0, max([*bottom, *(s.step_median_us / 1000.0 for s in summaries), 1e-3]) * 1.1)
+    ax.grid(True, axis="y", alpha=0.3)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    width = fig.get_figwidth()
+    fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
+    return _png(fig)
+
+
+def findings_html(result: ManyRanksResult) -> str:
+    items = "".join(
+        f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
+        f"{escape(f.evidence)}. <i>Try:</i> {escape(f.suggestion)}</li>"
+        for f in result.findings())
+    if not items:
+        return ""
+    return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
+
+
+def html_report(result: ManyRanksResult, png: bytes | None = None,
+                findings: bool = True) -> str:
+    """Summary, chart, per-rank table and findings in one fragment (no widgets)."""
+    notes = findings_html(result) if findings else ""
+    return (f'<div class="kernelmagic-ranks"><div class="km-summary">'
+            f"<b>{escape(summary_line(result))}</b></div>{png_img(png, 'time per rank')}"
+            f"{static_table_html(ranks_table_model(result), None)}{notes}"
+            '<p class="km-note" style="font-size:12px;color:#666">A rank\'s full report: '
+            "<code>result.ranks[N]</code>.</p></div>")
+
+
+def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = True) -> Any:
+    """Summary, chart, per-rank table, findings and one button per rank; clicking a rank
+    shows its full report below (built on first click). ``.km_rank_buttons`` maps each
+    rank to its button, ``.km_detail`` holds the report shown."""
+    import ipywidgets as w
+
+    from kernelmagic.render.bundle import report_box
+    from kernelmagic.render.widget import SortableTable
+
+    table = SortableTable(ranks_table_model(result))
+    parts: list[Any] = [w.HTML(f'<div class="km-summary"><b>{escape(summary_line(result))}'
+                               "</b></div>")]
+    if png is not None:
+        parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
+    parts.append(table.widget)
+    notes = findings_html(result) if findings else ""
+    if notes:
+        parts.append(w.HTML(notes))
+    detail = w.VBox([])
+    built: dict[int, Any] = {}
+    buttons: dict[int, Any] = {}
+
+    def show(rank: int) -> None:
+        if rank not in built:
+            built[rank] = report_box(result.ranks[rank])
+        for r, button in buttons.items():
+            button.button_style = "info" if r == rank else ""
+        detail.children = [w.HTML(f"<b>rank {rank}</b>"), built[rank]]
+
+    for rank in result.ranks:
+        button = w.Button(description=f"rank {rank}", tooltip=f"show rank {rank}'s report",
+                          layout=w.Layout(width="auto"))
+        button.on_click(lambda _b, r=rank: show(r))
+        buttons[rank] = button
+    parts += [w.HTML("<b>Ranks</b> (click one for its full report)"),
+              w.HBox(list(buttons.values()), layout=w.Layout(flex_flow="row wrap")), detail]
+    box = w.VBox(parts)
+    box.km_rank_buttons = buttons
+    box.km_detail = detail
+    box.km_table = table
+    return box
+
+
+def mime_bundle(result: ManyRanksResult, include: Any = None,
+                findings: bool = True) -> dict[str, Any]:
+    """``text/plain`` always; HTML with the chart, and the widget, where they can be shown."""
+    from kernelmagic.render.bundle import WIDGET_MIME, rich_types, widget_view
+
+    bundle: dict[str, Any] = {"text/plain": text_report(result, findings=findings)}
+    html, widget = rich_types(include)
+    if not html:
+        return bundle
+    png = chart_png(result)
+    bundle["text/html"] = html_report(result, png, findings=findings)
+    if widget:
+        view = widget_view(lambda: ranks_widget(result, png, findings=findings))
+        if view is not None:
+            bundle[WIDGET_MIME] = view
+    return bundle

@@ -1,0 +1,228 @@
+"""A finished torch profiler session's raw Kineto events -> ``EventTable``.
+
+Reads ``prof.kineto_results.events()`` once, each raw attribute into a list by one
+comprehension, never touching ``prof.function_events`` (torch's slow parse). What
+torch's parse (``torch/autograd/profiler.py: _parse_kineto_results``) does to the raw
+events is reproduced here so the report's numbers stay torch's:
+
+- the utility events torch ignores (``profiler::_record_function_*``, ``aten::is_leaf``,
+  ``aten::output_nr``, ``aten::_version``, hidden events) are dropped; ``[memory]``
+  records become MEMORY instants (CPU ones on device -1), not events of the tree
+- names are demangled as torch's ``StringTable`` does (once per distinct name)
+- a CPU event starting and ending on different threads (or flagged async) stays out of
+  the tree (``tid`` -1), as torch keeps async events out of it
+- a runtime call (``cudaLaunchKernel``) is moved to the thread of the op it is linked
+  to, and each GPU event is attributed (``launcher``) to the op whose correlation id is
+  its linked correlation id, exactly torch's ``FunctionEvent.kernels``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelmagic.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
+
+_IGNORED = frozenset({
+    "[OutOfMemory]", "profiler::_record_function_enter",
+    "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+    "aten::is_leaf", "aten::output_nr", "aten::_version",
+})
+MEMORY_NAME = "[memory]"
+
+_CPU_ACTIVITY = {
+    "cpu_op": Kind.OP, "user_annotation": Kind.RANGE, "python_function": Kind.PYTHON,
+    "cuda_runtime": Kind.RUNTIME, "cuda_driver": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME, "privateuse1_driver": Kind.RUNTIME,
+    "xpu_runtime": Kind.RUNTIME, "xpu_driver": Kind.RUNTIME,
+}
+_GPU_ACTIVITY = {
+    "kernel": Kind.KERNEL, "gpu_memcpy": Kind.MEMCPY, "gpu_memset": Kind.MEMSET,
+    "gpu_user_annotation": Kind.GPU_RANGE,
+}
+
+_D = torch.autograd.DeviceType
+_CPU_MEMORY = {_D.CPU, _D.MKLDNN, _D.IDEEP}
+_DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
+_GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU}  # what torch attaches to ops as kernels
+
+
+#: CPU activities that are operators (or instants: ``[memory]``).
+_OTHER_CPU = frozenset({"cpu_op", "cpu_instant_event", "overhead"})
+
+
+def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
+    """Boolean per interned id: whether its text is in ``wanted``."""
+    out = np.zeros(len(ids), dtype=bool)
+    for text, i in ids.items():
+        out[i] = text in wanted
+    return out
+
+
+def _demangle(name: str) -> str:
+    return torch._C._demangle(name) if len(name) > 1 else name
+
+
+def _shapes_text(shapes: Any) -> str:
+    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
+
+
+def _thread_ids(raw: np.ndarray) -> np.ndarray:
+    """Thread ids as int64; ids past 2**63 (seen on some frames) become small codes."""
+    if not raw.size or int(raw.max()) < 2**62:
+        return raw.astype(np.int64)
+    _, codes = np.unique(raw, return_inverse=True)
+    return codes.astype(np.int64)
+
+
+def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
+                       meta: dict[str, Any] | None = None) -> EventTable:
+    """The session's events as an ``EventTable`` with parents and launchers derived."""
+    raw = prof.kineto_results
+    origin = int(raw.trace_start_ns())
+    events = raw.events()
+    if not events:
+        return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
+    event_type = type(events[0])
+
+    def column(method: str, dtype: Any, subset: list[Any] | None = None) -> np.ndarray:
+        rows = events if subset is None else subset
+        return np.fromiter(map(getattr(event_type, method), rows), dtype=dtype,
+                           count=len(rows))
+
+    # Names and activity types: interned once (demangled once per distinct name).
+    names = list(map(event_type.name, events))
+    distinct_names: dict[str, None] = {"": None}  # id 0: the empty text (no shapes)
+    distinct_names.update(dict.fromkeys(names))
+    name_ids = {x: i for i, x in enumerate(distinct_names)}
+    name_col = np.fromiter(map(name_ids.__getitem__, names), dtype=np.int32, count=len(names))
+    del names
+    activities = list(map(event_type.activity_type, events))
+    activity_ids = {x: i for i, x in enumerate(dict.fromkeys(activities))}
+    activity = np.fromiter(map(activity_ids.__getitem__, activities), dtype=np.int16,
+                           count=len(activities))
+    del activities
+
+    keep = ~_lookup(name_ids, _IGNORED)[name_col]
+    keep &= ~column("is_hidden_event", bool)
+    if not keep.all():
+        events = [events[i] for i in np.flatnonzero(keep).tolist()]
+        name_col, activity = name_col[keep], activity[keep]
+    n = len(events)
+    distinct = [_demangle(x) if x else x for x in distinct_names]
+
+    # CPU or GPU: from the activity type; the device type only where that cannot tell.
+    is_memory = name_col == name_ids.get(MEMORY_NAME, -1)
+    gpu_activity = _lookup(activity_ids, _GPU_ACTIVITY)
+    unknown = ~_lookup(activity_ids, _CPU_ACTIVITY) & ~_lookup(activity_ids, _OTHER_CPU) \
+        & ~gpu_activity
+    on_cpu = ~gpu_activity[activity]
+    ask = np.flatnonzero(unknown[activity] & ~is_memory)
+    if ask.size:
+        on_cpu[ask] = [d == _D.CPU for d in (events[i].device_type() for i in ask.tolist())]
+
+    kind = np.full(n, Kind.OP, dtype=np.int8)
+    kind_of_activity = np.full(len(activity_ids), Kind.OP, dtype=np.int8)
+    for text, i in activity_ids.items():
+        kind_of_activity[i] = _CPU_ACTIVITY.get(text, Kind.OP)
+    kind[on_cpu] = kind_of_activity[activity[on_cpu]]
+    step = np.fromiter((x.startswith("ProfilerStep#") for x in distinct_names), dtype=bool,
+                       count=len(distinct_names))
+    kind[on_cpu & (kind == Kind.RANGE) & step[name_col]] = Kind.STEP
+    bracket = np.fromiter((x.startswith("[") and x.endswith("]") for x in distinct_names),
+                          dtype=bool, count=len(distinct_names))
+    kind[on_cpu & (kind == Kind.OP) & bracket[name_col]] = Kind.OTHER
+    device = np.full(n, -1, dtype=np.int16)
+
+    start = column("start_ns", np.int64) - origin
+    end = column("end_ns", np.int64) - origin
+    started_on = column("start_thread_id", np.uint64)
+    tid = _thread_ids(started_on)
+    asynchronous = on_cpu & ~is_memory & (column("is_async", bool)
+                                           | (column("end_thread_id", np.uint64) != started_on))
+    del started_on
+    tid[asynchronous] = -1
+    linked_activity = (kind == Kind.RUNTIME) | ~on_cpu
+    if linked_activity.any():
+        correlation = column("correlation_id", np.int64)
+        linked = column("linked_correlation_id", np.int64)
+    else:  # CPU only: nothing to link
+        correlation = np.zeros(n, dtype=np.int64)
+        linked = correlation
+
+    nbytes = np.zeros(n, dtype=np.int64)
+    mem_idx = np.flatnonzero(is_memory).tolist()
+    if mem_idx:
+        kind[mem_idx] = Kind.MEMORY
+        nbytes[mem_idx] = [events[i].nbytes() for i in mem_idx]
+        mem_device = [events[i].device_type() for i in mem_idx]
+        index = [events[i].device_index() for i in mem_idx]
+        device[mem_idx] = [-1 if d in _CPU_MEMORY else (ix if d in _DEVICE_MEMORY else -2)
+                           for d, ix in zip(mem_device, index, strict=True)]
+        end[mem_idx] = start[mem_idx]
+
+    gpu_idx = np.flatnonzero(~on_cpu & ~is_memory).tolist()
+    launcher = np.full(n, NO_PARENT, dtype=np.int32)
+    if gpu_idx:
+        device_types = {i: events[i].device_type() for i in gpu_idx}
+        kind[gpu_idx] = [_GPU_ACTIVITY.get(events[i].activity_type(), Kind.OTHER)
+                         for i in gpu_idx]
+        device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
+        tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
+        _link_device_work(events, gpu_idx, device_types, kind, tid, correlation, linked,
+                          launcher)
+
+    flops_col = np.zeros(n, dtype=np.float64)
+    if flops:
+        flops_col[:] = column("flops", np.float64)
+    shapes_col = np.zeros(n, dtype=np.int32)
+    if shapes:
+        text_ids: dict[str, int] = {"": 0}
+        op_idx = np.flatnonzero(kind == Kind.OP).tolist()
+        texts = [_shapes_text(events[i].shapes()) for i in op_idx]
+        shapes_col[op_idx] = [text_ids.setdefault(t, len(distinct) + len(text_ids) - 1)
+                              for t in texts]
+        distinct.extend(t for t in text_ids if t)
+    keep_mem = device != -2  # memory records of other devices count nowhere
+    table = EventTable(
+        names=distinct, kind=kind, name=name_col, start=start, end=end, tid=tid,
+        device=device, correlation=correlation, parent=np.full(n, NO_PARENT, dtype=np.int32),
+        launcher=launcher, flops=flops_col, shapes=shapes_col, nbytes=nbytes,
+        origin_ns=origin, meta=dict(meta or {}))
+    if not keep_mem.all():
+        from kernelmagic.events import select
+
+        table = select(table, keep_mem)
+    return derive_links(table)
+
+
+def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[int, Any],
+                      kind: np.ndarray, tid: np.ndarray, correlation: np.ndarray,
+                      linked: np.ndarray, launcher: np.ndarray) -> None:
+    """Torch's association by linked correlation id (``_parse_kineto_results``)."""
+    n = kind.shape[0]
+    cpu = np.ones(n, dtype=bool)
+    cpu[gpu_idx] = False
+    frontend = np.flatnonzero(cpu & (linked == 0) & (tid >= 0) & (kind != Kind.MEMORY))
+    if not frontend.size:
+        return
+    ids = correlation[frontend]
+    by_id = np.argsort(ids, kind="stable")
+    ids = ids[by_id]
+
+    def find(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(ids, keys), ids.size - 1)
+        hit = (keys > 0) & (ids[at] == keys)
+        return hit, frontend[by_id[at]]
+
+    # Runtime calls (CPU, linked) run on the thread of the op they are linked to.
+    runtime = np.flatnonzero(cpu & (linked > 0) & (tid >= 0))
+    if runtime.size:
+        hit, owner = find(linked[runtime])
+        tid[runtime[hit]] = tid[owner[hit]]
+    work = np.asarray([i for i in gpu_idx if device_types[i] in _GPU_WORK], dtype=np.int64)
+    if work.size:
+        hit, owner = find(linked[work])
+        launcher[work[hit]] = owner[hit]

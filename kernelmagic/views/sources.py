@@ -1,0 +1,88 @@
+"""``--stack``: op self time attributed to the innermost user Python function around it."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import sysconfig
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+
+from kernelmagic.events import EventTable, Kind
+from kernelmagic.rows import SourceRow
+from kernelmagic.views.ops import is_op
+from kernelmagic.views.tree import Figures, nearest_ancestor
+
+_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
+
+
+def _resolve(path: str) -> str:
+    """The file behind a frame's name: torch shortens paths relative to ``sys.path``."""
+    if os.path.isabs(path) or path.startswith("<"):
+        return path
+    for root in sys.path:
+        candidate = os.path.join(root, path)
+        if os.path.exists(candidate):
+            return candidate
+    return path
+
+
+@lru_cache(maxsize=4096)
+def _library_file(path: str) -> bool:
+    """True for torch, the standard library, installed packages and kernelmagic itself."""
+    if path.startswith("<") and not path.startswith("<ipython-input"):
+        return path.startswith(("<built-in", "<frozen", "<string>"))
+    found = _resolve(path)
+    if not os.path.exists(found):
+        return path.startswith(("torch/", "torch\\"))
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(_PACKAGE)
+    real = os.path.realpath(found)
+    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def source_rows(table: EventTable, figures: Figures,
+                cell_file: str | None = None) -> list[SourceRow]:
+    """Op self time attributed to the innermost user Python function around each op.
+
+    Torch's ``with_stack`` records each Python call as an event named
+    ``file(line): function``; the innermost such frame around an op that is not torch,
+    the standard library or an installed package takes the op's self time. Code at the
+    top level of a cell has line 0 (the whole cell). The cell's own frames come first.
+    """
+    frames: dict[int, tuple[str, int, str]] = {}
+    user_name = np.zeros(len(table.names), dtype=bool)
+    for i, text in enumerate(table.names):
+        m = _FRAME.match(text)
+        if m is not None and not _library_file(m["file"]):
+            frames[i] = (m["file"], int(m["line"]), m["func"])
+            user_name[i] = True
+    user_frame = (table.kind == Kind.PYTHON) & user_name[table.name]
+    if not user_frame.any():
+        return []
+    owner = nearest_ancestor(table.parent, user_frame)
+    ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]
+    self_cpu: dict[tuple[str, int, str], float] = {}
+    self_dev: dict[tuple[str, int, str], float] = {}
+    count: Counter[tuple[str, int, str]] = Counter()
+    for frame, cpu, dev in zip(table.name[owner[ops]].tolist(), figures.self_cpu[ops].tolist(),
+                               figures.self_device[ops].tolist(), strict=True):
+        where = frames[frame]
+        self_cpu[where] = self_cpu.get(where, 0.0) + cpu
+        self_dev[where] = self_dev.get(where, 0.0) + dev
+        count[where] += 1
+    cell_names = {cell_file, os.path.basename(cell_file)} if cell_file else set()
+    rows = []
+    for (file, line, func), cpu in self_cpu.items():
+        code = linecache.getline(_resolve(file), line).strip() if line else "(top level)"
+        rows.append(SourceRow(key=f"{file}:{line} {func}", file=file, line=line,
+                              function=func, code=code, in_cell=file in cell_names,
+                              self_cpu_time_total=cpu,
+                              self_device_time_total=self_dev[(file, line, func)],
+                              ops=count[(file, line, func)]))
+    return sorted(rows, key=lambda r: (not r.in_cell, -r.self_cpu_time_total, r.key))

@@ -1,0 +1,101 @@
+"""Iteration windows, one iteration's timeline, memory peaks and GPU busy time."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind
+from kernelmagic.rows import Span
+from kernelmagic.views.ops import is_op
+from kernelmagic.views.tree import nearest_ancestor
+
+Window = tuple[int, int]  # (start, end) ns from the trace's start
+
+
+def iteration_windows(table: EventTable, name: str | None = None) -> list[Window]:
+    """The profiled iterations: ``<name>/iter <i>`` ranges (any name when ``name`` is
+    None), else ``ProfilerStep#N`` ranges, else the whole trace as one iteration."""
+    pattern = re.compile(rf"^{re.escape(name)}/iter (\d+)$" if name is not None
+                         else r"^.*/iter (\d+)$")
+    for kind, pat in ((Kind.RANGE, pattern), (Kind.STEP, re.compile(r"^ProfilerStep#(\d+)$"))):
+        number = {i: int(m[1]) for i, x in enumerate(table.names)
+                  if (m := pat.match(x)) is not None}
+        if not number:
+            continue
+        idx = np.flatnonzero((table.kind == kind)
+                             & np.isin(table.name, np.fromiter(number, dtype=np.int64)))
+        if idx.size:
+            found = sorted((number[int(table.name[i])], int(table.start[i]), int(table.end[i]))
+                           for i in idx)
+            return [(s, e) for _, s, e in found]
+    if not table.n:
+        return []
+    return [(int(table.start.min()), int(table.end.max()))]
+
+
+def _device_work(table: EventTable) -> np.ndarray:
+    return np.flatnonzero(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)))
+
+
+def timeline(table: EventTable, window: Window) -> list[Span]:
+    """Top-level ops of one iteration on the CPU lane, and its GPU work per stream."""
+    start, end = window
+    op = is_op(table)
+    top = nearest_ancestor(table.parent, op) < 0
+    cpu = np.flatnonzero(op & top & (table.start >= start) & (table.end <= end))
+    gpu = _device_work(table)
+    gpu = gpu[(table.start[gpu] >= start) & (table.start[gpu] <= end)]
+    names = table.names
+    spans = [Span(key=names[k], lane="CPU", start=(s - start) / 1000.0, end=(e - start) / 1000.0)
+             for k, s, e in zip(table.name[cpu].tolist(), table.start[cpu].tolist(),
+                                table.end[cpu].tolist(), strict=True)]
+    spans += [Span(key=names[k], lane=f"stream {t}", start=(s - start) / 1000.0,
+                   end=(e - start) / 1000.0)
+              for k, t, s, e in zip(table.name[gpu].tolist(), table.tid[gpu].tolist(),
+                                    table.start[gpu].tolist(), table.end[gpu].tolist(),
+                                    strict=True)]
+    return sorted(spans, key=lambda sp: (sp.lane != "CPU", sp.lane, sp.start))
+
+
+def peak_memory(table: EventTable, windows: list[Window], on_device: bool = False) -> float:
+    """Largest rise of allocated CPU (or device) memory within any iteration (bytes).
+
+    The running sum of every allocation and free inside the iteration's window
+    (inclusive), from the raw memory records; the peak is its largest value.
+    """
+    where = table.device >= 0 if on_device else table.device < 0
+    mem = np.flatnonzero((table.kind == Kind.MEMORY) & where)
+    if not mem.size:
+        return 0.0
+    mem = mem[np.argsort(table.start[mem], kind="stable")]
+    when = table.start[mem]
+    delta = table.nbytes[mem]
+    peak = 0
+    for start, end in windows:
+        lo, hi = np.searchsorted(when, start, "left"), np.searchsorted(when, end, "right")
+        if hi > lo:
+            peak = max(peak, int(np.cumsum(delta[lo:hi]).max()))
+    return float(peak)
+
+
+def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
+    """Time (µs) during which at least one kernel ran, within each iteration's window.
+
+    Work on concurrent streams overlaps; intervals are merged, not added.
+    """
+    work = _device_work(table)
+    order = np.lexsort((table.end[work], table.start[work]))
+    starts, ends = table.start[work][order], table.end[work][order]
+    busy = []
+    for start, end in windows:
+        lo, hi = np.searchsorted(starts, start, "left"), np.searchsorted(starts, end, "right")
+        s, e = starts[lo:hi], ends[lo:hi]
+        if not s.size:
+            busy.append(0.0)
+            continue
+        before = np.maximum(start, np.concatenate(([start], np.maximum.accumulate(e)[:-1])))
+        gained = np.maximum(0, e - np.maximum(s, before))  # the part past all earlier work
+        busy.append(float(gained.sum()) / 1000.0)
+    return busy

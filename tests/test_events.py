@@ -1,0 +1,179 @@
+"""The event model on hand-made tables: tree, links and rows with exact numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelmagic.events import NO_PARENT, Kind, TableBuilder, derive_links
+from kernelmagic.result import KernelRow, OpRow
+from kernelmagic.views import SYNC_RANGE, build_result
+from kernelmagic.views.ops import kernel_rows, op_rows
+from kernelmagic.views.tree import Figures
+
+US = 1000  # ns
+
+
+def table_of(*events, meta=None):
+    """Events as (kind, name, start µs, end µs, tid[, keyword fields]) tuples."""
+    builder = TableBuilder()
+    for kind, name, start, end, tid, *rest in events:
+        builder.add(kind, name, start * US, end * US, tid, **(rest[0] if rest else {}))
+    return derive_links(builder.freeze(meta=meta))
+
+
+def rows_of(table, **kw):
+    return op_rows(table, Figures(table), **kw)
+
+
+def test_rows_copy_figures_and_drop_non_ops():
+    table = table_of(
+        (Kind.RANGE, "cell[1]", 0, 1000, 1),
+        (Kind.RANGE, "cell[1]/iter 0", 10, 960, 1),
+        (Kind.OP, "aten::mm", 20, 420, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 30, 40, 1, {"correlation": 7}),
+        (Kind.OP, "aten::add", 100, 330, 1),
+        (Kind.OP, "aten::mm", 500, 800, 1),
+        (Kind.MEMORY, "[memory]", 600, 600, 1, {"nbytes": 64}),
+        (Kind.PYTHON, "cell.py(3): f", 850, 900, 1),
+        (Kind.KERNEL, "gemm_kernel", 50, 350, 7, {"device": 0, "correlation": 7}),
+    )
+    assert table.parent.tolist() == [-1, 0, 1, 2, 2, 1, -1, 1, -1]
+    assert table.launcher[8] == 2, "the kernel belongs to the op around its launch"
+    assert rows_of(table) == [
+        OpRow("aten::mm", 2, 400.0 - 10 - 230 + 300, 700.0, 300.0, 300.0),
+        OpRow("cudaLaunchKernel", 1, 10.0, 10.0, 0.0, 0.0),
+        OpRow("aten::add", 1, 230.0, 230.0, 0.0, 0.0),
+    ]
+
+
+def test_tree_follows_torchs_stack_rule():
+    # B starts inside A but ends after it: A is popped, so C (inside A by time) is not
+    # A's child either; D on another thread has its own stack.
+    table = table_of(
+        (Kind.OP, "A", 0, 100, 1),
+        (Kind.OP, "B", 50, 150, 1),
+        (Kind.OP, "C", 60, 70, 1),
+        (Kind.OP, "D", 60, 70, 2),
+        (Kind.OP, "E", 150, 150, 1),  # an instant at B's end is not B's child
+        (Kind.OP, "async", 10, 20, -1),  # async events stay out of the tree
+    )
+    assert table.parent.tolist() == [-1, -1, 1, -1, -1, -1]
+    rows = {r.key: r for r in rows_of(table)}
+    assert rows["A"].self_cpu_time_total == 100.0
+    assert rows["B"].self_cpu_time_total == 90.0
+    assert (rows["async"].self_cpu_time_total, rows["async"].cpu_time_total) == (0.0, 10.0)
+
+
+def test_only_child_of_the_same_name_is_dropped_as_torch_does():
+    table = table_of(
+        (Kind.OP, "aten::foo", 0, 100, 1),
+        (Kind.OP, "aten::foo", 10, 90, 1),
+        (Kind.OP, "aten::bar", 20, 50, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 60, 70, 1, {"correlation": 3}),
+        (Kind.KERNEL, "k", 200, 240, 7, {"device": 0, "correlation": 3}),
+    )
+    assert table.n == 4, "the inner aten::foo is gone"
+    rows = {r.key: r for r in rows_of(table)}
+    assert rows["aten::foo"] == OpRow("aten::foo", 1, 100.0 - 30 - 10, 100.0, 40.0, 40.0)
+    assert table.launcher[3] == 0, "its GPU work moved up to the outer one"
+
+
+def test_memory_is_counted_inclusively_from_every_thread():
+    table = table_of(
+        (Kind.OP, "aten::outer", 0, 100, 1),
+        (Kind.OP, "aten::empty", 10, 20, 1),
+        (Kind.MEMORY, "[memory]", 10, 10, 1, {"nbytes": 4096}),
+        (Kind.MEMORY, "[memory]", 20, 20, 1, {"nbytes": 1024}),
+        (Kind.MEMORY, "[memory]", 50, 50, 2, {"nbytes": -4096}),  # another thread
+        (Kind.MEMORY, "[memory]", 60, 60, 1, {"nbytes": 512, "device": 0}),
+        (Kind.MEMORY, "[memory]", 200, 200, 1, {"nbytes": 8}),  # outside every op
+    )
+    rows = {r.key: r for r in rows_of(table, memory=True)}
+    assert (rows["aten::empty"].cpu_memory_usage, rows["aten::empty"].self_cpu_memory_usage) \
+        == (5120.0, 5120.0)
+    outer = rows["aten::outer"]
+    assert (outer.cpu_memory_usage, outer.self_cpu_memory_usage) == (1024.0, -4096.0)
+    assert (outer.device_memory_usage, outer.self_device_memory_usage) == (512.0, 512.0)
+
+
+def test_kernels_grouped_with_launching_op():
+    table = table_of(
+        (Kind.OP, "aten::mm", 0, 10, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 1, 2, 1, {"correlation": 1}),
+        (Kind.OP, "aten::mm", 20, 30, 1),
+        (Kind.PYTHON, "torch/x.py(1): f", 21, 29, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 22, 23, 1, {"correlation": 2}),
+        (Kind.OP, "aten::addmm", 40, 50, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 41, 42, 1, {"correlation": 3}),
+        (Kind.RUNTIME, "cudaMemsetAsync", 43, 44, 1, {"correlation": 4}),
+        (Kind.KERNEL, "sgemm_128x64", 100, 140, 7, {"device": 0, "correlation": 1}),
+        (Kind.KERNEL, "sgemm_128x64", 150, 194, 7, {"device": 0, "correlation": 2}),
+        (Kind.KERNEL, "sgemm_128x64", 200, 210, 7, {"device": 0, "correlation": 3}),
+        (Kind.MEMSET, "Memset (Device)", 220, 222, 7, {"device": 0, "correlation": 4}),
+        (Kind.GPU_RANGE, "my range", 90, 300, 7, {"device": 0}),
+    )
+    assert table.launcher[9] == 2, "through the Python frame to the op"
+    assert kernel_rows(table) == [
+        KernelRow("sgemm_128x64", 3, 94.0, "aten::mm"),
+        KernelRow("Memset (Device)", 1, 2.0, "aten::addmm"),
+    ]
+    rows = {r.key: r for r in rows_of(table)}
+    assert rows["aten::mm"].self_device_time_total == 84.0
+    assert rows["aten::addmm"].device_time_total == 12.0
+
+
+def test_our_own_synchronize_is_taken_out():
+    events = []
+    for i in range(3):
+        t = 1000 * i
+        events += [(Kind.RANGE, SYNC_RANGE, t, t + 101, 1),
+                   (Kind.RUNTIME, "cudaDeviceSynchronize", t, t + 100, 1),
+                   (Kind.OP, "aten::mm", t + 200, t + 230, 1)]
+    events += [(Kind.RANGE, "my range", 5000, 5050, 1),
+               (Kind.RUNTIME, "cudaDeviceSynchronize", 5000, 5040, 1)]
+    rows = {r.key: r for r in rows_of(table_of(*events))}
+    # Three of the four synchronizes were ours: the user's own one stays.
+    assert rows["cudaDeviceSynchronize"] == OpRow("cudaDeviceSynchronize", 1, 40.0, 40.0)
+    assert rows["aten::mm"].count == 3
+
+
+def test_build_result_windows_busy_and_timeline():
+    table = table_of(
+        (Kind.RANGE, "run/iter 1", 1000, 2000, 1),
+        (Kind.RANGE, "run/iter 0", 0, 1000, 1),
+        (Kind.OP, "aten::mm", 100, 300, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 110, 120, 1, {"correlation": 1}),
+        (Kind.OP, "aten::mm", 1100, 1300, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 1110, 1120, 1, {"correlation": 2}),
+        (Kind.KERNEL, "k", 200, 600, 7, {"device": 0, "correlation": 1}),
+        (Kind.KERNEL, "k2", 500, 700, 8, {"device": 0}),
+        (Kind.KERNEL, "k", 1200, 1300, 7, {"device": 0, "correlation": 2}),
+    )
+    result = build_result(table, name="run", views=["timeline"])
+    assert result.device == "cuda" and result.sort == "self_device"
+    assert result.timings == [0.001, 0.001] and result.iters == 2
+    assert result.gpu_busy == [500.0, 100.0], "overlapping streams merged"
+    assert [(s.key, s.lane, s.start) for s in result.timeline] == [
+        ("aten::mm", "CPU", 100.0), ("k", "stream 7", 200.0)], "the median iteration: 1"
+    slow_first = build_result(table, name="run", views=["timeline"], timings=[0.002, 0.001])
+    assert [(s.key, s.lane, s.start) for s in slow_first.timeline] == [
+        ("aten::mm", "CPU", 100.0), ("k", "stream 7", 200.0), ("k2", "stream 8", 500.0)]
+    assert result.kernels[0] == KernelRow("k", 2, 500.0, "aten::mm")
+    assert result.kernels[1].launched_by == ""
+    assert np.all(table.launcher[:6] == NO_PARENT)
+
+
+def test_iterations_from_our_ranges_else_profiler_steps_else_whole_trace():
+    from kernelmagic.views import iteration_windows
+
+    steps = table_of(
+        (Kind.STEP, "ProfilerStep#7", 500, 900, 1),
+        (Kind.STEP, "ProfilerStep#6", 100, 500, 1),
+        (Kind.OP, "aten::mm", 120, 130, 1),
+    )
+    assert iteration_windows(steps, "run") == [(100 * US, 500 * US), (500 * US, 900 * US)]
+    assert build_result(steps, name="run").timings == [0.0004, 0.0004]
+    plain = table_of((Kind.OP, "aten::mm", 20, 30, 1), (Kind.OP, "aten::add", 50, 70, 1))
+    assert iteration_windows(plain, "run") == [(20 * US, 70 * US)]
+    ours = table_of((Kind.RANGE, "run/iter 0", 0, 10, 1), (Kind.STEP, "ProfilerStep#1", 0, 9, 1))
+    assert iteration_windows(ours, "run") == [(0, 10 * US)]

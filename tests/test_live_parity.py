@@ -1,0 +1,308 @@
+"""Live numbers stay torch's: every op row equals ``key_averages()`` of the same session.
+
+Each run keeps the finished torch session (``on_trace_ready``) and compares field by
+field, exactly: kernelmagic sums the same floats in the same order as torch, so no
+tolerance is needed. ``key_averages()`` is called here only to compare.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from workloads import block_and_input
+
+import kernelmagic
+from kernelmagic.views.ops import SYNC_RANGE
+from kernelmagic.views.ranges import MODULE_RANGE
+from kernelmagic.views.sources import _FRAME, _library_file
+
+TIMES = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
+         "device_time_total")
+MEMORY = ("self_cpu_memory_usage", "cpu_memory_usage", "self_device_memory_usage",
+          "device_memory_usage")
+
+
+def run(fn, **options):
+    seen = {}
+    result = kernelmagic.profile(fn, iters=3, warmup=1, name="parity",
+                                 on_trace_ready=lambda p: seen.setdefault("prof", p), **options)
+    return result, seen["prof"]
+
+
+def shapes_text(shapes) -> str:
+    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
+
+
+def is_op_row(avg) -> bool:
+    key = str(avg.key)
+    return (avg.device_type == torch.autograd.DeviceType.CPU and not avg.is_user_annotation
+            and not (key.startswith("[") and key.endswith("]")))
+
+
+def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, flops=False):
+    python = {str(e.name) for e in prof.function_events if e.is_python_function}
+    expected = {}
+    for avg in prof.key_averages(group_by_input_shape=shapes):
+        if is_op_row(avg) and str(avg.key) not in python:
+            key = (avg.key, shapes_text(avg.input_shapes) if shapes else "")
+            expected[key] = {f: getattr(avg, f) for f in TIMES + MEMORY + ("flops",)}
+    # On CUDA, kernelmagic's own per-iteration synchronize is left out of the rows.
+    ours = [e for e in prof.function_events
+            if e.cpu_parent is not None and e.cpu_parent.name == SYNC_RANGE]
+    adjusted = set()
+    for e in ours:
+        key = (e.name, shapes_text(e.input_shapes) if shapes else "")
+        adjusted.add(key)
+        for f in TIMES + MEMORY:
+            expected[key][f] -= getattr(e, f)
+        if expected[key]["count"] == 0:
+            del expected[key]
+    got = {(r.key, r.input_shapes): r for r in result.rows}
+    assert set(got) == set(expected)
+    assert len(got) == len(result.rows), "one row per key"
+    fields = TIMES + (MEMORY if memory else ()) + (("flops",) if flops else ())
+    for key, row in got.items():
+        for field in fields:
+            want = expected[key][field]
+            if key in adjusted:  # torch's sum less ours: another summation order
+                want = pytest.approx(want, rel=1e-9, abs=1e-9)
+            assert getattr(row, field) == want, (key, field)
+    if not shapes:
+        assert [r.key for r in result.rows] == [k for k, _ in expected], "key_averages() order"
+
+
+@pytest.fixture(scope="module")
+def block():
+    return block_and_input(batch=2, seq=32)
+
+
+def test_block_inference(block):
+    model, x = block
+
+    def step():
+        with torch.inference_mode():
+            model(x)
+
+    result, prof = run(step)
+    assert_rows_equal_key_averages(result, prof)
+    assert {"aten::layer_norm", "aten::linear", "aten::gelu"} <= {r.key for r in result.rows}
+
+
+def _training_step():
+    torch.manual_seed(0)
+    model, x = block_and_input(batch=2, seq=16, d=64)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def test_training_step_forward_backward_adamw():
+    result, prof = run(_training_step())
+    assert_rows_equal_key_averages(result, prof)
+    keys = {r.key for r in result.rows}
+    assert any(k.startswith("autograd::engine::evaluate_function") for k in keys)
+    assert "aten::_fused_adamw_" in keys or "aten::addcdiv_" in keys or "aten::lerp_" in keys
+
+
+def test_training_step_with_every_view():
+    result, prof = run(_training_step(), shapes=True, memory=True, flops=True, stack=True,
+                       modules=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True, flops=True)
+    assert any(r.self_cpu_memory_usage for r in result.rows)
+    assert any(r.flops for r in result.rows)
+    assert not any(re.match(r".*\(\d+\): ", r.key) for r in result.rows), "no Python frames"
+
+
+def test_block_with_shapes_memory_stack_modules(block):
+    model, x = block
+
+    def step():
+        with torch.inference_mode():
+            model(x)
+
+    result, prof = run(step, shapes=True, memory=True, stack=True, modules=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True)
+    # Modules: each module row is the sum of its ranges in torch's own events.
+    events = prof.function_events
+    for module in result.modules:
+        ranges = [e for e in events if e.is_user_annotation and
+                  (m := MODULE_RANGE.match(e.name)) and m[1] == module.key]
+        assert module.count == len(ranges)
+        assert module.cpu_time_total == pytest.approx(sum(e.cpu_time_total for e in ranges),
+                                                      rel=1e-12)
+    # Sources: the innermost user frame above each op in torch's own tree.
+    expected: dict[str, float] = {}
+    for e in events:
+        if e.is_python_function or e.is_user_annotation or e.name.startswith("["):
+            continue
+        p = e.cpu_parent
+        while p is not None:
+            m = _FRAME.match(p.name) if p.is_python_function else None
+            if m and not _library_file(m["file"]):
+                key = f"{m['file']}:{m['line']} {m['func']}"
+                expected[key] = expected.get(key, 0.0) + e.self_cpu_time_total
+                break
+            p = p.cpu_parent
+    got = {s.key: s.self_cpu_time_total for s in result.sources}
+    assert set(got) == set(expected) and got
+    for key, value in got.items():
+        assert value == pytest.approx(expected[key], rel=1e-12)
+
+
+def test_python_frames_of_another_thread():
+    """Each thread has its own tree. Torch records ops of the profiling thread only, but
+    ``with_stack`` frames of every Python thread: the worker's frames must not become
+    parents of the main thread's ops."""
+    import threading
+
+    a = torch.randn(64, 64)
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            stop.wait(0.002)
+
+    def step():
+        return a.sigmoid().mm(a).relu()
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        result, prof = run(step, stack=True)
+    finally:
+        stop.set()
+        worker.join()
+    threads = {e.thread for e in prof.function_events if e.is_python_function}
+    assert len(threads) >= 2, "frames of both threads were recorded"
+    assert_rows_equal_key_averages(result, prof)
+
+
+# --- on a GPU (pytest -m cuda) ----------------------------------------------------------
+
+
+@pytest.mark.cuda
+def test_cuda_block_and_training_step_device_times():
+    model, x = block_and_input(batch=4, seq=128)
+    model, x = model.cuda(), x.cuda()
+
+    def infer():
+        with torch.inference_mode():
+            model(x)
+
+    result, prof = run(infer, shapes=True, memory=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True)
+    assert result.device == "cuda" and result.self_device_time_total > 0
+    kernels = [e for e in prof.function_events
+               if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation]
+    assert sum(k.count for k in result.kernels) == len(kernels)
+    assert sum(k.device_time_total for k in result.kernels) == pytest.approx(
+        sum(k.time_range.elapsed_us() for k in kernels), rel=1e-9)
+
+    torch.manual_seed(0)
+    train, y = block_and_input(batch=4, seq=64, d=128)
+    train, y = train.cuda().train(), y.cuda()
+    opt = torch.optim.AdamW(train.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        train(y).square().mean().backward()
+        opt.step()
+
+    result, prof = run(step, memory=True, modules=True)
+    assert_rows_equal_key_averages(result, prof, memory=True)
+    threads = {e.thread for e in prof.function_events
+               if e.name.startswith("autograd::engine::evaluate_function")}
+    main = {e.thread for e in prof.function_events if e.name == "aten::layer_norm"}
+    assert threads and threads.isdisjoint(main), "backward ran on the autograd thread"
+
+
+# --- CUDA sessions described by hand, parsed by torch and by kernelmagic -----------------
+
+
+def _cuda_session():
+    from fake_kineto import CUDA, FakeEvent
+
+    def op(name, start, end, corr, tid=1):
+        return FakeEvent(name, start, end, tid=tid, corr=corr)
+
+    def launch(name, start, end, corr, linked, tid=9001):
+        # CUPTI records runtime calls on the system thread id, linked to the op's id.
+        return FakeEvent(name, start, end, tid=tid, activity="cuda_runtime", corr=corr,
+                         linked=linked)
+
+    def gpu(name, start, end, corr, linked, activity="kernel", stream=7):
+        return FakeEvent(name, start, end, tid=0, activity=activity, device=CUDA, corr=corr,
+                         linked=linked, stream=stream)
+
+    def user(name, start, end, corr, tid=1):
+        return FakeEvent(name, start, end, tid=tid, activity="user_annotation", corr=corr,
+                         user=True)
+
+    return [
+        user("cuda", 0, 1000, 1),
+        user("cuda/iter 0", 1, 990, 2),
+        user("my range", 5, 400, 3),
+        op("aten::mm", 10, 50, 4),
+        launch("cudaLaunchKernel", 20, 30, 1001, 4),
+        gpu("gemm", 100, 300, 1001, 4),
+        FakeEvent("[memory]", 15, 15, activity="cpu_instant_event", device=CUDA,
+                  bytes_=4096),
+        op("aten::add", 60, 80, 5),
+        launch("cudaLaunchKernel", 65, 70, 1002, 5),
+        gpu("add_kernel", 310, 320, 1002, 5, stream=8),
+        op("aten::copy_", 82, 95, 6),
+        launch("cudaMemcpyAsync", 84, 90, 1003, 6),
+        gpu("Memcpy HtoD (Pageable -> Device)", 321, 340, 1003, 6, activity="gpu_memcpy"),
+        op("aten::zero_", 96, 99, 7),
+        launch("cudaMemsetAsync", 97, 98, 1004, 7),
+        gpu("Memset (Device)", 341, 342, 1004, 7, activity="gpu_memset"),
+        gpu("my range", 90, 400, 0, 3, activity="gpu_user_annotation"),
+        # backward on the autograd thread: its own ops and launches
+        op("autograd::engine::evaluate_function: MmBackward0", 410, 600, 8, tid=2),
+        op("aten::mm", 420, 500, 9, tid=2),
+        launch("cudaLaunchKernel", 430, 440, 1005, 9, tid=9002),
+        gpu("gemm", 600, 800, 1005, 9),
+        user("kernelmagic: synchronize", 900, 980, 10),
+        launch("cudaDeviceSynchronize", 901, 979, 1006, 10),
+    ]
+
+
+def test_cuda_session_rows_equal_torchs_parse():
+    """Kernel attribution, runtime threads, memcpy/memset, GPU-side ranges, device memory
+    and our synchronize, on a CUDA session described by hand: torch parses the same raw
+    events, and every row must equal its ``key_averages()``."""
+    from fake_kineto import session, torch_function_events
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    events = _cuda_session()
+    table = table_from_session(session(events))
+    result = build_result(table, name="cuda", views=["memory"], device="cuda")
+    torch_events = torch_function_events(events)
+    prof = type("Prof", (), {"function_events": torch_events,
+                             "key_averages": lambda self, group_by_input_shape=False:
+                             torch_events.key_averages(group_by_input_shape)})()
+    assert_rows_equal_key_averages(result, prof, memory=True)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::mm"].self_device_time_total == 400.0  # both gemms, both threads
+    assert rows["autograd::engine::evaluate_function: MmBackward0"].device_time_total == 200.0
+    assert rows["aten::mm"].self_device_memory_usage == 4096
+    assert "cudaDeviceSynchronize" not in rows, "only ours was there"
+    kernels = {k.key: k for k in result.kernels}
+    assert set(kernels) == {"gemm", "add_kernel", "Memcpy HtoD (Pageable -> Device)",
+                            "Memset (Device)"}, "the range's GPU copy is not GPU work"
+    assert (kernels["gemm"].count, kernels["gemm"].device_time_total,
+            kernels["gemm"].launched_by) == (2, 400.0, "aten::mm")
+    ranges = {r.key: r for r in result.ranges}
+    assert ranges["my range"].device_time_total == 200 + 10 + 19 + 1, "without its GPU copy"
+    assert result.gpu_busy == [200 + 10 + 19 + 1 + 200]

@@ -1,0 +1,589 @@
+"""Real GPU traces (tests/data, see NOTICE) opened as results: rows, kernels, busy, findings.
+
+Every expected figure is worked out in this file from the raw JSON, with its own plain
+Python model of the trace (``Truth``): json.load with exact decimals, torch's nesting rule
+per thread, GPU work owned through its runtime call. Nothing is read back from
+kernelmagic's output to build an expectation.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import kernelmagic
+from kernelmagic import findings
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_SIDE = {*GPU_WORK, "gpu_user_annotation", "cuda_sync"}
+RUNTIME = ("cuda_runtime", "cuda_driver")
+
+
+def raw(name: str) -> dict:
+    with gzip.open(DATA / f"{name}.json.gz", "rt") as f:
+        return json.load(f, parse_float=Decimal)
+
+
+def dumps(doc: dict) -> str:
+    text = json.dumps(doc, default=lambda d: f"@@{d}@@")
+    return re.sub(r'"@@([-0-9.eE+]+)@@"', r"\1", text)
+
+
+def write_trace(path: Path, doc: dict) -> Path:
+    with gzip.open(path, "wt") as f:
+        f.write(dumps(doc))
+    return path
+
+
+def us(value) -> Decimal:
+    return Decimal(str(value))
+
+
+class Truth:
+    """The trace's figures, computed the plain way from the JSON."""
+
+    def __init__(self, doc: dict) -> None:
+        self.events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        for e in self.events:
+            e["_start"], e["_end"] = us(e["ts"]), us(e["ts"]) + us(e["dur"])
+        cpu = [e for e in self.events
+               if e.get("cat") not in GPU_SIDE and isinstance(e.get("tid"), int)
+               and e.get("cat") != "Trace"]
+        work = [e for e in self.events if e.get("cat") in GPU_WORK]
+        self.windows = self._steps(cpu)
+        if self.windows:  # only the steps' events; GPU work goes with its launch
+            calls = {e["args"]["correlation"]: e for e in cpu if e.get("cat") in RUNTIME}
+            cpu = [e for e in cpu if self.inside(e["_start"])]
+            kept = {id(e) for e in cpu}
+            work = [g for g in work if (id(calls[g["args"]["correlation"]]) in kept
+                                        if g["args"].get("correlation") in calls
+                                        else self.inside(g["_start"]))]
+        self.cpu, self.work = cpu, work
+        self._nest()
+        self._own_work()
+
+    def inside(self, t: Decimal) -> bool:
+        return any(s <= t <= e for s, e in self.windows)
+
+    @staticmethod
+    def _steps(cpu: list[dict]) -> list[tuple[Decimal, Decimal]]:
+        """ProfilerStep windows that hold an op (the stub step at the profiler's stop: not)."""
+        found = sorted((e["_start"], e["_end"]) for e in cpu
+                       if e["name"].startswith("ProfilerStep#"))
+        ops = [e["_start"] for e in cpu if e.get("cat") == "cpu_op"]
+        return [(s, t) for s, t in found if any(s <= o <= t for o in ops)]
+
+    def _nest(self) -> None:
+        """Torch's rule: per thread, by (start, -end); pop the top unless we fit inside it."""
+        by_tid = defaultdict(list)
+        for e in self.cpu:
+            e["_parent"], e["_children"], e["_work"] = None, [], []
+            by_tid[e["tid"]].append(e)
+        for events in by_tid.values():
+            events.sort(key=lambda e: (e["_start"], -e["_end"]))
+            stack: list[dict] = []
+            for e in events:
+                while stack:
+                    top = stack[-1]
+                    if e["_start"] >= top["_end"] or e["_end"] > top["_end"]:
+                        stack.pop()
+                    else:
+                        e["_parent"] = top
+                        top["_children"].append(e)
+                        break
+                stack.append(e)
+
+    def _own_work(self) -> None:
+        """A GPU event belongs to the event around the runtime call of its correlation."""
+        calls = {e["args"]["correlation"]: e for e in self.cpu if e.get("cat") in RUNTIME}
+        self.owner = {}
+        for g in self.work:
+            call = calls.get(g["args"].get("correlation"))
+            if call is None or call["_parent"] is None:
+                continue
+            owner = call["_parent"]
+            owner["_work"].append(g)
+            self.owner[id(g)] = owner
+        # torch's _remove_dup_nodes: an only child with its parent's name goes away.
+        self.dropped = set()
+        changed = True
+        while changed:
+            changed = False
+            for e in self.cpu:
+                p = e["_parent"]
+                if id(e) in self.dropped or p is None or p["name"] != e["name"] \
+                        or len(p["_children"]) != 1:
+                    continue
+                p["_children"] = e["_children"]
+                p["_work"] = e["_work"]
+                for c in e["_children"]:
+                    c["_parent"] = p
+                for g in e["_work"]:
+                    self.owner[id(g)] = p
+                self.dropped.add(id(e))
+                changed = True
+
+    def _device_total(self, e: dict) -> Decimal:
+        if "_dev" not in e:
+            e["_dev"] = sum((us(g["dur"]) for g in e["_work"]), Decimal(0)) + \
+                sum((self._device_total(c) for c in e["_children"]), Decimal(0))
+        return e["_dev"]
+
+    def op_rows(self) -> dict[str, dict[str, Decimal]]:
+        """Per op name (cpu_op and runtime events): count, CPU and device self and total (µs)."""
+        rows: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        for e in self.cpu:
+            if id(e) in self.dropped or e.get("cat") not in ("cpu_op", *RUNTIME):
+                continue
+            row = rows[e["name"]]
+            total = us(e["dur"])
+            row["count"] += 1
+            row["cpu_time_total"] += total
+            row["self_cpu_time_total"] += total - sum((us(c["dur"]) for c in e["_children"]),
+                                                      Decimal(0))
+            row["self_device_time_total"] += sum((us(g["dur"]) for g in e["_work"]), Decimal(0))
+            row["device_time_total"] += self._device_total(e)
+        return rows
+
+    def kernel_rows(self) -> dict[str, tuple[int, Decimal, set[str]]]:
+        """Per GPU work name: launches, total µs, and the op(s) that launched it most."""
+        count, time = Counter(), defaultdict(Decimal)
+        owners: dict[str, Counter] = defaultdict(Counter)
+        for g in self.work:
+            count[g["name"]] += 1
+            time[g["name"]] += us(g["dur"])
+            if id(g) in self.owner:
+                owners[g["name"]][self.owner[id(g)]["name"]] += 1
+        top = {k: {n for n, c in owners[k].items() if c == max(owners[k].values())}
+               for k in count if owners[k]}
+        return {k: (count[k], time[k], top.get(k, {""})) for k in count}
+
+    def steps(self) -> list[tuple[Decimal, Decimal]]:
+        return self.windows
+
+    def busy(self, window: tuple[Decimal, Decimal]) -> Decimal:
+        """Union of the GPU work that starts inside the window (overlaps counted once)."""
+        start, end = window
+        spans = sorted((g["_start"], g["_end"]) for g in self.work if start <= g["_start"] <= end)
+        total, reach = Decimal(0), start
+        for s, e in spans:
+            if e > reach:
+                total += e - max(s, reach)
+                reach = e
+        return total
+
+
+def close(a: float, b: Decimal) -> bool:
+    return a == pytest.approx(float(b), rel=1e-9, abs=1e-6)
+
+
+# --- op rows, kernels -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps",
+                                  "mi250_rocm"])
+def test_each_ops_self_and_total_times(name):
+    truth = Truth(raw(name)).op_rows()
+    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    assert {r.key for r in result.rows} == set(truth)
+    device_rows = 0
+    for row in result.rows:
+        want = truth[row.key]
+        assert row.count == want["count"], row.key
+        for field in ("self_cpu_time_total", "cpu_time_total", "self_device_time_total",
+                      "device_time_total"):
+            assert close(getattr(row, field), want[field]), (row.key, field)
+        device_rows += row.device_time_total > 0
+    assert device_rows > 5  # the device columns are really exercised
+
+
+def test_memcpy_and_memset_count_as_device_time():
+    truth = Truth(raw("a100_alexnet"))
+    copies = [g for g in truth.work if g["cat"] in ("gpu_memcpy", "gpu_memset")]
+    assert len(copies) == 19
+    owners = Counter(truth.owner[id(g)]["name"] for g in copies if id(g) in truth.owner)
+    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    rows = {r.key: r for r in result.rows}
+    want = truth.op_rows()
+    for op in owners:  # aten::copy_, aten::zero_ ...: their device time is the copies'
+        assert close(rows[op].self_device_time_total, want[op]["self_device_time_total"])
+        assert rows[op].self_device_time_total > 0
+    kernels = {k.key: k for k in result.kernels}
+    for name, n in Counter(g["name"] for g in copies).items():
+        assert kernels[name].count == n
+
+
+@pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps"])
+def test_kernel_counts_times_and_launchers(name):
+    want = Truth(raw(name)).kernel_rows()
+    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    got = {k.key: k for k in result.kernels}
+    assert set(got) == set(want)
+    for key, (count, time, launchers) in want.items():
+        assert got[key].count == count
+        assert close(got[key].device_time_total, time)
+        assert got[key].launched_by in launchers, key
+    if name == "v100_gpu_annotations":
+        assert sum(k.count for k in result.kernels) == 4350 + 1600 + 145
+
+
+def test_steps_gpu_busy_and_idle_per_iteration():
+    truth = Truth(raw("v100_gpu_annotations"))
+    steps = truth.steps()
+    assert len(steps) == 5
+    result = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    assert result.iters == 5 and result.device == "cuda"
+    assert result.device_name == "Tesla V100-SXM2-32GB"
+    for got, (s, e) in zip(result.timings, steps, strict=True):
+        assert got == pytest.approx(float((e - s) / 1000000), rel=1e-12)
+    for got, window in zip(result.gpu_busy, steps, strict=True):
+        assert close(got, truth.busy(window))
+    idle = [t * 1e6 - b for t, b in zip(result.timings, result.gpu_busy, strict=True)]
+    want_idle = [float((e - s) - truth.busy((s, e))) for s, e in steps]
+    assert idle == pytest.approx(want_idle, rel=1e-9)
+    from kernelmagic.render.text import text_report
+
+    assert "GPU per iteration (median): busy" in text_report(result)
+
+
+def test_trailing_empty_step_is_not_an_iteration():
+    truth = Truth(raw("mi250_rocm"))
+    all_steps = [e for e in truth.events if e["name"].startswith("ProfilerStep#")
+                 and e["cat"] == "user_annotation"]
+    assert len(all_steps) == 2 and len(truth.steps()) == 1  # #2 is the stub at the stop
+    result = kernelmagic.load(DATA / "mi250_rocm.json.gz")
+    assert result.iters == 1
+    (s, e), = truth.steps()
+    assert result.timings == [pytest.approx(float((e - s) / 1000000))]
+
+
+def test_whole_trace_is_one_iteration_without_steps():
+    truth = Truth(raw("a100_alexnet"))
+    spans = [e for e in truth.events if e.get("cat") not in ("Trace", "cuda_sync")]
+    start, end = min(e["_start"] for e in spans), max(e["_end"] for e in spans)
+    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    assert result.iters == 1
+    assert result.timings == [pytest.approx(float((end - start) / 1000000), rel=1e-12)]
+    assert close(result.gpu_busy[0], truth.busy((start, end)))
+
+
+def test_several_streams_in_the_timeline():
+    truth = Truth(raw("rank0_steps"))
+    result = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    assert "timeline" in result.views and result.iters == 2
+    median = sorted(range(2), key=result.timings.__getitem__)[1]
+    s, e = truth.steps()[median]
+    streams = {g["args"]["stream"] for g in truth.work if s <= g["_start"] <= e}
+    lanes = {span.lane for span in result.timeline}
+    assert len(streams) >= 3
+    assert lanes == {"CPU"} | {f"stream {x}" for x in streams}
+    gpu_spans = [span for span in result.timeline if span.lane != "CPU"]
+    assert len(gpu_spans) == sum(1 for g in truth.work if s <= g["_start"] <= e)
+
+
+# --- GPU-side ranges, steps, DataLoader --------------------------------------------------
+
+
+def test_gpu_side_ranges_are_ranges_not_kernels():
+    truth = Truth(raw("v100_gpu_annotations"))
+    gpu_ranges = [e for e in truth.events if e.get("cat") == "gpu_user_annotation"]
+    assert len(gpu_ranges) == 15
+    result = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    names = {e["name"] for e in gpu_ranges}
+    assert not names & {k.key for k in result.kernels}
+    assert not names & {r.key for r in result.rows}
+    # The kernels' total is GPU work only: the ranges' GPU copies are not added in.
+    assert close(sum(k.device_time_total for k in result.kernels),
+                 sum((us(g["dur"]) for g in truth.work), Decimal(0)))
+    # CPU ranges: count and time from the user_annotation events; device time is the GPU
+    # work launched inside them (not the length of their GPU-side copy).
+    ranges = {r.key: r for r in result.ranges}
+    cpu_ranges = [e for e in truth.cpu if e.get("cat") == "user_annotation"
+                  and id(e) not in truth.dropped and not e["name"].startswith("ProfilerStep#")]
+    assert set(ranges) == {e["name"] for e in cpu_ranges}
+    for key, row in ranges.items():
+        mine = [e for e in cpu_ranges if e["name"] == key]
+        assert row.count == len(mine)
+        assert close(row.cpu_time_total, sum((us(e["dur"]) for e in mine), Decimal(0)))
+        assert close(row.device_time_total,
+                     sum((truth._device_total(e) for e in mine), Decimal(0)))
+    assert ranges["## forward ##"].device_time_total > 0
+
+
+def test_steps_dataloader_and_gpu_ranges_are_never_rows(tmp_path):
+    doc = raw("mi250_rocm")
+    events = list(doc["traceEvents"])
+    step = next(e for e in events if e.get("name") == "ProfilerStep#1"
+                and e["cat"] == "user_annotation")
+    loader = {**step, "cat": "cpu_op", "dur": Decimal(5),
+              "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"}
+    events += [loader, {**step, "cat": "cpu_op", "name": "ProfilerStep#0",
+                        "ts": step["ts"] - 100, "dur": Decimal(50)}]
+    result = kernelmagic.load(write_trace(tmp_path / "t.json.gz", {**doc, "traceEvents": events}))
+    keys = {r.key for r in result.rows} | {k.key for k in result.kernels}
+    assert not {k for k in keys if k.startswith(("ProfilerStep#", "enumerate(DataLoader)"))}
+    assert "Optimizer.step#SGD.step" not in keys  # a gpu_user_annotation (and a CPU range)
+    assert "aten::mse_loss" in keys
+
+
+# --- ROCm, old categories, kernelmagic's own traces --------------------------------------
+
+
+def test_rocm_trace_opens():
+    result = kernelmagic.load(DATA / "mi250_rocm.json.gz")
+    truth = Truth(raw("mi250_rocm"))
+    assert result.device == "cuda" and result.device_name == "AMD Radeon Graphics"
+    assert sum(k.count for k in result.kernels) == 14 + 2
+    rows = {r.key: r for r in result.rows}
+    assert rows["hipLaunchKernel"].count == sum(1 for e in truth.cpu
+                                                if e["name"] == "hipLaunchKernel")
+
+
+def test_old_categories_give_the_same_result(tmp_path):
+    doc = raw("a100_alexnet")
+    rename = {"cpu_op": "Operator", "user_annotation": "Operator", "cuda_runtime": "Runtime",
+              "kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+    old = []
+    for e in doc["traceEvents"]:
+        e = dict(e)
+        if e.get("cat") == "user_annotation":
+            continue  # torch 1.8 had no user_annotation category; drop the ranges
+        e["cat"] = rename.get(e.get("cat"), e.get("cat"))
+        if "External id" in e.get("args", {}):
+            e["args"] = {("external id" if k == "External id" else k): v
+                         for k, v in e["args"].items()}
+        old.append(e)
+    modern = [e for e in doc["traceEvents"] if e.get("cat") != "user_annotation"]
+    a = kernelmagic.load(write_trace(tmp_path / "old.json.gz", {**doc, "traceEvents": old}))
+    b = kernelmagic.load(write_trace(tmp_path / "new.json.gz", {**doc, "traceEvents": modern}))
+    assert a.rows == b.rows and a.kernels == b.kernels and a.gpu_busy == b.gpu_busy
+    assert len(a.kernels) > 10 and a.device == "cuda"
+
+
+def test_kernelmagic_trace_iterations_from_its_own_ranges(tmp_path):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(64, 64)
+    path = tmp_path / "run.json"
+    live = kernelmagic.profile(lambda: x @ x + 1, iters=4, warmup=1, name="blk",
+                               trace=str(path))
+    result = kernelmagic.load(path)
+    assert result.name == "blk" and result.iters == 4
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    iters = sorted((us(e["ts"]), us(e["dur"])) for e in doc["traceEvents"]
+                   if re.fullmatch(r"blk/iter \d", e.get("name", "")))
+    assert result.timings == pytest.approx([float(d / 1000000) for _, d in iters], rel=1e-12)
+    assert {r.key: r.count for r in result.rows} == {r.key: r.count for r in live.rows}
+
+
+# --- findings that need CUDA data --------------------------------------------------------
+
+
+def rules(result) -> set[str]:
+    return {f.rule for f in result.findings()}
+
+
+def edited(tmp_path: Path, name: str, change) -> Path:
+    doc = raw(name)
+    doc["traceEvents"] = [e for e in (change(dict(e)) for e in doc["traceEvents"]) if e]
+    return write_trace(tmp_path / f"{name}.edited.json.gz", doc)
+
+
+def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
+    truth = Truth(raw("a100_alexnet"))
+    syncs = Counter(e["name"] for e in truth.cpu if e["name"] in findings.SYNC_OPS)
+    assert syncs["cudaStreamSynchronize"] == 16
+    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    found = {f.rule: f for f in result.findings()}
+    assert "sync_points" in found
+    assert "cudaStreamSynchronize ×16" in found["sync_points"].evidence
+    dtoh = Counter(g["name"] for g in truth.work if "DtoH" in g["name"])
+    for name, n in dtoh.items():
+        assert f"{name} ×{n}" in found["sync_points"].evidence
+
+    # The same trace without its synchronising calls and device-to-host copies.
+    def no_sync(e):
+        if e.get("name") in findings.SYNC_OPS or "DtoH" in e.get("name", ""):
+            return None
+        return e
+
+    assert "sync_points" not in rules(kernelmagic.load(edited(tmp_path, "a100_alexnet",
+                                                             no_sync)))
+
+
+def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
+    truth = Truth(raw("a100_multi_stream_sync"))
+    (start, end), = [(min(e["_start"] for e in truth.events if e.get("cat") != "Trace"),
+                      max(e["_end"] for e in truth.events if e.get("cat") != "Trace"))]
+    work = sum((us(g["dur"]) for g in truth.work), Decimal(0))
+    assert work / (end - start) < Decimal("0.05")  # the GPU idles: a launch-bound pattern
+    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    assert "launch_bound" in rules(result)
+
+    # Stretch every GPU event 2000x (the same launches, now long kernels): silent.
+    def long_kernels(e):
+        if e.get("cat") in GPU_WORK:
+            e["dur"] = us(e["dur"]) * 2000
+        return e
+
+    busy = kernelmagic.load(edited(tmp_path, "a100_multi_stream_sync", long_kernels))
+    assert "launch_bound" not in rules(busy)
+    assert "launch_bound" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+
+
+def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):
+    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    truth = Truth(raw("a100_multi_stream_sync"))
+    assert {g["name"] for g in truth.work if g["cat"] == "kernel"} == {"ampere_sgemm_128x64_nn"}
+    assert result.matmul_precision == "highest"
+    assert "fp32_matmul" in rules(result)
+    # Tensor-core (TF32) kernels instead: silent.
+    def tf32(e):
+        if e.get("cat") == "kernel":
+            e["name"] = "ampere_tf32_s1688gemm_tf32_128x64_nn"
+        return e
+
+    assert "fp32_matmul" not in rules(kernelmagic.load(edited(tmp_path, "a100_multi_stream_sync",
+                                                              tf32)))
+    # Same kernels on a GPU without TF32 (V100's compute capability 7): nothing to suggest.
+    doc = raw("a100_multi_stream_sync")
+    doc["deviceProperties"][0]["computeMajor"] = 7
+    volta = kernelmagic.load(write_trace(tmp_path / "volta.json.gz", doc))
+    assert volta.matmul_precision == "" and "fp32_matmul" not in rules(volta)
+    assert "fp32_matmul" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+
+
+def test_dominant_op_on_device_time(tmp_path):
+    truth = Truth(raw("a100_multi_stream_sync")).op_rows()
+    total = sum(r["self_device_time_total"] for r in truth.values())
+    top = max(truth, key=lambda k: truth[k]["self_device_time_total"])
+    assert top == "aten::mm" and truth[top]["self_device_time_total"] / total > Decimal("0.5")
+    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    found = {f.rule: f for f in result.findings()}
+    assert found["dominant_op"].evidence.startswith("aten::mm takes 100% of self time")
+    v100 = Truth(raw("v100_gpu_annotations")).op_rows()
+    share = max(r["self_device_time_total"] for r in v100.values()) / \
+        sum(r["self_device_time_total"] for r in v100.values())
+    assert share < Decimal("0.5")
+    assert "dominant_op" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+
+
+# --- the result is a result ---------------------------------------------------------------
+
+
+def test_save_compare_and_cli_on_traces(tmp_path):
+    a = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    saved = a.save(tmp_path / "a.json")
+    assert kernelmagic.load(saved) == a
+    b = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    comparison = b.compare(a).table(limit=3)
+    assert comparison.startswith("v100_gpu_annotations vs rank0_steps: ")
+    out = subprocess.run([sys.executable, "-m", "kernelmagic", "show",
+                          str(DATA / "v100_gpu_annotations.json.gz"), "--limit", "3"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("v100_gpu_annotations · CUDA (Tesla V100-SXM2-32GB) · "
+                                 "5 iterations")
+    assert "aten::convolution_backward " in out.stdout  # the top op by self device time
+    out = subprocess.run([sys.executable, "-m", "kernelmagic", "compare",
+                          str(DATA / "rank0_steps.json.gz"), str(saved)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("rank0_steps vs rank0_steps: ")
+
+
+def test_loading_a_trace_does_not_import_torch():
+    code = ("import sys, kernelmagic; r = kernelmagic.load(sys.argv[1]); "
+            "r.findings(); print(len(r.rows), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(DATA / "v100_gpu_annotations.json.gz")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1] == "False"
+
+
+def test_rank_from_distributed_info():
+    doc = raw("a100_multi_stream_sync")
+    result = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    info = raw("rank0_steps")["distributedInfo"]
+    assert result.distributed == {"rank": info["rank"], "world_size": info["world_size"],
+                                  "backend": info["backend"]} == {"rank": 0, "world_size": 128,
+                                                                  "backend": "nccl"}
+    assert kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz").distributed == \
+        {"rank": doc["distributedInfo"]["rank"]}
+    assert kernelmagic.load(DATA / "a100_triton.json.gz").distributed == {}  # none recorded
+
+
+def test_plain_pt_trace_json(tmp_path):
+    plain = tmp_path / "worker0.1712195495.pt.trace.json"  # tensorboard_trace_handler's name
+    with gzip.open(DATA / "v100_gpu_annotations.json.gz", "rb") as f:
+        plain.write_bytes(f.read())
+    from_gz = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    result = kernelmagic.load(plain)
+    assert result.name == "worker0.1712195495"
+    assert result.rows == from_gz.rows and result.kernels == from_gz.kernels
+
+
+def test_profile_json_with_its_keys_in_another_order(tmp_path):
+    saved = kernelmagic.load(DATA / "a100_triton.json.gz")
+    data = saved.to_dict()
+    reordered = {"version": data.pop("version"), **data}  # "format" no longer first
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(reordered))
+    assert kernelmagic.load(path) == saved
+
+
+def python_frames(path: Path) -> set[str]:
+    """The names of the Python frames (``python_function`` events) the trace recorded."""
+    doc = json.loads(path.read_text())
+    return {e["name"] for e in doc["traceEvents"] if e.get("cat") == "python_function"}
+
+
+def test_tensorboard_trace_of_a_cpu_training_step_equals_key_averages(tmp_path):
+    """torch.profiler with a schedule, tensorboard_trace_handler and every recording option:
+    the trace it writes loads into the rows ``key_averages()`` gives for that session."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(32, 64)
+    write = tensorboard_trace_handler(str(tmp_path))
+    seen = []
+
+    def ready(p):  # what the trace holds, and torch's own averages of the same cycle
+        write(p)
+        seen.append(p.key_averages())
+
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=ready, record_shapes=True,
+                 profile_memory=True, with_stack=True, with_modules=True) as prof:
+        for _ in range(4):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    (path,) = tmp_path.glob("*.pt.trace.json")
+    result = kernelmagic.load(path)
+    assert result.iters == 3 and result.device == "cpu"
+    assert "memory" in result.views and "stack" in result.views
+    (averages,) = seen
+    frames = python_frames(path)  # torch lists them as rows; kernelmagic as the source view
+    want = {a.key: a for a in averages
+            if not a.is_user_annotation and a.key not in frames and a.key != "[memory]"}
+    assert {r.key for r in result.rows} == set(want)
+    for row in result.rows:
+        for field in ("count", "self_cpu_time_total", "cpu_time_total",
+                      "self_cpu_memory_usage", "cpu_memory_usage"):
+            assert getattr(row, field) == pytest.approx(getattr(want[row.key], field),
+                                                        rel=1e-9, abs=1e-6), (row.key, field)
+    assert result.peak_memory["cpu"] > 0
