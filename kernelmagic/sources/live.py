@@ -106,7 +106,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     del activities
 
     keep = ~_lookup(name_ids, _IGNORED)[name_col]
-    if hasattr(event_type, "is_hidden_event"):  # torch 2.6+
+    if hasattr(event_type, "is_hidden_event"):  # not in every torch release
         keep &= ~column("is_hidden_event", bool)
     if not keep.all():
         events = [events[i] for i in np.flatnonzero(keep).tolist()]
