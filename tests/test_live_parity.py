@@ -306,3 +306,41 @@ def test_cuda_session_rows_equal_torchs_parse():
     ranges = {r.key: r for r in result.ranges}
     assert ranges["my range"].device_time_total == 200 + 10 + 19 + 1, "without its GPU copy"
     assert result.gpu_busy == [200 + 10 + 19 + 1 + 200]
+
+
+def test_same_name_only_children_dropped_as_torch_does():
+    """torch's ``_remove_dup_nodes`` on chains of same-name only children, with GPU work."""
+    from fake_kineto import CUDA, FakeEvent, session, torch_function_events
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    def op(name, start, end, corr):
+        return FakeEvent(name, start, end, corr=corr)
+
+    def launch(start, end, corr, linked):
+        return FakeEvent("cudaLaunchKernel", start, end, tid=9001, activity="cuda_runtime",
+                         corr=corr, linked=linked)
+
+    def kernel(start, end, corr, linked):
+        return FakeEvent("k", start, end, tid=0, activity="kernel", device=CUDA, corr=corr,
+                         linked=linked, stream=7)
+
+    events = [
+        op("aten::foo", 0, 100, 1), op("aten::foo", 5, 90, 2), op("aten::foo", 10, 80, 3),
+        op("aten::bar", 20, 60, 4), launch(30, 40, 101, 4), kernel(200, 250, 101, 4),
+        launch(1, 3, 102, 1), kernel(260, 270, 102, 1),  # the outer foo's own launch
+        op("aten::baz", 110, 200, 5), op("aten::baz", 120, 150, 6), op("aten::baz", 160, 190, 7),
+        op("aten::qux", 210, 300, 8), op("aten::qux", 220, 280, 9),
+        launch(230, 240, 103, 9), kernel(300, 340, 103, 9),
+    ]
+    table = table_from_session(session(events))
+    result = build_result(table, name="dup", device="cuda")
+    torch_events = torch_function_events(events)
+    prof = type("Prof", (), {"function_events": torch_events,
+                             "key_averages": lambda self, group_by_input_shape=False:
+                             torch_events.key_averages(group_by_input_shape)})()
+    assert_rows_equal_key_averages(result, prof)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::qux"].count == 1 and rows["aten::qux"].self_device_time_total == 40.0
+    assert rows["aten::baz"].count == 3, "two children: nobody is dropped"
