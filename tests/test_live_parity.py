@@ -377,3 +377,34 @@ def test_same_name_only_children_dropped_as_torch_does():
     rows = {r.key: r for r in result.rows}
     assert rows["aten::qux"].count == 1 and rows["aten::qux"].self_device_time_total == 40.0
     assert rows["aten::baz"].count == 3, "two children: nobody is dropped"
+
+
+def test_events_ending_after_their_parent_and_instants_as_torch_does():
+    """Partial overlaps take the stack sweep's path; instants and Python frames are nodes."""
+    from fake_kineto import FakeEvent, session, torch_function_events
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    def op(name, start, end, corr, tid=1):
+        return FakeEvent(name, start, end, tid=tid, corr=corr)
+
+    events = [
+        FakeEvent("cell.py(3): f", 0, 400, activity="python_function"),
+        op("aten::a", 10, 100, 1), op("aten::b", 50, 150, 2),  # b ends after a
+        op("aten::c", 60, 70, 3), op("aten::d", 120, 130, 4),
+        op("aten::e", 150, 150, 5),  # an instant at b's end
+        op("aten::f", 200, 300, 6), FakeEvent("cell.py(9): g", 210, 260,
+                                              activity="python_function"),
+        op("aten::g", 220, 240, 7), op("aten::f", 230, 235, 8),
+        op("aten::a", 205, 250, 9, tid=2), op("aten::c", 210, 215, 10, tid=2),
+    ]
+    table = table_from_session(session(events))
+    result = build_result(table, name="overlap")
+    torch_events = torch_function_events(events)
+    prof = type("Prof", (), {"function_events": torch_events,
+                             "key_averages": lambda self, group_by_input_shape=False:
+                             torch_events.key_averages(group_by_input_shape)})()
+    assert_rows_equal_key_averages(result, prof)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::f"].self_cpu_time_total == 100 - 50 + 5, "a Python frame is a child"
