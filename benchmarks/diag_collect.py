@@ -5,7 +5,7 @@ many-events cell of ``bench_many_events.py``), each profiled like ``%%profile`` 
 (``torch.autograd.profiler.profile(use_kineto=True)`` with per-iteration
 ``record_function`` ranges):
 
-* ``key_averages()`` as kernelmagic's ``collect_rows`` uses it (torch builds one Python
+* ``key_averages()`` as kernelmagic used it before its own event model (torch builds one Python
   ``FunctionEvent`` per event first);
 * the same with the cyclic garbage collector paused during collection;
 * a prototype that reads ``prof.kineto_results.events()`` directly (CPU events only),

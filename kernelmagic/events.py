@@ -256,38 +256,62 @@ def _derive_launchers(table: EventTable) -> None:
     table.launcher = launcher
 
 
+def _grouped(keys: np.ndarray, n: int):  # type: ignore[no-untyped-def]
+    """``members(k)``: the indices i with ``keys[i] == k`` (k in 0..n-1), in index order."""
+    has = np.flatnonzero(keys >= 0)
+    by_key = has[np.argsort(keys[has], kind="stable")]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(keys[has], minlength=n))))
+
+    def members(k: int) -> list[int]:
+        return by_key[bounds[k]:bounds[k + 1]].tolist()
+
+    return members
+
+
 def _remove_duplicate_nodes(table: EventTable) -> EventTable:
-    """Torch's ``_remove_dup_nodes``: drop an only child that has its parent's name."""
+    """Torch's ``_remove_dup_nodes``: drop an only child that has its parent's name.
+
+    Its children move up to the parent, and its GPU work replaces the parent's. Each
+    removal touches only the lists involved, so the work is O(n + removals).
+    """
     parent = table.parent
     has = parent >= 0
     same = np.zeros(table.n, dtype=bool)
     same[has] = table.name[parent[has]] == table.name[has]
     if not same.any():
         return table
+    n = table.n
     parent = parent.astype(np.int64)
     launcher = table.launcher.astype(np.int64)
-    children = np.bincount(parent[has], minlength=table.n)
-    alive = np.ones(table.n, dtype=bool)
+    children = np.bincount(parent[has], minlength=n)
+    csr_children, csr_work = _grouped(parent, n), _grouped(launcher, n)
+    kids: dict[int, list[int]] = {}  # current children, where they changed
+    work: dict[int, list[int]] = {}  # current GPU work, where it changed
+    name = table.name
+    alive = np.ones(n, dtype=bool)
     key = np.lexsort((-table.end, table.start))  # torch's list order
     while True:
         removed = False
         for idx in key[same[key] & alive[key]].tolist():
-            up = parent[idx]
-            if up < 0 or table.name[up] != table.name[idx] or children[up] != 1:
+            up = int(parent[idx])
+            if up < 0 or name[up] != name[idx] or children[up] != 1:
                 continue
             alive[idx] = False
             removed = True
-            kids = np.flatnonzero((parent == idx) & alive)
-            parent[kids] = up
-            children[up] = kids.size
-            launcher[launcher == up] = NO_PARENT  # torch replaces the parent's kernels
-            launcher[launcher == idx] = up
+            moved = kids.pop(idx) if idx in kids else csr_children(idx)
+            parent[moved] = up
+            kids[up] = moved
+            children[up] = len(moved)
+            launcher[work[up] if up in work else csr_work(up)] = NO_PARENT
+            lifted = work.pop(idx) if idx in work else csr_work(idx)
+            launcher[lifted] = up
+            work[up] = lifted
+            work[idx] = []
         if not removed:
             break
         has = (parent >= 0) & alive
         same[:] = False
-        same[has] = table.name[parent[has]] == table.name[has]
-        same &= alive
+        same[has] = name[parent[has]] == name[has]
     table.parent = parent.astype(np.int32)
     table.launcher = launcher.astype(np.int32)
     return select(table, alive)

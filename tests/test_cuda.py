@@ -32,8 +32,10 @@ def test_device_totals_reconcile_with_torch(mm_run):
     averages = prof.key_averages()
     by_key = {a.key: a for a in averages}
     for row in result.rows:
-        if row.key == "cudaDeviceSynchronize":
-            continue  # less kernelmagic's own per-iteration synchronize
+        if row.key.startswith("cuda"):
+            # Runtime calls: less kernelmagic's own synchronize, and torch also gives an
+            # unlinked call the GPU work of an op whose id equals its CUPTI id by chance.
+            continue
         assert row.self_device_time_total == pytest.approx(by_key[row.key].self_device_time_total)
         assert row.device_time_total == pytest.approx(by_key[row.key].device_time_total)
     kernels = sum(a.self_device_time_total for a in averages

@@ -12,8 +12,11 @@ events is reproduced here so the report's numbers stay torch's:
 - a CPU event starting and ending on different threads (or flagged async) stays out of
   the tree (``tid`` -1), as torch keeps async events out of it
 - a runtime call (``cudaLaunchKernel``) is moved to the thread of the op it is linked
-  to, and each GPU event is attributed (``launcher``) to the op whose correlation id is
-  its linked correlation id, exactly torch's ``FunctionEvent.kernels``
+  to, and each GPU event is attributed (``launcher``) to the op (or range) whose
+  correlation id is its linked correlation id, as torch's ``FunctionEvent.kernels``;
+  unlike torch, never to a runtime call or a profiler ``overhead`` event that merely
+  shares the number (their CUPTI ids are counted apart from the ops' ids)
+- ``overhead`` events (Kineto's "Activity Buffer Request") are OTHER: not op rows
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ _CPU_ACTIVITY = {
     "cuda_runtime": Kind.RUNTIME, "cuda_driver": Kind.RUNTIME,
     "privateuse1_runtime": Kind.RUNTIME, "privateuse1_driver": Kind.RUNTIME,
     "xpu_runtime": Kind.RUNTIME, "xpu_driver": Kind.RUNTIME,
+    "overhead": Kind.OTHER,  # the profiler's own work ("Activity Buffer Request")
 }
 _GPU_ACTIVITY = {
     "kernel": Kind.KERNEL, "gpu_memcpy": Kind.MEMCPY, "gpu_memset": Kind.MEMSET,
@@ -106,7 +110,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     del activities
 
     keep = ~_lookup(name_ids, _IGNORED)[name_col]
-    keep &= ~column("is_hidden_event", bool)
+    if hasattr(event_type, "is_hidden_event"):  # not in every torch release
+        keep &= ~column("is_hidden_event", bool)
     if not keep.all():
         events = [events[i] for i in np.flatnonzero(keep).tolist()]
         name_col, activity = name_col[keep], activity[keep]
@@ -205,7 +210,11 @@ def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[
     n = kind.shape[0]
     cpu = np.ones(n, dtype=bool)
     cpu[gpu_idx] = False
-    frontend = np.flatnonzero(cpu & (linked == 0) & (tid >= 0) & (kind != Kind.MEMORY))
+    # Only RecordFunctions (ops, ranges) launch work. Torch also matches runtime calls and
+    # profiler overhead events whose own CUPTI correlation id happens to equal an op's id
+    # (the two are numbered apart), which gives them device time; they never get any here.
+    launches = (kind == Kind.OP) | (kind == Kind.RANGE) | (kind == Kind.STEP)
+    frontend = np.flatnonzero(cpu & (linked == 0) & (tid >= 0) & launches)
     if not frontend.size:
         return
     ids = correlation[frontend]

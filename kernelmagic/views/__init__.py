@@ -14,7 +14,7 @@ import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, EventTable
 from kernelmagic.result import ProfileResult
-from kernelmagic.views.ops import SYNC_RANGE, kernel_rows, op_rows
+from kernelmagic.views.ops import SYNC_RANGE, kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import MODULE_RANGE, module_rows, user_ranges
 from kernelmagic.views.sources import source_rows
 from kernelmagic.views.timeline import (
@@ -43,7 +43,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
-      ``<name>/iter i`` are not user ranges.
+      ``<name>/iter i`` are not user ranges, and when the ``<name>`` range is there, ops
+      starting outside it (the profiler's own start/stop work) are not rows.
     - ``views``: the deeper views asked for, any of ``VIEWS`` ("shapes" splits the op
       rows by input shapes; "memory" adds memory fields and peaks; "flops", "stack"
       (``source_file`` names the profiled code's file, listed first), "modules",
@@ -84,7 +85,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         device=device,
         device_name=device_name,
         rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                     flops="flops" in wanted),
+                     flops="flops" in wanted, window=outer_window(table, name)),
         kernels=kernel_rows(table) if on_device else [],
         timings=list(timings),
         warmup_timings=list(warmup_timings),

@@ -45,16 +45,30 @@ def group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse], np.sort(first)
 
 
+def outer_window(table: EventTable, name: str) -> tuple[int, int] | None:
+    """(start, end) of the run's outermost range ``name`` (kernelmagic's own), if any."""
+    if name not in table.names:
+        return None
+    found = np.flatnonzero((table.name == table.names.index(name)) & (table.kind == Kind.RANGE))
+    if not found.size:
+        return None
+    return int(table.start[found].min()), int(table.end[found].max())
+
+
 def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
-            memory: bool = False, flops: bool = False) -> list[OpRow]:
+            memory: bool = False, flops: bool = False,
+            window: tuple[int, int] | None = None) -> list[OpRow]:
     """One row per operator name (and input shapes with ``shapes``), in torch's order.
 
     Sums run over the events in torch's list order, so every figure equals
-    ``key_averages()``'s bit for bit. The events under kernelmagic's own synchronize
-    range are left out.
+    ``key_averages()``'s bit for bit. Left out: the events under kernelmagic's own
+    synchronize range and, given the run's ``window`` (``outer_window``), events that
+    start outside it (the profiler's own start and stop, e.g. its closing synchronize).
     """
     order = figures.order
     wanted = is_op(table) & ~_under_our_sync(table)
+    if window is not None:
+        wanted &= (table.start >= window[0]) & (table.start <= window[1])
     sel = order[wanted[order]]
     if not sel.size:
         return []
