@@ -71,6 +71,7 @@ class ProfileResult:
     timeline: list[Span] = field(default_factory=list)
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
+    planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
 
     # --- derived figures ---------------------------------------------------------
 
@@ -78,6 +79,11 @@ class ProfileResult:
     def profiles_device(self) -> bool:
         """Whether device (CUDA) activity was profiled."""
         return self.device != "cpu"
+
+    @property
+    def interrupted_after(self) -> int | None:
+        """Completed iterations when Ctrl-C cut the run short (of ``planned_iters``), else None."""
+        return self.iters if self.planned_iters > self.iters else None
 
     @cached_property
     def stats(self) -> TimingStats:
@@ -190,6 +196,7 @@ class ProfileResult:
             "timeline": [asdict(x) for x in self.timeline],
             "gpu_busy": list(self.gpu_busy),
             "trace_path": self.trace_path,
+            "planned_iters": self.planned_iters,
         }
 
     def save(self, path: Any) -> Any:
@@ -249,6 +256,7 @@ class ProfileResult:
                 timeline=[Span(**x) for x in data.get("timeline", [])],
                 gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
                 trace_path=str(data.get("trace_path", "")),
+                planned_iters=int(data.get("planned_iters", 0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

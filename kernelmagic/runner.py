@@ -22,6 +22,8 @@ from kernelmagic import collect_views as views
 from kernelmagic import torch_compat
 from kernelmagic.collector import collect_kernels, collect_rows
 from kernelmagic.options import ProfileOptions
+from kernelmagic.progress import Progress, ProgressUpdate
+from kernelmagic.progress import for_api as progress_for_api
 from kernelmagic.result import ProfileResult
 
 
@@ -70,26 +72,34 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
 def execute(fn: Callable[[], Any], run: Plan,
             on_trace_ready: Callable[[Any], None] | None = None,
             clock: Callable[[], float] = time.perf_counter,
-            source_file: str | None = None) -> ProfileResult:
+            source_file: str | None = None,
+            progress: Progress | None = None) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
-    Exceptions from ``fn`` (``KeyboardInterrupt`` included) propagate unchanged; the
-    profiler is stopped and every range closed on the way out. ``clock`` (seconds)
+    Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
+    range closed on the way out. A ``KeyboardInterrupt`` after at least one profiled
+    iteration is re-raised too, carrying the result of the completed iterations as
+    its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
-    functions ``--stack`` lists first.
+    functions ``--stack`` lists first; ``progress`` is told where the run stands
+    between runs of ``fn``, never inside the timed span.
     """
     __tracebackhide__ = True
     opts = run.options
     name = opts.name
     sync = torch_compat.synchronize
     warmup_timings: list[float] = []
+    if progress is not None:
+        progress.start(opts.warmup, opts.iters)
     if opts.warmup:
         with torch_compat.labelled_range(f"{name}/warmup"):
-            for _ in range(opts.warmup):
+            for w in range(opts.warmup):
                 start = clock()
                 fn()
                 sync()
                 warmup_timings.append(clock() - start)  # each run ends synchronised
+                if progress is not None:
+                    progress.warmup(w + 1)
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
@@ -98,25 +108,42 @@ def execute(fn: Callable[[], Any], run: Plan,
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
+    interrupt: KeyboardInterrupt | None = None
     try:
         with prof:
             with torch_compat.labelled_range(name), modules:
-                for i in range(opts.iters):
-                    if device_peaks is not None:
-                        baseline = torch_compat.reset_device_peak()
-                    with torch_compat.labelled_range(f"{name}/iter {i}"):
-                        start = clock()
-                        fn()
-                        sync()
-                        timings.append(clock() - start)
-                    if device_peaks is not None:
-                        device_peaks.append(torch_compat.device_peak(baseline))
+                if progress is not None:
+                    progress.profiling()
+                try:
+                    for i in range(opts.iters):
+                        if device_peaks is not None:
+                            baseline = torch_compat.reset_device_peak()
+                        with torch_compat.labelled_range(f"{name}/iter {i}"):
+                            start = clock()
+                            fn()
+                            sync()
+                            timings.append(clock() - start)
+                        if device_peaks is not None:
+                            device_peaks.append(torch_compat.device_peak(baseline))
+                        if progress is not None:
+                            progress.iteration(i + 1)
+                except KeyboardInterrupt as exc:
+                    if not timings:
+                        raise  # nothing completed: nothing to report
+                    interrupt = exc  # report the completed iterations, then re-raise
+                    sync()
+            if progress is not None:
+                progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
+        if progress is not None:
+            progress.reading(torch_compat.event_count(prof))
         result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
     finally:
+        if progress is not None:
+            progress.close()
         if gc_was_enabled:
             gc.enable()
     if opts.trace is not None:
@@ -127,6 +154,9 @@ def execute(fn: Callable[[], Any], run: Plan,
         torch_compat.release(prof)
         del prof
         torch_compat.return_freed_memory()
+    if interrupt is not None:
+        interrupt.result = result  # type: ignore[attr-defined]
+        raise interrupt
     return result
 
 
@@ -134,15 +164,19 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
             device_peaks: list[float] | None, source_file: str | None) -> ProfileResult:
     """Everything the finished session holds, as a plain ``ProfileResult``."""
     opts, name = run.options, run.options.name
+    # Interrupted: only the completed iterations count; the ops of the one cut short
+    # (under its "iter <k>" range) are taken out of the op rows.
+    partial = f"{name}/iter {len(timings)}" if len(timings) < opts.iters else None
     median_iteration = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
     return ProfileResult(
         name=name,
-        iters=opts.iters,
+        iters=len(timings),
+        planned_iters=opts.iters if partial else 0,
         warmup=opts.warmup,
         device="cuda" if run.profiles_device else "cpu",
         device_name=torch_compat.device_name() if run.profiles_device else None,
         rows=collect_rows(prof, shapes=opts.shapes, memory=opts.memory, flops=opts.flops,
-                          stack=opts.stack),
+                          stack=opts.stack, leave_out_range=partial),
         kernels=collect_kernels(prof) if run.profiles_device else [],
         timings=timings,
         warmup_timings=warmup_timings,
@@ -167,6 +201,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
             topk: int = 10, sort: str | None = None, name: str = "profile",
             cpu_only: bool = False, namespace: dict[str, Any] | None = None,
             on_trace_ready: Callable[[Any], None] | None = None,
+            progress: bool | Callable[[ProgressUpdate], Any] = False,
             **view_options: Any) -> ProfileResult:
     """Profile ``target`` and return where its time went.
 
@@ -176,11 +211,22 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
     ``modules``, ``timeline``, and ``trace="run.json"`` (with ``force``).
+
+    ``progress=True`` shows one updating line on stderr once the run has taken more
+    than about a second; a callable receives each ``ProgressUpdate`` instead.
+    Ctrl-C (``KeyboardInterrupt``) after at least one profiled iteration stops the
+    profiler and re-raises, with the completed iterations' result as ``exc.result``.
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only, **view_options)
     fn = as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
-    return execute(fn, plan(options), on_trace_ready,
-                   source_file=code.co_filename if code is not None else None)
+    reporter = progress_for_api(progress)
+    try:
+        return execute(fn, plan(options), on_trace_ready,
+                       source_file=code.co_filename if code is not None else None,
+                       progress=reporter)
+    finally:
+        if reporter is not None:
+            reporter.close()

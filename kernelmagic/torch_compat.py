@@ -192,6 +192,12 @@ def all_events(prof: Any) -> list[Any]:
     return list(events if events is not None else prof.events())
 
 
+def event_count(prof: Any) -> int:
+    """How many events the finished session holds (cheap: no copy)."""
+    events = getattr(prof, "function_events", None)
+    return len(events) if events is not None else 0
+
+
 def is_user_range(avg: Any) -> bool:
     """A ``record_function``/NVTX range (ours or the user's), not an operator."""
     flag = getattr(avg, "is_user_annotation", None)
