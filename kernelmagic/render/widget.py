@@ -7,6 +7,7 @@ thousands of rows re-sorts as fast as a short one.
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 import ipywidgets as w
@@ -93,8 +94,9 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
                   timeline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
-    ``.km_table`` is the op table's state, ``.km_views`` maps each view's name to its
-    ``SortableTable`` (or note widget) and ``.km_selector`` chooses the view shown.
+    ``.km_table`` is the op table's state, ``.km_views`` maps the name of each view
+    that has rows to its ``SortableTable``, and ``.km_selector`` chooses the view shown
+    (hidden when the op table is the only one).
     """
     from kernelmagic.render.views import view_tables
 
@@ -104,12 +106,17 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
             parts.append(w.Image(value=image, format="png", layout=w.Layout(width="auto")))
     table = SortableTable(op_table(result))
     views: dict[str, Any] = {"ops": table}
-    for title, view in view_tables(result, always_kernels=True):
-        views[title] = SortableTable(view) if isinstance(view, Table) else w.HTML(
-            f'<p class="km-note">{view}</p>')
-    box_of = {name: (v.widget if isinstance(v, SortableTable) else v) for name, v in views.items()}
+    empty: list[str] = []  # views asked for that found nothing: a note, not a tab
+    for title, view in view_tables(result):
+        if isinstance(view, Table) and view.rows:
+            views[title] = SortableTable(view)
+        elif not isinstance(view, Table):
+            empty.append(f"{title}: {view}")
+    box_of = {name: v.widget for name, v in views.items()}
     selector = w.ToggleButtons(options=list(views), value="ops", description="view")
     selector.add_class("km-views")
+    if len(views) == 1:
+        selector.layout.display = "none"  # nothing to choose between
 
     def show(change: Any = None) -> None:
         for name, widget in box_of.items():
@@ -118,6 +125,8 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     selector.observe(show, names="value")
     show()
     parts += [selector, *box_of.values()]
+    if empty:
+        parts.append(w.HTML("".join(f'<div class="km-note">{escape(n)}</div>' for n in empty)))
     notes = findings_html(result) if findings else ""
     if notes:
         parts.append(w.HTML(notes))
