@@ -81,8 +81,32 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     return _png(fig)
 
 
+#: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on
+#: JupyterLab Dark's #111 alike (the PNG is transparent and shows the page behind it).
+INK = "#7a7a7a"
+
+
+def _for_any_theme(fig: Any) -> None:
+    """A transparent background, and INK for every text and axis line left at black."""
+    fig.patch.set_alpha(0.0)
+    for ax in fig.axes:
+        ax.set_facecolor("none")
+        for spine in ax.spines.values():
+            spine.set_edgecolor(INK)
+        ax.tick_params(colors=INK)
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
+            if text.get_color() in ("black", "k", "#000000"):
+                text.set_color(INK)
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.get_frame().set_alpha(0.0)
+            for text in legend.get_texts():
+                text.set_color(INK)
+
+
 def _png(fig: Any) -> bytes:
     """Encode with light compression: encoding dominates otherwise (~9 ms vs ~2 ms)."""
+    _for_any_theme(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()

@@ -12,7 +12,13 @@ from typing import Any
 
 import ipywidgets as w
 
-from kernelmagic.render.html import findings_html, summary_html, table_html
+from kernelmagic.render.html import (
+    MIN_NAME_WIDTH,
+    findings_html,
+    summary_html,
+    table_html,
+    table_widths,
+)
 from kernelmagic.render.table import Table, op_table
 from kernelmagic.result import ProfileResult
 
@@ -30,26 +36,33 @@ class SortableTable:
         self.descending = True
         self.visible = page
         self.headers: dict[str, w.Button] = {}
-        for col in table.columns:
+        for n, col in enumerate(table.columns):
+            # The first column shrinks with the output area (the body's first column does
+            # the same), every other keeps its width: the buttons stay over their columns.
+            size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
+                         max_width=f"{col.width}px") if n == 0
+                    else dict(width=f"{col.width}px", flex="0 0 auto"))
             button = w.Button(
                 description=col.title,
                 tooltip=f"sort by {col.title}",
-                layout=w.Layout(width=f"{col.width}px", margin="0", padding="0 6px",
-                                flex="0 0 auto"),
+                layout=w.Layout(margin="0", padding="0 6px", **size),
             )
             button.add_class("km-header")
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
-        self.body = w.HTML(layout=w.Layout(margin="0"))
+        narrowest, widest = table_widths(table)
+        fit = dict(width="100%", min_width=f"{narrowest}px", max_width=f"{widest}px")
+        self.body = w.HTML(layout=w.Layout(margin="0", **fit))
         self.status = w.HTML()
         self.more_button = w.Button(description=f"show {page} more",
                                     layout=w.Layout(width="auto"))
         self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
         self.all_button = w.Button(description="show all", layout=w.Layout(width="auto"))
         self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
-        # Header and body scroll together when the output area is narrower than the table.
+        # The table fits the output area down to its narrowest; below that, header and
+        # body scroll together inside the output.
         self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible")),
+            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible", **fit)),
             self.body,
             w.HBox([self.status, self.more_button, self.all_button]),
         ], layout=w.Layout(overflow="auto"))
