@@ -196,11 +196,20 @@ class WidgetSink:
         self.handle = display(bundle, raw=True, display_id=True)
 
     def replace(self, bundle: dict[str, Any] | None) -> bool:
-        """Show ``bundle`` in the bar's place (or an empty output); False if none was shown."""
+        """Show ``bundle`` in the bar's place (or an empty output); False if none was shown.
+
+        The bar becomes plain text first and only then are its widgets closed: a
+        front end that re-used the bar's widget view for the report would hide the
+        report when the bar's view goes (JupyterLab does).
+        """
         if self.handle is None:
             return False
-        self.handle.update(bundle if bundle is not None else {"text/plain": ""}, raw=True)
+        handle = self.handle
+        text = (bundle or {}).get("text/plain", "")
+        handle.update({"text/plain": text}, raw=True)
         self._close_widgets()
+        if bundle is not None and set(bundle) != {"text/plain"}:
+            handle.update(bundle, raw=True)
         return True
 
     def close(self) -> None:

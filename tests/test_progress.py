@@ -145,6 +145,8 @@ def test_magic_progress_bar_is_replaced_by_the_report(ip, widget_bar):
     assert all(o.update and o.transient["display_id"] == display_id for o in cap.outputs[1:])
     assert report.data["text/plain"].startswith("bar · CPU · 3 iterations")
     assert WIDGET_MIME in report.data
+    # Text first (so no front end re-uses the bar's widget view for the report).
+    assert cap.outputs[-2].data == {"text/plain": report.data["text/plain"]}
     registry = ipywidgets.widgets.widget._instances
     assert bar.data[WIDGET_MIME]["model_id"] not in registry  # closed: not saved
     assert widget_bar[0].handle is None
