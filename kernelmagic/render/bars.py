@@ -47,7 +47,10 @@ def _font(size: int, bold: bool = False) -> Any:
         path = f"{matplotlib.get_data_path()}/fonts/ttf/{name}"
         return ImageFont.truetype(path, size)
     except (ImportError, OSError):
-        return ImageFont.load_default(size)
+        try:
+            return ImageFont.load_default(size)
+        except TypeError:  # Pillow < 10.1: one bitmap size
+            return ImageFont.load_default()
 
 
 def nice_ticks(limit: float, most: int = 7) -> list[float]:
