@@ -115,6 +115,7 @@ def main() -> None:
     sh.enable_gui = lambda gui=None: None  # the base shell has no GUI loop to start
     c.run_cell("%matplotlib inline")
     c.run_cell("%load_ext kernelmagic")
+    c.notebook_progress()  # the magic reports progress as in a notebook (silent < 1 s)
     # Warm both sides: first profiler session, pyplot and the inline backend, ipywidgets.
     timed(KM_CELL, "application/vnd.jupyter.widget-view+json")
     timed(SEED_CELL, "image/png")
