@@ -147,7 +147,9 @@ def test_magic_progress_bar_is_replaced_by_the_report(ip, widget_bar):
     assert WIDGET_MIME in report.data
     # Text first (so no front end re-uses the bar's widget view for the report).
     assert cap.outputs[-2].data == {"text/plain": report.data["text/plain"]}
-    registry = ipywidgets.widgets.widget._instances
+    registry = getattr(ipywidgets.widgets.widget, "_instances", None)
+    if registry is None:  # ipywidgets 7
+        registry = ipywidgets.Widget.widgets
     assert bar.data[WIDGET_MIME]["model_id"] not in registry  # closed: not saved
     assert widget_bar[0].handle is None
 
