@@ -18,7 +18,7 @@ Also reported, per side: the time from the end of the last profiled iteration to
 report on screen (the display message published; for the manual path, its chart), the
 median over the rounds.
 
-    python benchmarks/bench_seed_path.py [--rounds N]
+    python benchmarks/bench_seed_path.py [--rounds N] [--threads N]
 """
 
 from __future__ import annotations
@@ -104,7 +104,14 @@ def timed(code: str, expect: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads for both sides (default: torch's own choice); 1 "
+                             "keeps an oversubscribed machine's thread contention out")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     c.header("bench_seed_path: whole %%profile cell vs the seed's manual path (chart included)",
              "    workload: seed Block on randn(4, 256, 512); 3 warm-up + 10 profiled forwards")
     import torch
