@@ -162,3 +162,29 @@ def test_magic_quiet_or_failing_run_leaves_an_empty_output(ip, widget_bar):
         res = ip.run_cell("%%profile -n 2 -w 0\nraise ValueError('no')")
     assert isinstance(res.error_in_exec, ValueError)
     assert cap.outputs[-1].update and cap.outputs[-1].data == {"text/plain": ""}
+
+
+def test_magic_fast_cell_shows_only_the_report(ip, monkeypatch):
+    monkeypatch.setattr(km_progress, "sink_for_shell", lambda shell: WidgetSink())
+    with capture_output() as cap:
+        ip.run_cell("%%profile -n 2 -w 1\ntorch.ones(8).add(1)")
+    assert len(cap.outputs) == 1 and not cap.outputs[0].update  # no bar for a fast cell
+    assert WIDGET_MIME in cap.outputs[0].data
+
+
+def test_magic_terminal_line_is_erased_before_the_report(ip, monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(km_progress, "sink_for_shell", lambda shell: LineSink(out))
+    monkeypatch.setattr(km_progress, "DELAY", 0.0)
+    monkeypatch.setattr(km_progress, "REDRAW", 0.0)
+    with capture_output() as cap:
+        ip.run_cell("%%profile -n 2 -w 1 --name t\ntorch.ones(8).add(1)")
+    text = out.getvalue()
+    lines = [part.rstrip() for part in text.split("\r") if part.strip()]
+    assert lines[0] == "%%profile: warm-up 1/1"
+    assert lines[1].startswith("%%profile: profiled iteration 0/2 · ")
+    assert lines[2].startswith("%%profile: profiled iteration 1/2 · ")
+    assert lines[-2] == "%%profile: stopping the profiler, reading its events"
+    assert lines[-1].startswith("%%profile: reading ") and lines[-1].endswith(" events")
+    assert text.endswith("\r") and not text.split("\r")[-2].strip()  # erased at the end
+    assert cap.outputs[0].data["text/plain"].startswith("t · CPU")
