@@ -290,6 +290,8 @@ def _open_and_run_all(page: Any, lab: Lab) -> Any:
     # Clicks queue behind running cells in the kernel: wait until none is queued or running.
     expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
         0, timeout=RUN_ALL_TIMEOUT)
+    # A cell that ran over a second showed a progress bar: the report took its place.
+    expect(page.locator(".km-progress")).to_have_count(0)
     return report
 
 
