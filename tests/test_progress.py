@@ -188,3 +188,17 @@ def test_magic_terminal_line_is_erased_before_the_report(ip, monkeypatch):
     assert lines[-1].startswith("%%profile: reading ") and lines[-1].endswith(" events")
     assert text.endswith("\r") and not text.split("\r")[-2].strip()  # erased at the end
     assert cap.outputs[0].data["text/plain"].startswith("t · CPU")
+
+
+def test_magic_interrupt_puts_the_partial_report_in_the_bar_place(ip, widget_bar):
+    ip.run_cell("n = 0")
+    with capture_output() as cap:
+        res = ip.run_cell("%%profile -n 5 -w 1\nn += 1\ntorch.ones(4).add(1)\n"
+                          "if n == 1 + 3:\n    raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    display_id = cap.outputs[0].transient["display_id"]
+    report = cap.outputs[-1]
+    assert report.update and report.transient["display_id"] == display_id
+    assert "interrupted after 2 of 5 iterations" in report.data["text/plain"]
+    assert WIDGET_MIME in report.data
+    assert widget_bar[0].handle is None
