@@ -209,6 +209,8 @@ def _check_fits(report: Any) -> None:
     cells = report.locator("tr.km-row").first.locator("td")
     last = _box(cells.nth(cells.count() - 1))
     assert last["x"] + last["width"] <= right + 1
+    chart = _box(report.locator("img").first)
+    assert chart["x"] + chart["width"] <= right + 1, "the chart is cut at the right"
 
 
 _CONTRAST_JS = r"""

@@ -90,7 +90,8 @@ def png_img(png: bytes | None, alt: str) -> str:
     if png is None:
         return ""
     data = base64.b64encode(png).decode("ascii")
-    return f'<img class="km-chart" alt="{escape(alt)}" src="data:image/png;base64,{data}"/>'
+    return (f'<img class="km-chart" alt="{escape(alt)}" style="max-width:100%" '
+            f'src="data:image/png;base64,{data}"/>')
 
 
 def summary_html(result: ProfileResult) -> str:

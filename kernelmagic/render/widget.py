@@ -116,7 +116,8 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     parts: list[Any] = [w.HTML(summary_html(result))]
     for image in (png, timeline_png):
         if image is not None:
-            parts.append(w.Image(value=image, format="png", layout=w.Layout(width="auto")))
+            parts.append(w.Image(value=image, format="png",
+                                  layout=w.Layout(width="auto", max_width="100%")))
     table = SortableTable(op_table(result))
     views: dict[str, Any] = {"ops": table}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
