@@ -94,6 +94,18 @@ def shell() -> Any:
     return InteractiveShell.instance()
 
 
+def notebook_progress() -> None:
+    """Give the magic the notebook's progress reporter (the widget bar), as in a kernel.
+
+    The benchmark shell is a plain ``InteractiveShell``, which gets none; with this the
+    runner's progress calls between iterations are measured too. The bar itself only
+    appears after a second, so a sub-second cell still shows nothing.
+    """
+    from kernelmagic import progress
+
+    progress.sink_for_shell = lambda shell: progress.WidgetSink()
+
+
 def run_cell(code: str, keep: bool = False, store_history: bool = False) -> Any:
     """Run ``code`` in the shell with output captured; the captured outputs if ``keep``."""
     from IPython.utils.capture import capture_output

@@ -13,7 +13,9 @@ run alternately (rotating order). Figures: median wall time of a whole cell per 
 the ratio judged is the median of the per-round ratios (robust to the machine's slow
 spells, which hit both sides of a round alike). Target: kernelmagic / manual <= 1.05.
 A third, diagnostic side runs the same ``%%profile`` with ``-q`` (nothing displayed) to
-separate rendering from the rest, and a breakdown of one run (iterations, collection,
+separate rendering from the rest; a fourth runs it without the progress reporter (the
+magic uses the notebook's on every other side), to show that reporting costs nothing
+measurable; and a breakdown of one run (iterations, collection,
 rendering, chart) is printed.
 
     python benchmarks/bench_warm_cell.py [--rounds N]
@@ -84,6 +86,7 @@ def main() -> None:
     sh = c.shell()
     sh.user_ns.update(block=block, x=x, torch=__import__("torch"))
     c.run_cell("%load_ext kernelmagic")
+    c.notebook_progress()  # the magic reports progress as in a notebook (silent < 1 s)
 
     # Warm both sides: first profiler session, inductor import, matplotlib, ipywidgets.
     cap = c.run_cell(KM_CELL, keep=True)
@@ -91,12 +94,25 @@ def main() -> None:
     print(f"    kernelmagic display bundle: {', '.join(kinds)}")
     c.run_cell(MANUAL_CELL)
 
+    from kernelmagic import progress
+
+    with_progress = progress.sink_for_shell
+
+    def without_progress() -> float:
+        progress.sink_for_shell = lambda shell: None
+        try:
+            return c.timed_cell(KM_CELL)
+        finally:
+            progress.sink_for_shell = with_progress
+
     times = c.alternate({"kernelmagic": lambda: c.timed_cell(KM_CELL),
                          "manual": lambda: c.timed_cell(MANUAL_CELL),
-                         "km_quiet": lambda: c.timed_cell(KM_QUIET_CELL)}, args.rounds)
+                         "km_quiet": lambda: c.timed_cell(KM_QUIET_CELL),
+                         "km_no_progress": without_progress}, args.rounds)
     print(c.describe("kernelmagic %%profile", times["kernelmagic"]))
     print(c.describe("manual workflow", times["manual"]))
     print(c.describe("kernelmagic -q (no render)", times["km_quiet"]))
+    print(c.describe("kernelmagic, no progress", times["km_no_progress"]))
     quiet = c.median(times["km_quiet"])
     km, man = c.median(times["kernelmagic"]), c.median(times["manual"])
     ratio = c.paired_ratio(times["kernelmagic"], times["manual"])
@@ -111,6 +127,11 @@ def main() -> None:
               passed=q_ratio <= TARGET,
               note="not a target of its own: shows how much of the gap is rendering; "
                    f"ratio of the medians {quiet / man:.3f}")
+    p_ratio = c.paired_ratio(times["kernelmagic"], times["km_no_progress"])
+    c.verdict("warm_cell", "progress reporting's cost: the cell with it vs without",
+              km=km, manual=c.median(times["km_no_progress"]), ratio=p_ratio,
+              target="<= 1.03 (no measurable cost)", passed=p_ratio <= 1.03,
+              note="'manual' column: the same %%profile cell with no progress reporter")
     breakdown(block, x)
 
 

@@ -26,6 +26,7 @@ MARKER = "##BENCH## "
 #: name -> (script, extra arguments for --quick)
 SCRIPTS: dict[str, tuple[str, list[str]]] = {
     "warm_cell": ("bench_warm_cell.py", ["--rounds", "4"]),
+    "seed_path": ("bench_seed_path.py", ["--rounds", "4"]),
     "cold_start": ("bench_cold_start.py", ["--rounds", "2"]),
     "many_events": ("bench_many_events.py", ["--iters", "2", "--scale-rounds", "2"]),
     "wide": ("bench_wide.py", ["--rounds", "3"]),

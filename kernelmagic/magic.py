@@ -116,8 +116,28 @@ class ProfileMagics(Magics):
             raise UsageError(str(exc)) from None
         code = self._compile(source)
         fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns)
-        result = runner.execute(fn, plan, source_file=code.co_filename)
+        from kernelmagic.progress import Progress, WidgetSink, sink_for_shell
 
+        sink = sink_for_shell(self.shell)
+        progress = Progress(sink) if sink is not None else None
+        try:
+            try:
+                result = runner.execute(fn, plan, source_file=code.co_filename,
+                                        progress=progress)
+            except KeyboardInterrupt as exc:
+                partial = getattr(exc, "result", None)
+                if partial is not None:  # Ctrl-C after >= 1 iteration: show those, re-raise
+                    self._report(partial, args, sink, baseline)
+                raise
+            self._report(result, args, sink, baseline)
+        finally:
+            if progress is not None:
+                progress.close()
+            if isinstance(sink, WidgetSink):
+                sink.replace(None)  # a bar the report did not replace leaves nothing behind
+
+    def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
+        """Bind/keep the result as asked and display it (in the progress bar's place)."""
         if args.out is not None:
             self.shell.user_ns[args.out] = result
         if args.save is not None:
@@ -126,6 +146,7 @@ class ProfileMagics(Magics):
             return
         from IPython.display import display
 
+        from kernelmagic.progress import WidgetSink
         from kernelmagic.render.bundle import mime_bundle
 
         if args.gather:  # rank 0: all ranks; the other ranks: their one-line summary
@@ -138,7 +159,9 @@ class ProfileMagics(Magics):
             else:
                 print(result.summary())
             return
-        display(mime_bundle(result, findings=not args.no_findings), raw=True)
+        bundle = mime_bundle(result, findings=not args.no_findings)
+        if not (isinstance(sink, WidgetSink) and sink.replace(bundle)):
+            display(bundle, raw=True)
         if baseline is not None:
             display(result.compare(baseline))
 

@@ -72,6 +72,7 @@ class ProfileResult:
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
     distributed: dict[str, Any] = field(default_factory=dict)  # rank, world_size, backend (traces)
+    planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
 
     # --- derived figures ---------------------------------------------------------
 
@@ -79,6 +80,11 @@ class ProfileResult:
     def profiles_device(self) -> bool:
         """Whether device (CUDA) activity was profiled."""
         return self.device != "cpu"
+
+    @property
+    def interrupted_after(self) -> int | None:
+        """Completed iterations when Ctrl-C cut the run short (of ``planned_iters``), else None."""
+        return self.iters if self.planned_iters > self.iters else None
 
     @cached_property
     def stats(self) -> TimingStats:
@@ -192,6 +198,7 @@ class ProfileResult:
             "gpu_busy": list(self.gpu_busy),
             "trace_path": self.trace_path,
             "distributed": dict(self.distributed),
+            "planned_iters": self.planned_iters,
         }
 
     def save(self, path: Any) -> Any:
@@ -252,6 +259,7 @@ class ProfileResult:
                 gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
                 trace_path=str(data.get("trace_path", "")),
                 distributed=dict(data.get("distributed", {})),
+                planned_iters=int(data.get("planned_iters", 0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -20,9 +20,12 @@ from typing import Any
 
 from kernelmagic import torch_compat
 from kernelmagic.options import ProfileOptions
+from kernelmagic.progress import Progress, ProgressUpdate
+from kernelmagic.progress import for_api as progress_for_api
 from kernelmagic.result import ProfileResult
 from kernelmagic.sources.live import table_from_session
 from kernelmagic.views import VIEWS, build_result
+from kernelmagic.views.partial import without_range
 
 
 class ProfilerBusyError(RuntimeError):
@@ -74,26 +77,34 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
 def execute(fn: Callable[[], Any], run: Plan,
             on_trace_ready: Callable[[Any], None] | None = None,
             clock: Callable[[], float] = time.perf_counter,
-            source_file: str | None = None) -> ProfileResult:
+            source_file: str | None = None,
+            progress: Progress | None = None) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
-    Exceptions from ``fn`` (``KeyboardInterrupt`` included) propagate unchanged; the
-    profiler is stopped and every range closed on the way out. ``clock`` (seconds)
+    Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
+    range closed on the way out. A ``KeyboardInterrupt`` after at least one profiled
+    iteration is re-raised too, carrying the result of the completed iterations as
+    its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
-    functions ``--stack`` lists first.
+    functions ``--stack`` lists first; ``progress`` is told where the run stands
+    between runs of ``fn``, never inside the timed span.
     """
     __tracebackhide__ = True
     opts = run.options
     name = opts.name
     sync = torch_compat.synchronize
     warmup_timings: list[float] = []
+    if progress is not None:
+        progress.start(opts.warmup, opts.iters)
     if opts.warmup:
         with torch_compat.labelled_range(f"{name}/warmup"):
-            for _ in range(opts.warmup):
+            for w in range(opts.warmup):
                 start = clock()
                 fn()
                 sync()
                 warmup_timings.append(clock() - start)  # each run ends synchronised
+                if progress is not None:
+                    progress.warmup(w + 1)
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
@@ -102,26 +113,42 @@ def execute(fn: Callable[[], Any], run: Plan,
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
+    interrupt: KeyboardInterrupt | None = None
     try:
         with prof:
             with torch_compat.labelled_range(name), modules:
-                for i in range(opts.iters):
-                    if device_peaks is not None:
-                        baseline = torch_compat.reset_device_peak()
-                    with torch_compat.labelled_range(f"{name}/iter {i}"):
-                        start = clock()
-                        fn()
-                        sync()
-                        timings.append(clock() - start)
-                    if device_peaks is not None:
-                        device_peaks.append(torch_compat.device_peak(baseline))
+                if progress is not None:
+                    progress.profiling()
+                try:
+                    for i in range(opts.iters):
+                        if device_peaks is not None:
+                            baseline = torch_compat.reset_device_peak()
+                        with torch_compat.labelled_range(f"{name}/iter {i}"):
+                            start = clock()
+                            fn()
+                            sync()
+                            timings.append(clock() - start)
+                        if device_peaks is not None:
+                            device_peaks.append(torch_compat.device_peak(baseline))
+                        if progress is not None:
+                            progress.iteration(i + 1)
+                except KeyboardInterrupt as exc:
+                    if not timings:
+                        raise  # nothing completed: nothing to report
+                    interrupt = exc  # report the completed iterations, then re-raise
+                    sync()
+            if progress is not None:
+                progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
         tables: list[Any] | None = [] if opts.gather else None
-        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file, tables)
+        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file,
+                         tables, progress)
     finally:
+        if progress is not None:
+            progress.close()
         if gc_was_enabled:
             gc.enable()
     if opts.trace is not None:
@@ -132,6 +159,9 @@ def execute(fn: Callable[[], Any], run: Plan,
         torch_compat.release(prof)
         del prof
         torch_compat.return_freed_memory()
+    if interrupt is not None:
+        interrupt.result = result  # type: ignore[attr-defined]
+        raise interrupt
     if tables:  # --gather: rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
         from kernelmagic.ranks.live import gather
 
@@ -141,18 +171,25 @@ def execute(fn: Callable[[], Any], run: Plan,
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
             device_peaks: list[float] | None, source_file: str | None,
-            tables: list[Any] | None = None) -> ProfileResult:
+            tables: list[Any] | None = None,
+            progress: Progress | None = None) -> ProfileResult:
     """Everything the finished session holds, as a plain ``ProfileResult``.
 
     The raw events become one ``EventTable`` (``sources/live.py``); every view is
     computed from it (``views/``), never from torch's ``function_events``. The table is
-    appended to ``tables`` when given (``--gather`` summarises it).
+    appended to ``tables`` when given (``--gather`` summarises it). Interrupted (fewer
+    ``timings`` than iterations asked for): the iteration cut short is left out.
     """
     opts = run.options
-    table = table_from_session(prof, shapes=opts.shapes, flops=opts.flops)
+    on_events = progress.reading if progress is not None else None
+    table = table_from_session(prof, shapes=opts.shapes, flops=opts.flops,
+                               on_events=on_events)
+    interrupted = len(timings) < opts.iters
+    if interrupted:
+        table = without_range(table, f"{opts.name}/iter {len(timings)}")
     if tables is not None:
         tables.append(table)
-    return build_result(
+    result = build_result(
         table,
         name=opts.name,
         views=[v for v in VIEWS if getattr(opts, v)],
@@ -169,12 +206,16 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         torch_version=torch_compat.torch_version(),
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
     )
+    if interrupted:
+        result.planned_iters = opts.iters
+    return result
 
 
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
             topk: int = 10, sort: str | None = None, name: str = "profile",
             cpu_only: bool = False, namespace: dict[str, Any] | None = None,
             on_trace_ready: Callable[[Any], None] | None = None,
+            progress: bool | Callable[[ProgressUpdate], Any] = False,
             **view_options: Any) -> ProfileResult:
     """Profile ``target`` and return where its time went.
 
@@ -187,11 +228,22 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.
+
+    ``progress=True`` shows one updating line on stderr once the run has taken more
+    than about a second; a callable receives each ``ProgressUpdate`` instead.
+    Ctrl-C (``KeyboardInterrupt``) after at least one profiled iteration stops the
+    profiler and re-raises, with the completed iterations' result as ``exc.result``.
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only, **view_options)
     fn = as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
-    return execute(fn, plan(options), on_trace_ready,
-                   source_file=code.co_filename if code is not None else None)
+    reporter = progress_for_api(progress)
+    try:
+        return execute(fn, plan(options), on_trace_ready,
+                       source_file=code.co_filename if code is not None else None,
+                       progress=reporter)
+    finally:
+        if reporter is not None:
+            reporter.close()

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "demo_notebooks" / "quickstart.ipynb"
 ARTIFACTS = ROOT / "artifacts" / "browser"
 README_SCREENSHOT = ROOT / "docs" / "report.png"
+README_DARK_SCREENSHOT = ROOT / "docs" / "report-dark.png"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -189,6 +190,75 @@ def _check_header_alignment(report: Any) -> None:
             )
 
 
+def _check_fits(report: Any) -> None:
+    """Every column header and cell ends inside the output area: none is cut or hidden."""
+    area = _box(report)
+    right = area["x"] + area["width"]
+    headers = report.locator("button.km-header")
+    titles = headers.all_inner_texts()
+    assert any(t.startswith("% self CPU") for t in titles), titles
+    for i in range(headers.count()):
+        head = _box(headers.nth(i))
+        assert head["width"] > 20, f"header {titles[i]!r} is {head['width']:.0f}px wide"
+        assert head["x"] + head["width"] <= right + 1, (
+            f"header {titles[i]!r} ends at {head['x'] + head['width']:.0f}px, "
+            f"the output area at {right:.0f}px")
+    share = headers.filter(has_text=re.compile(r"^% self CPU"))
+    # Its text is not clipped inside the button either.
+    assert share.evaluate("b => b.scrollWidth <= b.clientWidth + 1")
+    cells = report.locator("tr.km-row").first.locator("td")
+    last = _box(cells.nth(cells.count() - 1))
+    assert last["x"] + last["width"] <= right + 1
+    chart = _box(report.locator("img").first)
+    assert chart["x"] + chart["width"] <= right + 1, "the chart is cut at the right"
+
+
+_CONTRAST_JS = r"""
+e => {
+  const rgba = c => (c.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  let bg = null;
+  for (let n = e; n; n = n.parentElement) {
+    const c = rgba(getComputedStyle(n).backgroundColor);
+    if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) { bg = c; break; }
+  }
+  bg = bg || [255, 255, 255];
+  const fg = rgba(getComputedStyle(e).color);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return {ratio: (a + 0.05) / (b + 0.05), fg: fg, bg: bg};
+}
+"""
+
+
+def _contrast(locator: Any) -> dict[str, Any]:
+    """Text colour against the first opaque background behind it (WCAG ratio)."""
+    return locator.evaluate(_CONTRAST_JS)
+
+
+def _switch_to_dark(page: Any) -> None:
+    """Settings > Theme > JupyterLab Dark (the same setting as the themes plugin's file)."""
+    from playwright.sync_api import expect
+
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Settings$")).click()
+    page.locator(".lm-Menu-item", has_text=re.compile(r"^Theme")).first.hover()
+    page.get_by_role("menuitem", name="JupyterLab Dark", exact=True).click()
+    expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=30_000)
+    page.wait_for_timeout(500)  # the theme's stylesheet applies
+
+
+def _check_dark(report: Any) -> None:
+    """In the dark theme the table and summary text are light on a dark background."""
+    for what, locator in (("table cell", report.locator("td.km-col-op").first),
+                          ("summary", report.locator(".km-summary").first),
+                          ("header", report.locator("button.km-header").first)):
+        seen = _contrast(locator)
+        assert sum(seen["bg"][:3]) < 3 * 96, f"{what}: background {seen['bg']} is not dark"
+        assert seen["ratio"] >= 4.5, f"{what}: contrast {seen['ratio']:.1f} ({seen})"
+
+
 def _menu(page: Any, menu: str, command: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
     page.locator(f".lm-Menu-item[data-command='{command}']").click()
@@ -202,10 +272,11 @@ def _open_and_run_all(page: Any, lab: Lab) -> Any:
     expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=60_000)
     expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
         timeout=60_000)
-    # Close the left sidebar (file browser): room for the report's full width.
-    open_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
-    if open_tab.count():
-        open_tab.first.click()
+    # Keep the file browser open: the report must fit the narrower notebook.
+    browser_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
+    if not page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").count():
+        browser_tab.click()
+    expect(page.locator("#filebrowser")).to_be_visible()
 
     # The saved outputs show the static report (the widget needs a kernel): clear them, so
     # that everything checked below comes from this run.
@@ -221,6 +292,8 @@ def _open_and_run_all(page: Any, lab: Lab) -> Any:
     # Clicks queue behind running cells in the kernel: wait until none is queued or running.
     expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
         0, timeout=RUN_ALL_TIMEOUT)
+    # A cell that ran over a second showed a progress bar: the report took its place.
+    expect(page.locator(".km-progress")).to_have_count(0)
     return report
 
 
@@ -267,6 +340,7 @@ def test_report_sorts_in_jupyterlab(lab: Lab) -> None:
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     report_png: bytes | None = None
+    dark_png: bytes | None = None
     before_png: bytes | None = None
     console: list[str] = []
     with sync_playwright() as p:
@@ -284,7 +358,13 @@ def test_report_sorts_in_jupyterlab(lab: Lab) -> None:
                 before_png = page.screenshot()
                 report_png = page.screenshot(clip=_report_clip(report))
                 _check_header_alignment(report)
+                _check_fits(report)
                 _check_sorting(report)
+                light = _contrast(report.locator("td.km-col-op").first)
+                assert light["ratio"] >= 4.5, light
+                _switch_to_dark(page)
+                _check_dark(report)
+                dark_png = page.screenshot(clip=_report_clip(report))
             except BaseException:
                 if before_png is not None:
                     (ARTIFACTS / "before.png").write_bytes(before_png)
@@ -296,8 +376,10 @@ def test_report_sorts_in_jupyterlab(lab: Lab) -> None:
         finally:
             browser.close()
 
-    assert report_png is not None
+    assert report_png is not None and dark_png is not None
     (ARTIFACTS / "report.png").write_bytes(report_png)
+    (ARTIFACTS / "report-dark.png").write_bytes(dark_png)
     if os.environ.get("KM_UPDATE_SCREENSHOT") == "1":
         README_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         README_SCREENSHOT.write_bytes(report_png)
+        README_DARK_SCREENSHOT.write_bytes(dark_png)

@@ -215,13 +215,29 @@ def test_magic_views_in_report_and_selector(ip, tmp_path):
     from test_magic import widget_of
 
     box = widget_of(data)
-    assert list(box.km_views) == ["ops", "kernels", "ranges", "source", "modules"]
+    expected = ["ops", "ranges", "source", "modules"]
+    if torch.cuda.is_available():
+        expected.insert(1, "kernels")
+    assert list(box.km_views) == expected  # only views with rows: no empty kernels on CPU
+    assert list(box.km_selector.options) == expected
     assert box.km_views["modules"].widget.layout.display == "none"
     box.km_selector.value = "modules"
     assert box.km_views["modules"].widget.layout.display is None
     assert box.km_views["ops"].widget.layout.display == "none"
-    if not torch.cuda.is_available():
-        assert "No device activity was profiled" in box.km_views["kernels"].value
+
+
+def test_widget_selector_only_for_views_with_rows():
+    from fakes import cpu_result
+
+    from kernelmagic.render.widget import report_widget
+
+    box = report_widget(cpu_result(), None)
+    assert list(box.km_views) == ["ops"]
+    assert box.km_selector.layout.display == "none"  # a lone "ops" is no choice
+    box = report_widget(cpu_result(views=["modules"]), None)
+    assert list(box.km_views) == ["ops"]  # --modules found none: a note, not a tab
+    notes = [c.value for c in box.children if "km-note" in getattr(c, "value", "")]
+    assert any("modules: No nn.Module was called." in n for n in notes)
 
 
 def test_magic_trace_errors_are_usage_errors(ip, tmp_path):

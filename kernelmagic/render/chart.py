@@ -1,4 +1,5 @@
-"""The top-k bar chart, drawn with matplotlib's object-oriented API (no pyplot state)."""
+"""The report's charts: the top-k bar chart (Pillow, ``render/bars.py``) and the timeline
+(matplotlib's object-oriented API, no pyplot state)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,13 @@ def _bar_label(result: ProfileResult, key: str, row: OpRow) -> str:
     return f"  {share:.0%}" if share >= 0.1 else f"  {share:.1%}"
 
 
-def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None,
-              dpi: int = 100) -> bytes:
-    """A horizontal bar chart of the top ``k`` ops (default: ``result.topk``) as PNG."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None) -> bytes:
+    """A horizontal bar chart of the top ``k`` ops (default: ``result.topk``) as PNG.
+
+    Drawn with Pillow (``render/bars.py``): a tenth of matplotlib's time for the same
+    picture, on a transparent background that suits light and dark themes.
+    """
+    from kernelmagic.render.bars import Bar, bar_chart_png
 
     key = by or result.sort
     k = k or result.topk
@@ -47,42 +50,43 @@ def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None
     raw = [result.value(r, key) / per for r in rows]
     unit = "" if key == "calls" else " (ms)" if max(raw, default=0) >= 1000 else " (µs)"
     scale = 1e-3 if unit == " (ms)" else 1.0
-    plotted = [v * scale for v in raw]
-
-    height = 1.0 + 0.32 * max(len(rows), 1)
-    fig = Figure(figsize=(8, height), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
     names = [r.key if len(r.key) <= MAX_LABEL else r.key[: MAX_LABEL - 1] + "…" for r in rows]
-    ys = list(range(len(rows)))[::-1]
-    bars = ax.barh(ys, plotted, color="#4C72B0")
-    ax.set_yticks(ys)
-    ax.set_yticklabels(names, fontsize=9)
-    ax.set_xlabel(_AXIS_LABEL[key] + unit)
     if key in ("self_cpu", "self_device"):
         covered = sum(result.share(r, device=key == "self_device") for r in rows)
         title = f"{result.name}: top {len(rows)} ops, {covered:.0%} of self time"
     else:
         title = f"{result.name}: top {len(rows)} ops by {key}"
-    ax.set_title(title, fontsize=10)
-    for bar, row in zip(bars, rows, strict=True):
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2,
-                _bar_label(result, key, row), va="center", fontsize=8)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.margins(x=0.15)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    if not rows:
-        ax.text(0.5, 0.5, "no operators recorded", ha="center", transform=ax.transAxes)
-    # Fixed margins from the longest label: tight_layout would cost a second full draw.
-    longest = max((len(n) for n in names), default=10)
-    fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
-                        top=1 - 0.42 / height, bottom=0.62 / height)
-    return _png(fig)
+    bars = [Bar(name, value * scale, _bar_label(result, key, row).strip())
+            for name, value, row in zip(names, raw, rows, strict=True)]
+    return bar_chart_png(bars, title, _AXIS_LABEL[key] + unit)
+
+
+#: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on
+#: JupyterLab Dark's #111 alike (the PNG is transparent and shows the page behind it).
+INK = "#7a7a7a"
+
+
+def _for_any_theme(fig: Any) -> None:
+    """A transparent background, and INK for every text and axis line left at black."""
+    fig.patch.set_alpha(0.0)
+    for ax in fig.axes:
+        ax.set_facecolor("none")
+        for spine in ax.spines.values():
+            spine.set_edgecolor(INK)
+        ax.tick_params(colors=INK)
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
+            if text.get_color() in ("black", "k", "#000000"):
+                text.set_color(INK)
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.get_frame().set_alpha(0.0)
+            for text in legend.get_texts():
+                text.set_color(INK)
 
 
 def _png(fig: Any) -> bytes:
     """Encode with light compression: encoding dominates otherwise (~9 ms vs ~2 ms)."""
+    _for_any_theme(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()

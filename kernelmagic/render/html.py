@@ -10,39 +10,68 @@ from kernelmagic.render.table import Table, op_table
 from kernelmagic.render.text import summary_line
 from kernelmagic.result import ProfileResult
 
+# Colours follow the front end's theme: JupyterLab's variables, then VS Code's and
+# Colab's, then whatever the output area inherits. Greys are translucent, so they read
+# on light and dark backgrounds alike.
+FG = ("var(--jp-content-font-color1, var(--vscode-editor-foreground, "
+      "var(--colab-primary-text-color, inherit)))")
+FG_MUTED = ("var(--jp-content-font-color2, var(--vscode-descriptionForeground, "
+            "var(--colab-secondary-text-color, inherit)))")
+WARN = "var(--jp-warn-color0, var(--vscode-editorWarning-foreground, #c77800))"
+RULE = "rgba(127, 127, 127, 0.55)"  # header underline
+STRIPE = "rgba(127, 127, 127, 0.09)"  # every other row
 TABLE_STYLE = (
     "border-collapse:collapse;table-layout:fixed;font-size:12px;line-height:1.4;"
-    "font-family:var(--jp-code-font-family, monospace)"
+    f"font-family:var(--jp-code-font-family, monospace);color:{FG};background:transparent"
 )
 CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
+#: The first column (the op/kernel/module name) takes the width the others leave and
+#: wraps long names; below this width the report scrolls inside its output instead.
+MIN_NAME_WIDTH = 150
+NAME_STYLE = "padding:2px 6px;overflow-wrap:anywhere;white-space:normal"
+
+
+def table_widths(table: Table) -> tuple[int, int]:
+    """(narrowest, widest) px of ``table``: the first column shrinks, the others do not."""
+    fixed = sum(c.width for c in table.columns[1:])
+    first = table.columns[0].width
+    return fixed + min(first, MIN_NAME_WIDTH), fixed + first
 
 
 def rows_html(table: Table, rows: list[Any]) -> str:
     """``<tr>`` elements for ``rows``; every cell's text is HTML-escaped."""
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         cells = []
-        for c in table.columns:
+        for n, c in enumerate(table.columns):
             align = "right" if c.numeric else "left"
             title = "" if c.numeric else f' title="{escape(str(c.value(r)))}"'
+            style = NAME_STYLE if n == 0 else CELL_STYLE
             cells.append(f'<td class="km-cell km-col-{c.id}"{title} '
-                         f'style="text-align:{align};{CELL_STYLE}">{escape(c.show(r))}</td>')
-        out.append('<tr class="km-row">' + "".join(cells) + "</tr>")
+                         f'style="text-align:{align};{style}">{escape(c.show(r))}</td>')
+        stripe = f' style="background:{STRIPE}"' if i % 2 else ""
+        out.append(f'<tr class="km-row"{stripe}>' + "".join(cells) + "</tr>")
     return "".join(out)
 
 
 def table_html(table: Table, rows: list[Any], header: bool = True) -> str:
-    """A fixed-layout ``<table>`` of ``rows`` (column widths match the widget's headers)."""
-    cols = "".join(f'<col style="width:{c.width}px">' for c in table.columns)
+    """A fixed-layout ``<table>`` of ``rows`` that fits its container.
+
+    Every column but the first keeps its width (the widget's header buttons share
+    them); the first takes the rest, between ``MIN_NAME_WIDTH`` and its own width.
+    """
+    cols = '<col class="km-col-first">' + "".join(
+        f'<col style="width:{c.width}px">' for c in table.columns[1:])
     head = ""
     if header:
         head = "<thead><tr>" + "".join(
             f'<th class="km-head" style="text-align:{"right" if c.numeric else "left"};'
-            f'padding:2px 6px;border-bottom:1px solid #999">{escape(c.title)}</th>'
+            f'padding:2px 6px;border-bottom:1px solid {RULE}">{escape(c.title)}</th>'
             for c in table.columns
         ) + "</tr></thead>"
-    width = sum(c.width for c in table.columns)
-    return (f'<table class="km-table" style="{TABLE_STYLE};width:{width}px">'
+    narrowest, widest = table_widths(table)
+    return (f'<table class="km-table" style="{TABLE_STYLE};width:100%;'
+            f'min-width:{narrowest}px;max-width:{widest}px">'
             f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows)}</tbody></table>")
 
 
@@ -52,7 +81,7 @@ def static_table_html(table: Table, limit: int | None = 50) -> str:
     shown = rows if limit is None else rows[:limit]
     more = ""
     if len(rows) > len(shown):
-        more = (f'<p class="km-more" style="font-size:12px;color:#666">'
+        more = (f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
                 f"{len(rows) - len(shown)} more {table.noun} not shown.</p>")
     return table_html(table, shown) + more
 
@@ -61,17 +90,19 @@ def png_img(png: bytes | None, alt: str) -> str:
     if png is None:
         return ""
     data = base64.b64encode(png).decode("ascii")
-    return f'<img class="km-chart" alt="{escape(alt)}" src="data:image/png;base64,{data}"/>'
+    return (f'<img class="km-chart" alt="{escape(alt)}" style="max-width:100%" '
+            f'src="data:image/png;base64,{data}"/>')
 
 
 def summary_html(result: ProfileResult) -> str:
     from kernelmagic.render.views import view_notes
 
     warning = result.stats.warning()
-    warn = (f'<div class="km-warning" style="color:#a15c00">⚠ {escape(warning)}</div>'
+    warn = (f'<div class="km-warning" style="color:{WARN}">⚠ {escape(warning)}</div>'
             if warning else "")
     notes = "".join(f'<div class="km-note">{escape(n)}</div>' for n in view_notes(result))
-    return f'<div class="km-summary"><b>{escape(summary_line(result))}</b></div>{warn}{notes}'
+    return (f'<div class="km-summary" style="color:{FG}"><b>{escape(summary_line(result))}'
+            f"</b></div>{warn}{notes}")
 
 
 def findings_html(result: ProfileResult) -> str:
@@ -83,7 +114,8 @@ def findings_html(result: ProfileResult) -> str:
     )
     if not items:
         return ""
-    return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
+    return (f'<div class="km-findings" style="color:{FG}"><b>Findings</b>'
+            f'<ul style="margin-top:2px">{items}</ul></div>')
 
 
 def views_html(result: ProfileResult, limit: int | None = 50) -> str:

@@ -18,7 +18,9 @@ def summary_line(result: ProfileResult) -> str:
     parts = [
         f"{result.name}",
         device,
-        f"{result.iters} iterations (+{result.warmup} warm-up)",
+        f"{result.iters} iterations (+{result.warmup} warm-up)" if not result.interrupted_after
+        else f"interrupted after {result.iters} of {result.planned_iters} iterations "
+             f"(+{result.warmup} warm-up)",
         f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
         f"best {format_seconds(s.best)})",
     ]

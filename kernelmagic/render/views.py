@@ -12,8 +12,6 @@ from kernelmagic.render.table import Column, Table, format_bytes, name_column, t
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
 
-NO_DEVICE = "No device activity was profiled (CUDA is not available, or --cpu-only)."
-
 
 def _pct(part: float, total: float) -> str:
     return f"{100 * part / total:.1f}%" if total > 0 else "0.0%"
@@ -89,13 +87,11 @@ def range_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.ranges), "cpu", noun="ranges")
 
 
-def view_tables(result: ProfileResult, always_kernels: bool = False) -> list[tuple[str, object]]:
+def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     """(title, Table or note) for every view the report shows besides the op table."""
     views: list[tuple[str, object]] = []
     if result.profiles_device:
         views.append(("kernels", kernel_table(result)))
-    elif always_kernels:
-        views.append(("kernels", NO_DEVICE))
     if result.ranges:
         views.append(("ranges", range_table(result)))
     if "stack" in result.views:

@@ -7,11 +7,18 @@ thousands of rows re-sorts as fast as a short one.
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 import ipywidgets as w
 
-from kernelmagic.render.html import findings_html, summary_html, table_html
+from kernelmagic.render.html import (
+    MIN_NAME_WIDTH,
+    findings_html,
+    summary_html,
+    table_html,
+    table_widths,
+)
 from kernelmagic.render.table import Table, op_table
 from kernelmagic.result import ProfileResult
 
@@ -29,26 +36,33 @@ class SortableTable:
         self.descending = True
         self.visible = page
         self.headers: dict[str, w.Button] = {}
-        for col in table.columns:
+        for n, col in enumerate(table.columns):
+            # The first column shrinks with the output area (the body's first column does
+            # the same), every other keeps its width: the buttons stay over their columns.
+            size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
+                         max_width=f"{col.width}px") if n == 0
+                    else dict(width=f"{col.width}px", flex="0 0 auto"))
             button = w.Button(
                 description=col.title,
                 tooltip=f"sort by {col.title}",
-                layout=w.Layout(width=f"{col.width}px", margin="0", padding="0 6px",
-                                flex="0 0 auto"),
+                layout=w.Layout(margin="0", padding="0 6px", **size),
             )
             button.add_class("km-header")
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
-        self.body = w.HTML(layout=w.Layout(margin="0"))
+        narrowest, widest = table_widths(table)
+        fit = dict(width="100%", min_width=f"{narrowest}px", max_width=f"{widest}px")
+        self.body = w.HTML(layout=w.Layout(margin="0", **fit))
         self.status = w.HTML()
         self.more_button = w.Button(description=f"show {page} more",
                                     layout=w.Layout(width="auto"))
         self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
         self.all_button = w.Button(description="show all", layout=w.Layout(width="auto"))
         self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
-        # Header and body scroll together when the output area is narrower than the table.
+        # The table fits the output area down to its narrowest; below that, header and
+        # body scroll together inside the output.
         self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible")),
+            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible", **fit)),
             self.body,
             w.HBox([self.status, self.more_button, self.all_button]),
         ], layout=w.Layout(overflow="auto"))
@@ -93,23 +107,30 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
                   timeline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
-    ``.km_table`` is the op table's state, ``.km_views`` maps each view's name to its
-    ``SortableTable`` (or note widget) and ``.km_selector`` chooses the view shown.
+    ``.km_table`` is the op table's state, ``.km_views`` maps the name of each view
+    that has rows to its ``SortableTable``, and ``.km_selector`` chooses the view shown
+    (hidden when the op table is the only one).
     """
     from kernelmagic.render.views import view_tables
 
     parts: list[Any] = [w.HTML(summary_html(result))]
     for image in (png, timeline_png):
         if image is not None:
-            parts.append(w.Image(value=image, format="png", layout=w.Layout(width="auto")))
+            parts.append(w.Image(value=image, format="png",
+                                  layout=w.Layout(width="auto", max_width="100%")))
     table = SortableTable(op_table(result))
     views: dict[str, Any] = {"ops": table}
-    for title, view in view_tables(result, always_kernels=True):
-        views[title] = SortableTable(view) if isinstance(view, Table) else w.HTML(
-            f'<p class="km-note">{view}</p>')
-    box_of = {name: (v.widget if isinstance(v, SortableTable) else v) for name, v in views.items()}
+    empty: list[str] = []  # views asked for that found nothing: a note, not a tab
+    for title, view in view_tables(result):
+        if isinstance(view, Table) and view.rows:
+            views[title] = SortableTable(view)
+        elif not isinstance(view, Table):
+            empty.append(f"{title}: {view}")
+    box_of = {name: v.widget for name, v in views.items()}
     selector = w.ToggleButtons(options=list(views), value="ops", description="view")
     selector.add_class("km-views")
+    if len(views) == 1:
+        selector.layout.display = "none"  # nothing to choose between
 
     def show(change: Any = None) -> None:
         for name, widget in box_of.items():
@@ -118,6 +139,8 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     selector.observe(show, names="value")
     show()
     parts += [selector, *box_of.values()]
+    if empty:
+        parts.append(w.HTML("".join(f'<div class="km-note">{escape(n)}</div>' for n in empty)))
     notes = findings_html(result) if findings else ""
     if notes:
         parts.append(w.HTML(notes))

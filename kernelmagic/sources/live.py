@@ -21,6 +21,7 @@ events is reproduced here so the report's numbers stay torch's:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,11 +83,17 @@ def _thread_ids(raw: np.ndarray) -> np.ndarray:
 
 
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
-                       meta: dict[str, Any] | None = None) -> EventTable:
-    """The session's events as an ``EventTable`` with parents and launchers derived."""
+                       meta: dict[str, Any] | None = None,
+                       on_events: Callable[[int], Any] | None = None) -> EventTable:
+    """The session's events as an ``EventTable`` with parents and launchers derived.
+
+    ``on_events`` is told the number of raw events before they are read (progress).
+    """
     raw = prof.kineto_results
     origin = int(raw.trace_start_ns())
     events = raw.events()
+    if on_events is not None:
+        on_events(len(events))
     if not events:
         return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
     event_type = type(events[0])

@@ -1,0 +1,91 @@
+"""Ctrl-C after some profiled iterations: the report of those, then KeyboardInterrupt."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from IPython.utils.capture import capture_output
+
+import kernelmagic
+from kernelmagic import torch_compat
+from kernelmagic.render.bundle import WIDGET_MIME
+from kernelmagic.result import ProfileResult
+
+
+def interrupted_on(run: int, adds_before: int = 2):
+    """A callable that does a few adds and a mul, and raises on its ``run``-th call
+    between the adds and the mul (so that run leaves ops behind in the profile)."""
+    n = 0
+
+    def fn() -> None:
+        nonlocal n
+        n += 1
+        for _ in range(adds_before):
+            torch.ones(4).add(1)
+        if n == run:
+            raise KeyboardInterrupt
+        torch.ones(4).mul(2)
+
+    return fn
+
+
+def test_api_attaches_the_completed_iterations_and_reraises():
+    with pytest.raises(KeyboardInterrupt) as info:
+        kernelmagic.profile(interrupted_on(run=1 + 3), iters=5, warmup=1, name="ki")
+    assert not torch_compat.profiler_running()
+    result = info.value.result
+    assert (result.iters, result.planned_iters, result.interrupted_after) == (2, 5, 2)
+    assert len(result.timings) == 2
+    rows = {r.key: r for r in result.rows}
+    # The cut-short third iteration ran its adds: they are not counted.
+    assert rows["aten::add"].count == 2 * 2
+    assert rows["aten::mul"].count == 2
+    assert rows["aten::ones"].count == 3 * 2
+    assert "interrupted after 2 of 5 iterations (+1 warm-up)" in result.summary()
+    again = ProfileResult.from_dict(result.to_dict())
+    assert again == result and again.interrupted_after == 2
+
+
+def test_interrupt_before_first_profiled_iteration_has_no_result():
+    with pytest.raises(KeyboardInterrupt) as info:
+        kernelmagic.profile(interrupted_on(run=2), iters=5, warmup=1)
+    assert not hasattr(info.value, "result")
+    assert not torch_compat.profiler_running()
+
+
+def test_old_files_read_as_not_interrupted():
+    from fakes import cpu_result
+
+    data = cpu_result().to_dict()
+    del data["planned_iters"]
+    result = ProfileResult.from_dict(data)
+    assert result.planned_iters == 0 and result.interrupted_after is None
+    assert "10 iterations (+3 warm-up)" in result.summary()
+
+
+def test_magic_shows_partial_report_then_ends_interrupted(ip):
+    ip.run_cell("n = 0")
+    cell = ("%%profile -n 5 -w 1 --name ki -o res\n"
+            "n += 1\ntorch.ones(4).add(1)\nif n == 1 + 3:\n    raise KeyboardInterrupt")
+    with capture_output() as cap:
+        res = ip.run_cell(cell)
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert not torch_compat.profiler_running()
+    assert len(cap.outputs) == 1
+    data = cap.outputs[0].data
+    mark = "interrupted after 2 of 5 iterations"
+    assert data["text/plain"].startswith(f"ki · CPU · {mark} (+1 warm-up)")
+    assert mark in data["text/html"]
+    assert WIDGET_MIME in data
+    result = ip.user_ns["res"]
+    assert result.interrupted_after == 2 and result.iters == 2
+    assert {r.key: r.count for r in result.rows}["aten::add"] == 2
+    assert ip.user_ns["n"] == 4  # the cell stopped at the interrupt
+
+
+def test_magic_interrupt_in_warmup_shows_nothing(ip):
+    ip.run_cell("n = 0")
+    with capture_output() as cap:
+        res = ip.run_cell("%%profile -n 5 -w 2\nn += 1\nif n == 2:\n    raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert not cap.outputs
