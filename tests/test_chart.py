@@ -70,3 +70,13 @@ def test_empty_result_still_draws():
     image = _image(chart_png(cpu_result(rows=[])))
     assert image.size == (8 * chart.DPI, round((1.0 + chart.ROW_INCHES) * chart.DPI))
     assert _bar_widths(image) == []
+
+
+def test_png_encoder_round_trips_exactly():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rgba = rng.integers(0, 256, size=(7, 5, 4), dtype=np.uint8)
+    image = _image(chart.rgba_png(rgba))
+    assert image.size == (5, 7)
+    assert (np.asarray(image) == rgba).all()

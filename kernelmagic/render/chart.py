@@ -4,7 +4,9 @@ top-k bar chart (a cached Figure per bar count, updated in place) and the timeli
 from __future__ import annotations
 
 import io
+import struct
 import threading
+import zlib
 from typing import Any
 
 from kernelmagic.result import OpRow, ProfileResult
@@ -146,10 +148,10 @@ def _bars_layout(n: int) -> _BarsLayout:
 
 
 def _canvas_png(canvas: Any) -> bytes:
-    """Render the Agg canvas and encode its RGBA buffer with Pillow at compress level 1
-    (savefig would draw a second time and compress harder: a third of the time more)."""
+    """Render the Agg canvas and encode its RGBA buffer as PNG (``rgba_png``): savefig
+    would draw a second time and compress harder, a third of the time more."""
     import matplotlib
-    from PIL import Image
+    import numpy as np
 
     # FreeType's hinting is a fifth of the drawing time; at 100 dpi the unhinted
     # DejaVu Sans reads the same.
@@ -159,11 +161,28 @@ def _canvas_png(canvas: Any) -> bytes:
         canvas.draw()
     finally:
         matplotlib.rcParams["text.hinting"] = hinting
-    width, height = canvas.get_width_height()
-    image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    buf = io.BytesIO()
-    image.save(buf, format="png", compress_level=1)
-    return buf.getvalue()
+    return rgba_png(np.asarray(canvas.buffer_rgba()))
+
+
+def rgba_png(rgba: Any) -> bytes:
+    """An (h, w, 4) uint8 array as a PNG: no row filter, zlib level 1.
+
+    On a chart (mostly transparent, flat colours) that is 2.5 ms where Pillow's
+    adaptive filters at level 1 take 6 ms, for a file about a tenth larger.
+    """
+    import numpy as np
+
+    height, width, _ = rgba.shape
+    raw = np.zeros((height, width * 4 + 1), dtype=np.uint8)  # column 0: filter "none"
+    raw[:, 1:] = rgba.reshape(height, width * 4)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
 
 
 #: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on
