@@ -89,3 +89,34 @@ def test_magic_interrupt_in_warmup_shows_nothing(ip):
         res = ip.run_cell("%%profile -n 5 -w 2\nn += 1\nif n == 2:\n    raise KeyboardInterrupt")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     assert not cap.outputs
+
+
+def test_cut_short_iteration_leaves_the_table_with_its_gpu_work_and_other_threads():
+    """On a hand-made CUDA-like table: the cut range, its ops (any depth), the kernels
+    they launched, another thread's op inside its span and its memory records go; the
+    completed iteration and the outer range stay, and the views see one iteration."""
+    from kernelmagic.events import Kind, TableBuilder, derive_links
+    from kernelmagic.views import build_result
+    from kernelmagic.views.partial import without_range
+
+    b = TableBuilder()
+    b.add(Kind.RANGE, "r", 0, 1000, tid=1)
+    for i, (s, e) in enumerate([(10, 400), (500, 900)]):
+        b.add(Kind.RANGE, f"r/iter {i}", s, e, tid=1)
+        b.add(Kind.OP, "aten::mm", s + 10, s + 100, tid=1)
+        b.add(Kind.RUNTIME, "cudaLaunchKernel", s + 20, s + 30, tid=1, correlation=i + 1)
+        b.add(Kind.KERNEL, "gemm", s + 40, s + 240, tid=7, device=0, correlation=i + 1)
+        b.add(Kind.MEMORY, "[memory]", s + 15, s + 15, tid=1, nbytes=64)
+    b.add(Kind.OP, "autograd::engine", 600, 700, tid=2)  # backward thread, in iter 1
+    table = derive_links(b.freeze())
+    cut = without_range(table, "r/iter 1")
+    names = [cut.names[i] for i in cut.name.tolist()]
+    assert names.count("aten::mm") == 1 and names.count("gemm") == 1
+    assert "r/iter 1" not in names and "autograd::engine" not in names
+    assert names.count("[memory]") == 1 and "r" in names and "r/iter 0" in names
+    assert without_range(table, "r/iter 5") is table  # no such range: unchanged
+    result = build_result(cut, name="r", timings=[0.5e-6])
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::mm"].count == 1
+    assert rows["aten::mm"].self_device_time_total == pytest.approx(0.2)  # one 200 ns gemm
+    assert [k.count for k in result.kernels] == [1]
