@@ -408,3 +408,50 @@ def test_events_ending_after_their_parent_and_instants_as_torch_does():
     assert_rows_equal_key_averages(result, prof)
     rows = {r.key: r for r in result.rows}
     assert rows["aten::f"].self_cpu_time_total == 100 - 50 + 5, "a Python frame is a child"
+
+
+# --- torch releases without activity_type() / is_python_function() (2.11 and older) ------
+
+
+class _WithoutActivityType:
+    """Stands for torch 2.11's ``_KinetoEvent`` type, which has no ``activity_type``."""
+
+
+def _real_session_events():
+    from torch.autograd import profiler as autograd_profiler
+
+    model, x = block_and_input(batch=2, seq=32)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters())
+    with autograd_profiler.profile(use_kineto=True, with_stack=True, profile_memory=True,
+                                   record_shapes=True) as prof:
+        with autograd_profiler.record_function("step"):
+            model(x).square().mean().backward()
+            opt.step()
+    return list(prof.kineto_results.events())
+
+
+def test_activity_types_without_torchs_accessor_match_it():
+    """Where torch has no ``activity_type()`` (2.11, seen on the lent H200), kernelmagic
+    works the activity out from the device type, the range flag and names: on a real CPU
+    training step (Python frames, memory, ranges) and on the CUDA session above (runtime
+    calls, kernels, memcpy, memset, GPU-side range, overhead) it agrees with torch 2.13's."""
+    from kernelmagic.sources.live import activity_types
+
+    for events in (_real_session_events(), _cuda_session()):
+        expected = [e.activity_type() for e in events]
+        assert activity_types(events, _WithoutActivityType) == expected
+        assert len(set(expected)) >= 4
+
+
+def test_table_without_activity_type_is_the_same_table(monkeypatch):
+    from fake_kineto import FakeEvent, session
+
+    from kernelmagic.sources import live
+
+    events = _cuda_session()
+    with_accessor = live.table_from_session(session(events))
+    monkeypatch.delattr(FakeEvent, "activity_type")
+    without = live.table_from_session(session(events))
+    for column in ("kind", "name", "start", "end", "tid", "device", "parent", "launcher"):
+        assert getattr(without, column).tolist() == getattr(with_accessor, column).tolist()
