@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from kernelmagic.options import SORT_KEYS
-from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, SourceRow, Span
+from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, RooflineRow, SourceRow, Span
 from kernelmagic.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -71,6 +71,8 @@ class ProfileResult:
     timeline: list[Span] = field(default_factory=list)
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
+    roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
+    roofline_peaks: dict[str, Any] = field(default_factory=dict)  # Peaks.to_dict() used
 
     # --- derived figures ---------------------------------------------------------
 
@@ -114,6 +116,13 @@ class ProfileResult:
                     for f in dataclasses.fields(OpRow) if f.name not in ("key", "input_shapes")}
             merged[row.key] = dataclasses.replace(seen, **sums)
         return list(merged.values())
+
+    @cached_property
+    def roofline_verdict(self) -> dict[str, float]:
+        """Share of the ops' time that is compute-, memory- and overhead-bound."""
+        from kernelmagic.roofline import verdict
+
+        return verdict(self.roofline)
 
     def value(self, row: OpRow, by: str | None = None) -> float:
         """The figure of ``row`` that sort key ``by`` orders by."""
@@ -190,6 +199,8 @@ class ProfileResult:
             "timeline": [asdict(x) for x in self.timeline],
             "gpu_busy": list(self.gpu_busy),
             "trace_path": self.trace_path,
+            "roofline": [asdict(x) for x in self.roofline],
+            "roofline_peaks": dict(self.roofline_peaks),
         }
 
     def save(self, path: Any) -> Any:
@@ -249,6 +260,8 @@ class ProfileResult:
                 timeline=[Span(**x) for x in data.get("timeline", [])],
                 gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
                 trace_path=str(data.get("trace_path", "")),
+                roofline=[RooflineRow(**x) for x in data.get("roofline", [])],
+                roofline_peaks=dict(data.get("roofline_peaks", {})),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

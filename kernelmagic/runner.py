@@ -10,6 +10,7 @@ This is the plain-Python core under the magic; it works without IPython::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import time
@@ -116,6 +117,10 @@ def execute(fn: Callable[[], Any], run: Plan,
             # saves up to a third of that time on large profiles.
             gc.disable()
         result = _result(prof, run, timings, warmup_timings, device_peaks, source_file)
+        if opts.roofline:  # one more run, outside the profiled region
+            if gc_was_enabled:
+                gc.enable()
+            result = roofline_view(result, fn, prof, run.profiles_device)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -128,6 +133,24 @@ def execute(fn: Callable[[], Any], run: Plan,
         del prof
         torch_compat.return_freed_memory()
     return result
+
+
+def roofline_view(result: ProfileResult, fn: Callable[[], Any], prof: Any,
+                  on_device: bool) -> ProfileResult:
+    """``result`` with its roofline: ``fn`` runs once more, counted, not profiled."""
+    from kernelmagic.op_counter import count_ops
+    from kernelmagic.peaks import peaks
+    from kernelmagic.roofline import collect_roofline
+
+    roofs = peaks("cuda" if on_device else "cpu")
+    try:
+        counts = count_ops(fn)
+    except Exception as exc:  # the cell ran fine unprofiled: the counting mode is at fault
+        note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
+        return dataclasses.replace(result, roofline_peaks={**roofs.to_dict(), "note": note})
+    torch_compat.synchronize()
+    rows = collect_roofline(prof, counts, roofs, on_device)
+    return dataclasses.replace(result, roofline=rows, roofline_peaks=roofs.to_dict())
 
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
@@ -147,7 +170,8 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         timings=timings,
         warmup_timings=warmup_timings,
         matmul_precision=torch_compat.matmul_precision(),
-        views=[v for v in ("memory", "shapes", "flops", "stack", "modules", "timeline")
+        views=[v for v in ("memory", "shapes", "flops", "stack", "modules", "timeline",
+                           "roofline")
                if getattr(opts, v)],
         peak_memory=({"cpu": views.collect_peak_cpu_memory(prof, name),
                       "device": max(device_peaks or [0.0])} if opts.memory else {}),
@@ -175,7 +199,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``on_trace_ready`` receives the finished torch profiler session (for example to
     call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
-    ``modules``, ``timeline``, and ``trace="run.json"`` (with ``force``).
+    ``modules``, ``timeline``, ``roofline``, and ``trace="run.json"`` (with ``force``).
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,

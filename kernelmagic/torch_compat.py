@@ -370,3 +370,57 @@ def export_trace(prof: Any, path: str) -> None:
 
 def torch_version() -> str:
     return str(torch.__version__)
+
+
+# --- counting FLOPs and bytes per op (--roofline) ----------------------------------------
+
+#: CPU attention kernels missing from ``torch.utils.flop_counter``'s registry, counted
+#: with the formula torch registers for the CUDA flash kernel (same arguments first).
+_SDPA_ALIASES = ("_scaled_dot_product_flash_attention_for_cpu",)
+
+
+def flop_formula(func: Any) -> Any:
+    """torch.utils.flop_counter's formula for an ``OpOverload``, or None.
+
+    Called as ``formula(*args, **kwargs, out_val=out)`` like ``FlopCounterMode`` does.
+    """
+    from torch.utils import flop_counter
+
+    registry = getattr(flop_counter, "flop_registry", {})
+    packet = getattr(func, "_overloadpacket", None)
+    if packet in registry:
+        return registry[packet]
+    if getattr(packet, "__name__", "") in _SDPA_ALIASES:
+        return registry.get(torch.ops.aten._scaled_dot_product_flash_attention)
+    return None
+
+
+def op_name(func: Any) -> str:
+    """The profiler's name of an ``OpOverload``: ``aten.mm.default`` -> ``aten::mm``."""
+    schema = getattr(func, "_schema", None)
+    if schema is not None:
+        return str(schema.name)
+    return str(func).rsplit(".", 1)[0].replace(".", "::", 1)
+
+
+def op_tags(func: Any) -> tuple[bool, bool, bool]:
+    """(is a view, is pointwise, is a reduction) of an ``OpOverload``."""
+    tags = set(getattr(func, "tags", ()) or ())
+    pointwise = getattr(torch.Tag, "pointwise", None)
+    reduction = getattr(torch.Tag, "reduction", None)
+    return (bool(getattr(func, "is_view", False)), pointwise in tags and pointwise is not None,
+            reduction in tags and reduction is not None)
+
+
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def tensor_leaves(tree: Any) -> list[Any]:
+    """The tensors in nested args/kwargs/outputs (lists, tuples, dicts)."""
+    from torch.utils._pytree import tree_leaves
+
+    return [x for x in tree_leaves(tree) if isinstance(x, torch.Tensor)]

@@ -70,12 +70,19 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.chart import timeline_png
 
         timeline = timeline_png(result)
-    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline)
+    roofline = None
+    if "roofline" in result.views and result.roofline:
+        from kernelmagic.render.roofline import roofline_png
+
+        roofline = roofline_png(result)
+    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline,
+                                      roofline_png=roofline)
     if widget:
         def build() -> Any:
             from kernelmagic.render.widget import report_widget
 
-            return report_widget(result, png, findings=findings, timeline_png=timeline)
+            return report_widget(result, png, findings=findings, timeline_png=timeline,
+                                 roofline_png=roofline)
 
         view = widget_view(build)
         if view is not None:

@@ -1,0 +1,143 @@
+"""Counts FLOPs and bytes moved per op in one run of the cell (``--roofline``).
+
+``count_ops(fn)`` runs ``fn`` once under a ``TorchDispatchMode`` and returns, per op
+name as the profiler spells it (``aten::mm``), the calls, FLOPs and bytes of that run:
+
+- FLOPs: ``torch.utils.flop_counter``'s formulas (matmuls, convolutions, attention);
+  ops torch has no formula for count one FLOP per output element when tagged
+  ``pointwise`` (copies excepted: 0) and one per input element when tagged
+  ``reduction``; everything else 0.
+- Bytes: the sizes of the op's input and output tensors (dimensions broadcast with
+  stride 0 counted once). Views and aliases (``view``, ``t``, ``expand``...), fresh
+  allocations (``empty``) and ops that return no tensor move nothing.
+- Composite ops with no formula (``aten::linear``, ``aten::layer_norm`` in inference
+  mode) are decomposed while counting, as torch's ``FlopCounterMode`` does, so the
+  counts land on the ops that do the work (``aten::addmm``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kernelmagic import torch_compat
+
+#: Copies are tagged pointwise but compute nothing.
+COPY_OPS = frozenset({"aten::clone", "aten::copy_", "aten::_to_copy", "aten::lift_fresh_copy",
+                      "aten::fill_", "aten::zero_", "aten::_copy_from"})
+#: Ops that allocate or alias without reading or writing any element.
+NO_TRAFFIC_OPS = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided",
+                            "aten::_unsafe_view", "aten::alias", "aten::lift_fresh",
+                            "aten::resolve_conj", "aten::resolve_neg", "aten::_reshape_alias",
+                            "aten::set_", "aten::detach"})
+_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16",
+                "torch.float16": "float16"}
+
+
+@dataclass
+class OpCount:
+    """One op's calls and totals over the counted run."""
+
+    key: str
+    calls: int = 0
+    flops: float = 0.0
+    bytes: float = 0.0
+    dtype: str = ""  # of its first floating-point input: float32, bfloat16, float16...
+
+
+def tensor_bytes(t: Any) -> float:
+    """Bytes a tensor holds: dimensions broadcast with stride 0 are counted once."""
+    try:
+        if t.numel() == 0:
+            return 0.0
+        n = 1
+        for size, stride in zip(t.shape, t.stride(), strict=True):
+            if stride != 0:
+                n *= size
+        return float(n * t.element_size())
+    except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
+        return float(t.numel() * t.element_size())
+
+
+def dtype_name(dtype: Any) -> str:
+    text = str(dtype)
+    return _DTYPE_NAMES.get(text, text.replace("torch.", ""))
+
+
+def op_flops(func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> float:
+    """FLOPs of one call (see the module's docstring for the rules)."""
+    formula = torch_compat.flop_formula(func)
+    if formula is not None:
+        return float(formula(*args, **kwargs, out_val=out))
+    _, pointwise, reduction = torch_compat.op_tags(func)
+    if pointwise and key not in COPY_OPS:
+        return float(sum(t.numel() for t in torch_compat.tensor_leaves(out)))
+    if reduction:
+        inputs = torch_compat.tensor_leaves(args)
+        return float(inputs[0].numel()) if inputs else 0.0
+    return 0.0
+
+
+def op_bytes(func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> float:
+    """Bytes one call reads and writes: its input and output tensors (views: 0)."""
+    is_view, _, _ = torch_compat.op_tags(func)
+    outputs = torch_compat.tensor_leaves(out)
+    if is_view or key in NO_TRAFFIC_OPS or not outputs:
+        return 0.0
+    inputs = torch_compat.tensor_leaves((args, kwargs))
+    return sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
+
+
+def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
+    tensors = torch_compat.tensor_leaves((args, kwargs))
+    for t in tensors:
+        if t.is_floating_point():
+            return dtype_name(t.dtype)
+    return dtype_name(tensors[0].dtype) if tensors else ""
+
+
+def _mode_class() -> type:
+    base = torch_compat.dispatch_mode_base()
+
+    class CountingMode(base):  # type: ignore[misc, valid-type]
+        def __init__(self, counts: dict[str, OpCount]) -> None:
+            super().__init__()
+            self.counts = counts
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if torch_compat.flop_formula(func) is None:
+                # A composite op (aten::linear...): count the ops it is made of.
+                decompose = getattr(func, "decompose", None)
+                if decompose is not None:
+                    with self:
+                        out = decompose(*args, **kwargs)
+                    if out is not NotImplemented:
+                        return out
+            out = func(*args, **kwargs)
+            key = torch_compat.op_name(func)
+            entry = self.counts.get(key)
+            if entry is None:
+                entry = self.counts[key] = OpCount(key, dtype=_dtype(args, kwargs))
+            entry.calls += 1
+            entry.flops += op_flops(func, key, args, kwargs, out)
+            entry.bytes += op_bytes(func, key, args, kwargs, out)
+            return out
+
+    return CountingMode
+
+
+_MODE: type | None = None
+
+
+def count_ops(fn: Callable[[], Any]) -> dict[str, OpCount]:
+    """Run ``fn`` once under the counting mode; per op name, its calls, FLOPs and bytes."""
+    global _MODE
+    if _MODE is None:
+        _MODE = _mode_class()
+    counts: dict[str, OpCount] = {}
+    with _MODE(counts):
+        fn()
+    return counts

@@ -1,0 +1,132 @@
+"""The roofline view (``--roofline``): is each op bound by compute, memory or overhead?
+
+The counts come from one extra, unprofiled run of the cell (``op_counter.count_ops``,
+run after the profiled iterations). ``collect_roofline`` joins them to the profiled
+session's events:
+
+- An op event whose name the counting run saw, and that no counted op encloses, owns
+  its FLOPs and bytes, and its time is its own self time **plus the self time of the
+  ops it calls internally** (``aten::addmm``'s internal ``aten::copy_``, the ``bmm``\\ s
+  inside ``aten::_native_multi_head_attention``): the counts describe all of that work.
+- Every other op event (a composite wrapper such as ``aten::linear``, an op only ever
+  called from inside another op) keeps its own self time under its own name, with 0
+  FLOPs and bytes: its time is dispatch overhead.
+
+Times are self device time on CUDA, self CPU time otherwise. ``classify`` then places
+each op against the device's roofs (``kernelmagic/peaks.py``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from kernelmagic import torch_compat
+from kernelmagic.op_counter import OpCount
+from kernelmagic.peaks import Peaks
+from kernelmagic.rows import RooflineRow
+
+#: An op is overhead-bound when it reaches less than this fraction of *both* roofs
+#: (achieved FLOP/s / peak FLOP/s and achieved bytes/s / peak bytes/s). Tiny ops,
+#: whose time is dispatch and kernel launch, stay far below 1% (an 8-element multiply
+#: on a CPU reaches ~0.1% of the copy bandwidth, on a GPU ~0.001%), while real work
+#: stays above it even when slowed down 5-10x (a 16M-element add that page-faults
+#: its fresh output on every call still reaches ~5% of the CPU's copy bandwidth).
+OVERHEAD_FRACTION = 0.01
+
+BOUNDS = ("compute", "memory", "overhead")
+
+
+def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -> tuple[str, float]:
+    """(bound, share of the nearer roof reached) for an op's achieved rates.
+
+    Compute-bound when the op is nearer the compute roof than the memory roof (the
+    same as: its intensity is at or right of the ridge point), memory-bound otherwise,
+    overhead-bound when both shares are below ``OVERHEAD_FRACTION``.
+    """
+    peak_flops = peaks.flops_for(dtype)
+    compute = flops_per_s / peak_flops if peak_flops > 0 else 0.0
+    memory = bytes_per_s / peaks.bytes_per_s if peaks.bytes_per_s > 0 else 0.0
+    reached = max(compute, memory)
+    if reached < OVERHEAD_FRACTION:
+        return "overhead", reached
+    return ("compute" if compute >= memory else "memory"), reached
+
+
+def _is_op(event: Any) -> bool:
+    return (torch_compat.is_host_event(event)
+            and not torch_compat.is_python_function(event)
+            and not torch_compat.is_user_range(event)
+            and not torch_compat.is_pseudo_row(event))
+
+
+def attribute_times(events: list[Any], counted: set[str],
+                    on_device: bool) -> tuple[dict[str, float], dict[str, int]]:
+    """Per owner name: time (µs) and calls, by the rule in the module docstring."""
+    field = "self_device_time_total" if on_device else "self_cpu_time_total"
+    time: defaultdict[str, float] = defaultdict(float)
+    calls: defaultdict[str, int] = defaultdict(int)
+    for event in events:
+        if not _is_op(event):
+            continue
+        owner = None
+        node = event
+        under_our_sync = False
+        while node is not None:
+            name = str(node.name)
+            if name == torch_compat.SYNC_RANGE:
+                under_our_sync = True
+                break
+            if name in counted and _is_op(node):
+                owner = node  # keep walking: the outermost counted op owns it
+            node = node.cpu_parent
+        if under_our_sync:
+            continue  # kernelmagic's own synchronize
+        owner = owner if owner is not None else event
+        time[str(owner.name)] += torch_compat.op_times(event)[field]
+        if owner is event:
+            calls[str(event.name)] += 1
+    return dict(time), dict(calls)
+
+
+def build_rows(times: dict[str, float], calls: dict[str, int], counts: dict[str, OpCount],
+               peaks: Peaks) -> list[RooflineRow]:
+    """One ``RooflineRow`` per op with time, most time first."""
+    rows = []
+    for key, spent in times.items():
+        if spent <= 0:
+            continue
+        count = calls.get(key, 0)
+        seen = counts.get(key)
+        flops = seen.flops / seen.calls if seen and seen.calls else 0.0
+        moved = seen.bytes / seen.calls if seen and seen.calls else 0.0
+        dtype = seen.dtype if seen else ""
+        seconds = spent / 1e6
+        flops_per_s = flops * count / seconds
+        bytes_per_s = moved * count / seconds
+        bound, reached = classify(flops_per_s, bytes_per_s, dtype, peaks)
+        rows.append(RooflineRow(
+            key=key, count=count, flops=flops, bytes=moved,
+            intensity=flops / moved if moved > 0 else 0.0,
+            flops_per_s=flops_per_s, bytes_per_s=bytes_per_s, bound=bound,
+            time=spent, dtype=dtype, roof_share=reached, counted=seen is not None))
+    return sorted(rows, key=lambda r: (-r.time, r.key))
+
+
+def collect_roofline(prof: Any, counts: dict[str, OpCount], peaks: Peaks,
+                     on_device: bool) -> list[RooflineRow]:
+    """The roofline rows of a finished session, given the counting run's counts."""
+    counted = {k for k, c in counts.items() if c.flops > 0 or c.bytes > 0}
+    times, calls = attribute_times(torch_compat.host_events(prof), counted, on_device)
+    return build_rows(times, calls, counts, peaks)
+
+
+def verdict(rows: list[RooflineRow]) -> dict[str, float]:
+    """The share of the ops' time in each regime: compute, memory, overhead."""
+    total = sum(r.time for r in rows)
+    shares = {b: 0.0 for b in BOUNDS}
+    if total <= 0:
+        return shares
+    for r in rows:
+        shares[r.bound] += r.time / total
+    return shares
