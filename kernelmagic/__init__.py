@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "OpRow", "ProfileOptions", "ProfileResult", "__version__", "compare",
-           "load", "profile"]
+           "load", "peaks", "profile", "set_peaks"]
 
 if TYPE_CHECKING:
     from kernelmagic.compare import Comparison, compare
+    from kernelmagic.device_peaks import peaks, set_peaks
     from kernelmagic.options import ProfileOptions
     from kernelmagic.result import OpRow, ProfileResult
     from kernelmagic.runner import profile
@@ -32,6 +33,8 @@ _LAZY = {
     "load": "kernelmagic.storage",
     "compare": "kernelmagic.compare",
     "Comparison": "kernelmagic.compare",
+    "peaks": "kernelmagic.device_peaks",
+    "set_peaks": "kernelmagic.device_peaks",
 }
 
 # A line magic that had our name before we loaded (restored on unload).

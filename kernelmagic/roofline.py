@@ -13,17 +13,18 @@ session's events:
   FLOPs and bytes: its time is dispatch overhead.
 
 Times are self device time on CUDA, self CPU time otherwise. ``classify`` then places
-each op against the device's roofs (``kernelmagic/peaks.py``).
+each op against the device's roofs (``kernelmagic/device_peaks.py``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from kernelmagic import torch_compat
+from kernelmagic.device_peaks import Peaks
 from kernelmagic.op_counter import OpCount
-from kernelmagic.peaks import Peaks
 from kernelmagic.rows import RooflineRow
 
 #: An op is overhead-bound when it reaches less than this fraction of *both* roofs
@@ -90,9 +91,13 @@ def attribute_times(events: list[Any], counted: set[str],
 
 
 def build_rows(times: dict[str, float], calls: dict[str, int], counts: dict[str, OpCount],
-               peaks: Peaks) -> list[RooflineRow]:
-    """One ``RooflineRow`` per op with time, most time first."""
-    rows = []
+               peaks: Peaks) -> tuple[list[RooflineRow], Peaks]:
+    """One ``RooflineRow`` per op with time, most time first, and the roofs they used.
+
+    A roof is a ceiling: when an op went faster than a measured peak (a noisy
+    measurement), that roof is raised to the op's rate before classifying.
+    """
+    rates = []
     for key, spent in times.items():
         if spent <= 0:
             continue
@@ -100,22 +105,47 @@ def build_rows(times: dict[str, float], calls: dict[str, int], counts: dict[str,
         seen = counts.get(key)
         flops = seen.flops / seen.calls if seen and seen.calls else 0.0
         moved = seen.bytes / seen.calls if seen and seen.calls else 0.0
-        dtype = seen.dtype if seen else ""
         seconds = spent / 1e6
-        flops_per_s = flops * count / seconds
-        bytes_per_s = moved * count / seconds
+        rates.append((key, count, flops, moved, seen, spent,
+                      flops * count / seconds, moved * count / seconds))
+    peaks = raise_roofs(peaks, [(seen.dtype if seen else "", f, b)
+                                for *_, seen, _, f, b in rates])
+    rows = []
+    for key, count, flops, moved, seen, spent, flops_per_s, bytes_per_s in rates:
+        dtype = seen.dtype if seen else ""
         bound, reached = classify(flops_per_s, bytes_per_s, dtype, peaks)
         rows.append(RooflineRow(
             key=key, count=count, flops=flops, bytes=moved,
             intensity=flops / moved if moved > 0 else 0.0,
             flops_per_s=flops_per_s, bytes_per_s=bytes_per_s, bound=bound,
             time=spent, dtype=dtype, roof_share=reached, counted=seen is not None))
-    return sorted(rows, key=lambda r: (-r.time, r.key))
+    return sorted(rows, key=lambda r: (-r.time, r.key)), peaks
+
+
+def raise_roofs(peaks: Peaks, rates: list[tuple[str, float, float]]) -> Peaks:
+    """``peaks`` with each roof at least the best (dtype, FLOP/s, bytes/s) achieved."""
+    flops = dict(peaks.flops_per_s)
+    bandwidth = peaks.bytes_per_s
+    raised = []
+    for dtype, flops_per_s, bytes_per_s in rates:
+        roof = dtype if dtype in flops else "float32"
+        if flops_per_s > flops.get(roof, 0.0):
+            flops[roof] = flops_per_s
+            raised.append(roof)
+        if bytes_per_s > bandwidth:
+            bandwidth = bytes_per_s
+            raised.append("memory")
+    if not raised:
+        return peaks
+    note = (f"{', '.join(sorted(set(raised)))} roof raised to the fastest op's rate "
+            "(the peak measurement saw less)")
+    return replace(peaks, flops_per_s=flops, bytes_per_s=bandwidth,
+                   note="; ".join(n for n in (peaks.note, note) if n))
 
 
 def collect_roofline(prof: Any, counts: dict[str, OpCount], peaks: Peaks,
-                     on_device: bool) -> list[RooflineRow]:
-    """The roofline rows of a finished session, given the counting run's counts."""
+                     on_device: bool) -> tuple[list[RooflineRow], Peaks]:
+    """The roofline rows of a finished session and the roofs they were placed under."""
     counted = {k for k, c in counts.items() if c.flops > 0 or c.bytes > 0}
     times, calls = attribute_times(torch_compat.host_events(prof), counted, on_device)
     return build_rows(times, calls, counts, peaks)

@@ -138,8 +138,8 @@ def execute(fn: Callable[[], Any], run: Plan,
 def roofline_view(result: ProfileResult, fn: Callable[[], Any], prof: Any,
                   on_device: bool) -> ProfileResult:
     """``result`` with its roofline: ``fn`` runs once more, counted, not profiled."""
+    from kernelmagic.device_peaks import peaks
     from kernelmagic.op_counter import count_ops
-    from kernelmagic.peaks import peaks
     from kernelmagic.roofline import collect_roofline
 
     roofs = peaks("cuda" if on_device else "cpu")
@@ -149,7 +149,7 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], prof: Any,
         note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
         return dataclasses.replace(result, roofline_peaks={**roofs.to_dict(), "note": note})
     torch_compat.synchronize()
-    rows = collect_roofline(prof, counts, roofs, on_device)
+    rows, roofs = collect_roofline(prof, counts, roofs, on_device)
     return dataclasses.replace(result, roofline=rows, roofline_peaks=roofs.to_dict())
 
 

@@ -114,10 +114,10 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
         ridge = peak / bandwidth
         ax.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#333333",
                 linestyle=styles[i % 3], linewidth=1.2)
-        ax.text(x_hi, peak, f" {dt} {format_count(peak)}FLOP/s", va="bottom", ha="right",
-                fontsize=8, color="#333333")
-    ax.text(x_lo * 1.3, bandwidth * x_lo * 1.6, f"{format_count(bandwidth)}B/s",
-            rotation=0, fontsize=8, color="#333333")
+        ax.text(ridge * 1.15, peak * 1.12, f"{dt} {format_count(peak)}FLOP/s", va="bottom",
+                ha="left", fontsize=8, color="#333333")
+    ax.text(x_lo * 1.2, bandwidth * x_lo * 5, f"memory {format_count(bandwidth)}B/s",
+            fontsize=8, color="#333333", ha="left", va="bottom")
     for r in plotted:
         share = r.time / total
         ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * share, alpha=0.75,

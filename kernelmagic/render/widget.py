@@ -129,4 +129,5 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
+    box.km_boxes = box_of  # what the selector shows per view (a chart above some tables)
     return box

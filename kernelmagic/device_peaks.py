@@ -28,6 +28,11 @@ TB = 1e12  # TB/s (datasheets use decimal units)
 #: come first. GPUs without native bf16 (T4, V100) get their float32 figure for it.
 DATASHEET: list[tuple[str, str, dict[str, float], float]] = [
     # (pattern in the device name, label, flops_per_s per dtype, bytes_per_s)
+    # NVIDIA GH200 datasheet: FP32 67 TF, BF16/FP16 1,979 TF sparse, 4 TB/s (HBM3)
+    ("GH200", "GH200", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4.0 * TB),
+    # NVIDIA H200 datasheet, NVL: FP32 60 TF, BF16/FP16 1,671 TF sparse, 4.8 TB/s
+    ("H200 NVL", "H200 NVL", {"float32": 60 * T, "bfloat16": 835 * T, "float16": 835 * T},
+     4.8 * TB),
     # NVIDIA H200 datasheet (SXM): FP32 67 TF, BF16/FP16 1,979 TF with sparsity, 4.8 TB/s
     ("H200", "H200", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4.8 * TB),
     # NVIDIA H100 datasheet, PCIe: FP32 51 TF, BF16/FP16 1,513 TF sparse, 2.0 TB/s
@@ -49,6 +54,9 @@ DATASHEET: list[tuple[str, str, dict[str, float], float]] = [
      1.555 * TB),
     # NVIDIA L40S datasheet: FP32 91.6 TF, BF16/FP16 733 TF sparse, 864 GB/s
     ("L40S", "L40S", {"float32": 91.6 * T, "bfloat16": 366 * T, "float16": 366 * T},
+     0.864 * TB),
+    # NVIDIA L40 datasheet: FP32 90.5 TF, BF16/FP16 362 TF sparse, 864 GB/s
+    ("L40", "L40", {"float32": 90.5 * T, "bfloat16": 181 * T, "float16": 181 * T},
      0.864 * TB),
     # NVIDIA L4 datasheet: FP32 30.3 TF, BF16/FP16 242 TF sparse, 300 GB/s
     ("L4", "L4", {"float32": 30.3 * T, "bfloat16": 121 * T, "float16": 121 * T}, 0.300 * TB),

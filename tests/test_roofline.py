@@ -1,0 +1,372 @@
+"""The roofline view (--roofline): exact counts, known bounds, the join, peaks, rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from IPython.utils.capture import capture_output
+
+import kernelmagic
+from kernelmagic import device_peaks as peaks_mod
+from kernelmagic.device_peaks import Peaks, datasheet
+from kernelmagic.op_counter import count_ops, tensor_bytes
+from kernelmagic.result import ProfileResult
+from kernelmagic.roofline import OVERHEAD_FRACTION, attribute_times, build_rows, classify
+from kernelmagic.roofline_findings import compute_far_from_peak, memory_bound, overhead_bound
+from kernelmagic.rows import RooflineRow
+
+F32 = 4  # bytes per float32
+
+
+def counts_of(fn):
+    with torch.inference_mode():
+        return {k: (c.calls, c.flops, c.bytes) for k, c in count_ops(fn).items()}
+
+
+# --- exact counts ----------------------------------------------------------------------
+
+
+def test_mm_and_addmm_counts():
+    a, b, bias = torch.randn(64, 32), torch.randn(32, 16), torch.randn(16)
+    assert counts_of(lambda: a @ b) == {
+        "aten::mm": (1, 2 * 64 * 32 * 16, F32 * (64 * 32 + 32 * 16 + 64 * 16))}
+    assert counts_of(lambda: torch.addmm(bias, a, b)) == {
+        "aten::addmm": (1, 2 * 64 * 32 * 16, F32 * (16 + 64 * 32 + 32 * 16 + 64 * 16))}
+
+
+def test_linear_is_counted_as_the_addmm_it_runs():
+    a, w, bias = torch.randn(64, 32), torch.randn(16, 32), torch.randn(16)
+    counts = counts_of(lambda: F.linear(a, w, bias))
+    assert counts["aten::addmm"] == (1, 2 * 64 * 32 * 16, F32 * (16 + 64 * 32 + 32 * 16 + 64 * 16))
+    assert counts["aten::t"][2] == 0  # a view moves nothing
+    assert "aten::linear" not in counts
+
+
+def test_conv2d_counts():
+    img, w, bias = torch.randn(2, 3, 32, 32), torch.randn(8, 3, 3, 3), torch.randn(8)
+    flops = 2 * (2 * 8 * 32 * 32) * (3 * 3 * 3)  # 2 x outputs x (in channels x kernel)
+    moved = F32 * (2 * 3 * 32 * 32 + 8 * 3 * 3 * 3 + 8 + 2 * 8 * 32 * 32)
+    assert counts_of(lambda: F.conv2d(img, w, bias, padding=1)) == {
+        "aten::convolution": (1, flops, moved)}
+
+
+def test_sdpa_counts():
+    b, h, n, e = 2, 4, 128, 64
+    q = torch.randn(b, h, n, e)
+    counts = counts_of(lambda: F.scaled_dot_product_attention(q, q, q))
+    (key, (calls, flops, moved)), = counts.items()
+    assert calls == 1
+    assert key.startswith("aten::_scaled_dot_product")
+    assert flops == 2 * 2 * b * h * n * n * e  # Q K^T and P V
+    # q, k, v and the output, plus the float32 log-sum-exp per row that the kernel returns
+    assert moved == F32 * (4 * b * h * n * e + b * h * n)
+
+
+def test_elementwise_and_reduction_counts():
+    a = torch.randn(1000)
+    assert counts_of(lambda: a + a) == {"aten::add": (1, 1000, 3 * 1000 * F32)}
+    assert counts_of(lambda: a.sum()) == {"aten::sum": (1, 1000, (1000 + 1) * F32)}
+    assert counts_of(lambda: a * 2.0) == {"aten::mul": (1, 1000, 2 * 1000 * F32)}
+
+
+def test_views_move_nothing_and_broadcasts_count_once():
+    a = torch.randn(32, 64)
+    assert counts_of(lambda: a.view(64, 32)) == {"aten::view": (1, 0, 0)}
+    assert counts_of(lambda: a.t()) == {"aten::t": (1, 0, 0)}
+    assert tensor_bytes(torch.randn(64).expand(32, 64)) == 64 * F32
+    assert counts_of(lambda: a.clone())["aten::clone"] == (1, 0, 2 * 32 * 64 * F32)
+
+
+# --- known bounds on this machine's measured peaks ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def known():
+    a = torch.randn(1024, 1024)
+    big = torch.randn(16 * 2**20)
+    tiny = torch.randn(8)
+
+    def muls():
+        for _ in range(300):
+            tiny.mul(1.5)
+
+    out = {}
+    with torch.inference_mode():
+        for name, fn in [("mm", lambda: a @ a), ("add", lambda: big + big), ("muls", muls)]:
+            out[name] = kernelmagic.profile(fn, iters=3, warmup=1, roofline=True, name=name)
+    return out
+
+
+def rows_of(result):
+    return {r.key: r for r in result.roofline}
+
+
+def test_large_matmul_is_compute_bound(known):
+    mm = rows_of(known["mm"])["aten::mm"]
+    assert mm.bound == "compute"
+    assert (mm.count, mm.flops, mm.bytes) == (3, 2 * 1024**3, 3 * 1024 * 1024 * F32)
+    assert mm.intensity == pytest.approx(2 * 1024**3 / (3 * 1024 * 1024 * F32))
+    assert mm.flops_per_s == pytest.approx(3 * mm.flops / (mm.time / 1e6))
+    assert known["mm"].roofline_verdict["compute"] > 0.9
+
+
+def test_large_add_is_memory_bound(known):
+    add = rows_of(known["add"])["aten::add"]
+    assert add.bound == "memory"
+    assert add.bytes == 3 * 16 * 2**20 * F32 and add.flops == 16 * 2**20
+    assert add.bytes_per_s == pytest.approx(3 * add.bytes / (add.time / 1e6))
+
+
+def test_tiny_multiplies_are_overhead_bound(known):
+    mul = rows_of(known["muls"])["aten::mul"]
+    assert mul.bound == "overhead" and mul.count == 900
+    assert mul.roof_share < OVERHEAD_FRACTION
+    assert known["muls"].roofline_verdict["overhead"] > 0.9
+    rules = [f.rule for f in known["muls"].findings()]
+    assert "overhead_bound" in rules
+
+
+def test_profiled_time_is_unchanged_by_the_counting_run(known):
+    # The counting run happens after the profiled iterations: the op table still
+    # holds exactly iters calls of the matmul.
+    result = known["mm"]
+    assert {r.key: r.count for r in result.rows}["aten::mm"] == 3
+    assert "roofline" in result.views and result.roofline_peaks["source"] == "measured"
+
+
+# --- classification and the join, on exact numbers ------------------------------------
+
+
+ROOFS = Peaks(device="cpu", flops_per_s={"float32": 100e9, "bfloat16": 400e9,
+                                         "float16": 400e9},
+              bytes_per_s=10e9, source="test")
+
+
+def test_classify_threshold_and_ridge():
+    # The ridge is at 10 FLOP/byte: nearer the compute roof right of it.
+    assert classify(50e9, 1e9, "float32", ROOFS) == ("compute", 0.5)
+    assert classify(5e9, 5e9, "float32", ROOFS) == ("memory", 0.5)
+    below = OVERHEAD_FRACTION * 0.99
+    assert classify(below * 100e9, below * 10e9, "float32", ROOFS)[0] == "overhead"
+    at = OVERHEAD_FRACTION
+    assert classify(0.0, at * 10e9, "float32", ROOFS)[0] == "memory"
+    assert classify(at * 100e9, 0.0, "float32", ROOFS)[0] == "compute"
+    # The compute roof follows the dtype: 50 GFLOP/s is 12.5% of the bf16 roof.
+    assert classify(50e9, 1e9, "bfloat16", ROOFS) == ("compute", 0.125)
+    assert classify(50e9, 1e9, "float64", ROOFS) == ("compute", 0.5)  # float32's roof
+
+
+def event(name, self_cpu, parent=None, self_dev=0.0, user=False):
+    return SimpleNamespace(name=name, cpu_parent=parent, self_cpu_time_total=self_cpu,
+                           cpu_time_total=self_cpu, self_device_time_total=self_dev,
+                           device_time_total=self_dev, is_user_annotation=user,
+                           device_type=torch.autograd.DeviceType.CPU, key=name)
+
+
+def test_time_goes_to_the_outermost_counted_op():
+    it = event("cell/iter 0", 0.0, user=True)
+    linear = event("aten::linear", 5.0, it)
+    t = event("aten::t", 1.0, linear)
+    addmm = event("aten::addmm", 100.0, linear)
+    copy = event("aten::copy_", 20.0, addmm)  # addmm's internal copy: addmm's work
+    mha = event("aten::_native_multi_head_attention", 2.0, it)
+    inner = event("aten::addmm", 50.0, mha)  # inside another counted op: the outer owns it
+    sync = event("kernelmagic: synchronize", 0.0, it, user=True)
+    ours = event("cudaDeviceSynchronize", 9.0, sync)
+    events = [it, linear, t, addmm, copy, mha, inner, sync, ours]
+    counted = {"aten::addmm", "aten::_native_multi_head_attention"}
+    times, calls = attribute_times(events, counted, on_device=False)
+    assert times == {"aten::linear": 5.0, "aten::t": 1.0, "aten::addmm": 120.0,
+                     "aten::_native_multi_head_attention": 52.0}
+    assert calls == {"aten::linear": 1, "aten::t": 1, "aten::addmm": 1,
+                     "aten::_native_multi_head_attention": 1}
+
+
+def test_rows_rates_and_raised_roofs():
+    from kernelmagic.op_counter import OpCount
+
+    counts = {"aten::add": OpCount("aten::add", calls=2, flops=2e6, bytes=24e6, dtype="float32")}
+    rows, used = build_rows({"aten::add": 1000.0, "aten::linear": 10.0},
+                            {"aten::add": 4, "aten::linear": 4}, counts, ROOFS)
+    add, linear = rows
+    assert (add.key, add.flops, add.bytes, add.count) == ("aten::add", 1e6, 12e6, 4)
+    assert add.bytes_per_s == pytest.approx(4 * 12e6 / 1e-3)  # 48 GB/s: above the 10 GB/s roof
+    assert used.bytes_per_s == pytest.approx(48e9) and "memory roof raised" in used.note
+    assert add.bound == "memory" and add.roof_share == pytest.approx(1.0)
+    assert (linear.bound, linear.counted, linear.bytes) == ("overhead", False, 0.0)
+
+
+# --- peaks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, label", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+    ("NVIDIA A100-PCIE-40GB", "A100 40GB"), ("Tesla T4", "T4"), ("NVIDIA L4", "L4"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA A10", "A10"), ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+])
+def test_datasheet_lookup(name, label):
+    found = datasheet(name)
+    assert found is not None and found[0] == label
+    assert found[1]["bfloat16"] >= found[1]["float32"] > 0 and found[2] > 1e11
+
+
+def test_unknown_gpus_are_measured():
+    assert datasheet("NVIDIA A10G") is None and datasheet("Some Future GPU") is None
+
+
+def test_cpu_peaks_are_measured_once_and_can_be_set():
+    first = kernelmagic.peaks("cpu")
+    assert first.source == "measured" and first.bytes_per_s > 0
+    assert all(first.flops_per_s[dt] > 0 for dt in ("float32", "bfloat16", "float16"))
+    assert kernelmagic.peaks("cpu") is first  # cached for the process
+    try:
+        kernelmagic.set_peaks(flops_per_s={"float32": 1e12}, bytes_per_s=2e11, device="cpu")
+        now = kernelmagic.peaks("cpu")
+        assert (now.flops_per_s["float32"], now.bytes_per_s, now.source) == (
+            1e12, 2e11, "set_peaks")
+        assert now.flops_per_s["bfloat16"] == first.flops_per_s["bfloat16"]
+        kernelmagic.set_peaks(5e11, device="cpu")
+        assert set(kernelmagic.peaks("cpu").flops_per_s.values()) == {5e11}
+        with pytest.raises(ValueError, match="positive"):
+            kernelmagic.set_peaks(bytes_per_s=-1, device="cpu")
+    finally:
+        peaks_mod._overrides.pop("cpu", None)
+    assert kernelmagic.peaks("cpu") is first
+
+
+# --- result, rendering, findings ------------------------------------------------------------
+
+
+def test_round_trip_and_older_files(known, tmp_path):
+    result = known["add"]
+    back = ProfileResult.from_dict(result.to_dict())
+    assert back == result and back.roofline == result.roofline
+    older = result.to_dict()
+    del older["roofline"], older["roofline_peaks"]
+    old = ProfileResult.from_dict(older)
+    assert old.roofline == [] and old.roofline_peaks == {} and old.findings() is not None
+
+
+def test_text_html_and_widget(known):
+    from kernelmagic.render.bundle import mime_bundle
+    from kernelmagic.render.text import text_report
+    from kernelmagic.render.widget import report_widget
+
+    result = known["mm"]
+    text = text_report(result)
+    assert "[roofline]" in text and "Roofline: " in text and "compute-bound" in text
+    html = mime_bundle(result, include=["text/html"])["text/html"]
+    view = html[html.index("km-view-roofline"):]
+    assert 'alt="roofline chart"' in view and "FLOP/byte" in view
+    box = report_widget(result, None)
+    assert "roofline" in box.km_views
+    table = box.km_views["roofline"]
+    table.click("flops")
+    assert table.order == ["aten::mm", "aten::matmul"]  # the wrapper counts no FLOPs
+    table.click("flops")
+    assert table.order == ["aten::matmul", "aten::mm"]
+    assert box.km_boxes["roofline"] is table.widget  # no chart passed: the table alone
+
+
+def fake_result(rows, iters=1, **peaks):
+    roofs = {"flops_per_s": {"float32": 100e9, "bfloat16": 400e9, "float16": 400e9},
+             "bytes_per_s": 10e9, "source": "test", **peaks}
+    return ProfileResult(name="fake", iters=iters, warmup=0, device="cpu", rows=[],
+                         timings=[1.0] * iters, roofline=rows, roofline_peaks=roofs,
+                         views=["roofline"])
+
+
+def rrow(key, bound, time, flops=0.0, moved=0.0, count=1, dtype="float32"):
+    seconds = time / 1e6
+    return RooflineRow(key=key, count=count, flops=flops, bytes=moved,
+                       intensity=flops / moved if moved else 0.0,
+                       flops_per_s=flops * count / seconds, bytes_per_s=moved * count / seconds,
+                       bound=bound, time=time, dtype=dtype, roof_share=0.5)
+
+
+def test_memory_bound_finding():
+    rows = [rrow("aten::add", "memory", 600.0, 1e6, 12e6), rrow("aten::mm", "compute", 400.0)]
+    found = memory_bound(fake_result(rows))
+    assert found is not None and "60% of op time" in found.evidence
+    assert "aten::add 60%" in found.evidence and "torch.compile" in found.suggestion
+    rows[1] = rrow("aten::mm", "compute", 700.0)
+    assert memory_bound(fake_result(rows)) is None  # 46%: not most of the time
+
+
+def test_overhead_finding():
+    rows = [rrow("aten::mul", "overhead", 800.0, 8, 64, count=300),
+            rrow("aten::mm", "compute", 200.0)]
+    found = overhead_bound(fake_result(rows))
+    assert found is not None and "80% of op time" in found.evidence
+    assert "300 calls per iteration" in found.evidence and "CUDA graphs" in found.suggestion
+
+
+def test_compute_far_from_peak_finding():
+    # 20 GFLOP/s in float32 against a 100 GFLOP/s roof, and bf16 is 4x higher.
+    rows = [rrow("aten::mm", "compute", 1000.0, 20e6, 1e5)]
+    found = compute_far_from_peak(fake_result(rows))
+    assert found is not None and "20% of its 100 GFLOP/s roof" in found.evidence
+    assert "bfloat16" in found.suggestion
+    # At 90% of the roof, in bf16: nothing to say.
+    rows = [rrow("aten::mm", "compute", 1000.0, 360e6, 1e5, dtype="bfloat16")]
+    assert compute_far_from_peak(fake_result(rows)) is None
+
+
+# --- the magic --------------------------------------------------------------------------------
+
+
+def test_magic_roofline_option(ip):
+    ip.run_cell("a = torch.randn(512, 512)")
+    with capture_output() as cap:
+        res = ip.run_cell("%%profile -n 2 -w 1 --roofline -o r\nb = a @ a")
+    assert res.success, res.error_in_exec
+    data = cap.outputs[0].data
+    assert "[roofline]" in data["text/plain"]
+    assert data["text/html"].count("data:image/png;base64,") == 2, "bars and roofline"
+    from test_magic import widget_of
+
+    box = widget_of(data)
+    assert "roofline" in box.km_selector.options
+    chart = box.km_boxes["roofline"].children[0]
+    assert chart.format == "png" and len(chart.value) > 1000
+    result = ip.user_ns["r"]
+    assert {r.key: r.bound for r in result.roofline}["aten::mm"] == "compute"
+
+
+def test_counting_failure_is_reported_not_raised():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) > 3:  # warm-up 1 + 2 profiled: the 4th run is the counting one
+            raise RuntimeError("boom")
+        torch.ones(4).add(1)
+
+    result = kernelmagic.profile(fn, iters=2, warmup=1, roofline=True)
+    assert result.roofline == [] and "counting run failed" in result.roofline_peaks["note"]
+    from kernelmagic.render.text import text_report
+
+    assert "counting run failed (RuntimeError: boom)" in text_report(result)
+
+
+@pytest.mark.cuda
+def test_cuda_matmul_against_datasheet():
+    a = torch.randn(4096, 4096, device="cuda")
+    result = kernelmagic.profile(lambda: a @ a, iters=3, warmup=2, roofline=True)
+    mm = {r.key: r for r in result.roofline}["aten::mm"]
+    assert mm.bound == "compute" and mm.time > 0
+    assert mm.flops == 2 * 4096**3
+    name = torch.cuda.get_device_name()
+    if datasheet(name) is not None:
+        assert result.roofline_peaks["source"].startswith("datasheet: ")
+
+
+def test_readme_names_the_threshold():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "--roofline" in readme
