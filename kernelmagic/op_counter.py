@@ -17,6 +17,7 @@ name as the profiler spells it (``aten::mm``), the calls, FLOPs and bytes of tha
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,25 +66,44 @@ def dtype_name(dtype: Any) -> str:
     return _DTYPE_NAMES.get(text, text.replace("torch.", ""))
 
 
-def op_flops(func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> float:
-    """FLOPs of one call (see the module's docstring for the rules)."""
+@dataclass(frozen=True)
+class OpInfo:
+    """What counting needs to know about one ``OpOverload``, looked up once."""
+
+    key: str
+    formula: Any  # torch's FLOP formula, or None
+    view: bool
+    pointwise: bool
+    reduction: bool
+    decompose: Any  # the composite decomposition, or None
+
+
+def op_info(func: Any) -> OpInfo:
+    view, pointwise, reduction = torch_compat.op_tags(func)
     formula = torch_compat.flop_formula(func)
-    if formula is not None:
-        return float(formula(*args, **kwargs, out_val=out))
-    _, pointwise, reduction = torch_compat.op_tags(func)
-    if pointwise and key not in COPY_OPS:
+    return OpInfo(key=torch_compat.op_name(func), formula=formula, view=view,
+                  pointwise=pointwise, reduction=reduction,
+                  decompose=torch_compat.decomposition(func) if formula is None else None)
+
+
+def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any) -> float:
+    """FLOPs of one call (see the module's docstring for the rules)."""
+    if info.formula is not None:
+        return float(info.formula(*args, **kwargs, out_val=out))
+    if info.pointwise and info.key not in COPY_OPS:
         return float(sum(t.numel() for t in torch_compat.tensor_leaves(out)))
-    if reduction:
+    if info.reduction:
         inputs = torch_compat.tensor_leaves(args)
         return float(inputs[0].numel()) if inputs else 0.0
     return 0.0
 
 
-def op_bytes(func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> float:
+def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any) -> float:
     """Bytes one call reads and writes: its input and output tensors (views: 0)."""
-    is_view, _, _ = torch_compat.op_tags(func)
+    if info.view or info.key in NO_TRAFFIC_OPS:
+        return 0.0
     outputs = torch_compat.tensor_leaves(out)
-    if is_view or key in NO_TRAFFIC_OPS or not outputs:
+    if not outputs:
         return 0.0
     inputs = torch_compat.tensor_leaves((args, kwargs))
     return sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
@@ -97,10 +117,17 @@ def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
     return dtype_name(tensors[0].dtype) if tensors else ""
 
 
-def _mode_class() -> type:
+def _mode_class(dynamo_loaded: bool) -> type:
     base = torch_compat.dispatch_mode_base()
 
     class CountingMode(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch wraps a mode's __torch_dispatch__ so that Dynamo never compiles it,
+            # which imports torch._dynamo (seconds) on first use. Keep that only when
+            # Dynamo is already loaded (the cell may use torch.compile).
+            return dynamo_loaded
+
         def __init__(self, counts: dict[str, OpCount]) -> None:
             super().__init__()
             self.counts = counts
@@ -108,36 +135,38 @@ def _mode_class() -> type:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if torch_compat.flop_formula(func) is None:
+            info = _INFO.get(func)
+            if info is None:
+                info = _INFO[func] = op_info(func)
+            if info.decompose is not None:
                 # A composite op (aten::linear...): count the ops it is made of.
-                decompose = getattr(func, "decompose", None)
-                if decompose is not None:
-                    with self:
-                        out = decompose(*args, **kwargs)
-                    if out is not NotImplemented:
-                        return out
+                with self:
+                    out = info.decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
             out = func(*args, **kwargs)
-            key = torch_compat.op_name(func)
-            entry = self.counts.get(key)
+            entry = self.counts.get(info.key)
             if entry is None:
-                entry = self.counts[key] = OpCount(key, dtype=_dtype(args, kwargs))
+                entry = self.counts[info.key] = OpCount(info.key, dtype=_dtype(args, kwargs))
             entry.calls += 1
-            entry.flops += op_flops(func, key, args, kwargs, out)
-            entry.bytes += op_bytes(func, key, args, kwargs, out)
+            entry.flops += op_flops(info, args, kwargs, out)
+            entry.bytes += op_bytes(info, args, kwargs, out)
             return out
 
     return CountingMode
 
 
-_MODE: type | None = None
+_INFO: dict[Any, OpInfo] = {}
+_MODES: dict[bool, type] = {}
 
 
 def count_ops(fn: Callable[[], Any]) -> dict[str, OpCount]:
     """Run ``fn`` once under the counting mode; per op name, its calls, FLOPs and bytes."""
-    global _MODE
-    if _MODE is None:
-        _MODE = _mode_class()
+    dynamo_loaded = "torch._dynamo" in sys.modules
+    mode = _MODES.get(dynamo_loaded)
+    if mode is None:
+        mode = _MODES[dynamo_loaded] = _mode_class(dynamo_loaded)
     counts: dict[str, OpCount] = {}
-    with _MODE(counts):
+    with mode(counts):
         fn()
     return counts

@@ -55,38 +55,36 @@ def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -
 
 
 def _is_op(event: Any) -> bool:
-    return (torch_compat.is_host_event(event)
-            and not torch_compat.is_python_function(event)
+    return (not torch_compat.is_python_function(event)
             and not torch_compat.is_user_range(event)
             and not torch_compat.is_pseudo_row(event))
 
 
-def attribute_times(events: list[Any], counted: set[str],
+def attribute_times(roots: list[Any], counted: set[str],
                     on_device: bool) -> tuple[dict[str, float], dict[str, int]]:
-    """Per owner name: time (µs) and calls, by the rule in the module docstring."""
-    field = "self_device_time_total" if on_device else "self_cpu_time_total"
+    """Per owner name: time (µs) and calls, by the rule in the module docstring.
+
+    Walks the event tree down from ``roots``: a counted op takes its inclusive time
+    (its own and everything below it) and the walk stops there; any other op takes its
+    self time and the walk goes on into its children. kernelmagic's own synchronize
+    range is skipped.
+    """
     time: defaultdict[str, float] = defaultdict(float)
     calls: defaultdict[str, int] = defaultdict(int)
-    for event in events:
-        if not _is_op(event):
+    sync = torch_compat.SYNC_RANGE
+    stack = list(roots)
+    while stack:
+        event = stack.pop()
+        name = str(event.name)
+        if name == sync:
             continue
-        owner = None
-        node = event
-        under_our_sync = False
-        while node is not None:
-            name = str(node.name)
-            if name == torch_compat.SYNC_RANGE:
-                under_our_sync = True
-                break
-            if name in counted and _is_op(node):
-                owner = node  # keep walking: the outermost counted op owns it
-            node = node.cpu_parent
-        if under_our_sync:
-            continue  # kernelmagic's own synchronize
-        owner = owner if owner is not None else event
-        time[str(owner.name)] += torch_compat.op_times(event)[field]
-        if owner is event:
-            calls[str(event.name)] += 1
+        if _is_op(event):
+            calls[name] += 1
+            if name in counted:
+                time[name] += torch_compat.total_time(event, on_device)
+                continue
+            time[name] += torch_compat.self_time(event, on_device)
+        stack.extend(event.cpu_children)
     return dict(time), dict(calls)
 
 
@@ -147,7 +145,8 @@ def collect_roofline(prof: Any, counts: dict[str, OpCount], peaks: Peaks,
                      on_device: bool) -> tuple[list[RooflineRow], Peaks]:
     """The roofline rows of a finished session and the roofs they were placed under."""
     counted = {k for k, c in counts.items() if c.flops > 0 or c.bytes > 0}
-    times, calls = attribute_times(torch_compat.host_events(prof), counted, on_device)
+    roots = [e for e in torch_compat.host_events(prof) if e.cpu_parent is None]
+    times, calls = attribute_times(roots, counted, on_device)
     return build_rows(times, calls, counts, peaks)
 
 

@@ -412,6 +412,15 @@ def op_tags(func: Any) -> tuple[bool, bool, bool]:
             reduction in tags and reduction is not None)
 
 
+def decomposition(func: Any) -> Any:
+    """``func.decompose`` when the op has a composite (decomposable) kernel, else None."""
+    key = getattr(torch._C.DispatchKey, "CompositeImplicitAutograd", None)
+    has = getattr(func, "has_kernel_for_dispatch_key", None)
+    if key is None or has is None:
+        return getattr(func, "decompose", None)
+    return func.decompose if has(key) else None
+
+
 def dispatch_mode_base() -> type:
     """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -421,6 +430,30 @@ def dispatch_mode_base() -> type:
 
 def tensor_leaves(tree: Any) -> list[Any]:
     """The tensors in nested args/kwargs/outputs (lists, tuples, dicts)."""
-    from torch.utils._pytree import tree_leaves
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    found: list[Any] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, torch.Tensor):
+            found.append(node)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(reversed(node))
+        elif isinstance(node, dict):
+            stack.extend(reversed(list(node.values())))
+    return found
 
-    return [x for x in tree_leaves(tree) if isinstance(x, torch.Tensor)]
+
+def total_time(event: Any, on_device: bool) -> float:
+    """One event's inclusive time (µs): its own and its children's, on device or CPU."""
+    if not on_device:
+        return float(event.cpu_time_total)
+    return _read(event, "device_time_total", "cuda_time_total")
+
+
+def self_time(event: Any, on_device: bool) -> float:
+    """One event's self time (µs) on the device or the CPU: one field, not all four."""
+    if not on_device:
+        return float(event.self_cpu_time_total)
+    return _read(event, "self_device_time_total", "self_cuda_time_total")
