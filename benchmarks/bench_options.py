@@ -1,6 +1,6 @@
 """Profiler overhead of each view option (issue 4), measured side by side in one process.
 
-    python benchmarks/bench_options.py [--rounds N]
+    python benchmarks/bench_options.py [--rounds N] [--roofline-only]
 
 For the seed's Block and for a cell of many small ops, each option's median per-iteration
 time (``result.stats.median``, the profiled iterations' wall time) is divided by that of
@@ -38,6 +38,8 @@ OPTIONS: dict[str, dict[str, object]] = {
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--roofline-only", action="store_true",
+                        help="only the end-to-end cost of --roofline")
     args = parser.parse_args()
     import torch
 
@@ -53,6 +55,10 @@ def main() -> None:
             a = a.add(1).mul(0.5)
 
     workloads = {"Block": lambda: block(x), "400 small ops": many_small}
+    if args.roofline_only:
+        with torch.inference_mode():
+            roofline_cost(workloads, args.rounds)
+        return
     trace = str(Path(tempfile.mkdtemp()) / "trace.json")
     table: dict[str, dict[str, float]] = {}
     with torch.inference_mode():

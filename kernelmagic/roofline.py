@@ -145,7 +145,8 @@ def collect_roofline(prof: Any, counts: dict[str, OpCount], peaks: Peaks,
                      on_device: bool) -> tuple[list[RooflineRow], Peaks]:
     """The roofline rows of a finished session and the roofs they were placed under."""
     counted = {k for k, c in counts.items() if c.flops > 0 or c.bytes > 0}
-    roots = [e for e in torch_compat.host_events(prof) if e.cpu_parent is None]
+    roots = [e for e in torch_compat.all_events(prof)
+             if e.cpu_parent is None and torch_compat.is_host_event(e)]
     times, calls = attribute_times(roots, counted, on_device)
     return build_rows(times, calls, counts, peaks)
 
