@@ -13,6 +13,10 @@ name as the profiler spells it (``aten::mm``), the calls, FLOPs and bytes of tha
 - Composite ops with no formula (``aten::linear``, ``aten::layer_norm`` in inference
   mode) are decomposed while counting, as torch's ``FlopCounterMode`` does, so the
   counts land on the ops that do the work (``aten::addmm``...).
+- Fused kernels that the profile showed calling matmuls internally (the ``open_ops``,
+  e.g. ``aten::_native_multi_head_attention``) are opened: their kernel runs below the
+  Python dispatch key with the mode active, so the matmuls inside (``bmm``, ``addmm``)
+  are counted, and the fused op itself is not.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class OpCount:
     flops: float = 0.0
     bytes: float = 0.0
     dtype: str = ""  # of its first floating-point input: float32, bfloat16, float16...
+    opened: bool = False  # its kernel's inner ops were counted instead of it
 
 
 def tensor_bytes(t: Any) -> float:
@@ -128,9 +133,10 @@ def _mode_class(dynamo_loaded: bool) -> type:
             # Dynamo is already loaded (the cell may use torch.compile).
             return dynamo_loaded
 
-        def __init__(self, counts: dict[str, OpCount]) -> None:
+        def __init__(self, counts: dict[str, OpCount], open_ops: frozenset[str]) -> None:
             super().__init__()
             self.counts = counts
+            self.open_ops = open_ops
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
@@ -144,11 +150,22 @@ def _mode_class(dynamo_loaded: bool) -> type:
                     out = info.decompose(*args, **kwargs)
                 if out is not NotImplemented:
                     return out
-            out = func(*args, **kwargs)
             entry = self.counts.get(info.key)
             if entry is None:
                 entry = self.counts[info.key] = OpCount(info.key, dtype=_dtype(args, kwargs))
             entry.calls += 1
+            if info.key in self.open_ops and not info.view:
+                # A fused kernel with matmuls inside (profiled as its children): count
+                # the ops it calls instead of it.
+                with self:
+                    try:
+                        out = torch_compat.redispatch_below_python(func, args, kwargs)
+                    except RuntimeError:
+                        out = None
+                if out is not None:
+                    entry.opened = True
+                    return out
+            out = func(*args, **kwargs)
             entry.flops += op_flops(info, args, kwargs, out)
             entry.bytes += op_bytes(info, args, kwargs, out)
             return out
@@ -160,13 +177,18 @@ _INFO: dict[Any, OpInfo] = {}
 _MODES: dict[bool, type] = {}
 
 
-def count_ops(fn: Callable[[], Any]) -> dict[str, OpCount]:
-    """Run ``fn`` once under the counting mode; per op name, its calls, FLOPs and bytes."""
+def count_ops(fn: Callable[[], Any],
+              open_ops: frozenset[str] = frozenset()) -> dict[str, OpCount]:
+    """Run ``fn`` once under the counting mode; per op name, its calls, FLOPs and bytes.
+
+    Ops named in ``open_ops`` are run below the Python dispatch key with the mode
+    still active, so the ops their kernels call are counted instead of them.
+    """
     dynamo_loaded = "torch._dynamo" in sys.modules
     mode = _MODES.get(dynamo_loaded)
     if mode is None:
         mode = _MODES[dynamo_loaded] = _mode_class(dynamo_loaded)
     counts: dict[str, OpCount] = {}
-    with mode(counts):
+    with mode(counts, open_ops):
         fn()
     return counts

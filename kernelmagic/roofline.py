@@ -4,7 +4,7 @@ The counts come from one extra, unprofiled run of the cell (``op_counter.count_o
 run after the profiled iterations). ``collect_roofline`` joins them to the profiled
 session's events:
 
-- An op event whose name the counting run saw, and that no counted op encloses, owns
+- An op event whose name the counting run counted, and that no counted op encloses, owns
   its FLOPs and bytes, and its time is its own self time **plus the self time of the
   ops it calls internally** (``aten::addmm``'s internal ``aten::copy_``, the ``bmm``\\ s
   inside ``aten::_native_multi_head_attention``): the counts describe all of that work.
@@ -116,7 +116,8 @@ def build_rows(times: dict[str, float], calls: dict[str, int], counts: dict[str,
             key=key, count=count, flops=flops, bytes=moved,
             intensity=flops / moved if moved > 0 else 0.0,
             flops_per_s=flops_per_s, bytes_per_s=bytes_per_s, bound=bound,
-            time=spent, dtype=dtype, roof_share=reached, counted=seen is not None))
+            time=spent, dtype=dtype, roof_share=reached,
+            counted=seen is not None and not seen.opened))
     return sorted(rows, key=lambda r: (-r.time, r.key)), peaks
 
 
@@ -141,10 +142,32 @@ def raise_roofs(peaks: Peaks, rates: list[tuple[str, float, float]]) -> Peaks:
                    note="; ".join(n for n in (peaks.note, note) if n))
 
 
+def ops_to_open(prof: Any) -> frozenset[str]:
+    """Ops without a FLOP formula that the profile shows calling ops that have one.
+
+    The counting run opens them (``op_counter``): a fused kernel's matmuls count where
+    their time is, not as 0 FLOPs of the fused op.
+    """
+    formula_ops = torch_compat.flop_formula_names()
+    found: set[str] = set()
+    for event in torch_compat.all_events(prof):
+        if str(event.name) not in formula_ops or not torch_compat.is_host_event(event):
+            continue
+        node = event.cpu_parent
+        while node is not None:
+            name = str(node.name)
+            if name in formula_ops:
+                break  # e.g. convolution -> _convolution: the outer one has the formula
+            if _is_op(node):
+                found.add(name)
+            node = node.cpu_parent
+    return frozenset(found)
+
+
 def collect_roofline(prof: Any, counts: dict[str, OpCount], peaks: Peaks,
                      on_device: bool) -> tuple[list[RooflineRow], Peaks]:
     """The roofline rows of a finished session and the roofs they were placed under."""
-    counted = {k for k, c in counts.items() if c.flops > 0 or c.bytes > 0}
+    counted = {k for k, c in counts.items() if (c.flops > 0 or c.bytes > 0) and not c.opened}
     roots = [e for e in torch_compat.all_events(prof)
              if e.cpu_parent is None and torch_compat.is_host_event(e)]
     times, calls = attribute_times(roots, counted, on_device)

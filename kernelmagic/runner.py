@@ -140,11 +140,11 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], prof: Any,
     """``result`` with its roofline: ``fn`` runs once more, counted, not profiled."""
     from kernelmagic.device_peaks import peaks
     from kernelmagic.op_counter import count_ops
-    from kernelmagic.roofline import collect_roofline
+    from kernelmagic.roofline import collect_roofline, ops_to_open
 
     roofs = peaks("cuda" if on_device else "cpu")
     try:
-        counts = count_ops(fn)
+        counts = count_ops(fn, ops_to_open(prof))
     except Exception as exc:  # the cell ran fine unprofiled: the counting mode is at fault
         note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
         return dataclasses.replace(result, roofline_peaks={**roofs.to_dict(), "note": note})

@@ -395,6 +395,30 @@ def flop_formula(func: Any) -> Any:
     return None
 
 
+def flop_formula_names() -> set[str]:
+    """Profiler names of the ops torch.utils.flop_counter has a formula for."""
+    from torch.utils import flop_counter
+
+    names = {f"aten::{getattr(p, '__name__', '')}"
+             for p in getattr(flop_counter, "flop_registry", {})}
+    return names | {f"aten::{n}" for n in _SDPA_ALIASES}
+
+
+def redispatch_below_python(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Run ``func``'s kernel directly, below the Python dispatch key.
+
+    Called inside a dispatch mode that is active again (``with mode:``), the ops the
+    kernel calls internally reach the mode too: it sees inside fused kernels such as
+    ``aten::_native_multi_head_attention``.
+    """
+    tensors = tensor_leaves((args, kwargs))
+    if not tensors:
+        raise RuntimeError("no tensor argument to redispatch on")
+    keys = torch._C._dispatch_keys(tensors[0]) & torch._C._dispatch_keyset_full_after(
+        torch._C.DispatchKey.Python)
+    return func.redispatch(keys, *args, **kwargs)
+
+
 def op_name(func: Any) -> str:
     """The profiler's name of an ``OpOverload``: ``aten.mm.default`` -> ``aten::mm``."""
     schema = getattr(func, "_schema", None)

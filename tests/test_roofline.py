@@ -138,6 +138,24 @@ def test_profiled_time_is_unchanged_by_the_counting_run(known):
     assert "roofline" in result.views and result.roofline_peaks["source"] == "measured"
 
 
+def test_fused_attention_is_opened_and_its_matmuls_counted():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from workloads import block_and_input
+
+    block, x = block_and_input(batch=2, seq=64)
+    with torch.inference_mode():
+        result = kernelmagic.profile(lambda: block(x), iters=2, warmup=1, roofline=True)
+    rows = rows_of(result)
+    # 2 x 8 heads of (64 x 64) @ (64 x 64): Q K^T and P V, counted inside the fused op.
+    assert rows["aten::bmm"].flops == 2 * (2 * 8) * 64 * 64 * 64
+    assert rows["aten::bmm"].count == 2 * 2
+    fused = rows["aten::_native_multi_head_attention"]
+    assert (fused.flops, fused.bytes, fused.counted) == (0.0, 0.0, False)
+    assert fused.time < rows["aten::bmm"].time + rows["aten::addmm"].time
+
+
 # --- classification and the join, on exact numbers ------------------------------------
 
 
