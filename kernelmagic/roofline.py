@@ -6,8 +6,9 @@ session's events:
 
 - An op event whose name the counting run counted, and that no counted op encloses, owns
   its FLOPs and bytes, and its time is its own self time **plus the self time of the
-  ops it calls internally** (``aten::addmm``'s internal ``aten::copy_``, the ``bmm``\\ s
-  inside ``aten::_native_multi_head_attention``): the counts describe all of that work.
+  ops it calls internally** (``aten::addmm``'s internal ``aten::copy_``,
+  ``aten::convolution``'s ``aten::mkldnn_convolution``): the counts describe all of that
+  work. (Fused ops that call matmuls are opened instead: see ``ops_to_open``.)
 - Every other op event (a composite wrapper such as ``aten::linear``, an op only ever
   called from inside another op) keeps its own self time under its own name, with 0
   FLOPs and bytes: its time is dispatch overhead.
