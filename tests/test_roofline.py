@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from IPython.utils.capture import capture_output
 
 import kernelmagic
 from kernelmagic import device_peaks as peaks_mod
@@ -345,6 +344,8 @@ def test_compute_far_from_peak_finding():
 
 
 def test_magic_roofline_option(ip):
+    from IPython.utils.capture import capture_output
+
     ip.run_cell("a = torch.randn(512, 512)")
     with capture_output() as cap:
         res = ip.run_cell("%%profile -n 2 -w 1 --roofline -o r\nb = a @ a")
