@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kernelmagic.render.table import Column, Table, format_bytes, format_count, name_column
@@ -118,12 +119,17 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
                 ha="left", fontsize=8, color="#333333")
     ax.text(x_lo * 1.2, bandwidth * x_lo * 5, f"memory {format_count(bandwidth)}B/s",
             fontsize=8, color="#333333", ha="left", va="bottom")
+    placed: list[tuple[float, float]] = []  # (log10 x, log10 y) of labelled points
     for r in plotted:
         share = r.time / total
         ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * share, alpha=0.75,
                    color=COLORS.get(r.bound, "#8C8C8C"), edgecolors="white", linewidths=0.5)
+        # Labels of points that nearly coincide are stacked downwards, not overprinted.
+        here = (math.log10(r.intensity), math.log10(r.flops_per_s))
+        near = sum(1 for x, y in placed if abs(x - here[0]) < 0.4 and abs(y - here[1]) < 0.25)
+        placed.append(here)
         ax.annotate(f"{_label(r.key)} ({share:.0%})", (r.intensity, r.flops_per_s),
-                    textcoords="offset points", xytext=(6, 4), fontsize=8)
+                    textcoords="offset points", xytext=(8, 4 - 11 * near), fontsize=8)
     for bound, color in COLORS.items():
         ax.scatter([], [], color=color, label=f"{bound}-bound" if bound != "overhead"
                    else "overhead")
