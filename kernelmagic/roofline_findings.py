@@ -25,9 +25,9 @@ def _in(result: ProfileResult, bound: str) -> tuple[list[RooflineRow], float]:
 
 
 def _rate(x: float, unit: str) -> str:
-    from kernelmagic.render.table import format_count
+    from kernelmagic.render.roofline import si
 
-    return f"{format_count(x)}{unit}"
+    return si(x, unit)
 
 
 def _names(rows: list[RooflineRow], total: float, show: Callable[[RooflineRow], str]) -> str:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernelmagic.render.table import Column, Table, format_bytes, format_count, name_column
+from kernelmagic.render.table import Column, Table, format_count, name_column
 from kernelmagic.result import ProfileResult
 from kernelmagic.rows import RooflineRow
 from kernelmagic.timing import format_us
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C"}
 MAX_LABEL = 28
+
+
+def si(x: float, unit: str) -> str:
+    """Decimal units, as datasheets give bandwidth: ``1.5 GB/s``, ``96 B``."""
+    text = format_count(x)
+    return f"{text}{unit}" if text[-1].isalpha() else f"{text} {unit}"
 
 
 def _pct(x: float) -> str:
@@ -32,13 +38,13 @@ def roofline_table(result: ProfileResult) -> Table:
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=64),
         Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
         Column("flops", "FLOP/call", lambda r: r.flops, lambda r: format_count(r.flops)),
-        Column("bytes", "bytes/call", lambda r: r.bytes, lambda r: format_bytes(r.bytes)),
+        Column("bytes", "bytes/call", lambda r: r.bytes, lambda r: si(r.bytes, "B")),
         Column("intensity", "FLOP/byte", lambda r: r.intensity,
                lambda r: f"{r.intensity:.3g}" if r.bytes else "—", width=84),
         Column("flops_per_s", "FLOP/s", lambda r: r.flops_per_s,
                lambda r: format_count(r.flops_per_s)),
         Column("bytes_per_s", "bytes/s", lambda r: r.bytes_per_s,
-               lambda r: format_bytes(r.bytes_per_s) + "/s", width=112),
+               lambda r: si(r.bytes_per_s, "B/s")),
         Column("roof_share", "% of roof", lambda r: r.roof_share, lambda r: _pct(r.roof_share),
                width=84),
         Column("bound", "bound", lambda r: bound_order.get(r.bound, -1), lambda r: r.bound,
@@ -53,9 +59,9 @@ def peaks_text(peaks: dict[str, Any]) -> str:
     """``float32 175 GFLOP/s, bfloat16 ..., memory 40.6 GB/s (measured)``."""
     if not peaks:
         return ""
-    flops = ", ".join(f"{dt} {format_count(v)}FLOP/s"
+    flops = ", ".join(f"{dt} {si(v, 'FLOP/s')}"
                       for dt, v in peaks.get("flops_per_s", {}).items())
-    return (f"{flops}, memory {format_count(peaks.get('bytes_per_s', 0.0))}B/s "
+    return (f"{flops}, memory {si(peaks.get('bytes_per_s', 0.0), 'B/s')} "
             f"({peaks.get('source', '')})")
 
 
@@ -115,9 +121,9 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
         ridge = peak / bandwidth
         ax.plot([x_lo, ridge, x_hi], [bandwidth * x_lo, peak, peak], color="#333333",
                 linestyle=styles[i % 3], linewidth=1.2)
-        ax.text(ridge * 1.15, peak * 1.12, f"{dt} {format_count(peak)}FLOP/s", va="bottom",
+        ax.text(ridge * 1.15, peak * 1.12, f"{dt} {si(peak, 'FLOP/s')}", va="bottom",
                 ha="left", fontsize=8, color="#333333")
-    ax.text(x_lo * 1.2, bandwidth * x_lo * 5, f"memory {format_count(bandwidth)}B/s",
+    ax.text(x_lo * 1.2, bandwidth * x_lo * 5, f"memory {si(bandwidth, 'B/s')}",
             fontsize=8, color="#333333", ha="left", va="bottom")
     placed: list[tuple[float, float]] = []  # (log10 x, log10 y) of labelled points
     for r in plotted:
