@@ -238,6 +238,27 @@ def test_datasheet_lookup(name, label):
     assert found[1]["bfloat16"] >= found[1]["float32"] > 0 and found[2] > 1e11
 
 
+def test_cuda_peaks_from_the_datasheet_checked_by_measurement(monkeypatch):
+    sheet = datasheet("NVIDIA H200")[1]
+    measured = {"float32": 50e12, "bfloat16": 790e12, "float16": 800e12, "bytes_per_s": 4.3e12}
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(peaks_mod, "measure", lambda device="cpu": dict(measured))
+    found = peaks_mod._cuda_peaks()
+    assert (found.source, found.flops_per_s, found.bytes_per_s, found.note) == (
+        "datasheet: H200", sheet, 4.8e12, "")
+    assert found.measured == measured
+    # A board that measures far below its datasheet is flagged, the datasheet kept.
+    measured.update(bfloat16=100e12, bytes_per_s=0.5e12)
+    doubted = peaks_mod._cuda_peaks()
+    assert doubted.flops_per_s == sheet and "bfloat16 10%" in doubted.note
+    assert "bytes_per_s 10%" in doubted.note and "set_peaks" in doubted.note
+    # A GPU the table does not know is measured.
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA A10G")
+    unknown = peaks_mod._cuda_peaks()
+    assert unknown.source == "measured" and unknown.flops_per_s["bfloat16"] == 100e12
+    assert "not in kernelmagic's datasheet table" in unknown.note
+
+
 def test_unknown_gpus_are_measured():
     assert datasheet("NVIDIA A10G") is None and datasheet("Some Future GPU") is None
 
@@ -260,6 +281,17 @@ def test_cpu_peaks_are_measured_once_and_can_be_set():
     finally:
         peaks_mod._overrides.pop("cpu", None)
     assert kernelmagic.peaks("cpu") is first
+
+
+def test_set_peaks_moves_the_roofs_of_a_profile():
+    a = torch.randn(256, 256)
+    try:
+        kernelmagic.set_peaks(1e18, bytes_per_s=1e18, device="cpu")  # far above any CPU
+        result = kernelmagic.profile(lambda: a @ a, iters=2, warmup=1, roofline=True)
+    finally:
+        peaks_mod._overrides.pop("cpu", None)
+    assert result.roofline_peaks["source"] == "set_peaks"
+    assert rows_of(result)["aten::mm"].bound == "overhead"
 
 
 # --- result, rendering, findings ------------------------------------------------------------
