@@ -55,8 +55,8 @@ class OpCount:
 def tensor_bytes(t: Any) -> float:
     """Bytes a tensor holds: dimensions broadcast with stride 0 are counted once."""
     try:
-        if t.numel() == 0:
-            return 0.0
+        if t.is_contiguous():  # no stride-0 dimension of size > 1: every element counts
+            return float(t.numel() * t.element_size())
         n = 1
         for size, stride in zip(t.shape, t.stride(), strict=True):
             if stride != 0:
@@ -91,26 +91,34 @@ def op_info(func: Any) -> OpInfo:
                   decompose=torch_compat.decomposition(func) if formula is None else None)
 
 
-def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any) -> float:
-    """FLOPs of one call (see the module's docstring for the rules)."""
+def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
+             outputs: list[Any] | None = None) -> float:
+    """FLOPs of one call (see the module's docstring for the rules); ``outputs``: the
+    tensors of ``out``, when the caller has them."""
     if info.formula is not None:
         return float(info.formula(*args, **kwargs, out_val=out))
     if info.pointwise and info.key not in COPY_OPS:
-        return float(sum(t.numel() for t in torch_compat.tensor_leaves(out)))
+        if outputs is None:
+            outputs = torch_compat.tensor_leaves(out)
+        return float(sum(t.numel() for t in outputs))
     if info.reduction:
         inputs = torch_compat.tensor_leaves(args)
         return float(inputs[0].numel()) if inputs else 0.0
     return 0.0
 
 
-def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any) -> float:
+def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
+             outputs: list[Any] | None = None) -> float:
     """Bytes one call reads and writes: its input and output tensors (views: 0)."""
     if info.view or info.key in NO_TRAFFIC_OPS:
         return 0.0
-    outputs = torch_compat.tensor_leaves(out)
+    if outputs is None:
+        outputs = torch_compat.tensor_leaves(out)
     if not outputs:
         return 0.0
-    inputs = torch_compat.tensor_leaves((args, kwargs))
+    inputs = torch_compat.tensor_leaves(args)
+    if kwargs:
+        inputs += torch_compat.tensor_leaves(kwargs)
     return sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
 
 
@@ -166,8 +174,9 @@ def _mode_class(dynamo_loaded: bool) -> type:
                     entry.opened = True
                     return out
             out = func(*args, **kwargs)
-            entry.flops += op_flops(info, args, kwargs, out)
-            entry.bytes += op_bytes(info, args, kwargs, out)
+            outputs = torch_compat.tensor_leaves(out)  # once for both counts
+            entry.flops += op_flops(info, args, kwargs, out, outputs)
+            entry.bytes += op_bytes(info, args, kwargs, out, outputs)
             return out
 
     return CountingMode

@@ -351,6 +351,15 @@ def tensor_leaves(tree: Any) -> list[Any]:
     if isinstance(tree, torch.Tensor):
         return [tree]
     found: list[Any] = []
+    if isinstance(tree, (list, tuple)):  # the usual flat args: no stack needed
+        for node in tree:
+            if isinstance(node, torch.Tensor):
+                found.append(node)
+            elif isinstance(node, (list, tuple, dict)):
+                found = []
+                break
+        else:
+            return found
     stack = [tree]
     while stack:
         node = stack.pop()
