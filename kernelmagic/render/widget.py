@@ -90,7 +90,8 @@ class SortableTable:
 
 
 def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True,
-                  timeline_png: bytes | None = None) -> w.VBox:
+                  timeline_png: bytes | None = None,
+                  roofline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
     ``.km_table`` is the op table's state, ``.km_views`` maps each view's name to its
@@ -108,6 +109,9 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
         views[title] = SortableTable(view) if isinstance(view, Table) else w.HTML(
             f'<p class="km-note">{view}</p>')
     box_of = {name: (v.widget if isinstance(v, SortableTable) else v) for name, v in views.items()}
+    if roofline_png is not None and "roofline" in box_of:  # the chart above its table
+        chart = w.Image(value=roofline_png, format="png", layout=w.Layout(width="auto"))
+        box_of["roofline"] = w.VBox([chart, box_of["roofline"]])
     selector = w.ToggleButtons(options=list(views), value="ops", description="view")
     selector.add_class("km-views")
 
@@ -125,4 +129,5 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
+    box.km_boxes = box_of  # what the selector shows per view (a chart above some tables)
     return box
