@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileResult",
-           "__version__", "compare", "load", "profile"]
+           "__version__", "compare", "load", "peaks", "profile", "set_peaks"]
 
 if TYPE_CHECKING:
     from kernelmagic.compare import Comparison, compare
+    from kernelmagic.device_peaks import peaks, set_peaks
     from kernelmagic.options import ProfileOptions
     from kernelmagic.ranks.result import ManyRanksResult
     from kernelmagic.result import OpRow, ProfileResult
@@ -34,6 +35,8 @@ _LAZY = {
     "compare": "kernelmagic.compare",
     "Comparison": "kernelmagic.compare",
     "ManyRanksResult": "kernelmagic.ranks.result",
+    "peaks": "kernelmagic.device_peaks",
+    "set_peaks": "kernelmagic.device_peaks",
 }
 
 # A line magic that had our name before we loaded (restored on unload).

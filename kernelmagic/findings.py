@@ -207,5 +207,10 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
 
 
 def find(result: ProfileResult) -> list[Finding]:
-    """Every rule's finding for ``result``, in the order of ``RULES``."""
-    return [f for f in (rule(result) for rule in RULES) if f is not None]
+    """Every rule's finding for ``result``, in the order of ``RULES``, then the roofline's."""
+    rules = list(RULES)
+    if result.roofline:
+        from kernelmagic.roofline_findings import RULES as ROOFLINE_RULES
+
+        rules += ROOFLINE_RULES
+    return [f for f in (rule(result) for rule in rules) if f is not None]

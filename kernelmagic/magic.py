@@ -62,6 +62,9 @@ class ProfileMagics(Magics):
               help="time per nn.Module call path (e.g. ff.0), nested")
     @argument("--timeline", action="store_true",
               help="a picture of one profiled iteration: CPU ops and GPU kernels per stream")
+    @argument("--roofline", action="store_true",
+              help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
+                   "peaks: compute-, memory- or overhead-bound, with a roofline chart")
     @argument("--trace", type=str, default=None, metavar="PATH",
               help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
     @argument("--force", action="store_true", help="let --trace overwrite an existing file")
@@ -96,8 +99,8 @@ class ProfileMagics(Magics):
                 iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
                 name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
                 flops=args.flops, stack=args.stack, modules=args.modules,
-                timeline=args.timeline, trace=args.trace, force=args.force,
-                gather=args.gather)
+                timeline=args.timeline, roofline=args.roofline, trace=args.trace,
+                force=args.force, gather=args.gather)
             if args.gather and args.compare is not None:
                 raise ValueError("--gather cannot be combined with --compare")
             if args.out is not None:

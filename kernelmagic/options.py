@@ -38,6 +38,7 @@ class ProfileOptions:
     stack: bool = False
     modules: bool = False
     timeline: bool = False
+    roofline: bool = False
     trace: str | None = None
     force: bool = False
     gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from kernelmagic.options import SORT_KEYS
-from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, SourceRow, Span
+from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, RooflineRow, SourceRow, Span
 from kernelmagic.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -73,6 +73,8 @@ class ProfileResult:
     trace_path: str = ""
     distributed: dict[str, Any] = field(default_factory=dict)  # rank, world_size, backend (traces)
     planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
+    roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
+    roofline_peaks: dict[str, Any] = field(default_factory=dict)  # Peaks.to_dict() used
 
     # --- derived figures ---------------------------------------------------------
 
@@ -121,6 +123,13 @@ class ProfileResult:
                     for f in dataclasses.fields(OpRow) if f.name not in ("key", "input_shapes")}
             merged[row.key] = dataclasses.replace(seen, **sums)
         return list(merged.values())
+
+    @cached_property
+    def roofline_verdict(self) -> dict[str, float]:
+        """Share of the ops' time that is compute-, memory- and overhead-bound."""
+        from kernelmagic.roofline import verdict
+
+        return verdict(self.roofline)
 
     def value(self, row: OpRow, by: str | None = None) -> float:
         """The figure of ``row`` that sort key ``by`` orders by."""
@@ -199,6 +208,8 @@ class ProfileResult:
             "trace_path": self.trace_path,
             "distributed": dict(self.distributed),
             "planned_iters": self.planned_iters,
+            "roofline": [asdict(x) for x in self.roofline],
+            "roofline_peaks": dict(self.roofline_peaks),
         }
 
     def save(self, path: Any) -> Any:
@@ -260,6 +271,8 @@ class ProfileResult:
                 trace_path=str(data.get("trace_path", "")),
                 distributed=dict(data.get("distributed", {})),
                 planned_iters=int(data.get("planned_iters", 0)),
+                roofline=[RooflineRow(**x) for x in data.get("roofline", [])],
+                roofline_peaks=dict(data.get("roofline_peaks", {})),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

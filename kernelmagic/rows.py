@@ -103,3 +103,28 @@ class Span:
     lane: str
     start: float
     end: float
+
+
+@dataclass(frozen=True)
+class RooflineRow:
+    """One op against the device's roofs (``--roofline``).
+
+    ``flops`` and ``bytes`` are per call, counted in one unprofiled run; ``time`` is the
+    profiled time it owns (µs over all iterations, self device time on CUDA, else self
+    CPU time; see ``kernelmagic/roofline.py`` for which ops own which time); rates
+    are per second of that time. ``bound`` is ``compute``, ``memory`` or ``overhead``;
+    ``roof_share`` the fraction of the nearer roof it reached.
+    """
+
+    key: str
+    count: int
+    flops: float
+    bytes: float
+    intensity: float  # FLOP per byte (0 when it moves no bytes)
+    flops_per_s: float
+    bytes_per_s: float
+    bound: str
+    time: float = 0.0
+    dtype: str = ""
+    roof_share: float = 0.0
+    counted: bool = True  # False: the counting run never saw it (a wrapper's own time)

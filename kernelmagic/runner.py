@@ -10,6 +10,7 @@ This is the plain-Python core under the magic; it works without IPython::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import time
@@ -19,6 +20,7 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic import torch_compat
+from kernelmagic.events import EventTable
 from kernelmagic.options import ProfileOptions
 from kernelmagic.progress import Progress, ProgressUpdate
 from kernelmagic.progress import for_api as progress_for_api
@@ -143,9 +145,13 @@ def execute(fn: Callable[[], Any], run: Plan,
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
-        tables: list[Any] | None = [] if opts.gather else None
+        tables: list[Any] | None = [] if opts.gather or opts.roofline else None
         result = _result(prof, run, timings, warmup_timings, device_peaks, source_file,
                          tables, progress)
+        if opts.roofline and tables and interrupt is None:  # one more run, unprofiled
+            if gc_was_enabled:
+                gc.enable()
+            result = roofline_view(result, fn, tables[-1], run.profiles_device)
     finally:
         if progress is not None:
             progress.close()
@@ -162,11 +168,33 @@ def execute(fn: Callable[[], Any], run: Plan,
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt
-    if tables:  # --gather: rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
+    if opts.gather and tables:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
         from kernelmagic.ranks.live import gather
 
         return gather(result, tables.pop(), opts.name)  # type: ignore[no-any-return]
     return result
+
+
+def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTable,
+                  on_device: bool) -> ProfileResult:
+    """``result`` with its roofline: ``fn`` runs once more, counted, not profiled; the
+    counts are joined to the profiled run's ``table``."""
+    from kernelmagic.device_peaks import peaks
+    from kernelmagic.op_counter import count_ops
+    from kernelmagic.roofline import collect_roofline, ops_to_open
+
+    roofs = peaks("cuda" if on_device else "cpu")
+    views = [*result.views, "roofline"]
+    try:
+        counts = count_ops(fn, ops_to_open(table))
+    except Exception as exc:  # the cell ran fine unprofiled: the counting mode is at fault
+        note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
+        return dataclasses.replace(result, views=views,
+                                   roofline_peaks={**roofs.to_dict(), "note": note})
+    torch_compat.synchronize()
+    rows, roofs = collect_roofline(table, counts, roofs, on_device, name=result.name)
+    return dataclasses.replace(result, views=views, roofline=rows,
+                               roofline_peaks=roofs.to_dict())
 
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
@@ -224,7 +252,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``on_trace_ready`` receives the finished torch profiler session (for example to
     call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
-    ``modules``, ``timeline``, and ``trace="run.json"`` (with ``force``).
+    ``modules``, ``timeline``, ``roofline``, and ``trace="run.json"`` (with ``force``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.

@@ -264,3 +264,110 @@ def export_trace(prof: Any, path: str) -> None:
 
 def torch_version() -> str:
     return str(torch.__version__)
+
+
+# --- counting FLOPs and bytes per op (--roofline) ----------------------------------------
+
+#: CPU attention kernels missing from ``torch.utils.flop_counter``'s registry, counted
+#: with the formula torch registers for the CUDA flash kernel (same arguments first).
+_SDPA_ALIASES = ("_scaled_dot_product_flash_attention_for_cpu",)
+
+
+def flop_formula(func: Any) -> Any:
+    """torch.utils.flop_counter's formula for an ``OpOverload``, or None.
+
+    Called as ``formula(*args, **kwargs, out_val=out)`` like ``FlopCounterMode`` does.
+    """
+    from torch.utils import flop_counter
+
+    registry = getattr(flop_counter, "flop_registry", {})
+    packet = getattr(func, "_overloadpacket", None)
+    if packet in registry:
+        return registry[packet]
+    if getattr(packet, "__name__", "") in _SDPA_ALIASES:
+        return registry.get(torch.ops.aten._scaled_dot_product_flash_attention)
+    return None
+
+
+def flop_formula_names() -> set[str]:
+    """Profiler names of the ops torch.utils.flop_counter has a formula for."""
+    from torch.utils import flop_counter
+
+    names = {f"aten::{getattr(p, '__name__', '')}"
+             for p in getattr(flop_counter, "flop_registry", {})}
+    return names | {f"aten::{n}" for n in _SDPA_ALIASES}
+
+
+def redispatch_below_python(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Run ``func``'s kernel directly, below the Python dispatch key.
+
+    Called inside a dispatch mode that is active again (``with mode:``), the ops the
+    kernel calls internally reach the mode too: it sees inside fused kernels such as
+    ``aten::_native_multi_head_attention``.
+    """
+    tensors = tensor_leaves((args, kwargs))
+    if not tensors:
+        raise RuntimeError("no tensor argument to redispatch on")
+    keys = torch._C._dispatch_keys(tensors[0]) & torch._C._dispatch_keyset_full_after(
+        torch._C.DispatchKey.Python)
+    return func.redispatch(keys, *args, **kwargs)
+
+
+def op_name(func: Any) -> str:
+    """The profiler's name of an ``OpOverload``: ``aten.mm.default`` -> ``aten::mm``."""
+    schema = getattr(func, "_schema", None)
+    if schema is not None:
+        return str(schema.name)
+    return str(func).rsplit(".", 1)[0].replace(".", "::", 1)
+
+
+def op_tags(func: Any) -> tuple[bool, bool, bool]:
+    """(is a view, is pointwise, is a reduction) of an ``OpOverload``."""
+    tags = set(getattr(func, "tags", ()) or ())
+    pointwise = getattr(torch.Tag, "pointwise", None)
+    reduction = getattr(torch.Tag, "reduction", None)
+    return (bool(getattr(func, "is_view", False)), pointwise in tags and pointwise is not None,
+            reduction in tags and reduction is not None)
+
+
+def decomposition(func: Any) -> Any:
+    """``func.decompose`` when the op has a composite (decomposable) kernel, else None."""
+    key = getattr(torch._C.DispatchKey, "CompositeImplicitAutograd", None)
+    has = getattr(func, "has_kernel_for_dispatch_key", None)
+    if key is None or has is None:
+        return getattr(func, "decompose", None)
+    return func.decompose if has(key) else None
+
+
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def tensor_leaves(tree: Any) -> list[Any]:
+    """The tensors in nested args/kwargs/outputs (lists, tuples, dicts)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    found: list[Any] = []
+    if isinstance(tree, (list, tuple)):  # the usual flat args: no stack needed
+        for node in tree:
+            if isinstance(node, torch.Tensor):
+                found.append(node)
+            elif isinstance(node, (list, tuple, dict)):
+                found = []
+                break
+        else:
+            return found
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, torch.Tensor):
+            found.append(node)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(reversed(node))
+        elif isinstance(node, dict):
+            stack.extend(reversed(list(node.values())))
+    return found
+

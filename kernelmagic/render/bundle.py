@@ -70,10 +70,17 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.chart import timeline_png
 
         timeline = timeline_png(result)
-    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline)
+    roofline = None
+    if "roofline" in result.views and result.roofline:
+        from kernelmagic.render.roofline import roofline_png
+
+        roofline = roofline_png(result)
+    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline,
+                                      roofline_png=roofline)
     if widget:
         def build() -> Any:
-            return report_box(result, findings=findings, png=png, timeline=timeline)
+            return report_box(result, findings=findings, png=png, timeline=timeline,
+                              roofline=roofline)
 
         view = widget_view(build)
         if view is not None:
@@ -82,7 +89,7 @@ def mime_bundle(result: ProfileResult, include: Any = None,
 
 
 def report_box(result: ProfileResult, findings: bool = True, png: bytes | None = None,
-               timeline: bytes | None = None) -> Any:
+               timeline: bytes | None = None, roofline: bytes | None = None) -> Any:
     """The report's widget (charts drawn here unless given): also a rank's report in the
     many-ranks widget (``render/ranks.py``)."""
     from kernelmagic.render.chart import chart_png, timeline_png
@@ -92,7 +99,12 @@ def report_box(result: ProfileResult, findings: bool = True, png: bytes | None =
         png = chart_png(result)
     if timeline is None and "timeline" in result.views:
         timeline = timeline_png(result)
-    return report_widget(result, png, findings=findings, timeline_png=timeline)
+    if roofline is None and "roofline" in result.views and result.roofline:
+        from kernelmagic.render.roofline import roofline_png
+
+        roofline = roofline_png(result)
+    return report_widget(result, png, findings=findings, timeline_png=timeline,
+                         roofline_png=roofline)
 
 
 def _origin() -> tuple[object | None, object | None]:

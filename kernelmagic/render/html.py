@@ -118,24 +118,28 @@ def findings_html(result: ProfileResult) -> str:
             f'<ul style="margin-top:2px">{items}</ul></div>')
 
 
-def views_html(result: ProfileResult, limit: int | None = 50) -> str:
-    """Each deeper view under its own heading."""
+def views_html(result: ProfileResult, limit: int | None = 50,
+               images: dict[str, bytes | None] | None = None) -> str:
+    """Each deeper view under its own heading (``images``: a chart above a view's table)."""
     from kernelmagic.render.views import view_tables
 
     out = []
     for title, view in view_tables(result):
         body = (static_table_html(view, limit) if isinstance(view, Table)
                 else f"<p>{escape(str(view))}</p>")
+        body = png_img((images or {}).get(title), f"{title} chart") + body
         out.append(f'<div class="km-view km-view-{escape(title)}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)
 
 
 def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50,
-                findings: bool = True, timeline_png: bytes | None = None) -> str:
+                findings: bool = True, timeline_png: bytes | None = None,
+                roofline_png: bytes | None = None) -> str:
     """Summary, chart, timeline, tables and findings in one self-contained fragment."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
             f"{png_img(png, 'top ops chart')}{png_img(timeline_png, 'timeline')}"
-            f"{static_table_html(op_table(result), limit)}{views_html(result, limit)}"
+            f"{static_table_html(op_table(result), limit)}"
+            f"{views_html(result, limit, {'roofline': roofline_png})}"
             f"{notes}</div>")

@@ -100,6 +100,11 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     if "modules" in result.views:
         views.append(("modules", module_table(result) if result.modules else
                       "No nn.Module was called."))
+    if "roofline" in result.views:
+        from kernelmagic.render.roofline import roofline_table, verdict_line
+
+        views.append(("roofline", roofline_table(result) if result.roofline else
+                      verdict_line(result)))
     return views
 
 
@@ -117,6 +122,10 @@ def view_notes(result: ProfileResult) -> list[str]:
         idle = max(0.0, wall - busy)
         notes.append(f"GPU per iteration (median): busy {format_us(busy)}, idle "
                      f"{format_us(idle)} of {format_us(wall)} wall ({_pct(idle, wall)} idle)")
+    if "roofline" in result.views and result.roofline:
+        from kernelmagic.render.roofline import verdict_line
+
+        notes.append(verdict_line(result))
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

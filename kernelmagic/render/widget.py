@@ -104,7 +104,8 @@ class SortableTable:
 
 
 def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True,
-                  timeline_png: bytes | None = None) -> w.VBox:
+                  timeline_png: bytes | None = None,
+                  roofline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
     ``.km_table`` is the op table's state, ``.km_views`` maps the name of each view
@@ -127,6 +128,10 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
         elif not isinstance(view, Table):
             empty.append(f"{title}: {view}")
     box_of = {name: v.widget for name, v in views.items()}
+    if roofline_png is not None and "roofline" in box_of:  # the chart above its table
+        chart = w.Image(value=roofline_png, format="png",
+                        layout=w.Layout(width="auto", max_width="100%"))
+        box_of["roofline"] = w.VBox([chart, box_of["roofline"]])
     selector = w.ToggleButtons(options=list(views), value="ops", description="view")
     selector.add_class("km-views")
     if len(views) == 1:
@@ -148,4 +153,5 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
+    box.km_boxes = box_of  # what the selector shows per view (a chart above some tables)
     return box

@@ -21,6 +21,7 @@ events is reproduced here so the report's numbers stay torch's:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,55 @@ def _thread_ids(raw: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+#: A runtime or driver call, by name, where torch cannot say (``cudaLaunchKernel``,
+#: ``cuLaunchKernelEx``, ``hipMemcpyAsync``).
+_RUNTIME_NAME = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
+#: A Python frame recorded by ``with_stack``: ``file.py(12): f``, a built-in, a module.
+_PYTHON_NAME = re.compile(r"^(.+\(\d+\): .+|<built-in (method|function) .+>|nn\.Module: .+)$")
+
+
+def activity_types(events: list[Any], event_type: Any) -> list[str]:
+    """Kineto's activity type of each event (``cpu_op``, ``kernel``, ...).
+
+    torch reads it with ``activity_type()`` from 2.12 on; before (2.11 has neither it
+    nor ``is_python_function()``), it is worked out as torch's own parse did: the
+    device type says CPU or GPU, ``is_user_annotation()`` says range, and names say
+    the rest (runtime calls, memcpy, memset, Python frames, profiler overhead).
+    """
+    if hasattr(event_type, "activity_type"):
+        return list(map(event_type.activity_type, events))
+    cpu = torch.autograd.DeviceType.CPU
+    on_cpu = [event.device_type() == cpu for event in events]
+    ranges = [event.is_user_annotation() for event in events]
+    # A range's copy on the GPU timeline carries the CPU range's name.
+    range_names = {e.name() for e, c, r in zip(events, on_cpu, ranges, strict=True) if c and r}
+    out = []
+    for event, here, is_range in zip(events, on_cpu, ranges, strict=True):
+        name = event.name()
+        if name == MEMORY_NAME:
+            out.append("cpu_instant_event")
+        elif here:
+            if is_range:
+                out.append("user_annotation")
+            elif name == "Activity Buffer Request":
+                out.append("overhead")
+            elif _RUNTIME_NAME.match(name):
+                out.append("cuda_runtime")
+            elif _PYTHON_NAME.match(name):
+                out.append("python_function")
+            else:
+                out.append("cpu_op")
+        elif is_range or name in range_names:
+            out.append("gpu_user_annotation")
+        elif name.startswith("Memcpy"):
+            out.append("gpu_memcpy")
+        elif name.startswith("Memset"):
+            out.append("gpu_memset")
+        else:
+            out.append("kernel")
+    return out
+
+
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                        meta: dict[str, Any] | None = None,
                        on_events: Callable[[int], Any] | None = None) -> EventTable:
@@ -110,7 +160,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     name_ids = {x: i for i, x in enumerate(distinct_names)}
     name_col = np.fromiter(map(name_ids.__getitem__, names), dtype=np.int32, count=len(names))
     del names
-    activities = list(map(event_type.activity_type, events))
+    activities = activity_types(events, event_type)
     activity_ids = {x: i for i, x in enumerate(dict.fromkeys(activities))}
     activity = np.fromiter(map(activity_ids.__getitem__, activities), dtype=np.int16,
                            count=len(activities))
@@ -179,8 +229,9 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     launcher = np.full(n, NO_PARENT, dtype=np.int32)
     if gpu_idx:
         device_types = {i: events[i].device_type() for i in gpu_idx}
-        kind[gpu_idx] = [_GPU_ACTIVITY.get(events[i].activity_type(), Kind.OTHER)
-                         for i in gpu_idx]
+        activity_of = {i: text for text, i in activity_ids.items()}
+        kind[gpu_idx] = [_GPU_ACTIVITY.get(activity_of[a], Kind.OTHER)
+                         for a in activity[gpu_idx].tolist()]
         device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
         tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
         _link_device_work(events, gpu_idx, device_types, kind, tid, correlation, linked,
