@@ -90,7 +90,7 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
     if outer:
         lo, hi = outer[0].time_range.start, outer[0].time_range.end
         ours += [e for e in prof.function_events
-                 if is_op_row(e) and not e.is_python_function
+                 if is_op_row(e) and not getattr(e, "is_python_function", False)
                  and not lo <= e.time_range.start <= hi and e not in ours]
     adjusted = set()
     for e in ours:
