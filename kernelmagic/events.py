@@ -160,8 +160,9 @@ def derive_links(table: EventTable) -> EventTable:
     that is the only child of a parent of the same name is dropped (its children and its
     GPU work move up to the parent), so the table may come back shorter.
 
-    ``launcher`` of a GPU event (where the source left ``NO_PARENT``) is the innermost
-    enclosing non-Python event of the RUNTIME call of the same correlation.
+    ``launcher`` of GPU work (KERNEL/MEMCPY/MEMSET where the source left ``NO_PARENT``)
+    is the innermost enclosing non-Python event of the RUNTIME call of the same
+    correlation; other GPU events (a range's GPU copy) never get one this way.
     """
     tree = np.flatnonzero((table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0))
     if tree.size:
@@ -232,7 +233,9 @@ def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndar
 
 
 def _derive_launchers(table: EventTable) -> None:
-    gpu = np.flatnonzero((table.device >= 0) & (table.launcher == NO_PARENT)
+    # Only work a runtime call launched shares its CUPTI id (not a range's GPU copy).
+    work = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
+    gpu = np.flatnonzero(work & (table.device >= 0) & (table.launcher == NO_PARENT)
                          & (table.correlation != 0))
     runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
     if not gpu.size or not runtime.size:

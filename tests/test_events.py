@@ -122,6 +122,23 @@ def test_kernels_grouped_with_launching_op():
     assert rows["aten::addmm"].device_time_total == 12.0
 
 
+def test_a_range_gpu_copy_sharing_a_launch_id_is_no_work_of_the_op():
+    """Only kernels, copies and memsets take their launcher from the runtime call of the
+    same correlation: a range's GPU copy whose id equals that call's (by coincidence)
+    stays unattributed, else its whole span would be device time of the op."""
+    table = table_of(
+        (Kind.RANGE, "module: attn (Attention)", 0, 100, 1),
+        (Kind.OP, "aten::copy_", 10, 20, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 12, 14, 1, {"correlation": 5}),
+        (Kind.KERNEL, "copy_kernel", 30, 34, 7, {"device": 0, "correlation": 5}),
+        (Kind.GPU_RANGE, "module: attn (Attention)", 30, 230, 7,
+         {"device": 0, "correlation": 5}),
+    )
+    assert table.launcher.tolist() == [NO_PARENT, NO_PARENT, NO_PARENT, 1, NO_PARENT]
+    rows = {r.key: r for r in rows_of(table)}
+    assert rows["aten::copy_"].device_time_total == 4.0
+
+
 def test_our_own_synchronize_is_taken_out():
     events = []
     for i in range(3):

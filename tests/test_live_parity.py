@@ -388,6 +388,59 @@ def test_cuda_session_rows_equal_torchs_parse():
     assert result.gpu_busy == [200 + 10 + 19 + 1 + 200]
 
 
+@pytest.mark.parametrize("accessor", [True, False], ids=["activity_type", "torch-2.11"])
+def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypatch):
+    """Seen on the H200 (torch 2.11, ``--modules``): Kineto gives a range's GPU-side copy
+    its CPU range's id as correlation id and no linked id. Range ids and CUPTI ids are
+    counted apart, so a copy's id may equal a ``cudaLaunchKernel``'s: torch attaches
+    the copy to nothing, and so must kernelmagic, not to the op around that launch
+    (aten::reshape had 433.8 us of device time for torch's 41.9)."""
+    from fake_kineto import CUDA, FakeEvent, session, torch_function_events
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    def op(name, start, end, corr):
+        return FakeEvent(name, start, end, corr=corr)
+
+    def launch(start, end, corr, linked):
+        return FakeEvent("cudaLaunchKernel", start, end, tid=9001, activity="cuda_runtime",
+                         corr=corr, linked=linked)
+
+    def gpu(name, start, end, corr, linked, activity="kernel"):
+        return FakeEvent(name, start, end, tid=0, activity=activity, device=CUDA, corr=corr,
+                         linked=linked, stream=7)
+
+    attn = "module: attn (Attention)"
+    events = [
+        FakeEvent("parity", 0, 1000, corr=1, activity="user_annotation", user=True),
+        FakeEvent("parity/iter 0", 1, 990, corr=2, activity="user_annotation", user=True),
+        FakeEvent(attn, 5, 400, corr=3011, activity="user_annotation", user=True),
+        op("aten::reshape", 10, 60, 3001), op("aten::clone", 12, 58, 3002),
+        op("aten::copy_", 20, 50, 3003),
+        launch(25, 35, 3011, 3003),  # its CUPTI id is the range's id
+        gpu("elementwise_copy", 100, 104, 3011, 3003),
+        op("aten::mm", 70, 120, 3004), launch(80, 90, 3012, 3004),
+        gpu("gemm", 105, 300, 3012, 3004),
+        gpu(attn, 100, 300, 3011, 0, activity="gpu_user_annotation"),
+    ]
+    torch_events = torch_function_events(events)
+    prof = type("Prof", (), {"function_events": torch_events,
+                             "key_averages": lambda self, group_by_input_shape=False:
+                             torch_events.key_averages(group_by_input_shape)})()
+    if not accessor:
+        monkeypatch.delattr(FakeEvent, "activity_type")
+    table = table_from_session(session(events))
+    result = build_result(table, name="parity", views=["modules"], device="cuda")
+    assert_rows_equal_key_averages(result, prof)
+    rows = {r.key: r for r in result.rows}
+    assert rows["aten::reshape"].device_time_total == 4.0
+    assert rows["aten::copy_"].self_device_time_total == 4.0
+    assert rows["aten::mm"].self_device_time_total == 195.0
+    assert {k.key for k in result.kernels} == {"elementwise_copy", "gemm"}
+    assert result.gpu_busy == [4 + 195]
+
+
 def test_same_name_only_children_dropped_as_torch_does():
     """torch's ``_remove_dup_nodes`` on chains of same-name only children, with GPU work."""
     from fake_kineto import CUDA, FakeEvent, session, torch_function_events

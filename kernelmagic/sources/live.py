@@ -17,6 +17,9 @@ events is reproduced here so the report's numbers stay torch's:
   unlike torch, never to a runtime call or a profiler ``overhead`` event that merely
   shares the number (their CUPTI ids are counted apart from the ops' ids)
 - ``overhead`` events (Kineto's "Activity Buffer Request") are OTHER: not op rows
+- a range's GPU-side copy (``gpu_user_annotation``) keeps no correlation id: Kineto gives
+  it its CPU range's id (no linked id), a number from the ops' count that may equal a
+  runtime call's CUPTI id; torch attaches it to nothing then, and so does kernelmagic
 """
 
 from __future__ import annotations
@@ -234,6 +237,11 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                          for a in activity[gpu_idx].tolist()]
         device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
         tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
+        # A range's GPU-side copy carries its CPU range's id, not a CUPTI id: kept, it
+        # could equal a runtime call's id and derive_links would hand the copy's whole
+        # span to the op around that call (torch links it by linked id only, usually 0).
+        ranges = np.asarray(gpu_idx)[kind[gpu_idx] == Kind.GPU_RANGE]
+        correlation[ranges] = 0
         _link_device_work(events, gpu_idx, device_types, kind, tid, correlation, linked,
                           launcher)
 
