@@ -80,6 +80,24 @@ def torch_device_adjustments(prof) -> tuple[dict[str, float], dict[str, float]]:
     return total_less, self_more
 
 
+def ops_whose_launches_torch_may_move(prof) -> set[str]:
+    """Op names whose id equals a runtime call's or overhead event's id (seen on the H200).
+
+    Torch moves each runtime call to the thread of every unlinked CPU event whose id is the
+    call's linked id, the last one winning; when a runtime call or profiler overhead event
+    has a CUPTI id equal to an op's id, the op's launches can land on that event's thread,
+    out of the op's subtree, so torch's self CPU time of the op keeps their time.
+    kernelmagic keeps each launch under its op."""
+    def is_runtime(e) -> bool:
+        return bool(RUNTIME_NAME.match(e.name)) or e.name == "Activity Buffer Request"
+
+    cpu = [e for e in prof.function_events
+           if e.device_type == torch.autograd.DeviceType.CPU and not e.is_user_annotation]
+    # Unlinked calls and overhead events stay on their own thread, outside every op.
+    runtime_ids = {e.id for e in cpu if is_runtime(e) and e.cpu_parent is None}
+    return {e.name for e in cpu if not is_runtime(e) and e.id in runtime_ids}
+
+
 def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, flops=False,
                                    patch=None):
     """Rows equal ``key_averages()``, less what kernelmagic leaves out on purpose: the ops
@@ -126,9 +144,15 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
     assert set(got) == set(expected)
     assert len(got) == len(result.rows), "one row per key"
     fields = TIMES + (MEMORY if memory else ()) + (("flops",) if flops else ())
+    moved = ops_whose_launches_torch_may_move(prof) if patch is None else set()
     for key, row in got.items():
         for field in fields:
             want = expected[key][field]
+            if field == "self_cpu_time_total" and key[0] in moved:
+                # torch moved some of this op's launch calls to another event's thread:
+                # its self time did not lose them; kernelmagic's did (never more).
+                assert row.self_cpu_time_total <= want + 1e-6, (key, field)
+                continue
             if key in adjusted:  # torch's sum less ours: another summation order
                 want = pytest.approx(want, rel=1e-9, abs=1e-9)
             assert getattr(row, field) == want, (key, field)
