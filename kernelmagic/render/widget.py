@@ -36,17 +36,23 @@ class SortableTable:
         self.descending = True
         self.visible = page
         self.headers: dict[str, w.Button] = {}
+        # Every widget is a model the front end syncs: header buttons of one width share
+        # one Layout, and all share one style.
+        style = w.ButtonStyle()
+        layouts: dict[tuple[int, int], w.Layout] = {}
         for n, col in enumerate(table.columns):
-            # The first column shrinks with the output area (the body's first column does
-            # the same), every other keeps its width: the buttons stay over their columns.
-            size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
-                         max_width=f"{col.width}px") if n == 0
-                    else dict(width=f"{col.width}px", flex="0 0 auto"))
-            button = w.Button(
-                description=col.title,
-                tooltip=f"sort by {col.title}",
-                layout=w.Layout(margin="0", padding="0 6px", **size),
-            )
+            layout = layouts.get((min(n, 1), col.width))
+            if layout is None:
+                # The first column shrinks with the output area (the body's first column
+                # does the same), every other keeps its width: the buttons stay over their
+                # columns.
+                size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
+                             max_width=f"{col.width}px") if n == 0
+                        else dict(width=f"{col.width}px", flex="0 0 auto"))
+                layout = layouts[(min(n, 1), col.width)] = w.Layout(margin="0",
+                                                                    padding="0 6px", **size)
+            button = w.Button(description=col.title, tooltip=f"sort by {col.title}",
+                              layout=layout, style=style)
             button.add_class("km-header")
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
