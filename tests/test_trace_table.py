@@ -6,15 +6,14 @@ never read back from kernelmagic's own output.
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_json import dumps, raw, write_trace
 
 from kernelmagic.events import Kind
 from kernelmagic.sources import trace_file
@@ -34,24 +33,6 @@ EXPECTED_KIND = {
 }
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "Kernel", "Memcpy",
             "Memset"}
-
-
-def raw(name: str) -> dict:
-    """The trace as json.load reads it, floats as Decimal (a double would round the µs)."""
-    with gzip.open(DATA / f"{name}.json.gz", "rt") as f:
-        return json.load(f, parse_float=Decimal)
-
-
-def dumps(doc: dict) -> str:
-    """JSON text of ``doc`` with its Decimal numbers written exactly."""
-    text = json.dumps(doc, default=lambda d: f"@@{d}@@")
-    return re.sub(r'"@@([-0-9.eE+]+)@@"', r"\1", text)
-
-
-def write_trace(path: Path, doc: dict) -> Path:
-    with gzip.open(path, "wt") as f:
-        f.write(dumps(doc))
-    return path
 
 
 def expected_kind(event: dict) -> Kind:

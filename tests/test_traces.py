@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from trace_json import raw, write_trace
 
 import kernelmagic
 from kernelmagic import findings
@@ -27,22 +28,6 @@ REPO = Path(__file__).parent.parent
 GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 GPU_SIDE = {*GPU_WORK, "gpu_user_annotation", "cuda_sync"}
 RUNTIME = ("cuda_runtime", "cuda_driver")
-
-
-def raw(name: str) -> dict:
-    with gzip.open(DATA / f"{name}.json.gz", "rt") as f:
-        return json.load(f, parse_float=Decimal)
-
-
-def dumps(doc: dict) -> str:
-    text = json.dumps(doc, default=lambda d: f"@@{d}@@")
-    return re.sub(r'"@@([-0-9.eE+]+)@@"', r"\1", text)
-
-
-def write_trace(path: Path, doc: dict) -> Path:
-    with gzip.open(path, "wt") as f:
-        f.write(dumps(doc))
-    return path
 
 
 def us(value) -> Decimal:
