@@ -145,13 +145,12 @@ def execute(fn: Callable[[], Any], run: Plan,
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
-        tables: list[Any] | None = [] if opts.gather or opts.roofline else None
-        result = _result(prof, run, timings, warmup_timings, device_peaks, source_file,
-                         tables, progress)
-        if opts.roofline and tables and interrupt is None:  # one more run, unprofiled
+        result, table = _result(prof, run, timings, warmup_timings, device_peaks,
+                                source_file, progress)
+        if opts.roofline and interrupt is None:  # one more run, unprofiled
             if gc_was_enabled:
                 gc.enable()
-            result = roofline_view(result, fn, tables[-1], run.profiles_device)
+            result = roofline_view(result, fn, table, run.profiles_device)
     finally:
         if progress is not None:
             progress.close()
@@ -168,10 +167,10 @@ def execute(fn: Callable[[], Any], run: Plan,
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt
-    if opts.gather and tables:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
+    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
         from kernelmagic.ranks.live import gather
 
-        return gather(result, tables.pop(), opts.name)  # type: ignore[no-any-return]
+        return gather(result, table, opts.name)  # type: ignore[no-any-return]
     return result
 
 
@@ -199,14 +198,13 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
             device_peaks: list[float] | None, source_file: str | None,
-            tables: list[Any] | None = None,
-            progress: Progress | None = None) -> ProfileResult:
-    """Everything the finished session holds, as a plain ``ProfileResult``.
+            progress: Progress | None = None) -> tuple[ProfileResult, EventTable]:
+    """Everything the finished session holds, as a plain ``ProfileResult``, and the
+    ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
     The raw events become one ``EventTable`` (``sources/live.py``); every view is
-    computed from it (``views/``), never from torch's ``function_events``. The table is
-    appended to ``tables`` when given (``--gather`` summarises it). Interrupted (fewer
-    ``timings`` than iterations asked for): the iteration cut short is left out.
+    computed from it (``views/``), never from torch's ``function_events``. Interrupted
+    (fewer ``timings`` than iterations asked for): the iteration cut short is left out.
     """
     opts = run.options
     on_events = progress.reading if progress is not None else None
@@ -215,8 +213,6 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
     interrupted = len(timings) < opts.iters
     if interrupted:
         table = without_range(table, f"{opts.name}/iter {len(timings)}")
-    if tables is not None:
-        tables.append(table)
     result = build_result(
         table,
         name=opts.name,
@@ -236,7 +232,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
     )
     if interrupted:
         result.planned_iters = opts.iters
-    return result
+    return result, table
 
 
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
