@@ -13,13 +13,13 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import os
 import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from ci_gate import need_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "demo_notebooks"
@@ -33,18 +33,8 @@ BANNERS = ("STAGE:", "USDT:")
 REFRESH = "run python demo_notebooks/execute.py"
 
 
-def _need(module: str) -> None:
-    """Skip without ``module`` on a developer's machine; fail in CI, where it must be there."""
-    if importlib.util.find_spec(module) is not None:
-        return
-    message = f"{module} is not installed (pip install nbclient nbformat ipykernel)"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(f"{message}; CI must install it")
-    pytest.skip(message, allow_module_level=True)
-
-
-for _module in ("nbformat", "nbclient", "ipykernel"):
-    _need(_module)
+need_modules("nbformat", "nbclient", "ipykernel",
+             install="pip install nbclient nbformat ipykernel")
 
 import nbformat  # noqa: E402
 

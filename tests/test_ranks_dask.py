@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
-import pytest
+from ci_gate import need_modules
 
 import kernelmagic
 
-
-def _need(module: str) -> None:
-    """Skip without ``module`` on a developer's machine; fail in CI, where it must be there."""
-    if importlib.util.find_spec(module) is not None:
-        return
-    message = f"{module} is not installed (pip install 'dask[distributed]')"
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(f"{message}; CI must install it")
-    pytest.skip(message, allow_module_level=True)
-
-
-for _module in ("dask", "distributed"):
-    _need(_module)
+need_modules("dask", "distributed", install="pip install 'dask[distributed]'")
 
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 from ranks_data import RANKS, spawnable_main  # noqa: E402
