@@ -6,6 +6,7 @@ target (``##BENCH## {json}``) that ``run_all.py`` turns into a summary table.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -129,6 +130,15 @@ def timed_cell(code: str) -> float:
     t0 = clock()
     run_cell(code)
     return clock() - t0
+
+
+def cell_side(code: str) -> Callable[[], float]:
+    """One side for ``alternate``: times ``code`` as a cell, after a full collection (so
+    neither side pays for the other's garbage)."""
+    def run() -> float:
+        gc.collect()
+        return timed_cell(code)
+    return run
 
 
 # --- subprocesses -----------------------------------------------------------------------

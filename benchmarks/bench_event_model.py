@@ -140,13 +140,7 @@ def main() -> None:
     c.run_cell(MANUAL_CELL)
     sh.user_ns["LOOPS"] = LOOPS
 
-    def side(cell: str):
-        def run() -> float:
-            gc.collect()
-            return c.timed_cell(cell)
-        return run
-
-    times = c.alternate({"kernelmagic": side(km_cell), "manual": side(MANUAL_CELL)},
+    times = c.alternate({"kernelmagic": c.cell_side(km_cell), "manual": c.cell_side(MANUAL_CELL)},
                         args.rounds)
     print(c.describe("kernelmagic %%profile -n 10", times["kernelmagic"]))
     print(c.describe("manual workflow", times["manual"]))
