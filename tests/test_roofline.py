@@ -374,7 +374,12 @@ def test_round_trip_and_older_files(known, tmp_path):
     older = result.to_dict()
     del older["roofline"], older["roofline_peaks"]
     old = ProfileResult.from_dict(older)
-    assert old.roofline == [] and old.roofline_peaks == {} and old.findings() is not None
+    assert old.roofline == [] and old.roofline_peaks == {}
+    # A file from before --roofline has no roofline findings (and no error finding them),
+    # where the same run with its roofline has one.
+    assert "memory_bound" in {f.rule for f in result.findings()}
+    assert not {f.rule for f in old.findings()} & {"memory_bound", "overhead_bound",
+                                                   "compute_far_from_peak"}
 
 
 def test_text_html_and_widget(known):
