@@ -680,18 +680,3 @@ def find_traces(folder: Path) -> list[Path]:
     """The trace files directly inside ``folder`` (``*.json``, ``*.json.gz``), sorted."""
     return sorted(p for p in folder.iterdir()
                   if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-
-
-def trace_in(folder: Path) -> Path:
-    """The one trace file of ``folder``; TraceFileError when it holds none or several."""
-    try:
-        found = find_traces(folder)
-    except OSError as exc:
-        raise TraceFileError(f"{folder}: cannot list it ({exc.strerror or exc})") from None
-    if not found:
-        raise TraceFileError(f"{folder}: a folder with no traces (*.json, *.json.gz)")
-    if len(found) > 1:
-        shown = ", ".join(p.name for p in found[:3]) + (", ..." if len(found) > 3 else "")
-        raise TraceFileError(f"{folder}: a folder with {len(found)} traces ({shown}); "
-                             "name one of them")
-    return found[0]
