@@ -1,0 +1,145 @@
+"""The two trace readers give equal tables: msgspec's (``trace_fast``) and the streaming one.
+
+``read_table(path)`` takes msgspec's reader where msgspec is installed (the ``fast`` extra)
+and the streaming standard-library reader otherwise, or for whatever the fast one leaves
+(too large, another shape, a fault to name). A user must never see a difference.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ci_gate import need_modules
+from trace_json import DATA, dumps
+
+from kernelmagic.sources import trace_fast
+from kernelmagic.sources.trace_file import TraceFileError, _ns_of_text, read_table
+
+need_modules("msgspec", install='pip install -e ".[fast]"')
+
+COLUMNS = ("kind", "name", "start", "end", "tid", "device", "correlation", "flops", "shapes",
+           "nbytes")
+TRACES = sorted(DATA.glob("*.json.gz")) + sorted((DATA / "ranks").glob("*.json.gz"))
+
+
+def assert_same_table(fast, slow) -> None:
+    assert fast is not None, "the fast reader left a file it should read"
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(fast, column), getattr(slow, column), column)
+    assert fast.names == slow.names
+    assert fast.origin_ns == slow.origin_ns
+    assert fast.meta == slow.meta
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_both_readers_give_the_same_table_on_every_real_trace(path):
+    slow = read_table(path, fast=False)
+    fast = trace_fast.read_table(path)
+    assert_same_table(fast, slow)
+    assert slow.n > 0
+
+
+def test_read_table_uses_the_fast_reader_when_it_can(monkeypatch):
+    taken = []
+    original = trace_fast.read_table
+    monkeypatch.setattr(trace_fast, "read_table", lambda p: taken.append(p) or original(p))
+    table = read_table(DATA / "cpu_only.json.gz")
+    assert taken == [DATA / "cpu_only.json.gz"] and table.n == 16
+
+
+def _event(**fields) -> dict:
+    base = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 7,
+            "ts": Decimal("1712195495505543.250"), "dur": Decimal("2.5")}
+    return {**base, **fields}
+
+
+def _write(tmp_path: Path, events: list, **top) -> Path:
+    path = tmp_path / "t.json"
+    path.write_text(dumps({"schemaVersion": 1, **top, "traceEvents": events}))
+    return path
+
+
+def test_every_number_form_gives_the_same_nanoseconds(tmp_path):
+    # Three decimals (the usual), fewer, more (half-even rounding), none, an exponent,
+    # a negative duration's neighbour (zero), integers: each exact, as the slow reader.
+    forms = ["1712195495505543.250", "1712195495505543.25", "1712195495505543.2505",
+             "1712195495505543", "1.7121954955055432e15", "0.000"]
+    events = [_event(ts=Decimal(ts), dur=Decimal(dur), name=f"op{i}")
+              for i, (ts, dur) in enumerate(zip(forms, ["2.5", "0", "1e1", "3.125", "7",
+                                                        "0.000"], strict=True))]
+    path = _write(tmp_path, events)
+    fast, slow = trace_fast.read_table(path), read_table(path, fast=False)
+    assert_same_table(fast, slow)
+    assert (slow.end - slow.start).tolist() == [2500, 0, 10000, 3125, 7000, 0]
+
+
+def test_memory_events_keep_their_place_among_the_ops(tmp_path):
+    events = [_event(name="a"),
+              {"ph": "i", "name": "[memory]", "pid": 1, "tid": 7, "ts": 1712195495505544,
+               "args": {"Bytes": 4096, "Device Type": 1, "Device Id": 0}},
+              {"ph": "I", "name": "[memory]", "tid": "named lane", "ts": 1712195495505545,
+               "args": {"Bytes": -4096}},
+              {"ph": "i", "name": "a mark", "ts": 1712195495505546},
+              _event(name="b", ph="X", cat="kernel", args={"stream": 7, "device": 1,
+                                                          "correlation": 99}),
+              {"ph": "s", "id": 1, "pid": 1, "tid": 7, "ts": 1712195495505547, "cat": "ac2g",
+               "name": "ac2g"}]
+    path = _write(tmp_path, events, deviceProperties=[{"name": "H200", "computeMajor": 9}],
+                  distributedInfo={"rank": 3, "world_size": 8}, traceName="t")
+    fast, slow = trace_fast.read_table(path), read_table(path, fast=False)
+    assert_same_table(fast, slow)
+    assert [slow.names[i] for i in slow.name] == ["a", "[memory]", "[memory]", "b"]
+    assert slow.nbytes.tolist() == [0, 4096, -4096, 0]
+    assert slow.meta["rank"] == 3 and slow.meta["device_name"] == "H200"
+
+
+@pytest.mark.parametrize("why", ["unknown phase", "array format", "no traceEvents"])
+def test_what_the_fast_reader_leaves_the_streaming_one_reads(tmp_path, why):
+    if why == "unknown phase":  # not a Chrome trace event type: skipped by the slow reader
+        path = _write(tmp_path, [_event(), {"ph": "Z", "ts": 1}])
+    elif why == "array format":  # Chrome's bare array of events
+        path = tmp_path / "t.json"
+        path.write_text(dumps([_event()]))
+    else:  # a kernelmagic profile file: the slow reader says NotATrace
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"format": "kernelmagic.profile", "rows": []}))
+    assert trace_fast.read_table(path) is None
+    if why != "no traceEvents":
+        assert read_table(path).n == 1
+
+
+@pytest.mark.parametrize("bad", [{"ts": "1712195495505543.250"}, {"ts": None},
+                                 {"dur": [1]}, {"dur": Decimal("-3.000")}, {"name": 7},
+                                 {"args": [1, 2]}])
+def test_a_fault_is_named_by_the_streaming_reader(tmp_path, bad):
+    path = _write(tmp_path, [_event(), _event(**bad)])
+    assert trace_fast.read_table(path) is None
+    with pytest.raises(TraceFileError, match=r"traceEvents\[1\]"):
+        read_table(path)
+
+
+def test_files_too_large_to_hold_whole_are_streamed(monkeypatch):
+    path = DATA / "cpu_only.json.gz"
+    monkeypatch.setattr(trace_fast, "MAX_TEXT", 1000)  # its JSON is 25 kB
+    assert trace_fast.read_table(path) is None
+    assert read_table(path).n == 16
+
+
+@pytest.mark.parametrize("texts", [
+    [b"1712195495505543.250", b"-1.000", b"0.001"],  # all three decimals: the vector path
+    [b"1712195495505543.250", b"12", b"1.5", b"2e3", b"-0.0005"],  # mixed: value by value
+    [b"8999999999999999.999"],  # the largest the vector path takes
+    [b"9999999999999999.999"],  # beyond it (int64 ns), exact all the same
+])
+def test_ns_column_is_exact(texts):
+    assert trace_fast._ns_column(texts) == [_ns_of_text(t.decode()) for t in texts]
+
+
+@pytest.mark.parametrize("text", [b'"12.000"', b"null", b"true", b"[1]", b""])
+def test_ns_column_refuses_what_is_not_a_number(text):
+    with pytest.raises((TypeError, ValueError)):
+        trace_fast._ns_column([b"1.000", text])
