@@ -92,6 +92,44 @@ def test_report_bundle_has_widget_and_fallbacks(ip):
         f"cell[{res.execution_count}] · CPU · 3 iterations (+1 warm-up)")
 
 
+def _record_trims_and_displays(ip, monkeypatch) -> list[str]:
+    """The order of heap trims (``return_freed_memory``) and of displayed outputs."""
+    events: list[str] = []
+    monkeypatch.setattr(torch_compat, "return_freed_memory", lambda: events.append("trim"))
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    publish = CapturingDisplayPublisher.publish
+
+    def record(self, *args, **kwargs):
+        events.append("display")
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(CapturingDisplayPublisher, "publish", record)  # what run() uses
+    return events
+
+
+def test_freed_heap_goes_back_after_the_report_is_shown(ip, monkeypatch):
+    events = _record_trims_and_displays(ip, monkeypatch)
+    ip.run_cell(SETUP)
+    res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
+    assert res.success and len(cap.outputs) == 1
+    assert events == ["display", "trim"]  # once per run, never before the report
+    events.clear()
+    res, _ = run(ip, "%%profile -n 2 -w 0 -q\nc = a @ b")
+    assert res.success and events == ["trim"]  # shown or not, the heap is trimmed
+
+
+def test_freed_heap_goes_back_after_a_partial_report_not_after_a_failed_run(ip, monkeypatch):
+    events = _record_trims_and_displays(ip, monkeypatch)
+    ip.run_cell("n = 0")
+    res, cap = run(ip, "%%profile -n 5 -w 0\nn += 1\nif n == 3:\n    raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt) and len(cap.outputs) == 1
+    assert events == ["display", "trim"]
+    events.clear()
+    res, _ = run(ip, "%%profile -n 2 -w 0\nraise ValueError('boom')")
+    assert isinstance(res.error_in_exec, ValueError) and events == []
+
+
 def test_cell_runs_warmup_plus_iters_times_in_user_namespace(ip):
     ip.run_cell("counter = 0")
     res, _ = run(ip, "%%profile -n 4 -w 2 -q\ncounter += 1\nlast = torch.ones(2) * counter")
