@@ -246,6 +246,41 @@ def test_long_table_shows_top_rows_and_more_on_request():
     assert table.more_button.layout.display == "none"
 
 
+def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
+    """Each model reaches the front end once, as it is shown (no update right after it is
+    opened); layouts and styles that never change are shared; clicks still update."""
+    import ipywidgets
+    from fakes import cpu_result
+
+    from kernelmagic.render.widget import report_widget
+    from kernelmagic.result import OpRow
+
+    sent: list[tuple[str, object]] = []
+    monkeypatch.setattr(ipywidgets.Widget, "send_state",
+                        lambda self, key=None: sent.append((type(self).__name__, key)))
+    rows = [OpRow(f"op{i:02d}", 1, float(i), float(i)) for i in range(30)]
+    box = report_widget(cpu_result(rows=rows), b"\x89PNG")
+    assert sent == []
+    table = box.km_table
+    assert table.headers["self_cpu"].description == "self CPU ▼"
+    assert table.order[0] == "op29" and table.body.value.count('class="km-row"') == 25
+    assert table.status.value.endswith(">25 of 30 ops</span>")
+    assert table.more_button.layout is table.all_button.layout  # shown and hidden together
+    assert table.more_button.layout.display is None
+    assert box.km_selector.layout.display == "none"
+    assert "km-header" in table.headers["op"]._dom_classes
+    summary = box.children[0]
+    assert summary.style is table.body.style is table.status.style
+    assert summary.layout is box.layout  # neither ever changes
+    assert len({id(b.style) for b in [*table.headers.values(), table.more_button]}) == 1
+    table.all_button.click()
+    assert table.body.value.count('class="km-row"') == 30
+    assert table.more_button.layout.display == "none"
+    table.headers["calls"].click()
+    assert table.headers["calls"].description == "calls ▼"
+    assert {key for _, key in sent} >= {"description", "value", "display"}  # clicks update
+
+
 def test_op_names_are_escaped_everywhere():
     from fakes import cpu_result
 
