@@ -288,13 +288,14 @@ def _canvas_png(canvas: Any) -> bytes:
 def rgba_png(rgba: Any) -> bytes:
     """An (h, w, 4) uint8 array as a PNG: no row filter, zlib level 1.
 
-    On a chart (mostly transparent, flat colours) that is 2.5 ms where Pillow's
+    On a chart (mostly transparent, flat colours) that is about 2 ms where Pillow's
     adaptive filters at level 1 take 6 ms, for a file about a tenth larger.
     """
     import numpy as np
 
     height, width, _ = rgba.shape
-    raw = np.zeros((height, width * 4 + 1), dtype=np.uint8)  # column 0: filter "none"
+    raw = np.empty((height, width * 4 + 1), dtype=np.uint8)
+    raw[:, 0] = 0  # each row's filter byte: "none"
     raw[:, 1:] = rgba.reshape(height, width * 4)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -303,7 +304,7 @@ def rgba_png(rgba: Any) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))  # no copy
 
 
 #: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on
