@@ -123,21 +123,29 @@ class ProfileMagics(Magics):
 
         sink = sink_for_shell(self.shell)
         progress = Progress(sink) if sink is not None else None
+        ran = False  # the profiler session ended and was released
         try:
             try:
+                # The freed heap goes back to the OS after the report is shown, not before.
                 result = runner.execute(fn, plan, source_file=code.co_filename,
-                                        progress=progress)
+                                        progress=progress, free_memory=False)
             except KeyboardInterrupt as exc:
                 partial = getattr(exc, "result", None)
                 if partial is not None:  # Ctrl-C after >= 1 iteration: show those, re-raise
+                    ran = True
                     self._report(partial, args, sink, baseline)
                 raise
+            ran = True
             self._report(result, args, sink, baseline)
         finally:
             if progress is not None:
                 progress.close()
             if isinstance(sink, WidgetSink):
                 sink.replace(None)  # a bar the report did not replace leaves nothing behind
+            if ran:
+                from kernelmagic import torch_compat
+
+                torch_compat.return_freed_memory()
 
     def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
         """Bind/keep the result as asked and display it (in the progress bar's place)."""

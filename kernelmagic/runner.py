@@ -80,7 +80,8 @@ def execute(fn: Callable[[], Any], run: Plan,
             on_trace_ready: Callable[[Any], None] | None = None,
             clock: Callable[[], float] = time.perf_counter,
             source_file: str | None = None,
-            progress: Progress | None = None) -> ProfileResult:
+            progress: Progress | None = None,
+            free_memory: bool = True) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -89,7 +90,9 @@ def execute(fn: Callable[[], Any], run: Plan,
     its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
     functions ``--stack`` lists first; ``progress`` is told where the run stands
-    between runs of ``fn``, never inside the timed span.
+    between runs of ``fn``, never inside the timed span. ``free_memory=False`` leaves
+    handing the freed heap back to the OS (``torch_compat.return_freed_memory``, a few
+    ms) to the caller: the magic does it once the report is on screen.
     """
     __tracebackhide__ = True
     opts = run.options
@@ -163,7 +166,8 @@ def execute(fn: Callable[[], Any], run: Plan,
     else:  # nobody else holds the session: free it now
         torch_compat.release(prof)
         del prof
-        torch_compat.return_freed_memory()
+        if free_memory:
+            torch_compat.return_freed_memory()
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt

@@ -92,6 +92,44 @@ def test_report_bundle_has_widget_and_fallbacks(ip):
         f"cell[{res.execution_count}] · CPU · 3 iterations (+1 warm-up)")
 
 
+def _record_trims_and_displays(ip, monkeypatch) -> list[str]:
+    """The order of heap trims (``return_freed_memory``) and of displayed outputs."""
+    events: list[str] = []
+    monkeypatch.setattr(torch_compat, "return_freed_memory", lambda: events.append("trim"))
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    publish = CapturingDisplayPublisher.publish
+
+    def record(self, *args, **kwargs):
+        events.append("display")
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(CapturingDisplayPublisher, "publish", record)  # what run() uses
+    return events
+
+
+def test_freed_heap_goes_back_after_the_report_is_shown(ip, monkeypatch):
+    events = _record_trims_and_displays(ip, monkeypatch)
+    ip.run_cell(SETUP)
+    res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
+    assert res.success and len(cap.outputs) == 1
+    assert events == ["display", "trim"]  # once per run, never before the report
+    events.clear()
+    res, _ = run(ip, "%%profile -n 2 -w 0 -q\nc = a @ b")
+    assert res.success and events == ["trim"]  # shown or not, the heap is trimmed
+
+
+def test_freed_heap_goes_back_after_a_partial_report_not_after_a_failed_run(ip, monkeypatch):
+    events = _record_trims_and_displays(ip, monkeypatch)
+    ip.run_cell("n = 0")
+    res, cap = run(ip, "%%profile -n 5 -w 0\nn += 1\nif n == 3:\n    raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt) and len(cap.outputs) == 1
+    assert events == ["display", "trim"]
+    events.clear()
+    res, _ = run(ip, "%%profile -n 2 -w 0\nraise ValueError('boom')")
+    assert isinstance(res.error_in_exec, ValueError) and events == []
+
+
 def test_cell_runs_warmup_plus_iters_times_in_user_namespace(ip):
     ip.run_cell("counter = 0")
     res, _ = run(ip, "%%profile -n 4 -w 2 -q\ncounter += 1\nlast = torch.ones(2) * counter")
@@ -206,6 +244,41 @@ def test_long_table_shows_top_rows_and_more_on_request():
     table.all_button.click()
     assert len(table.order) == 1000
     assert table.more_button.layout.display == "none"
+
+
+def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
+    """Each model reaches the front end once, as it is shown (no update right after it is
+    opened); layouts and styles that never change are shared; clicks still update."""
+    import ipywidgets
+    from fakes import cpu_result
+
+    from kernelmagic.render.widget import report_widget
+    from kernelmagic.result import OpRow
+
+    sent: list[tuple[str, object]] = []
+    monkeypatch.setattr(ipywidgets.Widget, "send_state",
+                        lambda self, key=None: sent.append((type(self).__name__, key)))
+    rows = [OpRow(f"op{i:02d}", 1, float(i), float(i)) for i in range(30)]
+    box = report_widget(cpu_result(rows=rows), b"\x89PNG")
+    assert sent == []
+    table = box.km_table
+    assert table.headers["self_cpu"].description == "self CPU ▼"
+    assert table.order[0] == "op29" and table.body.value.count('class="km-row"') == 25
+    assert table.status.value.endswith(">25 of 30 ops</span>")
+    assert table.more_button.layout is table.all_button.layout  # shown and hidden together
+    assert table.more_button.layout.display is None
+    assert box.km_selector.layout.display == "none"
+    assert "km-header" in table.headers["op"]._dom_classes
+    summary = box.children[0]
+    assert summary.style is table.body.style is table.status.style
+    assert summary.layout is box.layout  # neither ever changes
+    assert len({id(b.style) for b in [*table.headers.values(), table.more_button]}) == 1
+    table.all_button.click()
+    assert table.body.value.count('class="km-row"') == 30
+    assert table.more_button.layout.display == "none"
+    table.headers["calls"].click()
+    assert table.headers["calls"].description == "calls ▼"
+    assert {key for _, key in sent} >= {"description", "value", "display"}  # clicks update
 
 
 def test_op_names_are_escaped_everywhere():

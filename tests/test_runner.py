@@ -89,6 +89,19 @@ def test_code_object_runs_in_namespace_and_assignments_persist():
     assert "aten::mul" in {r.key for r in result.rows}
 
 
+def test_freed_heap_goes_back_unless_the_caller_does_it(monkeypatch):
+    trims = []
+    monkeypatch.setattr(torch_compat, "return_freed_memory", lambda: trims.append(1))
+    kernelmagic.profile(lambda: torch.ones(4).add(1), iters=2, warmup=0)
+    assert trims == [1]  # the API trims before returning
+    run = runner.plan(ProfileOptions(iters=2, warmup=0))
+    runner.execute(lambda: torch.ones(4).add(1), run, free_memory=False)
+    assert trims == [1]  # the magic does it itself, after showing the report
+    kernelmagic.profile(lambda: torch.ones(4).add(1), iters=2, warmup=0,
+                        on_trace_ready=lambda prof: None)
+    assert trims == [1]  # the session is the caller's: nothing freed
+
+
 def test_fake_clock_gives_exact_timings():
     ticks = itertools.count()
     run = runner.plan(ProfileOptions(iters=3, warmup=0, name="t"))

@@ -13,8 +13,11 @@ from kernelmagic.result import OpRow, ProfileResult
 from kernelmagic.timing import format_us
 
 MAX_LABEL = 40
+#: The most characters of a result's name in a chart's title.
+MAX_NAME = 40
 
-_AXIS_LABEL = {
+#: What the bars measure, for the title (the chart has no x axis: each bar is labelled).
+_MEASURE = {
     "self_cpu": "self CPU time per iteration",
     "cpu": "total CPU time per iteration (nested ops overlap)",
     "self_device": "self device time per iteration",
@@ -24,53 +27,159 @@ _AXIS_LABEL = {
 }
 
 
-def _bar_label(result: ProfileResult, key: str, row: OpRow) -> str:
-    """Share of total self time for time keys; the count or time itself otherwise."""
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _share(share: float) -> str:
+    return f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
+
+
+def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
+    """What a bar stands for, as its label gives it after the op's name: for time keys the
+    op's share of the total self time and its time per iteration (the bar's length);
+    calls per iteration; total time per call."""
     value = result.value(row, key)
     if key == "calls":
-        return f" · {value / result.iters:g}"
+        calls = value / result.iters
+        return f"{calls:g} call" if calls == 1 else f"{calls:g} calls"
     if key == "avg":
-        return f" · {format_us(value)}"
+        return f"{format_us(value)} per call"
     on_device = key in ("self_device", "device")
     total = result.self_device_time_total if on_device else result.self_cpu_time_total
     share = value / total if total > 0 else 0.0
-    return f" · {share:.0%}" if share >= 0.1 else f" · {share:.1%}"
+    return f"{_share(share)} · {format_us(value / result.iters)}"
+
+
+def _texts(result: ProfileResult, key: str,
+           rows: list[OpRow]) -> tuple[str, list[tuple[str, str]]]:
+    """The title, and each bar's (name, figures)."""
+    name = _short(result.name, MAX_NAME)
+    if not rows:
+        return f"{name}: ops by {_MEASURE[key]}", []
+    title = f"{name}: top {len(rows)} ops by {_MEASURE[key]}"
+    if key in ("self_cpu", "self_device"):
+        covered = sum(result.share(r, device=key == "self_device") for r in rows)
+        share = f"{covered:.0%}"
+        if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
+            share = f"{min(covered, 0.999):.1%}"
+        title += f", {share} of self time"
+    return title, [(_short(r.key, MAX_LABEL), _figures(result, key, r)) for r in rows]
+
+
+def chart_texts(result: ProfileResult, by: str | None = None,
+                k: int | None = None) -> tuple[str, list[str]]:
+    """The bar chart's title (what the bars measure) and its bars' labels, top bar first:
+    ``name · share · time per iteration`` for time keys, ``name · N calls`` for
+    ``calls``, ``name · time per call`` for ``avg``. (A name too wide for the chart
+    is shortened further when drawn.)"""
+    key = by or result.sort
+    title, labels = _texts(result, key, result.top(k or result.topk, by=key))
+    return title, [f"{name} · {figures}" for name, figures in labels]
 
 
 def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None) -> bytes:
     """A horizontal bar chart of the top ``k`` ops (default: ``result.topk``) as PNG.
 
     matplotlib, on a transparent background with mid-grey ink (light and dark themes).
+    No x axis: each bar's label carries its figures and the title says what they
+    measure (``chart_texts``).
     """
     key = by or result.sort
-    k = k or result.topk
-    rows = result.top(k, by=key)
-    # Bars show per-iteration figures (per-call for "avg"): ms, or µs for short ones.
+    rows = result.top(k or result.topk, by=key)
+    title, labels = _texts(result, key, rows)
+    # Bar lengths: per-iteration figures (per-call for "avg"), as the labels give them.
     per = 1 if key == "avg" else result.iters
-    raw = [result.value(r, key) / per for r in rows]
-    unit = "" if key == "calls" else " (ms)" if max(raw, default=0) >= 1000 else " (µs)"
-    scale = 1e-3 if unit == " (ms)" else 1.0
-    names = [r.key if len(r.key) <= MAX_LABEL else r.key[: MAX_LABEL - 1] + "…" for r in rows]
-    if key in ("self_cpu", "self_device"):
-        covered = sum(result.share(r, device=key == "self_device") for r in rows)
-        title = f"{result.name}: top {len(rows)} ops, {covered:.0%} of self time"
-    else:
-        title = f"{result.name}: top {len(rows)} ops by {key}"
-    # Each bar's share (or count) sits in its label: one text per bar, not two (each text
-    # drawn costs about a millisecond, most of the chart's time).
-    labels = [f"{name}{_bar_label(result, key, row)}" for name, row in zip(names, rows,
-                                                                          strict=True)]
+    values = [result.value(r, key) / per for r in rows]
     with _LOCK:
-        return _bars_layout(len(rows)).draw([v * scale for v in raw], labels, title,
-                                            _AXIS_LABEL[key] + unit)
+        return _bars_layout(len(rows)).draw(values, labels, title)
 
 
 #: The bar colour: matplotlib's muted blue, readable on white and on dark grey alike.
 BAR = "#4C72B0"
 DPI = 100
+WIDTH_INCHES = 8.0
 ROW_INCHES = 0.32
+BAR_HEIGHT = 0.75  # of a row
+#: Height besides the bars: the title above them, a little space below.
+PAD_INCHES = 0.5
+LABEL_SIZE = 9
+TITLE_SIZE = 10
+#: Space (px) left of the longest label and the title, and between a label and its bar.
+EDGE_PX = 10
+GAP_PX = 6
+#: The labels take at most this share of the width; longer names are shortened to fit.
+MAX_LEFT = 0.6
 
 _LOCK = threading.Lock()
+
+
+class _TextWidths:
+    """Widths of single-line texts in matplotlib's default font, in pixels at ``DPI``:
+    the sum of each character's unhinted advance (the chart is drawn unhinted), cached
+    per character. Asking matplotlib to lay a text out costs about as much as drawing it.
+    """
+
+    def __init__(self, path: str, size: float) -> None:
+        from matplotlib import ft2font
+        from matplotlib.font_manager import get_font
+
+        self.font = get_font(path)
+        self.size = size
+        load_flags = getattr(ft2font, "LoadFlags", None)  # matplotlib >= 3.10
+        self.flags = (load_flags.NO_HINTING if load_flags is not None
+                      else ft2font.LOAD_NO_HINTING)
+        self.advance: dict[str, float] = {}
+        # Advances are in the font's own horizontal scale (older matplotlib sets the size
+        # at ``text.hinting_factor`` times the resolution): scale them to the laid-out
+        # width of a reference text.
+        self.scale = 1.0
+        reference = "aten::native_layer_norm 0123456789 %·µs"
+        self.font.set_size(size, DPI)
+        self.font.set_text(reference, 0.0, flags=self.flags)
+        laid_out = self.font.get_width_height()[0] / 64
+        self.scale = laid_out / self(reference)
+        self.advance.clear()
+
+    def _measure(self, char: str) -> float:
+        font = self.font
+        font.set_size(self.size, DPI)
+        if font.get_char_index(ord(char)):
+            width = font.load_char(ord(char), flags=self.flags).linearHoriAdvance / 65536
+            width *= self.scale
+        else:  # drawn from a fallback font: assume a wide glyph
+            width = self.size * DPI / 72
+        self.advance[char] = width
+        return float(width)
+
+    def __call__(self, text: str) -> float:
+        advance = self.advance
+        return sum(advance[c] if c in advance else self._measure(c) for c in text)
+
+    def fit(self, head: str, tail: str, width: float) -> tuple[str, float]:
+        """``head + tail``, ``head`` shortened (ending in "…") to fit ``width``; and its
+        width."""
+        used = self(head + tail)
+        if used <= width:
+            return head + tail, used
+        room = width - self(tail) - self("…")
+        while head and self(head) > room:
+            head = head[:-1]
+        return head + "…" + tail, self(head + "…" + tail)
+
+
+_WIDTHS: dict[tuple[str, float], _TextWidths] = {}
+
+
+def _widths(prop: Any) -> _TextWidths:
+    """Widths in the font of ``FontProperties`` ``prop``."""
+    from matplotlib.font_manager import findfont
+
+    key = (str(findfont(prop)), prop.get_size_in_points())
+    widths = _WIDTHS.get(key)
+    if widths is None:
+        widths = _WIDTHS[key] = _TextWidths(*key)
+    return widths
 
 
 class _BarsLayout:
@@ -78,60 +187,72 @@ class _BarsLayout:
 
     Building a Figure and its Axes costs more than drawing them; a report's chart only
     changes the bars' lengths and the texts, so the artists are made once per bar count
-    and updated in place, then rendered straight from the Agg canvas to a PNG.
+    and updated in place, then rendered straight from the Agg canvas to a PNG. Neither
+    axis is drawn (no ticks, tick labels or grid): each bar's label is a plain text
+    left of the axes, and the only line is the left spine the bars start from.
     """
 
     def __init__(self, n: int) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.collections import PolyCollection
         from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
         self.n = n
-        self.height = 1.0 + ROW_INCHES * max(n, 1)
-        self.fig = Figure(figsize=(8, self.height), dpi=DPI)
+        self.height = PAD_INCHES + ROW_INCHES * max(n, 1)
+        self.fig = Figure(figsize=(WIDTH_INCHES, self.height), dpi=DPI)
         self.canvas = FigureCanvasAgg(self.fig)
         ax = self.ax = self.fig.add_subplot()
-        self.ys = list(range(n))[::-1]
-        self.bars = list(ax.barh(self.ys, [1.0] * n, color=BAR)) if n else []
-        ax.set_yticks(self.ys)
-        ax.tick_params(axis="y", length=0, labelsize=9)
-        ax.tick_params(axis="x", labelsize=8)
-        self.empty = ax.text(0.5, 0.5, "" if n else "no operators recorded", ha="center",
-                             transform=ax.transAxes)
-        if not n:
-            ax.set_yticks([])
-        ax.grid(True, axis="x", alpha=0.3)
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
-        # A fixed place for the axis label: placing it from the tick labels' boxes costs
-        # a layout of every tick label on each draw.
-        ax.xaxis.set_label_coords(0.5, -0.25 / (self.height - 1.04), transform=ax.transAxes)
-        ax.yaxis.set_label_coords(0.0, 0.5, transform=ax.transAxes)  # (no label)
-        for side in ("top", "right"):
+        ys = list(range(n))[::-1]
+        # One collection of n rectangles: one draw call, where n bar patches take n.
+        self.ys = ys
+        self.bars = PolyCollection([], facecolors=BAR, edgecolors="none", snap=True)
+        ax.add_collection(self.bars, autolim=False)
+        ax.set_ylim(-0.5, max(n, 1) - 0.5)
+        ax.xaxis.set_visible(False)
+        ax.yaxis.set_visible(False)
+        for side in ("top", "right", "bottom") if n else ax.spines:
             ax.spines[side].set_visible(False)
+        # Labels right-aligned a few pixels left of the axes, each centred on its bar.
+        at_left = blended_transform_factory(ax.transAxes, ax.transData) + ScaledTranslation(
+            -GAP_PX / DPI, 0, self.fig.dpi_scale_trans)
+        self.label_font = FontProperties(size=LABEL_SIZE)
+        self.labels = [ax.text(0, y, " ", transform=at_left, ha="right", va="center",
+                               fontproperties=self.label_font, color=INK, parse_math=False)
+                       for y in ys]
+        self.empty = ax.text(0.5, 0.5, "" if n else "no operators recorded", ha="center",
+                             va="center", transform=ax.transAxes, color=INK)
         # A figure text, not ax.set_title: the title's place is then not worked out
-        # again from the axes' contents on every draw.
-        self.title = self.fig.text(0.5, 1 - 0.3 / self.height, " ", ha="center",
-                                   va="baseline", fontsize=10, color=INK)
+        # again from the axes' contents on every draw. Left-aligned with the longest
+        # label, it never runs off the right edge.
+        self.title = self.fig.text(EDGE_PX / (WIDTH_INCHES * DPI), 1 - 0.3 / self.height,
+                                   " ", ha="left", va="baseline", fontsize=TITLE_SIZE,
+                                   color=INK, parse_math=False)
+        self.fig.subplots_adjust(right=0.97, top=1 - 0.4 / self.height,
+                                 bottom=0.1 / self.height)
         _for_any_theme(self.fig)
 
-    def draw(self, values: list[float], names: list[str], title: str,
-             axis_label: str) -> bytes:
-        ax = self.ax
-        for bar, value in zip(self.bars, values, strict=True):
-            bar.set_width(value)
-        ax.set_yticks(self.ys, names)
+    def draw(self, values: list[float], labels: list[tuple[str, str]], title: str) -> bytes:
+        """Draw bars of ``values`` labelled ``name · figures`` (``labels``) as PNG."""
+        half = BAR_HEIGHT / 2
+        self.bars.set_verts([[(0, y - half), (v, y - half), (v, y + half), (0, y + half)]
+                             for y, v in zip(self.ys, values, strict=True)])
         top = max(values, default=0.0)
-        ax.set_xlim(0.0, top * 1.05 if top > 0 else 1.0)
-        self.title.set_text(title)
-        ax.set_xlabel(axis_label, color=INK)
+        self.ax.set_xlim(0.0, top * 1.01 if top > 0 else 1.0)
         # Fixed margins from the longest label: tight_layout would cost a second draw.
-        longest = max((len(n) for n in names), default=10)
-        left = min(0.55, (0.35 + 0.07 * longest) / 8)
-        self.fig.subplots_adjust(left=left, right=0.97, top=1 - 0.42 / self.height,
-                                 bottom=0.62 / self.height)
-        self.title.set_x((left + 0.97) / 2)  # centred over the axes, as a title is
-        for label in ax.get_yticklabels():
-            label.set_color(INK)
+        # A label too long for its room keeps its figures and loses the end of its name.
+        px = WIDTH_INCHES * DPI
+        fit = _widths(self.label_font).fit
+        room = MAX_LEFT * px - EDGE_PX - GAP_PX
+        longest = 0.0
+        for text, (name, figures) in zip(self.labels, labels, strict=True):
+            label, width = fit(name, f" · {figures}", room)
+            text.set_text(label)
+            longest = max(longest, width)
+        self.fig.subplots_adjust(left=(EDGE_PX + longest + GAP_PX) / px)
+        self.title.set_text(_widths(self.title.get_fontproperties()).fit(
+            title, "", px - 2 * EDGE_PX)[0])
         return _canvas_png(self.canvas)
 
 
@@ -167,13 +288,14 @@ def _canvas_png(canvas: Any) -> bytes:
 def rgba_png(rgba: Any) -> bytes:
     """An (h, w, 4) uint8 array as a PNG: no row filter, zlib level 1.
 
-    On a chart (mostly transparent, flat colours) that is 2.5 ms where Pillow's
+    On a chart (mostly transparent, flat colours) that is about 2 ms where Pillow's
     adaptive filters at level 1 take 6 ms, for a file about a tenth larger.
     """
     import numpy as np
 
     height, width, _ = rgba.shape
-    raw = np.zeros((height, width * 4 + 1), dtype=np.uint8)  # column 0: filter "none"
+    raw = np.empty((height, width * 4 + 1), dtype=np.uint8)
+    raw[:, 0] = 0  # each row's filter byte: "none"
     raw[:, 1:] = rgba.reshape(height, width * 4)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -182,7 +304,7 @@ def rgba_png(rgba: Any) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))  # no copy
 
 
 #: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on

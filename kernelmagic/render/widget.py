@@ -26,20 +26,44 @@ PAGE = 25
 ARROWS = {True: " ▼", False: " ▲"}
 
 
+class Shared:
+    """Models the widgets of one report share.
+
+    Every widget is a model the front end syncs (a comm, opened with its whole state), and
+    a widget given no layout or style makes its own: widgets whose layout never changes
+    share ``plain``, all buttons one style, all HTML widgets one style. Only within one
+    report: closing a report closes its layouts and styles (``bundle.close_tree``).
+    """
+
+    def __init__(self) -> None:
+        self.plain = w.Layout()
+        self.button_style = w.ButtonStyle()
+        self._html_style: Any = None
+
+    def html(self, value: str = "", layout: w.Layout | None = None) -> w.HTML:
+        """An HTML widget with the shared style (whichever class this ipywidgets uses)."""
+        extra = {} if self._html_style is None else {"style": self._html_style}
+        widget = w.HTML(value=value, layout=layout or self.plain, **extra)
+        self._html_style = widget.style
+        return widget
+
+
 class SortableTable:
     """Header buttons over an HTML body; holds the sort state of one table."""
 
-    def __init__(self, table: Table, page: int = PAGE) -> None:
+    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
+                 hidden: bool = False) -> None:
         self.table = table
         self.page = page
         self.column_id = table.sort_column
         self.descending = True
         self.visible = page
+        self._order = table.sorted_rows(self.column_id, self.descending)
+        shared = shared or Shared()
+        # Each widget is made in its final state (sorted, rendered): a change after it
+        # is opened is one more message to the front end.
         self.headers: dict[str, w.Button] = {}
-        # Every widget is a model the front end syncs: header buttons of one width share
-        # one Layout, and all share one style.
-        style = w.ButtonStyle()
-        layouts: dict[tuple[int, int], w.Layout] = {}
+        layouts: dict[tuple[int, int], w.Layout] = {}  # header buttons of one width share
         for n, col in enumerate(table.columns):
             layout = layouts.get((min(n, 1), col.width))
             if layout is None:
@@ -51,29 +75,34 @@ class SortableTable:
                         else dict(width=f"{col.width}px", flex="0 0 auto"))
                 layout = layouts[(min(n, 1), col.width)] = w.Layout(margin="0",
                                                                     padding="0 6px", **size)
-            button = w.Button(description=col.title, tooltip=f"sort by {col.title}",
-                              layout=layout, style=style)
-            button.add_class("km-header")
+            button = w.Button(description=self._title(col.id), tooltip=f"sort by {col.title}",
+                              layout=layout, style=shared.button_style,
+                              _dom_classes=("km-header",))
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
         narrowest, widest = table_widths(table)
-        fit = dict(width="100%", min_width=f"{narrowest}px", max_width=f"{widest}px")
-        self.body = w.HTML(layout=w.Layout(margin="0", **fit))
-        self.status = w.HTML()
-        self.more_button = w.Button(description=f"show {page} more",
-                                    layout=w.Layout(width="auto"))
+        # The header row and the body: as wide as the output area, between the two.
+        fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
+                       max_width=f"{widest}px")
+        shown, status = self._page()
+        self.body = shared.html(table_html(table, shown, header=False), layout=fit)
+        self.status = shared.html(status)
+        # The two buttons show and hide together: one layout.
+        more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
+                        else None)
+        self.more_button = w.Button(description=f"show {page} more", layout=more,
+                                    style=shared.button_style)
         self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
-        self.all_button = w.Button(description="show all", layout=w.Layout(width="auto"))
+        self.all_button = w.Button(description="show all", layout=more,
+                                   style=shared.button_style)
         self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
         # The table fits the output area down to its narrowest; below that, header and
         # body scroll together inside the output.
         self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=w.Layout(overflow="visible", **fit)),
+            w.HBox(list(self.headers.values()), layout=fit),
             self.body,
-            w.HBox([self.status, self.more_button, self.all_button]),
-        ], layout=w.Layout(overflow="auto"))
-        self._order: list[Any] = []
-        self._resort()
+            w.HBox([self.status, self.more_button, self.all_button], layout=shared.plain),
+        ], layout=w.Layout(overflow="auto", display="none" if hidden else None))
 
     def click(self, column_id: str) -> None:
         """A header click: sort by that column, or flip the order if it is active."""
@@ -93,20 +122,28 @@ class SortableTable:
         """Keys of the rendered rows, top to bottom."""
         return [r.key for r in self._order[: self.visible]]
 
+    def _title(self, column_id: str) -> str:
+        """A header's text: the column's title, with an arrow on the sort column."""
+        arrow = ARROWS[self.descending] if column_id == self.column_id else ""
+        return self.table.column(column_id).title + arrow
+
+    def _page(self) -> tuple[list[Any], str]:
+        """The rows shown, and the status line saying how many of how many."""
+        shown = self._order[: self.visible]
+        n, total = len(shown), len(self._order)
+        return shown, f'<span class="km-status">{n} of {total} {self.table.noun}</span>'
+
     def _resort(self) -> None:
         self._order = self.table.sorted_rows(self.column_id, self.descending)
         for col in self.table.columns:
-            arrow = ARROWS[self.descending] if col.id == self.column_id else ""
-            self.headers[col.id].description = col.title + arrow
+            self.headers[col.id].description = self._title(col.id)
         self._render()
 
     def _render(self) -> None:
-        shown = self._order[: self.visible]
+        shown, status = self._page()
         self.body.value = table_html(self.table, shown, header=False)
-        n, total = len(shown), len(self._order)
-        self.status.value = f'<span class="km-status">{n} of {total} {self.table.noun}</span>'
-        for button in (self.more_button, self.all_button):
-            button.layout.display = "none" if n >= total else None
+        self.status.value = status
+        self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
 
 
 def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True,
@@ -120,42 +157,44 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     """
     from kernelmagic.render.views import view_tables
 
-    parts: list[Any] = [w.HTML(summary_html(result))]
+    shared = Shared()
+    parts: list[Any] = [shared.html(summary_html(result))]
+    image_layout = w.Layout(width="auto", max_width="100%")
     for image in (png, timeline_png):
         if image is not None:
-            parts.append(w.Image(value=image, format="png",
-                                  layout=w.Layout(width="auto", max_width="100%")))
-    table = SortableTable(op_table(result))
+            parts.append(w.Image(value=image, format="png", layout=image_layout))
+    table = SortableTable(op_table(result), shared=shared)
     views: dict[str, Any] = {"ops": table}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
+    with_chart = "roofline" if roofline_png is not None else None
     for title, view in view_tables(result):
-        if isinstance(view, Table) and view.rows:
-            views[title] = SortableTable(view)
+        if isinstance(view, Table) and view.rows:  # made hidden: "ops" is shown first
+            views[title] = SortableTable(view, shared=shared, hidden=title != with_chart)
         elif not isinstance(view, Table):
             empty.append(f"{title}: {view}")
     box_of = {name: v.widget for name, v in views.items()}
-    if roofline_png is not None and "roofline" in box_of:  # the chart above its table
-        chart = w.Image(value=roofline_png, format="png",
-                        layout=w.Layout(width="auto", max_width="100%"))
-        box_of["roofline"] = w.VBox([chart, box_of["roofline"]])
-    selector = w.ToggleButtons(options=list(views), value="ops", description="view")
-    selector.add_class("km-views")
-    if len(views) == 1:
-        selector.layout.display = "none"  # nothing to choose between
+    if with_chart in box_of:  # the chart above its table, hidden and shown together
+        chart = w.Image(value=roofline_png, format="png", layout=image_layout)
+        box_of["roofline"] = w.VBox([chart, box_of["roofline"]],
+                                    layout=w.Layout(display="none"))
+    # Hidden when the op table is the only view: nothing to choose between.
+    selector = w.ToggleButtons(options=list(views), value="ops", description="view",
+                               _dom_classes=("km-views",),
+                               layout=w.Layout(display="none" if len(views) == 1 else None))
 
     def show(change: Any = None) -> None:
         for name, widget in box_of.items():
             widget.layout.display = None if name == selector.value else "none"
 
     selector.observe(show, names="value")
-    show()
     parts += [selector, *box_of.values()]
     if empty:
-        parts.append(w.HTML("".join(f'<div class="km-note">{escape(n)}</div>' for n in empty)))
+        parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
+                                         for n in empty)))
     notes = findings_html(result) if findings else ""
     if notes:
-        parts.append(w.HTML(notes))
-    box = w.VBox(parts)
+        parts.append(shared.html(notes))
+    box = w.VBox(parts, layout=shared.plain)
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
