@@ -108,14 +108,25 @@ def _record_trims_and_displays(ip, monkeypatch) -> list[str]:
     return events
 
 
+def _trims_done() -> None:
+    """Wait for the trims the magic started on their daemon threads."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "kernelmagic-trim":
+            thread.join()
+
+
 def test_freed_heap_goes_back_after_the_report_is_shown(ip, monkeypatch):
     events = _record_trims_and_displays(ip, monkeypatch)
     ip.run_cell(SETUP)
     res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
+    _trims_done()
     assert res.success and len(cap.outputs) == 1
     assert events == ["display", "trim"]  # once per run, never before the report
     events.clear()
     res, _ = run(ip, "%%profile -n 2 -w 0 -q\nc = a @ b")
+    _trims_done()
     assert res.success and events == ["trim"]  # shown or not, the heap is trimmed
 
 
@@ -123,10 +134,12 @@ def test_freed_heap_goes_back_after_a_partial_report_not_after_a_failed_run(ip, 
     events = _record_trims_and_displays(ip, monkeypatch)
     ip.run_cell("n = 0")
     res, cap = run(ip, "%%profile -n 5 -w 0\nn += 1\nif n == 3:\n    raise KeyboardInterrupt")
+    _trims_done()
     assert isinstance(res.error_in_exec, KeyboardInterrupt) and len(cap.outputs) == 1
     assert events == ["display", "trim"]
     events.clear()
     res, _ = run(ip, "%%profile -n 2 -w 0\nraise ValueError('boom')")
+    _trims_done()
     assert isinstance(res.error_in_exec, ValueError) and events == []
 
 
