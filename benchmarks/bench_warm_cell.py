@@ -51,7 +51,7 @@ def breakdown(block, x) -> None:
     """Where kernelmagic's time goes after the profiled iterations (medians of 3 runs)."""
     import torch
 
-    from kernelmagic.render.chart import chart_png
+    from kernelmagic.render.chart import chart_svg
 
     def body() -> None:
         with torch.inference_mode():
@@ -64,14 +64,14 @@ def breakdown(block, x) -> None:
     chart = []
     for _ in range(3):
         t0 = c.clock()
-        chart_png(result)
+        chart_svg(result)
         chart.append(c.clock() - t0)
     print("  kernelmagic after the last profiled iteration (plain API, medians of 3):")
     print(f"    profiler stop                {c.fmt_time(med['stop'])}")
     print(f"    raw events -> EventTable     {c.fmt_time(med['events'])}")
     print(f"    views -> ProfileResult       {c.fmt_time(med['views'])}")
     print(f"    mime_bundle (render all)     {c.fmt_time(med['render'])}"
-          f"  of which chart_png {c.fmt_time(c.median(chart))}")
+          f"  of which chart_svg {c.fmt_time(c.median(chart))}")
     print(f"    total                        {c.fmt_time(med['total'])}"
           f"   (10 iterations took {c.fmt_time(sum(result.timings))})")
 

@@ -158,3 +158,47 @@ def test_png_encoder_round_trips_exactly():
     image = _image(chart.rgba_png(rgba))
     assert image.size == (5, 7)
     assert (np.asarray(image) == rgba).all()
+
+
+# --- the SVG the report shows (chart_svg): the same chart, its texts left as text ---
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg_texts_and_bars(svg: bytes) -> tuple[list[str], list[float]]:
+    """(every <text>'s content, each bar's width in SVG units, top to bottom)."""
+    import re
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
+    bars: list[tuple[float, float]] = []  # (top y, width)
+    for path in root.iter(f"{SVG}path"):
+        if chart.BAR.lower() in (path.get("style") or "").lower():
+            numbers = [float(v) for v in re.findall(r"-?[0-9.]+", path.get("d") or "")]
+            xs, ys = numbers[0::2], numbers[1::2]
+            bars.append((min(ys), max(xs) - min(xs)))
+    return texts, [width for _, width in sorted(bars)]
+
+
+def test_report_chart_is_svg_with_its_texts_as_text_and_bars_to_scale():
+    result = cpu_result()  # addmm 5000, gelu 2000, copy_ 800 µs self CPU in all
+    svg = chart.chart_svg(result)
+    texts, widths = _svg_texts_and_bars(svg)
+    title, labels = chart_texts(result)
+    assert sorted(texts) == sorted([title, *labels])  # text, not glyph outlines
+    assert len(widths) == 3
+    assert widths[1] / widths[0] == pytest.approx(2000 / 5000, rel=1e-3)
+    assert widths[2] / widths[0] == pytest.approx(800 / 5000, rel=1e-3)
+    assert svg.count(f"fill: {chart.INK}".encode()) >= len(texts)  # theme-neutral ink
+    assert b"sans-serif" in svg  # a font any browser has, where DejaVu Sans is missing
+
+
+def test_svg_chart_escapes_names_and_is_the_same_bytes_each_time():
+    rows = [OpRow("void gemm<float, 128>(T*, T const&)", 10, 900.0, 900.0)]
+    result = cpu_result(rows=rows, topk=1)
+    first = chart.chart_svg(result)
+    chart.chart_png(result)  # the PNG path shares the Figure: it changes nothing
+    assert chart.chart_svg(result) == first  # no date, fixed ids: no diff noise in notebooks
+    texts, _ = _svg_texts_and_bars(first)
+    assert any(t.startswith("void gemm<float, 128>(T*, T const&)") for t in texts)

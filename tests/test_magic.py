@@ -86,8 +86,12 @@ def test_report_bundle_has_widget_and_fallbacks(ip):
     data = cap.outputs[0].data
     assert {"text/plain", "text/html", WIDGET_MIME} <= set(data)
     assert "aten::mm" in data["text/plain"] and "aten::relu" in data["text/plain"]
-    assert 'src="data:image/png;base64,' in data["text/html"]
+    assert 'src="data:image/svg+xml;base64,' in data["text/html"]  # the top-k chart
     assert "<table" in data["text/html"]
+    import ipywidgets
+
+    images = [c for c in widget_of(data).children if isinstance(c, ipywidgets.Image)]
+    assert [i.format for i in images] == ["svg+xml"] and b"<svg" in bytes(images[0].value)
     assert data["text/plain"].splitlines()[0].startswith(
         f"cell[{res.execution_count}] · CPU · 3 iterations (+1 warm-up)")
 
@@ -272,7 +276,7 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     monkeypatch.setattr(ipywidgets.Widget, "send_state",
                         lambda self, key=None: sent.append((type(self).__name__, key)))
     rows = [OpRow(f"op{i:02d}", 1, float(i), float(i)) for i in range(30)]
-    box = report_widget(cpu_result(rows=rows), b"\x89PNG")
+    box = report_widget(cpu_result(rows=rows), b"<svg/>")
     assert sent == []
     table = box.km_table
     assert table.headers["self_cpu"].description == "self CPU ▼"

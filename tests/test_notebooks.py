@@ -79,8 +79,8 @@ def _check_reports(nb: Any, name: str) -> None:
             f"{sorted(data)}"
         )
         html = data["text/html"]
-        assert "data:image/png;base64," in html and 'class="km-chart"' in html, (
-            f"{name}: the static HTML report has no inline PNG chart"
+        assert "data:image/svg+xml;base64," in html and 'class="km-chart"' in html, (
+            f"{name}: the static HTML report has no inline SVG chart"
         )
         assert 'class="km-table"' in html, f"{name}: the static HTML report has no table"
         assert data["text/plain"].strip(), f"{name}: empty text/plain report"

@@ -459,7 +459,8 @@ def test_magic_roofline_option(ip):
     assert res.success, res.error_in_exec
     data = cap.outputs[0].data
     assert "[roofline]" in data["text/plain"]
-    assert data["text/html"].count("data:image/png;base64,") == 2, "bars and roofline"
+    assert data["text/html"].count("data:image/svg+xml;base64,") == 1, "the bars"
+    assert data["text/html"].count("data:image/png;base64,") == 1, "the roofline"
     from test_magic import widget_of
 
     box = widget_of(data)

@@ -211,7 +211,8 @@ def test_magic_views_in_report_and_selector(ip, tmp_path):
     for heading in ("[ranges]", "[source]", "[modules]"):
         assert heading in text
     assert f"Chrome trace written to {trace}" in text
-    assert data["text/html"].count("data:image/png;base64,") == 2, "chart and timeline"
+    assert data["text/html"].count("data:image/svg+xml;base64,") == 1, "the chart"
+    assert data["text/html"].count("data:image/png;base64,") == 1, "the timeline"
     from test_magic import widget_of
 
     box = widget_of(data)

@@ -61,10 +61,10 @@ def mime_bundle(result: ProfileResult, include: Any = None,
     html, widget = rich_types(include)
     if not html:
         return bundle
-    from kernelmagic.render.chart import chart_png
+    from kernelmagic.render.chart import chart_svg
     from kernelmagic.render.html import html_report
 
-    png = chart_png(result)
+    chart = chart_svg(result)
     timeline = None
     if "timeline" in result.views:
         from kernelmagic.render.chart import timeline_png
@@ -75,11 +75,11 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.roofline import roofline_png
 
         roofline = roofline_png(result)
-    bundle["text/html"] = html_report(result, png, findings=findings, timeline_png=timeline,
+    bundle["text/html"] = html_report(result, chart, findings=findings, timeline_png=timeline,
                                       roofline_png=roofline)
     if widget:
         def build() -> Any:
-            return report_box(result, findings=findings, png=png, timeline=timeline,
+            return report_box(result, findings=findings, chart=chart, timeline=timeline,
                               roofline=roofline)
 
         view = widget_view(build)
@@ -88,22 +88,22 @@ def mime_bundle(result: ProfileResult, include: Any = None,
     return bundle
 
 
-def report_box(result: ProfileResult, findings: bool = True, png: bytes | None = None,
+def report_box(result: ProfileResult, findings: bool = True, chart: bytes | None = None,
                timeline: bytes | None = None, roofline: bytes | None = None) -> Any:
     """The report's widget (charts drawn here unless given): also a rank's report in the
     many-ranks widget (``render/ranks.py``)."""
-    from kernelmagic.render.chart import chart_png, timeline_png
+    from kernelmagic.render.chart import chart_svg, timeline_png
     from kernelmagic.render.widget import report_widget
 
-    if png is None:
-        png = chart_png(result)
+    if chart is None:
+        chart = chart_svg(result)
     if timeline is None and "timeline" in result.views:
         timeline = timeline_png(result)
     if roofline is None and "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import roofline_png
 
         roofline = roofline_png(result)
-    return report_widget(result, png, findings=findings, timeline_png=timeline,
+    return report_widget(result, chart, findings=findings, timeline_png=timeline,
                          roofline_png=roofline)
 
 

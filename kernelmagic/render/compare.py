@@ -100,12 +100,12 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
 
 
 def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = 50) -> str:
-    from kernelmagic.render.html import png_img, static_table_html
+    from kernelmagic.render.html import image_tag, static_table_html
 
     changes = changes_line(cmp)
     extra = f'<div class="km-changes">{escape(changes)}</div>' if changes else ""
     return (f'<div class="kernelmagic-compare"><div class="km-summary"><b>'
-            f"{escape(headline(cmp))}</b></div>{extra}{png_img(png, 'comparison chart')}"
+            f"{escape(headline(cmp))}</b></div>{extra}{image_tag(png, 'comparison chart')}"
             f"{static_table_html(comparison_table(cmp), limit)}</div>")
 
 

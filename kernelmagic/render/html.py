@@ -86,12 +86,13 @@ def static_table_html(table: Table, limit: int | None = 50) -> str:
     return table_html(table, shown) + more
 
 
-def png_img(png: bytes | None, alt: str) -> str:
+def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
+    """An ``<img>`` holding the image (a data URL: nothing to fetch, works offline)."""
     if png is None:
         return ""
     data = base64.b64encode(png).decode("ascii")
     return (f'<img class="km-chart" alt="{escape(alt)}" style="max-width:100%" '
-            f'src="data:image/png;base64,{data}"/>')
+            f'src="data:{mime};base64,{data}"/>')
 
 
 def summary_html(result: ProfileResult) -> str:
@@ -127,19 +128,20 @@ def views_html(result: ProfileResult, limit: int | None = 50,
     for title, view in view_tables(result):
         body = (static_table_html(view, limit) if isinstance(view, Table)
                 else f"<p>{escape(str(view))}</p>")
-        body = png_img((images or {}).get(title), f"{title} chart") + body
+        body = image_tag((images or {}).get(title), f"{title} chart") + body
         out.append(f'<div class="km-view km-view-{escape(title)}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)
 
 
-def html_report(result: ProfileResult, png: bytes | None = None, limit: int | None = 50,
+def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = 50,
                 findings: bool = True, timeline_png: bytes | None = None,
                 roofline_png: bytes | None = None) -> str:
     """Summary, chart, timeline, tables and findings in one self-contained fragment."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
-            f"{png_img(png, 'top ops chart')}{png_img(timeline_png, 'timeline')}"
+            f"{image_tag(chart, 'top ops chart', 'image/svg+xml')}"
+            f"{image_tag(timeline_png, 'timeline')}"
             f"{static_table_html(op_table(result), limit)}"
             f"{views_html(result, limit, {'roofline': roofline_png})}"
             f"{notes}</div>")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelmagic.ranks.summary import RankSummary
 from kernelmagic.render.chart import _png
-from kernelmagic.render.html import png_img, static_table_html
+from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
 from kernelmagic.render.text import render_table
 from kernelmagic.timing import format_us
@@ -158,7 +158,7 @@ def html_report(result: ManyRanksResult, png: bytes | None = None,
     """Summary, chart, per-rank table and findings in one fragment (no widgets)."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-ranks"><div class="km-summary">'
-            f"<b>{escape(summary_line(result))}</b></div>{png_img(png, 'time per rank')}"
+            f"<b>{escape(summary_line(result))}</b></div>{image_tag(png, 'time per rank')}"
             f"{static_table_html(ranks_table_model(result), None)}{notes}"
             '<p class="km-note" style="font-size:12px;color:#666">A rank\'s full report: '
             "<code>result.ranks[N]</code>.</p></div>")

@@ -146,7 +146,7 @@ class SortableTable:
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
 
 
-def report_widget(result: ProfileResult, png: bytes | None, findings: bool = True,
+def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
                   timeline_png: bytes | None = None,
                   roofline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
@@ -160,9 +160,10 @@ def report_widget(result: ProfileResult, png: bytes | None, findings: bool = Tru
     shared = Shared()
     parts: list[Any] = [shared.html(summary_html(result))]
     image_layout = w.Layout(width="auto", max_width="100%")
-    for image in (png, timeline_png):
-        if image is not None:
-            parts.append(w.Image(value=image, format="png", layout=image_layout))
+    if chart is not None:  # the top-k bars (render/chart.py: chart_svg)
+        parts.append(w.Image(value=chart, format="svg+xml", layout=image_layout))
+    if timeline_png is not None:
+        parts.append(w.Image(value=timeline_png, format="png", layout=image_layout))
     table = SortableTable(op_table(result), shared=shared)
     views: dict[str, Any] = {"ops": table}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
