@@ -143,3 +143,10 @@ def test_ns_column_is_exact(texts):
 def test_ns_column_refuses_what_is_not_a_number(text):
     with pytest.raises((TypeError, ValueError)):
         trace_fast._ns_column([b"1.000", text])
+
+
+def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):
+    monkeypatch.setattr(trace_fast, "msgspec", None)  # as where the fast extra is absent
+    assert not trace_fast.available() and trace_fast.read_table(DATA / "cpu_only.json.gz") is None
+    assert_same_table(read_table(DATA / "cpu_only.json.gz"),
+                      read_table(DATA / "cpu_only.json.gz", fast=False))
