@@ -295,7 +295,8 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     assert table.more_button.layout.display == "none"
     table.headers["calls"].click()
     assert table.headers["calls"].description == "calls ▼"
-    assert {key for _, key in sent} >= {"description", "value", "display"}  # clicks update
+    if int(ipywidgets.__version__.split(".")[0]) >= 8:  # 7 sends nothing without a kernel
+        assert {key for _, key in sent} >= {"description", "value", "display"}  # clicks update
 
 
 def test_op_names_are_escaped_everywhere():
