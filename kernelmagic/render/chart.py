@@ -198,7 +198,8 @@ class _BarsLayout:
 
     Building a Figure and its Axes costs more than drawing them; a report's chart only
     changes the bars' lengths and the texts, so the artists are made once per bar count
-    and updated in place, then rendered straight from the Agg canvas to a PNG. Neither
+    and updated in place, then written as SVG (``_figure_svg``, what the report shows) or
+    rendered straight from the Agg canvas to a PNG (``_canvas_png``). Neither
     axis is drawn (no ticks, tick labels or grid): each bar's label is a plain text
     left of the axes, and the only line is the left spine the bars start from.
     """
