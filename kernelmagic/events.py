@@ -13,6 +13,7 @@ absolute timestamps of a trace are.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -92,26 +93,30 @@ class EventTable:
 
 
 class TableBuilder:
-    """Appends events one at a time (plain lists), then freezes them into an EventTable."""
+    """Appends events one at a time, then freezes them into an EventTable.
+
+    Values go into typed arrays (8 bytes or less each, no Python object per event), so
+    a source streaming millions of events (``sources/trace_file.py``) holds only columns.
+    """
 
     def __init__(self) -> None:
-        self._ids: dict[str, int] = {"": 0}
+        self.ids: dict[str, int] = {"": 0}  # interned text -> its index in ``names``
         self.names: list[str] = [""]
-        self.kind: list[int] = []
-        self.name: list[int] = []
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.tid: list[int] = []
-        self.device: list[int] = []
-        self.correlation: list[int] = []
-        self.flops: list[float] = []
-        self.shapes: list[int] = []
-        self.nbytes: list[int] = []
+        self.kind = array("b")
+        self.name = array("i")
+        self.start = array("q")
+        self.end = array("q")
+        self.tid = array("q")
+        self.device = array("h")
+        self.correlation = array("q")
+        self.flops = array("d")
+        self.shapes = array("i")
+        self.nbytes = array("q")
 
     def intern(self, text: str) -> int:
-        found = self._ids.get(text)
+        found = self.ids.get(text)
         if found is None:
-            found = self._ids[text] = len(self.names)
+            found = self.ids[text] = len(self.names)
             self.names.append(text)
         return found
 
@@ -130,24 +135,27 @@ class TableBuilder:
 
     def freeze(self, origin_ns: int = 0, meta: dict[str, Any] | None = None) -> EventTable:
         n = len(self.kind)
-        table = EventTable(
+
+        def col(values: array, dtype: Any) -> np.ndarray:
+            return np.frombuffer(values, dtype=dtype).copy() if n else np.zeros(0, dtype)
+
+        return EventTable(
             names=self.names,
-            kind=np.asarray(self.kind, dtype=np.int8),
-            name=np.asarray(self.name, dtype=np.int32),
-            start=np.asarray(self.start, dtype=np.int64),
-            end=np.asarray(self.end, dtype=np.int64),
-            tid=np.asarray(self.tid, dtype=np.int64),
-            device=np.asarray(self.device, dtype=np.int16),
-            correlation=np.asarray(self.correlation, dtype=np.int64),
+            kind=col(self.kind, np.int8),
+            name=col(self.name, np.int32),
+            start=col(self.start, np.int64),
+            end=col(self.end, np.int64),
+            tid=col(self.tid, np.int64),
+            device=col(self.device, np.int16),
+            correlation=col(self.correlation, np.int64),
             parent=np.full(n, NO_PARENT, dtype=np.int32),
             launcher=np.full(n, NO_PARENT, dtype=np.int32),
-            flops=np.asarray(self.flops, dtype=np.float64),
-            shapes=np.asarray(self.shapes, dtype=np.int32),
-            nbytes=np.asarray(self.nbytes, dtype=np.int64),
+            flops=col(self.flops, np.float64),
+            shapes=col(self.shapes, np.int32),
+            nbytes=col(self.nbytes, np.int64),
             origin_ns=origin_ns,
             meta=dict(meta or {}),
         )
-        return table
 
 
 def derive_links(table: EventTable) -> EventTable:

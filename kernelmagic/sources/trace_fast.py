@@ -63,7 +63,7 @@ def read_table(path: Path) -> EventTable | None:
         return None
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
              "traceName": doc.traceName}
-    return cols.freeze(trace_meta(path, found))
+    return cols.freeze_relative(trace_meta(path, found))
 
 
 def _text_bytes(path: Path) -> bytes | None:

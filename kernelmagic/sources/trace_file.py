@@ -21,14 +21,11 @@ import json
 import os
 import re
 import zlib
-from array import array
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
-from kernelmagic.events import NO_PARENT, EventTable, Kind
+from kernelmagic.events import EventTable, Kind, TableBuilder
 from kernelmagic.storage import ProfileFileError
 
 #: Category -> kind, for torch >= 1.13 traces and for the older TensorBoard-era names.
@@ -219,32 +216,14 @@ class _Scanner:
 # --- columns ----------------------------------------------------------------------------
 
 
-class _Columns:
-    """Typed arrays (8 bytes or less per value, no Python object per event)."""
+class _Columns(TableBuilder):
+    """The table being read, with the per-event rules both trace readers apply."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {"": 0}
-        self.names: list[str] = [""]
-        self.kind = array("b")
-        self.name = array("i")
-        self.start = array("q")
-        self.end = array("q")
-        self.tid_col = array("q")
-        self.string_tids: dict[str, int] = {}
-        self.device = array("h")
-        self.correlation = array("q")
-        self.flops = array("d")
-        self.shapes = array("i")
-        self.nbytes = array("q")
+        super().__init__()
+        self.string_tids: dict[str, int] = {}  # named lanes -> their negative ids
 
-    def intern(self, text: str) -> int:
-        found = self.ids.get(text)
-        if found is None:
-            found = self.ids[text] = len(self.names)
-            self.names.append(text)
-        return found
-
-    def tid(self, tid: Any) -> int:
+    def tid_of(self, tid: Any) -> int:
         """A thread id as written -> an int (named lanes get negative ids of their own)."""
         if type(tid) is int:
             if -(1 << 31) <= tid < 0:  # a 32-bit thread id written as signed: a real thread
@@ -276,10 +255,10 @@ class _Columns:
         ids, intern = self.ids, self.intern
         kinds, names, starts, ends = (self.kind.append, self.name.append, self.start.append,
                                       self.end.append)
-        tids, devices = self.tid_col.append, self.device.append
+        tids, devices = self.tid.append, self.device.append
         correlations, flops_col = self.correlation.append, self.flops.append
         shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
-        tid_of = self.tid
+        tid_of = self.tid_of
         categories: dict[Any, tuple[Kind, bool]] = {}
         special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
         number, text_ns = _Number, _ns_of_text
@@ -357,34 +336,14 @@ class _Columns:
 
         return add_op, add_memory, ns
 
-    def freeze(self, meta: dict[str, Any]) -> EventTable:
-        n = len(self.kind)
-        start = np.frombuffer(self.start, dtype=np.int64).copy() if n else np.zeros(0, np.int64)
-        end = np.frombuffer(self.end, dtype=np.int64).copy() if n else np.zeros(0, np.int64)
-        origin = int(start.min()) if n else 0
-        start -= origin
-        end -= origin
-
-        def col(values: array, dtype: Any) -> np.ndarray:
-            return np.frombuffer(values, dtype=dtype).copy() if n else np.zeros(0, dtype)
-
-        return EventTable(
-            names=self.names,
-            kind=col(self.kind, np.int8),
-            name=col(self.name, np.int32),
-            start=start,
-            end=end,
-            tid=col(self.tid_col, np.int64),
-            device=col(self.device, np.int16),
-            correlation=col(self.correlation, np.int64),
-            parent=np.full(n, NO_PARENT, dtype=np.int32),
-            launcher=np.full(n, NO_PARENT, dtype=np.int32),
-            flops=col(self.flops, np.float64),
-            shapes=col(self.shapes, np.int32),
-            nbytes=col(self.nbytes, np.int64),
-            origin_ns=origin,
-            meta=meta,
-        )
+    def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
+        """The table, its times made relative to the trace's first timestamp."""
+        table = self.freeze(meta=meta)
+        if table.n:
+            table.origin_ns = int(table.start.min())
+            table.start -= table.origin_ns
+            table.end -= table.origin_ns
+        return table
 
 
 # --- the reader -------------------------------------------------------------------------
@@ -440,7 +399,7 @@ class _Reader:
                 from None
         except OSError as exc:
             raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
-        return self.cols.freeze(self._meta())
+        return self.cols.freeze_relative(self._meta())
 
     # -- document structure --
 
