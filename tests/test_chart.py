@@ -198,7 +198,8 @@ def test_svg_chart_escapes_names_and_is_the_same_bytes_each_time():
     rows = [OpRow("void gemm<float, 128>(T*, T const&)", 10, 900.0, 900.0)]
     result = cpu_result(rows=rows, topk=1)
     first = chart.chart_svg(result)
-    chart.chart_png(result)  # the PNG path shares the Figure: it changes nothing
+    png = _image(chart.chart_png(result))  # the PNG path shares the Figure
+    assert png.size == (8 * chart.DPI, round((chart.PAD_INCHES + chart.ROW_INCHES) * chart.DPI))
     assert chart.chart_svg(result) == first  # no date, fixed ids: no diff noise in notebooks
     texts, _ = _svg_texts_and_bars(first)
     assert any(t.startswith("void gemm<float, 128>(T*, T const&)") for t in texts)

@@ -288,11 +288,13 @@ def _figure_svg(fig: Any, canvas: Any) -> bytes:
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 
     buf = io.BytesIO()
+    dpi = fig.dpi  # print_svg leaves the Figure at SVG's 72 dpi
     try:
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kernelmagic"}):
             FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})
     finally:
         fig.set_canvas(canvas)
+        fig.set_dpi(dpi)
     return buf.getvalue()
 
 
