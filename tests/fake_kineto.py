@@ -100,3 +100,13 @@ def torch_function_events(events: list[FakeEvent]) -> Any:
     found = EventList(parsed, use_device="cuda", profile_memory=True)
     found._build_tree()
     return found
+
+
+def torch_profile(events: list[FakeEvent]) -> Any:
+    """A finished torch profile of the fake results, as tests compare against it:
+    ``.function_events`` and ``.key_averages()`` from torch's own parse."""
+    found = torch_function_events(events)
+    return SimpleNamespace(function_events=found,
+                           key_averages=lambda group_by_input_shape=False:
+                           found.key_averages(group_by_input_shape))
+

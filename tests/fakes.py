@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from kernelmagic.events import EventTable, TableBuilder, derive_links
 from kernelmagic.result import OpRow, ProfileResult
+
+US = 1000  # ns
+
+
+def table_of(*events, meta=None) -> EventTable:
+    """Events as (kind, name, start µs, end µs, tid[, keyword fields]) tuples, linked as a
+    source links them (``derive_links``)."""
+    builder = TableBuilder()
+    for kind, name, start, end, tid, *rest in events:
+        builder.add(kind, name, start * US, end * US, tid, **(rest[0] if rest else {}))
+    return derive_links(builder.freeze(meta=meta))
 
 
 def cpu_result(**overrides) -> ProfileResult:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from fakes import US, table_of
 
-from kernelmagic.events import NO_PARENT, Kind, TableBuilder, derive_links
+from kernelmagic.events import NO_PARENT, Kind
 from kernelmagic.result import KernelRow, OpRow
 from kernelmagic.views import SYNC_RANGE, build_result
 from kernelmagic.views.ops import kernel_rows, op_rows
 from kernelmagic.views.tree import Figures
-
-US = 1000  # ns
-
-
-def table_of(*events, meta=None):
-    """Events as (kind, name, start µs, end µs, tid[, keyword fields]) tuples."""
-    builder = TableBuilder()
-    for kind, name, start, end, tid, *rest in events:
-        builder.add(kind, name, start * US, end * US, tid, **(rest[0] if rest else {}))
-    return derive_links(builder.freeze(meta=meta))
 
 
 def rows_of(table, **kw):

@@ -373,7 +373,7 @@ def test_cuda_session_rows_equal_torchs_parse():
     """Kernel attribution, runtime threads, memcpy/memset, GPU-side ranges, device memory
     and our synchronize, on a CUDA session described by hand: torch parses the same raw
     events, and every row must equal its ``key_averages()``."""
-    from fake_kineto import session, torch_function_events
+    from fake_kineto import session, torch_profile
 
     from kernelmagic.sources.live import table_from_session
     from kernelmagic.views import build_result
@@ -381,10 +381,7 @@ def test_cuda_session_rows_equal_torchs_parse():
     events = _cuda_session()
     table = table_from_session(session(events))
     result = build_result(table, name="cuda", views=["memory"], device="cuda")
-    torch_events = torch_function_events(events)
-    prof = type("Prof", (), {"function_events": torch_events,
-                             "key_averages": lambda self, group_by_input_shape=False:
-                             torch_events.key_averages(group_by_input_shape)})()
+    prof = torch_profile(events)
 
     def patch(expected):
         # torch hands aten::mm's gemm to the overhead event and aten::add's kernel to the
@@ -419,7 +416,7 @@ def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypa
     counted apart, so a copy's id may equal a ``cudaLaunchKernel``'s: torch attaches
     the copy to nothing, and so must kernelmagic, not to the op around that launch
     (aten::reshape had 433.8 us of device time for torch's 41.9)."""
-    from fake_kineto import CUDA, FakeEvent, session, torch_function_events
+    from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
     from kernelmagic.sources.live import table_from_session
     from kernelmagic.views import build_result
@@ -448,10 +445,7 @@ def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypa
         gpu("gemm", 105, 300, 3012, 3004),
         gpu(attn, 100, 300, 3011, 0, activity="gpu_user_annotation"),
     ]
-    torch_events = torch_function_events(events)
-    prof = type("Prof", (), {"function_events": torch_events,
-                             "key_averages": lambda self, group_by_input_shape=False:
-                             torch_events.key_averages(group_by_input_shape)})()
+    prof = torch_profile(events)
     if not accessor:
         monkeypatch.delattr(FakeEvent, "activity_type")
     table = table_from_session(session(events))
@@ -467,7 +461,7 @@ def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypa
 
 def test_same_name_only_children_dropped_as_torch_does():
     """torch's ``_remove_dup_nodes`` on chains of same-name only children, with GPU work."""
-    from fake_kineto import CUDA, FakeEvent, session, torch_function_events
+    from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
     from kernelmagic.sources.live import table_from_session
     from kernelmagic.views import build_result
@@ -493,10 +487,7 @@ def test_same_name_only_children_dropped_as_torch_does():
     ]
     table = table_from_session(session(events))
     result = build_result(table, name="dup", device="cuda")
-    torch_events = torch_function_events(events)
-    prof = type("Prof", (), {"function_events": torch_events,
-                             "key_averages": lambda self, group_by_input_shape=False:
-                             torch_events.key_averages(group_by_input_shape)})()
+    prof = torch_profile(events)
     assert_rows_equal_key_averages(result, prof)
     rows = {r.key: r for r in result.rows}
     assert rows["aten::qux"].count == 1 and rows["aten::qux"].self_device_time_total == 40.0
@@ -505,7 +496,7 @@ def test_same_name_only_children_dropped_as_torch_does():
 
 def test_events_ending_after_their_parent_and_instants_as_torch_does():
     """Partial overlaps take the stack sweep's path; instants and Python frames are nodes."""
-    from fake_kineto import FakeEvent, session, torch_function_events
+    from fake_kineto import FakeEvent, session, torch_profile
 
     from kernelmagic.sources.live import table_from_session
     from kernelmagic.views import build_result
@@ -525,10 +516,7 @@ def test_events_ending_after_their_parent_and_instants_as_torch_does():
     ]
     table = table_from_session(session(events))
     result = build_result(table, name="overlap")
-    torch_events = torch_function_events(events)
-    prof = type("Prof", (), {"function_events": torch_events,
-                             "key_averages": lambda self, group_by_input_shape=False:
-                             torch_events.key_averages(group_by_input_shape)})()
+    prof = torch_profile(events)
     assert_rows_equal_key_averages(result, prof)
     rows = {r.key: r for r in result.rows}
     assert rows["aten::f"].self_cpu_time_total == 100 - 50 + 5, "a Python frame is a child"

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from fakes import table_of
 
 import kernelmagic
 from kernelmagic import device_peaks as peaks_mod
 from kernelmagic.device_peaks import Peaks, datasheet
-from kernelmagic.events import Kind, TableBuilder, derive_links
+from kernelmagic.events import Kind
 from kernelmagic.op_counter import count_ops, tensor_bytes
 from kernelmagic.result import ProfileResult
 from kernelmagic.roofline import (
@@ -185,16 +186,6 @@ def test_classify_threshold_and_ridge():
     assert classify(50e9, 1e9, "float64", ROOFS) == ("compute", 0.5)  # float32's roof
 
 
-US = 1000  # ns
-
-
-def table_of(*events):
-    """Events as (kind, name, start µs, end µs, tid[, keyword fields]), linked as a source
-    would link them (tests/test_events.py builds tables the same way)."""
-    builder = TableBuilder()
-    for kind, name, start, end, tid, *rest in events:
-        builder.add(kind, name, start * US, end * US, tid, **(rest[0] if rest else {}))
-    return derive_links(builder.freeze())
 
 
 COUNTED = {"aten::addmm", "aten::_native_multi_head_attention"}
