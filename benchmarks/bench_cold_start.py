@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 
 import _common as c
+from _workloads import manual_profile
 from bench_warm_cell import KM_CELL, MANUAL_CELL
 
 TARGET = 0.9
@@ -48,16 +49,7 @@ t1 = time.perf_counter()
 assert result.rows and "aten::" in table
 """
 
-API_MANUAL = """\
-t0 = time.perf_counter()
-from torch.profiler import ProfilerActivity, profile
-with torch.inference_mode():
-    for _ in range(3):
-        block(x)
-with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU],
-                                     record_shapes=False) as prof:
-    for _ in range(10):
-        block(x)
+API_MANUAL = "t0 = time.perf_counter()\n" + manual_profile() + """\
 table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=10)
 t1 = time.perf_counter()
 assert "aten::" in table

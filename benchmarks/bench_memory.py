@@ -19,20 +19,11 @@ import argparse
 import gc
 
 import _common as c
-from _workloads import BLOCK_STMT, block_and_input
+from _workloads import BLOCK_STMT, block_and_input, manual_profile
 
 TARGET_MB = 30.0
 
-MANUAL_CELL = """\
-from torch.profiler import ProfilerActivity, profile
-with torch.inference_mode():
-    for _ in range({warmup}):
-        block(x)
-with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
-    for _ in range({iters}):
-        block(x)
-print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=10))
-"""
+MANUAL_TABLE = 'print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=10))\n'
 
 
 def live_widgets() -> int:
@@ -99,7 +90,7 @@ def main() -> None:
     per_run = (w_last - w_first) / (args.runs - args.first)
     man_growth = None
     if not args.no_manual:
-        man = series(MANUAL_CELL.format(iters=args.iters, warmup=args.warmup),
+        man = series(manual_profile(args.warmup, args.iters) + MANUAL_TABLE,
                      args.runs, args.first, "manual     ")
         man_growth = mb(man["rss_last"] - man["rss_first"])
     print(f"  RSS before the first run {mb(rss0):.1f} MB; kernelmagic growth runs "

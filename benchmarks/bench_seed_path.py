@@ -27,24 +27,15 @@ import argparse
 from typing import Any
 
 import _common as c
-from _workloads import BLOCK_STMT, block_and_input
+from _workloads import BLOCK_STMT, block_and_input, manual_profile
 
 #: The statement both sides run, stamping the end of each run of the Block.
 STAMPED = BLOCK_STMT + "\n_km_last_end = _clock()"
 
 KM_CELL = "%%profile\n" + STAMPED
 
-SEED_CELL = """\
-from torch.profiler import ProfilerActivity, profile
-import matplotlib.pyplot as plt
-with torch.inference_mode():
-    for _ in range(3):
-        block(x)
-with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU],
-                                     record_shapes=False) as prof:
-    for _ in range(10):
-        block(x)
-        _km_last_end = _clock()
+SEED_CELL = "import matplotlib.pyplot as plt\n" + manual_profile(
+    after_each="_km_last_end = _clock()") + """\
 sort_key = "cpu_time_total"
 top_events = sorted(prof.key_averages(), key=lambda e: getattr(e, sort_key), reverse=True)[:5]
 print(f"top operators by {sort_key}:")

@@ -26,23 +26,14 @@ from __future__ import annotations
 import argparse
 
 import _common as c
-from _workloads import BLOCK_STMT, block_and_input
+from _workloads import BLOCK_STMT, block_and_input, manual_profile
 
 KM_CELL = "%%profile --iters 10 --warmup 3\n" + BLOCK_STMT
 #: Diagnostic third side: the same run with no display (-q), i.e. without rendering.
 KM_QUIET_CELL = "%%profile --iters 10 --warmup 3 -q\n" + BLOCK_STMT
 
-MANUAL_CELL = """\
-from torch.profiler import ProfilerActivity, profile
-with torch.inference_mode():
-    for _ in range(3):
-        block(x)
-with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU],
-                                     record_shapes=False) as prof:
-    for _ in range(10):
-        block(x)
-print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=10))
-"""
+MANUAL_CELL = manual_profile() + \
+    'print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=10))\n'
 
 TARGET = 1.05
 
