@@ -170,7 +170,10 @@ def derive_links(table: EventTable) -> EventTable:
 
     ``launcher`` of GPU work (KERNEL/MEMCPY/MEMSET where the source left ``NO_PARENT``)
     is the innermost enclosing non-Python event of the RUNTIME call of the same
-    correlation; other GPU events (a range's GPU copy) never get one this way.
+    correlation, or that call itself when nothing encloses it (a launch from a thread
+    with no op or range open); other GPU events (a range's GPU copy) never get one this
+    way. Work with no runtime call of its correlation keeps ``NO_PARENT``: the op rows
+    give it a row of its own (``views/ops.py``).
     """
     tree = np.flatnonzero((table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0))
     if tree.size:
@@ -262,6 +265,8 @@ def _derive_launchers(table: EventTable) -> None:
         if not python.any():
             break
         owner[python] = table.parent[owner[python]]
+    top_level = owner < 0  # nothing open around the call: the call owns its work
+    owner[top_level] = calls[top_level]
     launcher = table.launcher.copy()
     launcher[gpu[hit]] = owner
     table.launcher = launcher

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kernelmagic.result import OpRow, ProfileResult
 from kernelmagic.timing import format_seconds, format_us
+from kernelmagic.views.breakdown import is_comm_op
 
 DOMINANT_SHARE = 0.5          # one op's share of self time
 LAUNCH_BOUND_BUSY = 0.5       # GPU busy below this fraction of wall time
@@ -23,6 +24,7 @@ MATMUL_SHARE = 0.3            # matmul ops' share of device time worth a precisi
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
 ELEMENTWISE_SHARE = 0.25      # their share of self time
 ELEMENTWISE_AVG_US = 50.0     # mean self time per call below this is "small"
+COMM_BOUND_SHARE = 0.2        # exposed communication above this fraction of the iteration
 
 SYNC_OPS = {
     "aten::item": "reads a value to Python",
@@ -70,7 +72,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     field = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
     top = max(result.op_totals, key=lambda r: getattr(r, field))
     share = result.share(top)
-    if share < DOMINANT_SHARE:
+    if share < DOMINANT_SHARE or is_comm_op(top.key):  # communication: its own rule
         return None
     if top.key in MATMUL_OPS:
         hint = ("make the matmuls cheaper: lower precision (torch.autocast with bfloat16), "
@@ -200,8 +202,34 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         "fuse them with torch.compile (one kernel instead of many)")
 
 
+def communication_bound(result: ProfileResult) -> Finding | None:
+    """Communication not hidden by compute above ``COMM_BOUND_SHARE`` of the iteration."""
+    parts = result.breakdown
+    if parts is None or parts.wall <= 0 or parts.communication <= 0:
+        return None
+    exposed = parts.exposed_communication
+    share = exposed / parts.wall
+    if share <= COMM_BOUND_SHARE:
+        return None
+    where = "GPU" if parts.device != "cpu" else "CPU"
+    hidden = ("none of it overlapped by compute" if not parts.overlap
+              else f"{parts.overlap:.0%} of its {format_us(parts.communication)} overlapped "
+                   "by compute")
+    comm_rows = sorted((r for r in result.op_totals if is_comm_op(r.key)),
+                       key=lambda r: -_per_iter_self(result, r))[:2]
+    biggest = ", ".join(f"{r.key} {format_us(_per_iter_self(result, r))}" for r in comm_rows)
+    return Finding(
+        "communication_bound", "Communication-bound",
+        f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
+        f"({share:.0%}) on the {where}, {hidden}"
+        + (f"; largest: {biggest} per iteration" if biggest else ""),
+        "overlap collectives with compute (DDP gradient buckets, FSDP prefetch, async "
+        "collectives), or communicate less per step (larger local batches, gradient "
+        "accumulation, compression)")
+
+
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
-    dominant_op, launch_bound, sync_points, fp32_matmul, fusable_elementwise,
+    communication_bound, dominant_op, launch_bound, sync_points, fp32_matmul, fusable_elementwise,
     slow_warmup, noisy,
 ]
 

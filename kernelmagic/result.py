@@ -15,7 +15,16 @@ from functools import cached_property
 from typing import Any
 
 from kernelmagic.options import SORT_KEYS
-from kernelmagic.rows import KernelRow, ModuleRow, OpRow, RangeRow, RooflineRow, SourceRow, Span
+from kernelmagic.rows import (
+    Breakdown,
+    KernelRow,
+    ModuleRow,
+    OpRow,
+    RangeRow,
+    RooflineRow,
+    SourceRow,
+    Span,
+)
 from kernelmagic.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -43,8 +52,10 @@ def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
 class ProfileResult:
     """Where the time of a profiled block went.
 
-    ``rows`` are operators only: ``record_function``/NVTX ranges (ours and the user's)
-    and pseudo-rows such as ``[memory]`` are left out. ``kernels`` lists the GPU
+    ``rows`` are operators and runtime calls, plus the ranges that own time directly and
+    GPU work with no recorded launch (``OpRow.kind``; ``kernelmagic/views/ops.py``): every
+    piece of GPU work is in exactly one row. Ranges that only wrap ops (ours, the user's,
+    ``ProfilerStep#N``) and pseudo-rows such as ``[memory]`` are left out. ``kernels`` lists the GPU
     kernels (empty without CUDA). ``timings`` are the wall times of the profiled
     iterations in seconds, measured after synchronising the GPU; ``warmup_timings``
     those of the warm-up runs.
@@ -75,6 +86,7 @@ class ProfileResult:
     planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
     roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
     roofline_peaks: dict[str, Any] = field(default_factory=dict)  # Peaks.to_dict() used
+    breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
 
     # --- derived figures ---------------------------------------------------------
 
@@ -113,15 +125,16 @@ class ProfileResult:
         """One row per op name: ``rows`` with shape-split rows (``--shapes``) summed."""
         if "shapes" not in self.views:
             return self.rows
-        merged: dict[str, OpRow] = {}
+        merged: dict[tuple[str, str], OpRow] = {}
         for row in self.rows:
-            seen = merged.get(row.key)
+            seen = merged.get((row.key, row.kind))
             if seen is None:
-                merged[row.key] = dataclasses.replace(row, input_shapes="")
+                merged[(row.key, row.kind)] = dataclasses.replace(row, input_shapes="")
                 continue
             sums = {f.name: getattr(seen, f.name) + getattr(row, f.name)
-                    for f in dataclasses.fields(OpRow) if f.name not in ("key", "input_shapes")}
-            merged[row.key] = dataclasses.replace(seen, **sums)
+                    for f in dataclasses.fields(OpRow)
+                    if f.name not in ("key", "input_shapes", "kind")}
+            merged[(row.key, row.kind)] = dataclasses.replace(seen, **sums)
         return list(merged.values())
 
     @cached_property
@@ -210,6 +223,7 @@ class ProfileResult:
             "planned_iters": self.planned_iters,
             "roofline": [asdict(x) for x in self.roofline],
             "roofline_peaks": dict(self.roofline_peaks),
+            "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
         }
 
     def save(self, path: Any) -> Any:
@@ -273,6 +287,8 @@ class ProfileResult:
                 planned_iters=int(data.get("planned_iters", 0)),
                 roofline=[RooflineRow(**x) for x in data.get("roofline", [])],
                 roofline_peaks=dict(data.get("roofline_peaks", {})),
+                breakdown=(Breakdown(**data["breakdown"]) if data.get("breakdown") is not None
+                           else None),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -27,8 +27,9 @@ from kernelmagic import torch_compat
 from kernelmagic.device_peaks import Peaks
 from kernelmagic.events import EventTable, Kind
 from kernelmagic.op_counter import OpCount
+from kernelmagic.range_names import SYNC_RANGE
 from kernelmagic.rows import RooflineRow
-from kernelmagic.views.ops import SYNC_RANGE, is_op, outer_window
+from kernelmagic.views.ops import is_op, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 #: An op is overhead-bound when it reaches less than this fraction of *both* roofs

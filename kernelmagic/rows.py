@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 class OpRow:
     """One operator, aggregated over all profiled iterations.
 
+    ``kind`` says what the row is: ``"op"`` (an operator or runtime call, as in torch's
+    ``key_averages()``), ``"range"`` (a range that owns time directly: it launched GPU
+    work with no op in between, or has no op under it) or ``"unlaunched"`` (GPU work whose
+    launch is not in the trace). See ``kernelmagic/views/ops.py``.
+
     Memory fields (bytes) are filled with ``--memory``, ``flops`` with ``--flops``
     (0 where torch cannot count them), ``input_shapes`` with ``--shapes``.
     """
@@ -29,6 +34,7 @@ class OpRow:
     cpu_memory_usage: float = 0.0
     self_device_memory_usage: float = 0.0
     device_memory_usage: float = 0.0
+    kind: str = "op"
 
     @property
     def cpu_time(self) -> float:
@@ -128,3 +134,31 @@ class RooflineRow:
     dtype: str = ""
     roof_share: float = 0.0
     counted: bool = True  # False: the counting run never saw it (a wrapper's own time)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where an iteration's time went, µs per iteration (``kernelmagic/views/breakdown.py``).
+
+    ``device`` is ``"cuda"`` (GPU work was recorded: the categories are GPU time) or
+    ``"cpu"`` (``compute`` is op self time, ``idle`` the time no op ran). ``wall`` is the
+    iterations' mean length; ``overlap`` the fraction of ``communication`` during which
+    compute ran too (``None`` without communication kernels, and on the CPU).
+    """
+
+    device: str = "cpu"
+    wall: float = 0.0
+    compute: float = 0.0
+    communication: float = 0.0
+    memcpy: float = 0.0
+    idle: float = 0.0
+    overlap: float | None = None
+
+    @property
+    def exposed_communication(self) -> float:
+        """Communication time not hidden behind compute (all of it on the CPU), µs."""
+        return self.communication * (1.0 - (self.overlap or 0.0))
+
+    def share(self, part: str) -> float:
+        """``part`` (a field name, or ``"exposed_communication"``) over ``wall``."""
+        return getattr(self, part) / self.wall if self.wall > 0 else 0.0

@@ -16,8 +16,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from kernelmagic.kineto_env import quiet_kineto_logs
-from kernelmagic.views.ops import SYNC_RANGE
-from kernelmagic.views.ranges import MODULE_RANGE
+from kernelmagic.range_names import MODULE_RANGE, SYNC_RANGE
 
 __all__ = [
     "MODULE_RANGE",

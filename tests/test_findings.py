@@ -174,7 +174,7 @@ def test_noisy_not_on_steady_runs():
 def test_find_runs_every_rule_in_order():
     assert rules(cpu_result()) == ["dominant_op"]
     assert rules(launchy(2.0)) == ["dominant_op", "launch_bound", "fusable_elementwise"]
-    assert len(findings.RULES) == 7
+    assert len(findings.RULES) == 8
 
 
 @pytest.mark.parametrize("rule", findings.RULES)

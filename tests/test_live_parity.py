@@ -41,6 +41,22 @@ def is_op_row(avg) -> bool:
             and not (key.startswith("[") and key.endswith("]")))
 
 
+def ranges_that_own_time(prof, name: str) -> set[str]:
+    """The user ranges torch recorded with no op anywhere under them (and some time), or
+    with GPU work of their own: kernelmagic makes them rows, with torch's figures."""
+    from kernelmagic.range_names import is_ours
+
+    def has_op_below(e) -> bool:
+        return any((not c.is_user_annotation and not getattr(c, "is_python_function", False))
+                   or has_op_below(c) for c in e.cpu_children)
+
+    return {str(e.name) for e in prof.function_events
+            if e.is_user_annotation and not is_ours(str(e.name), name)
+            and (any(k.name != e.name for k in e.kernels)  # (not its own GPU-side copy)
+                 or (e.time_range.end > e.time_range.start
+                               and not has_op_below(e)))}
+
+
 RUNTIME_NAME = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
 
 
@@ -105,9 +121,10 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
     start/stop work). ``patch(expected)`` adjusts torch's figures a test knows differ."""
     python = {str(e.name) for e in prof.function_events
               if getattr(e, "is_python_function", False)}  # (torch 2.11 has no such flag)
+    owners = ranges_that_own_time(prof, result.name)
     expected = {}
     for avg in prof.key_averages(group_by_input_shape=shapes):
-        if is_op_row(avg) and str(avg.key) not in python:
+        if (is_op_row(avg) or str(avg.key) in owners) and str(avg.key) not in python:
             key = (avg.key, shapes_text(avg.input_shapes) if shapes else "")
             expected[key] = {f: getattr(avg, f) for f in TIMES + MEMORY + ("flops",)}
     total_less, self_more = torch_device_adjustments(prof)
@@ -142,6 +159,7 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
             del expected[key]
     got = {(r.key, r.input_shapes): r for r in result.rows}
     assert set(got) == set(expected)
+    assert {r.key for r in result.rows if r.kind == "range"} == owners
     assert len(got) == len(result.rows), "one row per key"
     fields = TIMES + (MEMORY if memory else ()) + (("flops",) if flops else ())
     moved = ops_whose_launches_torch_may_move(prof) if patch is None else set()

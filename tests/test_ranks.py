@@ -119,11 +119,38 @@ def test_communication_bound_fires_on_the_real_ranks(many):
     assert f"{worst.overlap:.0%} of its" in f.evidence
 
 
+@pytest.mark.parametrize("path", [*RANK_FILES, NCCL_RANK, CPU_ONLY], ids=lambda p: p.name)
+def test_one_rank_report_has_the_same_breakdown(path):
+    """One definition: a single trace's summary and the many-ranks report agree."""
+    summary = parse_rank(str(path)).summary
+    parts = kernelmagic.load(path).breakdown
+    assert parts.device == summary.device
+    for field in ("compute", "communication", "memcpy", "idle"):
+        assert getattr(parts, field) == pytest.approx(getattr(summary, f"{field}_us"), abs=1e-6)
+    assert parts.overlap == summary.overlap
+    assert parts.exposed_communication == pytest.approx(summary.exposed_communication_us)
+
+
+@pytest.mark.parametrize("path", [RANK_FILES[0], CPU_ONLY], ids=lambda p: p.name)
+def test_communication_bound_fires_first_on_one_rank(path):
+    result = kernelmagic.load(path)
+    parts = result.breakdown
+    share = parts.exposed_communication / parts.wall
+    assert share > COMM_BOUND_SHARE
+    first = result.findings()[0]
+    assert first.rule == "communication_bound"
+    assert f"({share:.0%}) on the {'GPU' if parts.device == 'cuda' else 'CPU'}" in first.evidence
+    assert "dominant_op" not in {f.rule for f in result.findings()}
+    shown = result.summary()
+    assert f"communication {100 * parts.share('communication'):.0f}%" in shown
+
+
 def test_communication_bound_silent_on_the_nccl_rank():
     one = load_ranks([NCCL_RANK])
     s = one.summaries[0]
     assert s.exposed_communication_us / s.step_median_us < COMM_BOUND_SHARE
     assert one.findings() == []
+    assert "communication_bound" not in {f.rule for f in kernelmagic.load(NCCL_RANK).findings()}
 
 
 def test_straggler_fires_on_a_slowed_real_rank(tmp_path):

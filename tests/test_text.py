@@ -2,6 +2,8 @@
 
 from fakes import cpu_result, cuda_result
 
+from kernelmagic.rows import Breakdown
+
 CPU_TABLE = """\
 op                         calls  self CPU  total CPU  CPU per call  % self CPU
 -------------------------  -----  --------  ---------  ------------  ----------
@@ -29,16 +31,33 @@ def test_cuda_table_snapshot():
 
 
 def test_summary_lines():
+    # A result without a breakdown (a profile file saved before it existed).
     assert cpu_result().summary() == (
         "cell[7] · CPU · 10 iterations (+3 warm-up) · 1.00 ms per iteration "
-        "(median; IQR 75.0 µs, best 900 µs) · ops: 810 µs self CPU time per iteration "
+        "(median; IQR 75.0 µs, best 900 µs) · rows: 810 µs self CPU time per iteration "
         "(79% of wall)"
     )
     assert cuda_result().summary() == (
         "gpu · CUDA (NVIDIA H200) · 10 iterations (+3 warm-up) · 1.20 ms per iteration "
-        "(median; IQR 0 µs, best 1.20 ms) · ops: 1.00 ms self device time per iteration "
-        "(GPU busy 83% of wall), 80.0 µs self CPU"
+        "(median; IQR 0 µs, best 1.20 ms) · GPU busy 83% of wall · rows: 1.00 ms self "
+        "device, 80.0 µs self CPU time per iteration"
     )
+
+
+def test_summary_says_where_the_time_went():
+    cpu = cpu_result()
+    cpu.breakdown = Breakdown("cpu", wall=1000.0, compute=700.0, communication=110.0,
+                              idle=190.0)
+    assert cpu.summary().endswith(
+        " · rows: 810 µs self CPU time per iteration · CPU: ops 70%, communication 11%, "
+        "other (Python between ops, waits) 19% of the iteration")
+    gpu = cuda_result()
+    gpu.breakdown = Breakdown("cuda", wall=1200.0, compute=900.0, communication=300.0,
+                              memcpy=40.0, idle=150.0, overlap=0.5)
+    assert gpu.summary().endswith(
+        " · rows: 1.00 ms self device, 80.0 µs self CPU time per iteration · GPU: compute "
+        "75%, communication 25% (50% of it overlapped by compute), memcpy/memset 3.3%, "
+        "idle 12% of the iteration")
 
 
 def test_limit_and_sort_key():

@@ -23,14 +23,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from kernelmagic.findings import Finding
+from kernelmagic.findings import COMM_BOUND_SHARE, Finding
 from kernelmagic.ranks.summary import RankSummary
 from kernelmagic.timing import format_us
 
 STRAGGLER_IQR_FACTOR = 1.5
 STRAGGLER_MIN_SHARE = 0.05
 STRAGGLER_TOP_OPS = 3
-COMM_BOUND_SHARE = 0.2
 
 
 def _iqr(values: Sequence[float]) -> float:

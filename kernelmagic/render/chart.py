@@ -9,6 +9,7 @@ import threading
 import zlib
 from typing import Any
 
+from kernelmagic.render.table import row_label
 from kernelmagic.result import OpRow, ProfileResult
 from kernelmagic.timing import format_us
 
@@ -64,7 +65,7 @@ def _texts(result: ProfileResult, key: str,
         if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
             share = f"{min(covered, 0.999):.1%}"
         title += f", {share} of self time"
-    return title, [(_short(r.key, MAX_LABEL), _figures(result, key, r)) for r in rows]
+    return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 
 
 def chart_texts(result: ProfileResult, by: str | None = None,

@@ -51,8 +51,18 @@ class Table:
         return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
 
 
+#: How a row that is not an op is marked wherever its name is shown (table, chart, text,
+#: HTML): a range that owns time itself, GPU work whose launch the trace does not hold.
+KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
+
+
+def row_label(row: Any) -> str:
+    """The row's name as shown: ``[range] nccl:all_reduce`` for a range row."""
+    return KIND_MARKS.get(getattr(row, "kind", "op"), "") + row.key
+
+
 def name_column(title: str = "op", width: int = 360) -> Column:
-    return Column("op", title, lambda r: r.key, lambda r: r.key, numeric=False, width=width)
+    return Column("op", title, row_label, row_label, numeric=False, width=width)
 
 
 def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:

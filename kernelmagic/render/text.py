@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelmagic.render.table import Table, column_for_sort, op_table
 from kernelmagic.result import ProfileResult
+from kernelmagic.rows import Breakdown
 from kernelmagic.timing import format_seconds, format_us
 
 MAX_NAME_WIDTH = 60
@@ -26,14 +27,42 @@ def summary_line(result: ProfileResult) -> str:
     ]
     if result.profiles_device:
         per_iter_dev = result.self_device_time_total / result.iters
-        busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0
-        parts.append(f"ops: {format_us(per_iter_dev)} self device time per iteration "
-                     f"(GPU busy {busy:.0f}% of wall), {format_us(per_iter_cpu)} self CPU")
-    else:
+        if result.breakdown is None:  # (a profile saved before the breakdown existed)
+            busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0
+            parts.append(f"GPU busy {busy:.0f}% of wall")
+        parts.append(f"rows: {format_us(per_iter_dev)} self device, "
+                     f"{format_us(per_iter_cpu)} self CPU time per iteration")
+    elif result.breakdown is None:
         share = 100 * per_iter_cpu / wall_us if wall_us > 0 else 0.0
-        parts.append(f"ops: {format_us(per_iter_cpu)} self CPU time per iteration "
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration "
                      f"({share:.0f}% of wall)")
+    else:
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration")
+    if result.breakdown is not None:
+        parts.append(breakdown_text(result.breakdown))
     return " · ".join(parts)
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage: two significant digits below 10%, else whole percents."""
+    pct = 100 * share
+    if pct == 0:
+        return "0%"
+    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def breakdown_text(parts: Breakdown) -> str:
+    """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``)."""
+    share = parts.share
+    if parts.device == "cpu":
+        return (f"CPU: ops {_percent(share('compute'))}, communication "
+                f"{_percent(share('communication'))}, other (Python between ops, waits) "
+                f"{_percent(share('idle'))} of the iteration")
+    comm = f"communication {_percent(share('communication'))}"
+    if parts.overlap:
+        comm += f" ({_percent(parts.overlap)} of it overlapped by compute)"
+    return (f"GPU: compute {_percent(share('compute'))}, {comm}, memcpy/memset "
+            f"{_percent(share('memcpy'))}, idle {_percent(share('idle'))} of the iteration")
 
 
 def _clip(text: str, width: int) -> str:

@@ -18,7 +18,6 @@ stop) are left out of the result (``within_iterations``).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +26,11 @@ import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, EventTable, Kind, select
 from kernelmagic.findings import _FP32_GEMM, _LOW_PRECISION
+from kernelmagic.range_names import ITERATION_RANGE as _OUR_ITERATION
+from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
 from kernelmagic.sources.trace_file import TraceFileError, read_table
-from kernelmagic.views.ranges import MODULE_RANGE as _MODULE_RANGE
 
-_OUR_ITERATION = re.compile(r"(.+)/iter (\d+)\Z")
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 
 

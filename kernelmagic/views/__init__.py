@@ -13,9 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, EventTable
+from kernelmagic.range_names import MODULE_RANGE, SYNC_RANGE
 from kernelmagic.result import ProfileResult
-from kernelmagic.views.ops import SYNC_RANGE, kernel_rows, op_rows, outer_window
-from kernelmagic.views.ranges import MODULE_RANGE, module_rows, user_ranges
+from kernelmagic.views.breakdown import breakdown
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.sources import source_rows
 from kernelmagic.views.timeline import (
     Window,
@@ -85,7 +87,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         device=device,
         device_name=device_name,
         rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                     flops="flops" in wanted, window=outer_window(table, name)),
+                     flops="flops" in wanted, window=outer_window(table, name), name=name),
         kernels=kernel_rows(table) if on_device else [],
         timings=list(timings),
         warmup_timings=list(warmup_timings),
@@ -97,6 +99,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         ranges=user_ranges(table, figures, name, on_device=on_device),
         timeline=timeline(table, chosen[0]) if chosen else [],
         gpu_busy=gpu_busy(table, windows) if on_device else [],
+        breakdown=breakdown(table, windows) if windows else None,
         trace_path=trace_path,
         sort=sort,
         topk=topk,

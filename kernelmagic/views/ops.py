@@ -1,4 +1,20 @@
-"""Operator rows (torch's ``key_averages()``, field by field) and GPU kernel rows."""
+"""Report rows (torch's ``key_averages()``, field by field, plus what torch leaves out) and
+GPU kernel rows.
+
+Who owns what: every microsecond of GPU work and of op time is in exactly one row.
+
+- **Ops and runtime calls** are rows, with torch's self and total times. GPU work belongs
+  to the innermost op or range around the runtime call that launched it (the call itself
+  when nothing is open around it: ``events.derive_links``).
+- **Ranges that own time directly** are rows of their own (``kind`` "range"): a range
+  that launched GPU work with no op in between (``nccl:all_reduce`` around NCCL's
+  ``cudaLaunchKernel``, a fused optimizer's ``Optimizer.step#FusedAdam.step``, a user's
+  ``record_function`` around a Triton kernel), and a user range with no op or runtime
+  call anywhere under it (``gloo:all_reduce`` on gloo's threads). A range that only wraps
+  ops (ours, the user's, ``ProfilerStep#N``, modules) is no row: its ops are.
+- **GPU work whose launch is not recorded** (no runtime call with its correlation id)
+  is a row per name (``kind`` "unlaunched").
+"""
 
 from __future__ import annotations
 
@@ -7,12 +23,17 @@ from collections import Counter
 import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, NO_PARENT, EventTable, Kind
+from kernelmagic.range_names import SYNC_RANGE, is_ours
 from kernelmagic.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
-#: The range around kernelmagic's own ``torch.cuda.synchronize()`` in each iteration; the
-#: ``cudaDeviceSynchronize`` under it is ours, not the user's, and is left out of the rows.
-SYNC_RANGE = "kernelmagic: synchronize"
+__all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
+           "range_owners"]
+
+#: ``OpRow.kind`` values.
+OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
+#: CPU-side kinds that can own time as a range (``OTHER``: DataLoader ranges and the like).
+_RANGE_KINDS = np.asarray((Kind.RANGE, Kind.STEP, Kind.OTHER), dtype=np.int8)
 
 
 def is_op(table: EventTable) -> np.ndarray:
@@ -55,24 +76,73 @@ def outer_window(table: EventTable, name: str) -> tuple[int, int] | None:
     return int(table.start[found].min()), int(table.end[found].max())
 
 
+def _ops_below(table: EventTable) -> np.ndarray:
+    """Per event: whether an op or runtime call is anywhere under it on its thread."""
+    below = np.zeros(table.n, dtype=bool)
+    up = table.parent[is_op(table)]
+    frontier = np.unique(up[up >= 0])
+    while frontier.size:
+        frontier = frontier[~below[frontier]]
+        below[frontier] = True
+        up = table.parent[frontier]
+        frontier = np.unique(up[up >= 0])
+    return below
+
+
+def _launched(table: EventTable) -> np.ndarray:
+    """Per event: how many pieces of GPU work it launched directly (``launcher``)."""
+    work = _device_work(table) & (table.launcher != NO_PARENT)
+    return np.bincount(table.launcher[work], minlength=table.n)
+
+
+def _device_work(table: EventTable) -> np.ndarray:
+    return np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)) & (table.device >= 0)
+
+
+def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
+    """The CPU-side ranges that own time directly (see the module's docstring).
+
+    ``name`` is the run's name: its ranges (``kernelmagic/range_names.py``) and
+    ``ProfilerStep#N`` are rows only when they launched GPU work themselves.
+    """
+    on_cpu = (table.device < 0) & np.isin(table.kind, _RANGE_KINDS)
+    if not on_cpu.any():
+        return on_cpu
+    ours = np.fromiter((is_ours(x, name) for x in table.names), dtype=bool,
+                       count=len(table.names))
+    leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.tid >= 0)
+            & (table.end > table.start) & ~_ops_below(table))
+    return on_cpu & ((_launched(table) > 0) | leaf)
+
+
 def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
             memory: bool = False, flops: bool = False,
-            window: tuple[int, int] | None = None) -> list[OpRow]:
-    """One row per operator name (and input shapes with ``shapes``), in torch's order.
+            window: tuple[int, int] | None = None, name: str | None = None) -> list[OpRow]:
+    """One row per operator name (and input shapes with ``shapes``), in torch's order, then
+    the ranges that own time and the GPU work with no recorded launch (module docstring).
 
-    Sums run over the events in torch's list order, so every figure equals
+    Sums run over the events in torch's list order, so every op's figures equal
     ``key_averages()``'s bit for bit. Left out: the events under kernelmagic's own
     synchronize range and, given the run's ``window`` (``outer_window``), events that
     start outside it (the profiler's own start and stop, e.g. its closing synchronize).
+    ``name`` is the run's name (its own ranges are not the user's).
     """
     order = figures.order
-    wanted = is_op(table) & ~_under_our_sync(table)
+    ranges = range_owners(table, name)
+    wanted = (is_op(table) | ranges) & ~_under_our_sync(table)
     if window is not None:
         wanted &= (table.start >= window[0]) & (table.start <= window[1])
     sel = order[wanted[order]]
+    rows = _grouped_rows(table, figures, sel, ranges[sel], shapes=shapes, memory=memory,
+                         flops=flops)
+    return rows + _unlaunched_rows(table, window)
+
+
+def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range: np.ndarray,
+                  *, shapes: bool, memory: bool, flops: bool) -> list[OpRow]:
     if not sel.size:
         return []
-    keys = table.name[sel].astype(np.int64)
+    keys = table.name[sel].astype(np.int64) * 2 + is_range
     if shapes:
         keys = keys * (int(table.shapes.max()) + 1) + table.shapes[sel]
     gid, first = group(keys)
@@ -98,18 +168,38 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     names = table.names
     first_events = sel[first]
     key_names = [names[i] for i in table.name[first_events].tolist()]
+    kinds = [RANGE if r else OP for r in is_range[first].tolist()]
     shape_texts = ([names[i] for i in table.shapes[first_events].tolist()] if shapes
                    else [""] * k)
     fields = list(columns)
     values = list(zip(*columns.values(), strict=True))
-    return [OpRow(key=key_names[g], count=count[g], input_shapes=shape_texts[g],
+    return [OpRow(key=key_names[g], count=count[g], input_shapes=shape_texts[g], kind=kinds[g],
                   **dict(zip(fields, values[g], strict=True)))
             for g in range(k)]
 
 
+def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
+    """GPU work with no recorded launch: one row per name, in order of first start."""
+    work = _device_work(table) & (table.launcher == NO_PARENT)
+    if window is not None:
+        work &= (table.start >= window[0]) & (table.start <= window[1])
+    idx = np.flatnonzero(work)
+    if not idx.size:
+        return []
+    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    gid, first = group(table.name[idx])
+    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
+    time = np.bincount(gid, weights=duration, minlength=first.size).tolist()
+    count = np.bincount(gid, minlength=first.size).tolist()
+    names = [table.names[i] for i in table.name[idx[first]].tolist()]
+    return [OpRow(key=names[g], count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
+                  self_device_time_total=time[g], device_time_total=time[g], kind=UNLAUNCHED)
+            for g in range(first.size)]
+
+
 def kernel_rows(table: EventTable) -> list[KernelRow]:
     """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op."""
-    work = np.flatnonzero(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)))
+    work = np.flatnonzero(_device_work(table))
     if not work.size:
         return []
     work = work[np.argsort(table.start[work], kind="stable")]

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
 
 from kernelmagic.events import EventTable, Kind
+from kernelmagic.range_names import MODULE_RANGE, is_ours
 from kernelmagic.rows import ModuleRow, RangeRow
-from kernelmagic.views.ops import SYNC_RANGE, group, is_op
+from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
-#: The label of the range ``--modules`` opens around each module call.
-MODULE_RANGE = re.compile(r"^module: (.*) \((\w+)\)$")
+__all__ = ["MODULE_RANGE", "module_rows", "user_ranges"]
 
 
 def _range_device(figures: Figures, idx: np.ndarray) -> np.ndarray:
@@ -32,10 +31,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
 
     The top ops are ranked by self time on the profiled device (CPU without CUDA).
     """
-    ours = {name, f"{name}/warmup", SYNC_RANGE}
-    prefix = f"{name}/iter "
-    theirs_name = _names_matching(table, lambda x: x not in ours and not x.startswith(prefix)
-                                  and MODULE_RANGE.match(x) is None)
+    theirs_name = _names_matching(table, lambda x: not is_ours(x, name))
     theirs = (table.kind == Kind.RANGE) & theirs_name[table.name]
     if not theirs.any():
         return []

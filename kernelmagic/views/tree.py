@@ -148,11 +148,13 @@ class Figures:
 
     @cached_property
     def self_device(self) -> np.ndarray:
+        """Device total minus the children's (torch's sums); an event off the tree (an
+        async one) keeps the work it launched itself, so no work is lost."""
         total = self.device_total
         if not total.any():
-            return np.zeros(self.table.n)
+            return self.own_device.copy()
         out = total - self._device_kids
-        out[~self.in_tree] = 0.0
+        out[~self.in_tree] = self.own_device[~self.in_tree]
         return out
 
     def _memory_total(self, on_device: bool) -> np.ndarray:
