@@ -10,10 +10,13 @@ alone in a temporary folder of its own:
   ``TraceAnalysis(trace_dir=folder)``: parsing into its DataFrames, nothing analysed yet.
 
 A third side, the standard library's ``json.loads`` of the gunzipped file, shows the floor
-any pure-Python JSON reader starts from. Two figures per side: the call (after the
-top-level import; kernelmagic's call includes its lazy numpy import) and the whole process
-(start to exit, imports included). Target: the call at most 0.2x HTA's. HTA is a
-benchmark-only extra: ``pip install HolisticTraceAnalysis`` (``pip install -e ".[bench]"``).
+any pure-Python JSON reader starts from. Figures per side: imports and call (from the
+first import of the package to the loaded result: what a user waits for in a fresh
+kernel, judged), the call alone (after each side's imports), and the whole process
+(interpreter start to exit). Target: imports and call at most 0.2x HTA's, with what
+``pip install kernelmagic`` gives (msgspec is a dependency); the standard-library reader
+alone is reported beside it. HTA is a benchmark-only extra: ``pip install
+HolisticTraceAnalysis`` (``pip install -e ".[bench]"``).
 
     python benchmarks/bench_trace_load.py [--rounds N]
 """
@@ -35,6 +38,7 @@ TRACE = c.REPO_ROOT / "tests" / "data" / "v100_gpu_annotations.json.gz"
 
 KM_CHILD = """\
 import json, sys, time
+{stub}
 t0 = time.perf_counter()
 import kernelmagic
 {preload}
@@ -42,7 +46,8 @@ t1 = time.perf_counter()
 result = kernelmagic.load({path!r})
 result.findings()
 t2 = time.perf_counter()
-print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "rows": len(result.rows),
+print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "both": t2 - t0,
+                  "rows": len(result.rows),
                   "kernels": sum(k.count for k in result.kernels),
                   "torch": "torch" in sys.modules,
                   "fast": "msgspec" in sys.modules}}))
@@ -64,7 +69,8 @@ t1 = time.perf_counter()
 analysis = TraceAnalysis(trace_dir={folder!r})
 t2 = time.perf_counter()
 frame = analysis.t.get_trace(0)
-print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "rows": int(frame.shape[0])}}))
+print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "both": t2 - t0,
+                  "rows": int(frame.shape[0])}}))
 """
 
 
@@ -74,7 +80,7 @@ t0 = time.perf_counter()
 with gzip.open({path!r}, "rt") as f:
     doc = json.loads(f.read())
 t1 = time.perf_counter()
-print(json.dumps({{"call": t1 - t0, "events": len(doc["traceEvents"])}}))
+print(json.dumps({{"call": t1 - t0, "both": t1 - t0, "events": len(doc["traceEvents"])}}))
 """
 
 
@@ -109,13 +115,14 @@ def main() -> None:
         shutil.copy(TRACE, hta_dir / TRACE.name)
         path = str(km_dir / TRACE.name)
         codes = {
-            "kernelmagic": KM_CHILD.format(path=path, preload=KM_PRELOAD),
-            "kernelmagic, stdlib reader": KM_CHILD.format(path=path,
-                                                          preload=NO_MSGSPEC + "\n" + KM_PRELOAD),
+            "kernelmagic": KM_CHILD.format(path=path, stub="", preload=KM_PRELOAD),
+            "kernelmagic, stdlib reader": KM_CHILD.format(path=path, stub=NO_MSGSPEC,
+                                                          preload=KM_PRELOAD),
             "hta": HTA_CHILD.format(folder=str(hta_dir)),
             "json.loads": FLOOR_CHILD.format(path=path),
         }
         calls: dict[str, list[float]] = {name: [] for name in codes}
+        both: dict[str, list[float]] = {name: [] for name in codes}
         walls: dict[str, list[float]] = {name: [] for name in codes}
         info: dict[str, dict] = {}
 
@@ -123,9 +130,10 @@ def main() -> None:
             def go() -> float:
                 out, wall = run(code)
                 calls[name].append(out["call"])
+                both[name].append(out["both"])
                 walls[name].append(wall)
                 info[name] = out
-                return out["call"]
+                return out["both"]
             return go
 
         c.alternate({name: side(name, code) for name, code in codes.items()}, args.rounds)
@@ -133,6 +141,7 @@ def main() -> None:
         shutil.rmtree(km_dir, ignore_errors=True)
         shutil.rmtree(hta_dir, ignore_errors=True)
     for name in calls:
+        print(c.describe(f"{name} imports and call", both[name]))
         print(c.describe(f"{name} call", calls[name]))
         print(c.describe(f"{name} whole process", walls[name]))
     km, hta_info = info["kernelmagic"], info["hta"]
@@ -146,18 +155,20 @@ def main() -> None:
           "    load() imports on first use); the whole process: start to exit, imports included")
     print(f"    reference: the standard library's gunzip + json.loads of the whole file takes "
           f"{c.fmt_time(c.median(calls['json.loads']))}")
-    stdlib = c.paired_ratio(calls["kernelmagic, stdlib reader"], calls["hta"])
-    c.verdict("trace_load", "load v100 trace, standard library reader (no msgspec) / HTA",
-              km=c.median(calls["kernelmagic, stdlib reader"]), manual=c.median(calls["hta"]),
+    stdlib = c.paired_ratio(both["kernelmagic, stdlib reader"], both["hta"])
+    c.verdict("trace_load", "load v100 trace, imports included, standard library reader / HTA",
+              km=c.median(both["kernelmagic, stdlib reader"]), manual=c.median(both["hta"]),
               ratio=stdlib, target="reported", passed=True,
-              note="what a user without the fast extra gets")
-    ratio = c.paired_ratio(calls["kernelmagic"], calls["hta"])
+              note="without msgspec (a dependency: only if its wheel is missing)")
+    ratio = c.paired_ratio(both["kernelmagic"], both["hta"])
+    call_ratio = c.paired_ratio(calls["kernelmagic"], calls["hta"])
     process_ratio = c.paired_ratio(walls["kernelmagic"], walls["hta"])
-    c.verdict("trace_load", "load v100 trace: kernelmagic.load / HTA TraceAnalysis",
-              km=c.median(calls["kernelmagic"]), manual=c.median(calls["hta"]), ratio=ratio,
-              target=f"<= {TARGET:g}x", passed=ratio <= TARGET,
-              note=f"{'msgspec reader' if km['fast'] else 'stdlib reader (no msgspec)'}; "
-                   f"whole fresh process {c.fmt_time(c.median(walls['kernelmagic']))} vs "
+    c.verdict("trace_load", "load v100 trace, imports included: kernelmagic.load / HTA",
+              km=c.median(both["kernelmagic"]), manual=c.median(both["hta"]), ratio=ratio,
+              target=f"<= {TARGET:g}x", passed=ratio <= TARGET and km["fast"],
+              note=f"{'msgspec reader' if km['fast'] else 'stdlib reader: msgspec missing'}; "
+                   f"the call alone {call_ratio:.2f}x; whole fresh process "
+                   f"{c.fmt_time(c.median(walls['kernelmagic']))} vs "
                    f"{c.fmt_time(c.median(walls['hta']))} ({process_ratio:.2f}x)")
 
 

@@ -78,9 +78,41 @@ def _rank_main(rank: int, world: int, port: int, out: str) -> None:
         report["magic_type"] = type(shell.user_ns.get("r")).__name__
         report["magic_stdout"] = cap.stdout
         report["magic_text"] = [o.data.get("text/plain", "") for o in cap.outputs]
+        report["comm"] = _profile_all_reduce()
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(report))
     finally:
         dist.destroy_process_group()
+
+
+def _profile_all_reduce() -> dict:
+    """One rank's own report of a cell that all-reduces 4M floats three times, then a dot
+    product: gloo runs the collectives on its own threads, as ``gloo:all_reduce`` ranges
+    with no op under them."""
+    big = torch.ones(4 << 20)
+
+    def cell() -> None:
+        for _ in range(3):
+            dist.all_reduce(big)
+            big.fill_(1.0)
+        big @ big
+
+    held: list = []
+    result = kernelmagic.profile(cell, iters=2, warmup=1, name="comm",
+                                 on_trace_ready=held.append)
+    events = held[0].function_events
+    windows = [(e.time_range.start, e.time_range.end) for e in events
+               if e.name.startswith("comm/iter ")]
+    gloo = [e for e in events if e.name == "gloo:all_reduce"
+            and any(lo <= e.time_range.start <= hi for lo, hi in windows)]
+    return {
+        "rows": [[r.key, r.kind, r.count, r.self_cpu_time_total] for r in result.rows],
+        "torch_gloo": [len(gloo), sum(e.cpu_time_total for e in gloo)],
+        "breakdown": [result.breakdown.communication, result.breakdown.compute,
+                      result.breakdown.idle, result.breakdown.wall],
+        "summary": result.summary(),
+        "text": result._repr_mimebundle_()["text/plain"],
+        "findings": [f.rule for f in result.findings()],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +174,22 @@ def test_gather_without_process_group_is_one_line_error():
         shell.run_cell_magic("profile", "--gather -n 1 -w 0", "x = 1\n")
     with pytest.raises(UsageError, match="--gather cannot be combined with --compare"):
         shell.run_cell_magic("profile", "--gather --compare a", "x = 1\n")
+
+
+def test_one_rank_report_has_the_communication_row_and_share(gathered):
+    """Without --gather, each rank's own report: gloo's collectives are a row (a range that
+    owns its time: torch records them as asynchronous ranges, total time their duration and
+    self time 0; nothing is under them, so kernelmagic's self time is the duration), and
+    the summary gives their share."""
+    for rank in (0, 1):
+        comm = json.loads((gathered / f"rank{rank}.json").read_text())["comm"]
+        rows = {(key, kind): (count, self_cpu) for key, kind, count, self_cpu in comm["rows"]}
+        count, self_cpu = rows[("gloo:all_reduce", "range")]
+        torch_count, torch_self = comm["torch_gloo"]
+        assert count == torch_count >= 6  # 3 per iteration, 2 iterations
+        assert self_cpu == pytest.approx(torch_self, rel=1e-9)
+        assert ("aten::dot", "op") in rows
+        communication, _compute, _idle, wall = comm["breakdown"]
+        assert 0 < communication <= wall
+        assert f"communication {100 * communication / wall:.0f}%" in comm["summary"]
+        assert "[range] gloo:all_reduce" in comm["text"]

@@ -10,7 +10,9 @@ Who owns what: every microsecond of GPU work and of op time is in exactly one ro
   that launched GPU work with no op in between (``nccl:all_reduce`` around NCCL's
   ``cudaLaunchKernel``, a fused optimizer's ``Optimizer.step#FusedAdam.step``, a user's
   ``record_function`` around a Triton kernel), and a user range with no op or runtime
-  call anywhere under it (``gloo:all_reduce`` on gloo's threads). A range that only wraps
+  call anywhere under it (``gloo:all_reduce`` on gloo's threads: recorded live as an
+  asynchronous range, off the thread's tree, whose self time is its whole duration where
+  torch gives it none). A range that only wraps
   ops (ours, the user's, ``ProfilerStep#N``, modules) is no row: its ops are.
 - **GPU work whose launch is not recorded** (no runtime call with its correlation id)
   is a row per name (``kind`` "unlaunched").
@@ -110,8 +112,8 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
         return on_cpu
     ours = np.fromiter((is_ours(x, name) for x in table.names), dtype=bool,
                        count=len(table.names))
-    leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.tid >= 0)
-            & (table.end > table.start) & ~_ops_below(table))
+    leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.end > table.start)
+            & ~_ops_below(table))
     return on_cpu & ((_launched(table) > 0) | leaf)
 
 
@@ -151,9 +153,17 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
     def total(values: np.ndarray) -> list[float]:
         return np.bincount(gid, weights=values[sel], minlength=k).tolist()
 
+    # An asynchronous range (off the tree: gloo's collectives, which end on another
+    # thread) has nothing under it: its self time is its duration (torch says 0).
+    self_cpu = figures.self_cpu
+    off_tree = np.zeros(table.n, dtype=bool)
+    off_tree[sel[is_range]] = table.tid[sel[is_range]] < 0
+    if off_tree.any():
+        self_cpu = self_cpu.copy()
+        self_cpu[off_tree] = figures.cpu_total[off_tree]
     count = np.bincount(gid, minlength=k).tolist()
     columns: dict[str, list[float]] = {
-        "self_cpu_time_total": total(figures.self_cpu),
+        "self_cpu_time_total": total(self_cpu),
         "cpu_time_total": total(figures.cpu_total),
         "self_device_time_total": total(figures.self_device),
         "device_time_total": total(figures.device_total),
