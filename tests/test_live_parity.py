@@ -585,3 +585,41 @@ def test_table_without_activity_type_is_the_same_table(monkeypatch):
     without = live.table_from_session(session(events))
     for column in ("kind", "name", "start", "end", "tid", "device", "parent", "launcher"):
         assert getattr(without, column).tolist() == getattr(with_accessor, column).tolist()
+
+
+def test_nccl_range_that_launches_a_kernel_is_a_row():
+    """NCCL launches its kernel inside ``record_param_comms`` > ``nccl:all_reduce`` (a range)
+    > ``cudaLaunchKernel``: the range owns that kernel and is a row (torch gives it the same
+    device time), so the rows' self device time adds up to all the GPU work."""
+    from fake_kineto import CUDA, FakeEvent, session, torch_profile
+
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import build_result
+
+    events = [
+        FakeEvent("nccl", 0, 1000, corr=1, activity="user_annotation", user=True),
+        FakeEvent("nccl/iter 0", 1, 990, corr=2, activity="user_annotation", user=True),
+        FakeEvent("aten::mm", 5, 9, corr=3),
+        FakeEvent("cudaLaunchKernel", 6, 8, tid=9001, activity="cuda_runtime", corr=1001,
+                  linked=3),
+        FakeEvent("gemm", 100, 300, tid=0, activity="kernel", device=CUDA, corr=1001,
+                  linked=3, stream=7),
+        FakeEvent("record_param_comms", 10, 100, corr=4),
+        FakeEvent("nccl:all_reduce", 20, 90, corr=5, activity="user_annotation", user=True),
+        FakeEvent("cudaLaunchKernel", 30, 40, tid=9001, activity="cuda_runtime", corr=1002,
+                  linked=5),
+        FakeEvent("ncclKernel_AllReduce_RING_LL_Sum_float", 150, 750, tid=0,
+                  activity="kernel", device=CUDA, corr=1002, linked=5, stream=20),
+    ]
+    result = build_result(table_from_session(session(events)), name="nccl", device="cuda")
+    assert_rows_equal_key_averages(result, torch_profile(events))
+    rows = {(r.key, r.kind): r for r in result.rows}
+    assert rows[("nccl:all_reduce", "range")].self_device_time_total == 600.0
+    assert rows[("nccl:all_reduce", "range")].self_cpu_time_total == 70.0 - 10.0
+    assert rows[("record_param_comms", "op")].self_device_time_total == 0.0
+    assert rows[("record_param_comms", "op")].device_time_total == 600.0
+    assert rows[("aten::mm", "op")].self_device_time_total == 200.0
+    assert sum(r.self_device_time_total for r in result.rows) == 200.0 + 600.0
+    (launched_by,) = {k.launched_by for k in result.kernels if k.key.startswith("nccl")}
+    assert launched_by == "nccl:all_reduce"
+    assert result.breakdown.communication == 600.0 and result.breakdown.compute == 200.0
