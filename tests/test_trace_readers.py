@@ -112,7 +112,7 @@ def test_what_the_fast_reader_leaves_the_streaming_one_reads(tmp_path, why):
         assert read_table(path).n == 1
 
 
-@pytest.mark.parametrize("bad", [{"ts": "1712195495505543.250"}, {"ts": None},
+@pytest.mark.parametrize("bad", [{"ts": "soon"}, {"dur": "2.5 us"}, {"ts": None},
                                  {"dur": [1]}, {"dur": Decimal("-3.000")}, {"name": 7},
                                  {"args": [1, 2]}])
 def test_a_fault_is_named_by_the_streaming_reader(tmp_path, bad):
@@ -139,10 +139,48 @@ def test_ns_column_is_exact(texts):
     assert trace_fast._ns_column(texts) == [_ns_of_text(t.decode()) for t in texts]
 
 
-@pytest.mark.parametrize("text", [b'"12.000"', b"null", b"true", b"[1]", b""])
+@pytest.mark.parametrize("text", [b'"soon"', b'"1_000"', b'""', b"null", b"true", b"[1]", b""])
 def test_ns_column_refuses_what_is_not_a_number(text):
     with pytest.raises((TypeError, ValueError)):
         trace_fast._ns_column([b"1.000", text])
+
+
+def test_ns_column_reads_strings_that_hold_numbers():
+    # Chrome traces may write times as strings: read exactly as the same number would be.
+    texts = [b'"1712195495505543.250"', b'" 12.5 "', b'"2e3"', b'"-3"', b'"\\u0031"']
+    assert trace_fast._ns_column(texts) == [1712195495505543250, 12500, 2000000, -3000, 1000]
+
+
+def test_string_ids_and_string_times_give_the_same_table_in_both_readers(tmp_path):
+    # The TensorBoard plugin's era: "tid": "123", "tid": "stream 7", "pid": "0", ids and
+    # times as strings. Both readers read them, and as the same trace written with numbers.
+    def trace(as_strings: bool) -> Path:
+        text = str if as_strings else (lambda v: v)
+        events = [
+            _event(name="op", tid=text(7), pid=text(1), ts=text(Decimal("1712195495505543.250")),
+                   dur=text(Decimal("20.5"))),
+            _event(name="cudaLaunchKernel", cat="cuda_runtime", tid=text(7),
+                   ts=text(Decimal("1712195495505545")), dur=text(Decimal("2")),
+                   args={"correlation": text(99), "External id": text(3)}),
+            _event(name="k", cat="kernel", pid=text(0), tid="stream 7" if as_strings else 7,
+                   ts=text(Decimal("1712195495505550.125")), dur=text(Decimal("5")),
+                   args={"correlation": text(99), "stream": text(7), "device": text(0)}),
+            _event(name="signed", tid=text(-5), ts=text(Decimal("1712195495505600"))),
+            _event(name="lane", tid="PyTorch Profiler", ts=text(Decimal("1712195495505600"))),
+        ]
+        path = tmp_path / ("strings" if as_strings else "numbers") / "t.json"
+        path.parent.mkdir()
+        path.write_text(dumps({"traceEvents": events}))
+        return path
+
+    strings, numbers = trace(True), trace(False)
+    slow = read_table(strings, fast=False)
+    assert_same_table(trace_fast.read_table(strings), slow)
+    assert_same_table(read_table(numbers, fast=False), slow)
+    assert slow.tid.tolist()[:4] == [7, 7, 7, (1 << 32) - 5] and slow.tid[4] < 0
+    assert slow.correlation.tolist() == [0, 99, 99, 0, 0]
+    assert slow.device.tolist()[:3] == [-1, -1, 0]
+    assert (slow.end - slow.start).tolist() == [20500, 2000, 5000, 2500, 2500]
 
 
 def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):

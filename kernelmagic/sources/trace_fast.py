@@ -28,7 +28,7 @@ from typing import Any, Union
 import numpy as np
 
 from kernelmagic.events import EventTable
-from kernelmagic.sources.trace_file import _Columns, _ns_of_text, trace_meta
+from kernelmagic.sources.trace_file import _Columns, _ns_of_text, ns_of_string, trace_meta
 
 try:
     import msgspec
@@ -108,8 +108,9 @@ def _ns_column(texts: list[Any]) -> list[int]:
     """JSON number texts (microseconds) -> integer nanoseconds, exactly.
 
     The usual case, every value with exactly three decimals ("1712195495505582.988"), is
-    one C-level parse of the values without their dots; anything else goes value by value.
-    Not a number (a string, null, ...) raises TypeError or ValueError.
+    one C-level parse of the values without their dots; anything else goes value by value,
+    a JSON string holding a number (``"12.5"``) included. Anything else (a string that
+    holds no number, null, ...) raises TypeError or ValueError.
     """
     if not texts:
         return []
@@ -133,7 +134,12 @@ def _ns(raw: Any) -> int:
     text = bytes(raw)
     if text.isdigit():
         return int(text) * 1000
-    if not text or text[:1] in b'"[{ntf':  # a string, array, object, null, true, false
+    if text[:1] == b'"':  # a string, as old traces may write times: "12.5"
+        value = msgspec.json.decode(text)
+        if type(value) is not str:
+            raise TypeError
+        return ns_of_string(value)
+    if not text or text[:1] in b'[{ntf':  # an array, object, null, true, false
         raise TypeError
     return _ns_of_text(text.decode())
 

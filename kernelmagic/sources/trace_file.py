@@ -11,6 +11,13 @@ before or after ``traceEvents``.
 Timestamps are absolute microseconds, often with a fraction (``1712195495505543.2``):
 they are read as decimal text and turned into integer nanoseconds exactly, then made
 relative to the trace's first timestamp. torch is never imported here.
+
+The Chrome trace format allows ids and times as JSON strings, and older traces (the
+TensorBoard plugin's era) use them: ``"tid": "123"``, ``"tid": "stream 7"``, ``"pid":
+"0"``. A string holding an integer is that integer wherever an integer is read (``pid``,
+``tid``, ``args`` ``device``, ``stream``, ``correlation``), ``"stream N"`` is stream N,
+any other ``tid`` string is a named lane of its own; a ``ts``/``dur`` string holding a
+number is read as that number.
 """
 
 from __future__ import annotations
@@ -62,6 +69,10 @@ _COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _FLOW = re.compile(r'\{\s*"ph":\s*"[sft]"(?:\s*,\s*"[^"\\]*":\s*(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*))*'
                    r"\s*\}")
 _PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]{1,3})?\Z")
+#: A JSON number's text, as a ``ts``/``dur`` written as a string may hold it.
+_NUMBER_TEXT = re.compile(r"[ \t]*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)[ \t]*\Z")
+#: An integer written as a string (``"123"``, ``"-5"``, ``" 7"``).
+_INTEGER_TEXT = re.compile(r"[ \t]*([+-]?[0-9]+)[ \t]*\Z")
 _PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.profile"')
 
 
@@ -95,13 +106,44 @@ def _ns_of_text(text: str) -> int:
         raise ValueError(f"{text!r} is not a number") from None
 
 
+def ns_of_string(text: str) -> int:
+    """A ``ts``/``dur`` written as a JSON string (``"1712195495505543.2"``) -> integer ns.
+
+    The string must hold a JSON number (blanks around it allowed); ValueError otherwise.
+    """
+    found = _NUMBER_TEXT.match(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a number")
+    return _ns_of_text(found.group(1))
+
+
 def _ns(value: Any) -> int:
-    """A ``ts``/``dur`` as decoded (int, or float text) -> integer nanoseconds."""
+    """A ``ts``/``dur`` as decoded (int, float text, or a string) -> integer nanoseconds."""
     if type(value) is int:
         return value * 1000
     if type(value) is _Number:
         return _ns_of_text(value)
+    if type(value) is str:
+        return ns_of_string(value)
     raise TypeError
+
+
+def _int_of(value: Any) -> int | None:
+    """An integer id as written (an int, or a string holding one) -> the int, else None."""
+    if type(value) is int:
+        return value
+    if type(value) is str:
+        found = _INTEGER_TEXT.match(value)
+        if found is not None:
+            return int(found.group(1))
+    return None
+
+
+def _thread_id(number: int) -> int:
+    """A 32-bit thread id written as signed (-(2**31) <= id < 0) is the real, unsigned one."""
+    if -(1 << 31) <= number < 0:
+        return number + (1 << 32)
+    return number
 
 
 # --- the buffered text ------------------------------------------------------------------
@@ -221,24 +263,37 @@ class _Columns(TableBuilder):
 
     def __init__(self) -> None:
         super().__init__()
-        self.string_tids: dict[str, int] = {}  # named lanes -> their negative ids
+        self.string_tids: dict[str, int] = {}  # every tid string seen -> its id
+        self.lanes = 0  # named lanes so far
 
     def tid_of(self, tid: Any) -> int:
-        """A thread id as written -> an int (named lanes get negative ids of their own)."""
+        """A thread id as written -> an int.
+
+        An int, or a string holding one (``"123"``, ``"-5"``), is that thread (a 32-bit id
+        written as signed is the unsigned one); ``"stream 7"`` is stream 7; any other
+        string is a named lane ("PyTorch Profiler"), with a negative id of its own (the
+        event tree leaves negative ids out); anything else is 0.
+        """
         if type(tid) is int:
-            if -(1 << 31) <= tid < 0:  # a 32-bit thread id written as signed: a real thread
-                return tid + (1 << 32)
-            return tid
+            return _thread_id(tid)
         if type(tid) is str:
-            if tid.startswith("stream "):  # old traces: "stream 7"
-                number = tid[7:].strip()
-                if number.isdigit():
-                    return int(number)
             found = self.string_tids.get(tid)
-            if found is None:  # named lanes ("PyTorch Profiler"): negative ids of their own
-                found = self.string_tids[tid] = -1 - len(self.string_tids) - (1 << 40)
+            if found is None:
+                found = self.string_tids[tid] = self._string_tid(tid)
             return found
         return 0
+
+    def _string_tid(self, tid: str) -> int:
+        number = _int_of(tid)
+        if number is not None:  # "123": the thread, as the int would be
+            return _thread_id(number)
+        text = tid.strip()
+        if text.startswith("stream "):  # old traces: "stream 7"
+            stream = text[7:].strip()
+            if stream.isascii() and stream.isdigit():
+                return int(stream)
+        self.lanes += 1  # a named lane
+        return -self.lanes - (1 << 40)
 
     def adders(self) -> tuple[Any, Any, Any]:
         """``(add_op, add_memory, ns)``, the per-event functions every reader calls.
@@ -246,10 +301,11 @@ class _Columns(TableBuilder):
         ``add_op(name, cat, start, dur, tid, pid, device, stream, correlation, flops,
         dims)`` takes one complete ("X") event, ``add_memory(start, tid, nbytes,
         device_type, device_id)`` one ``[memory]`` instant; ``start`` and ``dur`` are
-        integer nanoseconds, ``args`` values None where absent. ``ns(value)`` turns a
-        ``ts``/``dur`` as the standard ``json`` module decodes it here (an int, or a
-        ``_Number``) into integer nanoseconds. A value of the wrong type raises TypeError
-        or ValueError.
+        integer nanoseconds, ``args`` values None where absent; ids may be ints or
+        strings holding ints (``_int_of``). ``ns(value)`` turns a ``ts``/``dur`` as the
+        standard ``json`` module decodes it here (an int, a ``_Number``, or a string
+        holding a number) into integer nanoseconds. A value of the wrong type raises
+        TypeError or ValueError.
         Locals are bound once: this is the readers' hot loop.
         """
         ids, intern = self.ids, self.intern
@@ -258,7 +314,7 @@ class _Columns(TableBuilder):
         tids, devices = self.tid.append, self.device.append
         correlations, flops_col = self.correlation.append, self.flops.append
         shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
-        tid_of = self.tid_of
+        tid_of, id_of, string_ns = self.tid_of, _int_of, ns_of_string
         categories: dict[Any, tuple[Kind, bool]] = {}
         special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
         number, text_ns = _Number, _ns_of_text
@@ -276,6 +332,8 @@ class _Columns(TableBuilder):
                     except ValueError:
                         pass
                 return text_ns(value)
+            if kind is str:  # "ts": "1712195495505543.2"
+                return string_ns(value)
             raise TypeError
 
         def add_op(name: Any, cat: Any, start: int, dur: int, tid: Any, pid: Any, device: Any,
@@ -294,8 +352,12 @@ class _Columns(TableBuilder):
                 name_id = intern(name)
             if on_device:
                 if type(device) is not int:
-                    device = pid if type(pid) is int else 0
-                tid = stream if type(stream) is int else tid_of(tid)
+                    device = id_of(device)
+                    if device is None:
+                        device = id_of(pid) or 0
+                if type(stream) is not int:
+                    stream = id_of(stream)
+                tid = stream if stream is not None else tid_of(tid)
             else:
                 device = -1
                 if type(tid) is not int or tid < 0:
@@ -314,7 +376,9 @@ class _Columns(TableBuilder):
             devices(device)
             # cuda_sync ("Stream Sync", "Event Sync") shares its runtime call's correlation
             # but is a wait, not GPU work: unlinked, it never counts as an op's device time.
-            correlations(correlation if type(correlation) is int and kind is not other else 0)
+            if type(correlation) is not int:
+                correlation = 0 if correlation is None else id_of(correlation) or 0
+            correlations(correlation if kind is not other else 0)
             flops_col(float(flops) if flops else 0.0)
             shapes_col(intern(_shapes_text(dims)) if dims else 0)
             nbytes_col(0)
@@ -574,7 +638,10 @@ class _Reader:
             if key not in needed:
                 continue
             value = event[key]
-            if type(value) is not int and not _is_number_text(value):
+            if type(value) is str and _NUMBER_TEXT.match(value) is None:
+                return f"{where}: '{key}' is a JSON string, expected a number " \
+                       f"(or a string holding one, not {value[:40]!r})"
+            if type(value) not in (int, str) and not _is_number_text(value):
                 return f"{where}: '{key}' is a JSON {_json_type(type(value).__name__)}, " \
                        "expected a number"
         if ph == "X" and _ns(event["dur"]) < 0:
