@@ -105,10 +105,14 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
 def launch_bound(result: ProfileResult) -> Finding | None:
     if not result.profiles_device or not result.timings:
         return None
-    wall = result.stats.mean * 1e6
     device = result.self_device_time_total / result.iters
     cpu = result.self_cpu_time_total / result.iters
-    busy = device / wall if wall > 0 else 0.0
+    parts = result.breakdown
+    if parts is not None and parts.wall > 0:  # the union of GPU work: never above 100%
+        busy = 1.0 - parts.share("idle")
+    else:  # (a profile saved before the breakdown existed)
+        wall = result.stats.mean * 1e6
+        busy = min(1.0, device / wall) if wall > 0 else 0.0
     median_kernel = _median_kernel_us(result)
     if busy >= LAUNCH_BOUND_BUSY or cpu < LAUNCH_BOUND_CPU_RATIO * device:
         return None

@@ -61,6 +61,9 @@ def test_wall_clock_read_after_synchronize(mm_run):
     result, _ = mm_run
     per_iter_device_s = result.self_device_time_total / result.iters / 1e6
     # Without a synchronize the clock would stop at launch, far below the kernel time.
+    # Two clocks (perf_counter against CUPTI's kernel times, ~0.35 ms a 2048² matmul on an
+    # H200): the 10% covers a median against a mean and the clocks' µs-level alignment, and
+    # is still far from the few µs of a launch.
     assert result.stats.median >= 0.9 * per_iter_device_s
 
 
@@ -99,6 +102,9 @@ def test_kernel_view_and_gpu_idle():
     total = sum(k.device_time_total for k in result.kernels)
     assert total == pytest.approx(result.self_device_time_total, rel=0.05)
     assert len(result.gpu_busy) == 4
+    # Two clocks: the kernels run between the two perf_counter reads of their iteration
+    # (which ends synchronised), so busy <= wall in true time; the 5% (a few µs of an
+    # iteration here) covers CUPTI's GPU timestamps converted to the CPU's clock.
     assert all(0 < busy <= t * 1e6 * 1.05 for busy, t in zip(result.gpu_busy, result.timings,
                                                               strict=True))
     lanes = {s.lane for s in result.timeline}
@@ -106,7 +112,7 @@ def test_kernel_view_and_gpu_idle():
     from kernelmagic.render.views import view_notes, view_tables
 
     assert view_tables(result)[0][0] == "kernels"
-    assert any(n.startswith("GPU per iteration (median): busy") for n in view_notes(result))
+    assert any(n.startswith("GPU per iteration (mean): busy") for n in view_notes(result))
 
 
 def test_device_memory_peak():

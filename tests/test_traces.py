@@ -22,6 +22,7 @@ from trace_json import raw, write_trace
 
 import kernelmagic
 from kernelmagic import findings
+from kernelmagic.timing import format_us
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -186,9 +187,10 @@ class Truth:
         return self.windows
 
     def busy(self, window: tuple[Decimal, Decimal]) -> Decimal:
-        """Union of the GPU work that starts inside the window (overlaps counted once)."""
+        """Union of the GPU work within the window, clipped to it (overlaps counted once)."""
         start, end = window
-        spans = sorted((g["_start"], g["_end"]) for g in self.work if start <= g["_start"] <= end)
+        spans = sorted((max(g["_start"], start), min(g["_end"], end)) for g in self.work
+                       if g["_start"] < end and g["_end"] > start)
         total, reach = Decimal(0), start
         for s, e in spans:
             if e > reach:
@@ -291,7 +293,9 @@ def test_steps_gpu_busy_and_idle_per_iteration():
     assert idle == pytest.approx(want_idle, rel=1e-9)
     from kernelmagic.render.text import text_report
 
-    assert "GPU per iteration (median): busy" in text_report(result)
+    wall = float(sum(e - s for s, e in steps)) / 5
+    busy = wall - sum(want_idle) / len(want_idle)
+    assert f"GPU per iteration (mean): busy {format_us(busy)}, idle" in text_report(result)
 
 
 def test_trailing_empty_step_is_not_an_iteration():

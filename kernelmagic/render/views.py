@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 from kernelmagic.render.table import Column, Table, format_bytes, name_column, time_column
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
@@ -108,6 +106,17 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     return views
 
 
+def _streams_note(result: ProfileResult) -> str:
+    """Why the rows' self device time can exceed the GPU's busy time, when it does."""
+    parts = result.breakdown
+    busy = parts.wall - parts.idle if parts is not None else 0.0
+    rows = result.self_device_time_total / max(result.iters, 1)
+    if busy <= 0 or rows <= busy * 1.001:
+        return ""
+    return (f"; the rows' {format_us(rows)} of self device time is more than that: work ran "
+            "on several streams at once")
+
+
 def view_notes(result: ProfileResult) -> list[str]:
     """One-line facts: peak memory, GPU busy/idle per iteration, where the trace went."""
     notes = []
@@ -116,12 +125,12 @@ def view_notes(result: ProfileResult) -> list[str]:
         if result.profiles_device:
             parts.append(f"device {format_bytes(result.peak_memory.get('device', 0.0))}")
         notes.append("Peak memory rise within an iteration: " + ", ".join(parts))
-    if result.profiles_device and result.gpu_busy:
-        busy = statistics.median(result.gpu_busy)
-        wall = result.stats.median * 1e6
-        idle = max(0.0, wall - busy)
-        notes.append(f"GPU per iteration (median): busy {format_us(busy)}, idle "
-                     f"{format_us(idle)} of {format_us(wall)} wall ({_pct(idle, wall)} idle)")
+    parts = result.breakdown
+    if result.profiles_device and parts is not None and parts.device != "cpu":
+        idle = parts.idle
+        notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
+                     f"{format_us(idle)} of {format_us(parts.wall)} ({_pct(idle, parts.wall)} "
+                     "idle)" + _streams_note(result))
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line
 

@@ -81,21 +81,13 @@ def peak_memory(table: EventTable, windows: list[Window], on_device: bool = Fals
 
 
 def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
-    """Time (µs) during which at least one kernel ran, within each iteration's window.
+    """Time (µs) during which any GPU work ran, within each iteration's window.
 
-    Work on concurrent streams overlaps; intervals are merged, not added.
+    The breakdown's definition (``views/breakdown.py``): the union of the kernels,
+    memcpys and memsets clipped to the window, so busy + idle is the window, and work on
+    concurrent streams is counted once.
     """
-    work = _device_work(table)
-    order = np.lexsort((table.end[work], table.start[work]))
-    starts, ends = table.start[work][order], table.end[work][order]
-    busy = []
-    for start, end in windows:
-        lo, hi = np.searchsorted(starts, start, "left"), np.searchsorted(starts, end, "right")
-        s, e = starts[lo:hi], ends[lo:hi]
-        if not s.size:
-            busy.append(0.0)
-            continue
-        before = np.maximum(start, np.concatenate(([start], np.maximum.accumulate(e)[:-1])))
-        gained = np.maximum(0, e - np.maximum(s, before))  # the part past all earlier work
-        busy.append(float(gained.sum()) / 1000.0)
-    return busy
+    from kernelmagic.views.breakdown import Intervals
+
+    work = Intervals(table, _device_work(table))
+    return [work.covered(window) / 1000.0 for window in windows]
