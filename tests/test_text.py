@@ -58,6 +58,10 @@ def test_summary_says_where_the_time_went():
         " · rows: 1.00 ms self device, 80.0 µs self CPU time per iteration · GPU: compute "
         "75%, communication 25% (50% of it overlapped by compute), memcpy/memset 3.3%, "
         "idle 12% of the iteration")
+    alone = cpu_result()
+    alone.breakdown = Breakdown("cpu", wall=1000.0, compute=810.0, idle=190.0)
+    assert alone.summary().endswith(" · CPU: ops 81%, other (Python between ops, waits) 19% "
+                                    "of the iteration"), "no communication: not named"
 
 
 def test_limit_and_sort_key():

@@ -52,16 +52,19 @@ def _percent(share: float) -> str:
 
 
 def breakdown_text(parts: Breakdown) -> str:
-    """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``)."""
+    """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``);
+    communication is named only where there was some."""
     share = parts.share
+    comm = ""
+    if parts.communication > 0:
+        comm = f"communication {_percent(share('communication'))}"
+        if parts.overlap:
+            comm += f" ({_percent(parts.overlap)} of it overlapped by compute)"
+        comm += ", "
     if parts.device == "cpu":
-        return (f"CPU: ops {_percent(share('compute'))}, communication "
-                f"{_percent(share('communication'))}, other (Python between ops, waits) "
-                f"{_percent(share('idle'))} of the iteration")
-    comm = f"communication {_percent(share('communication'))}"
-    if parts.overlap:
-        comm += f" ({_percent(parts.overlap)} of it overlapped by compute)"
-    return (f"GPU: compute {_percent(share('compute'))}, {comm}, memcpy/memset "
+        return (f"CPU: ops {_percent(share('compute'))}, {comm}other (Python between ops, "
+                f"waits) {_percent(share('idle'))} of the iteration")
+    return (f"GPU: compute {_percent(share('compute'))}, {comm}memcpy/memset "
             f"{_percent(share('memcpy'))}, idle {_percent(share('idle'))} of the iteration")
 
 
