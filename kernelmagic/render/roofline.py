@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernelmagic.render.table import Column, Table, format_count, name_column
+from kernelmagic.render.table import Column, Table, format_count, name_column, summed
 from kernelmagic.result import ProfileResult
 from kernelmagic.rows import RooflineRow
 from kernelmagic.timing import format_us
@@ -49,7 +49,8 @@ def roofline_table(result: ProfileResult) -> Table:
                width=84),
         Column("bound", "bound", lambda r: bound_order.get(r.bound, -1), lambda r: r.bound,
                width=84),
-        Column("time", f"self {side}", lambda r: r.time, lambda r: format_us(r.time)),
+        Column("time", summed(f"self {side}", result.iters), lambda r: r.time,
+               lambda r: format_us(r.time)),
         Column("pct", f"% self {side}", share, lambda r: _pct(share(r))),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")

@@ -65,8 +65,15 @@ def name_column(title: str = "op", width: int = 360) -> Column:
     return Column("op", title, row_label, row_label, numeric=False, width=width)
 
 
+def summed(title: str, iters: int) -> str:
+    """A column title that says its figures are summed over the profiled iterations:
+    ``self CPU (10 it.)``. Per-iteration figures say so in their own titles."""
+    return f"{title} ({iters} it.)"
+
+
 def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
-    return Column(id_, title, read, lambda r: format_us(read(r)))
+    # Wide enough for a title such as "self device (10 it.)" on one line.
+    return Column(id_, title, read, lambda r: format_us(read(r)), width=max(104, 7 * len(title)))
 
 
 def op_table(result: ProfileResult) -> Table:
@@ -81,10 +88,12 @@ def op_table(result: ProfileResult) -> Table:
     if "shapes" in result.views:
         cols.insert(1, Column("shapes", "input shapes", lambda r: r.input_shapes,
                               lambda r: r.input_shapes, numeric=False, width=220))
+    n = result.iters
     for side, label, on_device in sides:
         cols += [
-            time_column(f"self_{side}", f"self {label}", _field(f"self_{side}_time_total")),
-            time_column(side, f"total {label}", _field(f"{side}_time_total")),
+            time_column(f"self_{side}", summed(f"self {label}", n),
+                        _field(f"self_{side}_time_total")),
+            time_column(side, summed(f"total {label}", n), _field(f"{side}_time_total")),
             time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device),
         ]
@@ -93,9 +102,10 @@ def op_table(result: ProfileResult) -> Table:
     if "memory" in result.views:
         for side, label in [s[:2] for s in sides]:
             cols += [
-                bytes_column(f"self_{side}_mem", f"self {label} mem",
+                bytes_column(f"self_{side}_mem", summed(f"self {label} mem", n),
                              _field(f"self_{side}_memory_usage")),
-                bytes_column(f"{side}_mem", f"total {label} mem", _field(f"{side}_memory_usage")),
+                bytes_column(f"{side}_mem", summed(f"total {label} mem", n),
+                             _field(f"{side}_memory_usage")),
             ]
     return Table(cols, list(result.rows), column_for_sort(result, result.sort))
 

@@ -6,7 +6,14 @@
 
 from __future__ import annotations
 
-from kernelmagic.render.table import Column, Table, format_bytes, name_column, time_column
+from kernelmagic.render.table import (
+    Column,
+    Table,
+    format_bytes,
+    name_column,
+    summed,
+    time_column,
+)
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
 
@@ -20,7 +27,8 @@ def kernel_table(result: ProfileResult) -> Table:
     cols = [
         name_column("kernel", width=420),
         Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
-        time_column("device", "total device", lambda k: k.device_time_total),
+        time_column("device", summed("total device", result.iters),
+                    lambda k: k.device_time_total),
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
                lambda k: _pct(k.device_time_total, total)),
@@ -35,13 +43,13 @@ def source_table(result: ProfileResult) -> Table:
     cols = [
         name_column("file:line function", width=300),
         Column("code", "code", lambda s: s.code, lambda s: s.code, numeric=False, width=300),
-        time_column("self_cpu", "self CPU", lambda s: s.self_cpu_time_total),
+        time_column("self_cpu", summed("self CPU", result.iters), lambda s: s.self_cpu_time_total),
         Column("pct", "% self CPU", lambda s: s.self_cpu_time_total,
                lambda s: _pct(s.self_cpu_time_total, total)),
         Column("ops", "ops", lambda s: s.ops, lambda s: f"{s.ops:,}"),
     ]
     if result.profiles_device:
-        cols.insert(2, time_column("self_device", "self device",
+        cols.insert(2, time_column("self_device", summed("self device", result.iters),
                                    lambda s: s.self_device_time_total))
     # Cell lines first, then by time: the order collect_sources gave.
     order = {s.key: i for i, s in enumerate(result.sources)}
@@ -58,12 +66,15 @@ def module_table(result: ProfileResult) -> Table:
         Column("type", "type", lambda m: m.module_type, lambda m: m.module_type,
                numeric=False, width=180),
         Column("calls", "calls", lambda m: m.count, lambda m: f"{m.count:,}"),
-        time_column("cpu", "total CPU", lambda m: m.cpu_time_total),
-        time_column("self_cpu", "self CPU", lambda m: m.self_cpu_time_total),
+        time_column("cpu", summed("total CPU", result.iters), lambda m: m.cpu_time_total),
+        time_column("self_cpu", summed("self CPU", result.iters),
+                    lambda m: m.self_cpu_time_total),
     ]
     if result.profiles_device:
-        cols += [time_column("device", "total device", lambda m: m.device_time_total),
-                 time_column("self_device", "self device", lambda m: m.self_device_time_total)]
+        cols += [time_column("device", summed("total device", result.iters),
+                             lambda m: m.device_time_total),
+                 time_column("self_device", summed("self device", result.iters),
+                             lambda m: m.self_device_time_total)]
     cols.append(Column("order", "tree", lambda m: -order[m.key],
                        lambda m: str(order[m.key] + 1), width=48))
     return Table(cols, list(result.modules), "order", noun="modules")
@@ -73,7 +84,7 @@ def range_table(result: ProfileResult) -> Table:
     cols = [
         name_column("range", width=220),
         Column("calls", "calls", lambda g: g.count, lambda g: f"{g.count:,}"),
-        time_column("cpu", "total CPU", lambda g: g.cpu_time_total),
+        time_column("cpu", summed("total CPU", result.iters), lambda g: g.cpu_time_total),
         time_column("cpu_iter", "CPU per iteration", lambda g: g.cpu_time_total / result.iters),
         Column("top_ops", "top ops inside (self time)",
                lambda g: g.top_ops[0][1] if g.top_ops else 0.0,  # sorts by the biggest op
@@ -81,7 +92,8 @@ def range_table(result: ProfileResult) -> Table:
                width=460),
     ]
     if result.profiles_device:
-        cols.insert(3, time_column("device", "total device", lambda g: g.device_time_total))
+        cols.insert(3, time_column("device", summed("total device", result.iters),
+                                   lambda g: g.device_time_total))
     return Table(cols, list(result.ranges), "cpu", noun="ranges")
 
 
