@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_json import DATA, dumps, raw
 
@@ -227,7 +227,8 @@ def forms(draw) -> dict:
     }
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)  # derandomize: same cases in CI
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])  # derandomize: same cases in CI
 @given(form=forms())
 def test_any_mix_of_forms_gives_the_same_report(canonical, form):
     with tempfile.TemporaryDirectory() as folder:

@@ -94,12 +94,23 @@ def test_line_sink_redraws_one_line_and_erases_it():
                     f"\r{' ' * len(second)}\r")
 
 
-def test_api_progress_flag_and_callback(capsys):
+def test_api_progress_flag_and_callback(capsys, monkeypatch):
+    # The API's progress reads a fake clock that only the workload moves, so a run is as
+    # fast or slow as the test says, however busy the machine (the real one: ~0.1 s each).
+    clock = FakeClock()
+    monkeypatch.setattr(km_progress.for_api, "__defaults__", (clock,))
     seen: list[ProgressUpdate] = []
-    kernelmagic.profile(lambda: torch.ones(2).add(1), iters=2, warmup=0, progress=seen.append)
-    assert seen == []  # a fast run: the callback is never called
-    kernelmagic.profile(lambda: torch.ones(2).add(1), iters=2, warmup=0, progress=True)
+    kernelmagic.profile(workload(clock, 0.05), iters=2, warmup=0, progress=seen.append)
+    assert seen == []  # a fast run (2 x 50 ms): the callback is never called
+    kernelmagic.profile(workload(clock, 0.05), iters=2, warmup=0, progress=True)
     assert capsys.readouterr().err == ""
+    kernelmagic.profile(workload(clock, 0.6), iters=2, warmup=0, progress=seen.append)
+    assert [u.text() for u in seen[:2]] == ["profiled iteration 2/2 · 1.20 s elapsed",
+                                             "stopping the profiler, reading its events"]
+    kernelmagic.profile(workload(clock, 0.6), iters=2, warmup=0, progress=True)
+    err = capsys.readouterr().err
+    assert "\r%%profile: profiled iteration 2/2 · 1.20 s elapsed" in err
+    assert err.endswith("\r") and not err.split("\r")[-2].strip()  # erased at the end
     with pytest.raises(TypeError, match="progress"):
         kernelmagic.profile(lambda: None, iters=1, progress=3)
 
@@ -166,8 +177,15 @@ def test_magic_quiet_or_failing_run_leaves_an_empty_output(ip, widget_bar):
 
 def test_magic_fast_cell_shows_only_the_report(ip, monkeypatch):
     monkeypatch.setattr(km_progress, "sink_for_shell", lambda shell: WidgetSink())
+    # The magic's progress on a fake clock that the cell moves by 0.1 s a run: 0.3 s in all,
+    # a fast cell however busy the machine is.
+    clock = FakeClock()
+    real = km_progress.Progress
+    monkeypatch.setattr(km_progress, "Progress", lambda sink: real(sink, clock))
+    ip.user_ns["clock"] = clock
     with capture_output() as cap:
-        ip.run_cell("%%profile -n 2 -w 1\ntorch.ones(8).add(1)")
+        ip.run_cell("%%profile -n 2 -w 1\ntorch.ones(8).add(1)\nclock.now += 0.1")
+    assert clock.now == pytest.approx(0.3)
     assert len(cap.outputs) == 1 and not cap.outputs[0].update  # no bar for a fast cell
     assert WIDGET_MIME in cap.outputs[0].data
 

@@ -27,23 +27,22 @@ def _free_port() -> int:
 
 
 def _torch_comm_us(prof) -> float:
-    """Communication per torch's own events: the self CPU time of the collective ops, plus
-    the time (union, within the iterations) of gloo's ``gloo:all_reduce`` ranges, which run
-    on gloo's threads with nothing under them (torch gives them no self time)."""
+    """Communication per torch's own events: the time (union over threads, within the
+    iterations) during which a collective op runs or one of gloo's ``gloo:all_reduce``
+    ranges, which run on gloo's threads with nothing under them."""
     events = prof.function_events
     windows = [(e.time_range.start, e.time_range.end) for e in events
                if e.name.startswith("step/iter ")]
-    ops = sum(e.self_cpu_time_total for e in events
-              if is_comm_op(e.name) and not e.is_user_annotation
-              and any(lo <= e.time_range.start < hi for lo, hi in windows))
     spans = sorted((max(e.time_range.start, lo), min(e.time_range.end, hi))
-                   for e in events if e.is_user_annotation and is_comm_op(e.name)
+                   for e in events if is_comm_op(e.name)
+                   and (e.is_user_annotation or any(lo <= e.time_range.start < hi
+                                                    for lo, hi in windows))
                    for lo, hi in windows if min(e.time_range.end, hi) > max(e.time_range.start, lo))
     union, reach = 0.0, float("-inf")
     for lo, hi in spans:
         union += max(0.0, hi - max(lo, reach))
         reach = max(reach, hi)
-    return ops + union
+    return union
 
 
 def _rank_main(rank: int, world: int, port: int, out: str) -> None:

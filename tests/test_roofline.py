@@ -119,7 +119,11 @@ def test_large_matmul_is_compute_bound(known):
     assert (mm.count, mm.flops, mm.bytes) == (3, 2 * 1024**3, 3 * 1024 * 1024 * F32)
     assert mm.intensity == pytest.approx(2 * 1024**3 / (3 * 1024 * 1024 * F32))
     assert mm.flops_per_s == pytest.approx(3 * mm.flops / (mm.time / 1e6))
-    assert known["mm"].roofline_verdict["compute"] > 0.9
+    # The verdict is each bound's share of the time: mm's against its wrapper aten::matmul
+    # (a few µs of its own, so "compute" unless a stall the size of the matmuls lands there).
+    verdict, rows = known["mm"].roofline_verdict, known["mm"].roofline
+    assert verdict["compute"] == pytest.approx(mm.time / sum(r.time for r in rows))
+    assert max(verdict, key=verdict.get) == "compute"
 
 
 def test_large_add_is_memory_bound(known):
@@ -161,7 +165,9 @@ def test_fused_attention_is_opened_and_its_matmuls_counted():
     assert rows["aten::bmm"].count == 2 * 2
     fused = rows["aten::_native_multi_head_attention"]
     assert (fused.flops, fused.bytes, fused.counted) == (0.0, 0.0, False)
-    assert fused.time < rows["aten::bmm"].time + rows["aten::addmm"].time
+    # Uncounted, it keeps only its own self time: its counted matmuls' time is theirs.
+    own = {r.key: r.self_cpu_time_total for r in result.rows}
+    assert fused.time == pytest.approx(own["aten::_native_multi_head_attention"])
 
 
 # --- classification and the join, on exact numbers ------------------------------------

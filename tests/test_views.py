@@ -35,7 +35,7 @@ def test_memory_per_op_and_peak():
     assert rows["aten::fill_"].self_cpu_memory_usage == 0
     assert result.peak_memory["cpu"] >= 4 * mib
     titles = [c.title for c in op_table(result).columns]
-    assert "self CPU mem" in titles and "total CPU mem" in titles
+    assert "self CPU mem (3 it.)" in titles and "total CPU mem (3 it.)" in titles
     note = view_notes(result)[0]
     assert note.startswith("Peak memory rise within an iteration: CPU ")
 
@@ -125,20 +125,41 @@ def test_user_ranges_breakdown():
     ranges = {g.key: g for g in result.ranges}
     assert set(ranges) == {"phase/matmul", "phase/act"}
     assert ranges["phase/matmul"].count == 3
-    assert ranges["phase/matmul"].top_ops[0][0] == "aten::mm"
-    assert ranges["phase/act"].top_ops[0][0] == "aten::tanh"
-    tanh = next(r for r in result.rows if r.key == "aten::tanh")
-    assert ranges["phase/act"].top_ops[0][1] == pytest.approx(tanh.self_cpu_time_total)
+    # Every call of these ops ran inside its range: each top op carries the op's whole self
+    # time, largest first (mm's order against its wrapper aten::matmul is the clock's).
+    own = {r.key: r.self_cpu_time_total for r in result.rows}
+    top = ranges["phase/matmul"].top_ops
+    assert {k for k, _ in top} == {"aten::matmul", "aten::mm", "aten::resolve_conj"}
+    assert top == sorted(top, key=lambda kv: -kv[1])
+    assert all(t == pytest.approx(own[k]) for k, t in top)
+    assert ranges["phase/act"].top_ops == [("aten::tanh", pytest.approx(own["aten::tanh"]))]
 
 
 def test_timeline_of_one_iteration():
+    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.views import iteration_windows
+
     a = torch.randn(128, 128)
-    result = kernelmagic.profile(lambda: torch.tanh(a @ a), iters=3, warmup=1, timeline=True)
+    held = []
+    result = kernelmagic.profile(lambda: torch.tanh(a @ a), iters=3, warmup=1, timeline=True,
+                                 on_trace_ready=held.append)
     keys = [s.key for s in result.timeline]
     assert keys == ["aten::matmul", "aten::tanh"], "top-level ops only, in time order"
     assert {s.lane for s in result.timeline} == {"CPU"}
-    assert all(0 <= s.start < s.end for s in result.timeline)
-    assert result.timeline[-1].end <= max(result.timings) * 1e6
+    # The timeline's window is the median iteration's own range, on the profiler's clock:
+    # its spans are checked against that range, from the same session, never against
+    # `result.timings` (time.perf_counter, read just inside the range: another clock).
+    table = table_from_session(held[0])
+    windows = iteration_windows(table, "profile")
+    assert len(windows) == 3
+    start, end = windows[sorted(range(3), key=result.timings.__getitem__)[1]]
+    assert all(0 <= s.start < s.end <= (end - start) / 1000 for s in result.timeline)
+    names = [table.names[k] for k in table.name.tolist()]
+    within = [(names[i], (s - start) / 1000, (e - start) / 1000)
+              for i, (s, e) in enumerate(zip(table.start.tolist(), table.end.tolist(),
+                                             strict=True))
+              if names[i] in ("aten::matmul", "aten::tanh") and start <= s and e <= end]
+    assert [(s.key, s.start, s.end) for s in result.timeline] == sorted(within, key=lambda x: x[1])
     from kernelmagic.render.chart import timeline_png
 
     assert timeline_png(result).startswith(b"\x89PNG")

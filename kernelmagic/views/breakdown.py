@@ -21,14 +21,14 @@ twice; categories can overlap each other (``overlap`` says how much communicatio
 hidden behind compute), so compute + communication + memcpy + idle may exceed the
 window.
 
-On the CPU (no GPU work), from the ops that start in the window, by self time (duration
-minus that of the events directly under them): **communication** is the self time of
-``record_param_comms``, ``c10d::*`` and ops whose name starts with ``nccl`` or contains
-``gloo``, plus the time (union, clipped to the window) of ranges so named with nothing
-under them (``gloo:all_reduce`` on gloo's threads); **compute** is the self time of every
-other op (summed over threads); **memcpy** is 0; **idle** is the window minus the time
-during which any op or such range runs on any thread (Python between ops, waits);
-**overlap** is ``None``.
+On the CPU (no GPU work): **communication** is the time (union over threads, clipped to
+the window) during which a collective op runs (``record_param_comms``, ``c10d::*``, ops
+whose name starts with ``nccl`` or contains ``gloo``) or a range so named with nothing
+under it (``gloo:all_reduce`` on gloo's threads), so it never exceeds the window;
+**compute** is the self time (duration minus that of the events directly under it) of
+every other op starting in the window, summed over threads; **memcpy** is 0; **idle** is
+the window minus the time during which any op or such range runs on any thread (Python
+between ops, waits); **overlap** is ``None``.
 
 Each figure is the mean over the windows, in µs per iteration; ``wall`` is the windows'
 mean length, so each share is a figure over ``wall``.
@@ -162,21 +162,21 @@ def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     op_starts = table.start[op_rows]
     comm = _name_mask(table, is_comm_op)[op_rows]
     self_ns = _self_times(table, op_rows)
-    # Prefix sums: the self time of the ops starting in a window is two lookups.
-    comm_sum = np.concatenate([[0.0], np.cumsum(np.where(comm, self_ns, 0.0))])
+    # Prefix sums: the self time of the other ops starting in a window is two lookups.
     other_sum = np.concatenate([[0.0], np.cumsum(np.where(comm, 0.0, self_ns))])
-    # Collectives that torch records as ranges (``gloo:all_reduce`` on gloo's own
-    # threads) with nothing under them: their time is communication too.
+    # Communication is a span of time, not a sum: the collective ops on the calling
+    # thread and the ranges so named with nothing under them (``gloo:all_reduce`` on
+    # gloo's own threads) run at the same time, so their union is taken.
     has_child = np.zeros(table.n, dtype=bool)
     has_child[table.parent[table.parent >= 0]] = True
     range_rows = np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
                                 & _name_mask(table, is_comm_kernel))
-    ranges = Intervals(table, range_rows)
+    communication = Intervals(table, np.concatenate([op_rows[comm], range_rows]))
     busy = Intervals(table, np.concatenate([op_rows, range_rows]))
     totals = {"compute": 0.0, "communication": 0.0, "idle": 0.0}
     for window in windows:
         a, b = np.searchsorted(op_starts, window, "left")
-        totals["communication"] += float(comm_sum[b] - comm_sum[a]) + ranges.covered(window)
+        totals["communication"] += communication.covered(window)
         totals["compute"] += float(other_sum[b] - other_sum[a])
         totals["idle"] += (window[1] - window[0]) - busy.covered(window)
     steps = max(len(windows), 1)

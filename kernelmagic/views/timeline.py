@@ -40,19 +40,21 @@ def _device_work(table: EventTable) -> np.ndarray:
 
 
 def timeline(table: EventTable, window: Window) -> list[Span]:
-    """Top-level ops of one iteration on the CPU lane, and its GPU work per stream."""
+    """Top-level ops of one iteration on the CPU lane, and its GPU work per stream (the
+    part of it inside the iteration)."""
     start, end = window
     op = is_op(table)
     top = nearest_ancestor(table.parent, op) < 0
     cpu = np.flatnonzero(op & top & (table.start >= start) & (table.end <= end))
     gpu = _device_work(table)
-    gpu = gpu[(table.start[gpu] >= start) & (table.start[gpu] <= end)]
+    gpu = gpu[(table.end[gpu] > start) & (table.start[gpu] < end)]
     names = table.names
     spans = [Span(key=names[k], lane="CPU", start=(s - start) / 1000.0, end=(e - start) / 1000.0)
              for k, s, e in zip(table.name[cpu].tolist(), table.start[cpu].tolist(),
                                 table.end[cpu].tolist(), strict=True)]
-    spans += [Span(key=names[k], lane=f"stream {t}", start=(s - start) / 1000.0,
-                   end=(e - start) / 1000.0)
+    # GPU work is clipped to the iteration, as GPU busy time is (views/breakdown.py).
+    spans += [Span(key=names[k], lane=f"stream {t}", start=(max(s, start) - start) / 1000.0,
+                   end=(min(e, end) - start) / 1000.0)
               for k, t, s, e in zip(table.name[gpu].tolist(), table.tid[gpu].tolist(),
                                     table.start[gpu].tolist(), table.end[gpu].tolist(),
                                     strict=True)]
