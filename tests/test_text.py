@@ -81,3 +81,13 @@ def test_report_carries_timing_warning():
 
 def test_empty_profile():
     assert cpu_result(rows=[]).table().endswith("(no ops were recorded)")
+
+
+def test_plurals_and_no_warm_up_part_without_warm_up():
+    one = cpu_result(timings=[0.001])
+    one.iters, one.warmup = 1, 0
+    assert " · 1 iteration · " in one.summary()
+    three = cpu_result()
+    assert " · 10 iterations (+3 warm-up) · " in three.summary()
+    lines = cpu_result().table(limit=5).splitlines()
+    assert lines[-1] == "... 1 more op (result.table(None) lists all)"

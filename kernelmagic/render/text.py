@@ -15,13 +15,14 @@ def summary_line(result: ProfileResult) -> str:
     s = result.stats
     device = "CPU" if not result.profiles_device else f"CUDA ({result.device_name or 'GPU'})"
     per_iter_cpu = result.self_cpu_time_total / result.iters
+    warmup = f" (+{result.warmup} warm-up)" if result.warmup else ""
     wall_us = s.mean * 1e6  # op totals are sums over iterations: compare with mean wall
     parts = [
         f"{result.name}",
         device,
-        f"{result.iters} iterations (+{result.warmup} warm-up)" if not result.interrupted_after
-        else f"interrupted after {result.iters} of {result.planned_iters} iterations "
-             f"(+{result.warmup} warm-up)",
+        f"{plural(result.iters, 'iteration')}{warmup}" if not result.interrupted_after
+        else f"interrupted after {result.iters} of {plural(result.planned_iters, 'iteration')}"
+             f"{warmup}",
         f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
         f"best {format_seconds(s.best)})",
     ]
@@ -41,6 +42,11 @@ def summary_line(result: ProfileResult) -> str:
     if result.breakdown is not None:
         parts.append(breakdown_text(result.breakdown))
     return " · ".join(parts)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 iteration``, ``3 iterations``."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def _percent(share: float) -> str:
@@ -89,7 +95,9 @@ def render_table(table: Table, limit: int | None = 25, column_id: str | None = N
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     if len(rows) > len(shown):
-        lines.append(f"... {len(rows) - len(shown)} more {table.noun}{more_hint}")
+        rest = len(rows) - len(shown)
+        noun = table.noun if rest != 1 else table.noun[:-1]  # "1 more op", "2 more ops"
+        lines.append(f"... {rest:,} more {noun}{more_hint}")
     if not rows:
         lines.append(f"(no {table.noun} were recorded)")
     return "\n".join(lines)

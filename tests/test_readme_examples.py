@@ -1,0 +1,192 @@
+"""README's examples are what the code prints today.
+
+Each example in README.md is a fenced block right after a marker line
+``<!-- example: NAME -->``; ``EXAMPLES`` below says how each is made:
+
+- from a trace file in ``tests/data`` (the same bytes every time): the block must equal the
+  command's output exactly;
+- from a live run on this machine (timings differ from run to run): the block must have
+  the output's shape: the same lines once every figure is masked, for the lines that do not
+  depend on which op took longest (the summary, headings and column titles), and op names
+  that the run really has.
+
+``KM_UPDATE_README=1 python -m pytest tests/test_readme_examples.py`` rewrites the blocks
+from a fresh run (then review the diff: a live run's figures are that machine's).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from workloads import block_and_input
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+MARKER = re.compile(r"^<!-- example: ([\w-]+) -->\n```\n(.*?)```\n", re.M | re.S)
+UPDATE = os.environ.get("KM_UPDATE_README") == "1"
+
+
+def _cli(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "kernelmagic", *args], capture_output=True,
+                         text=True, cwd=REPO, timeout=300, check=True)
+    return out.stdout
+
+
+def _block_cell() -> Callable[[], None]:
+    import torch
+
+    block, x = block_and_input()
+
+    def cell() -> None:
+        with torch.inference_mode():
+            block(x)
+
+    return cell
+
+
+def report_example(full: bool = False) -> str:
+    import kernelmagic
+    from kernelmagic.render.text import findings_text
+
+    result = kernelmagic.profile(_block_cell(), iters=10, warmup=3, name="block")
+    table = result.table(None if full else 8)
+    return "\n\n".join([result.summary(), table, findings_text(result)]) + "\n"
+
+
+def modules_example(full: bool = False) -> str:
+    import torch
+
+    import kernelmagic
+    from kernelmagic.render.text import render_table
+    from kernelmagic.render.views import module_table
+
+    block, x = block_and_input()
+
+    def cell() -> None:
+        with torch.inference_mode():
+            block(x)
+
+    result = kernelmagic.profile(cell, iters=3, warmup=1, name="block", modules=True)
+    return "[modules]\n" + render_table(module_table(result), None) + "\n"
+
+
+def roofline_example(full: bool = False) -> str:
+    import kernelmagic
+    from kernelmagic.render.roofline import roofline_table, verdict_line
+    from kernelmagic.render.text import render_table
+
+    result = kernelmagic.profile(_block_cell(), iters=10, warmup=3, name="block",
+                                 roofline=True)
+    found = [f for f in result.findings() if f.rule in _roofline_rules()]
+    table = render_table(roofline_table(result), None if full else 6)
+    lines = [verdict_line(result), "", "[roofline]", table]
+    if found:
+        lines += ["", "Findings:", *(f"- {f}" for f in found)]
+    return "\n".join(lines) + "\n"
+
+
+def _roofline_rules() -> set[str]:
+    from kernelmagic.roofline_findings import RULES
+
+    return {rule.__name__ for rule in RULES}
+
+
+def compare_example(full: bool = False) -> str:
+    import torch
+
+    import kernelmagic
+    from kernelmagic.render.compare import comparison_text
+
+    cell = _block_cell()
+
+    def bf16() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            cell()
+
+    before = kernelmagic.profile(cell, iters=10, warmup=3, name="fp32")
+    after = kernelmagic.profile(bf16, iters=10, warmup=3, name="bf16")
+    return comparison_text(after.compare(before), limit=None if full else 8) + "\n"
+
+
+def nccl_trace_example(full: bool = False) -> str:
+    return _cli("show", "tests/data/a100_nccl_rank.json.gz", "--limit", "6")
+
+
+#: name -> (how to make it, whether it is a live run)
+EXAMPLES: dict[str, tuple[Callable[..., str], bool]] = {
+    "report": (report_example, True),
+    "modules": (modules_example, True),
+    "roofline": (roofline_example, True),
+    "compare": (compare_example, True),
+    "nccl-trace": (nccl_trace_example, False),
+}
+
+_NUMBER = re.compile(r"[−+-]?\d[\d,.]*"
+                     r"(?:\s?(?:[kMGTP]?(?:B/s|B|FLOP/s)|[kMGTP]\b|ns|µs|ms|s|%|x))?")
+
+
+def masked(line: str) -> str:
+    """A line with every figure replaced by ``#`` and runs of blanks by one space."""
+    return re.sub(r"\s+", " ", _NUMBER.sub("#", line)).strip()
+
+
+def _blocks() -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in MARKER.finditer(README.read_text())}
+
+
+def test_every_example_has_a_maker_and_every_maker_an_example() -> None:
+    assert set(_blocks()) == set(EXAMPLES)
+
+
+def _stable_lines(text: str) -> list[str]:
+    """The lines whose shape does not depend on which op took longest: the first (a
+    summary or a heading), headings in brackets, column titles and rules under them."""
+    lines = text.splitlines()
+    keep = [lines[0]] if lines else []
+    for i, line in enumerate(lines[1:], start=1):
+        after_title = i + 1 < len(lines) and set(lines[i + 1].replace(" ", "")) == {"-"}
+        if line.startswith("[") or after_title:
+            keep.append(line)
+    return [masked(x) for x in keep]
+
+
+def _row_names(text: str) -> set[str]:
+    """The first cell of each table row (after a ``---`` rule, up to a blank line)."""
+    names, inside = set(), False
+    for line in text.splitlines():
+        if set(line.replace(" ", "")) == {"-"}:
+            inside = True
+            continue
+        if not line.strip() or line.startswith("..."):
+            inside = False
+            continue
+        if inside:
+            names.add(line.split("  ")[0].strip())
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_readme_example_is_what_the_code_prints(name: str) -> None:
+    make, live = EXAMPLES[name]
+    shown = _blocks()[name]
+    if UPDATE:
+        fresh = make()
+        text = README.read_text()
+        text = re.sub(rf"(<!-- example: {re.escape(name)} -->\n```\n).*?(```\n)",
+                      lambda m: m.group(1) + fresh + m.group(2), text, flags=re.S)
+        README.write_text(text)
+        return
+    if not live:
+        assert shown == make()
+        return
+    fresh = make(full=True)  # every row, so that any op the example lists can be found
+    assert _stable_lines(shown) == _stable_lines(fresh)
+    # Every op the example lists is one this code really reports for the same cell (the
+    # order and the figures are that run's).
+    assert _row_names(shown) <= _row_names(fresh), name
