@@ -1,11 +1,13 @@
 """``python -m kernelmagic``: saved profiles and torch trace files, outside notebooks.
 
     python -m kernelmagic show FILE       the text report
+    python -m kernelmagic show FOLDER --rank N   rank N's full report
     python -m kernelmagic compare A B     B against A (A is "before")
 
 FILE is a profile written by ``result.save(path)`` or a Kineto / Chrome trace
 (``.json``, ``.json.gz``, ``.pt.trace.json[.gz]``); a folder of traces (one per rank) or
-a saved many-ranks result prints the many-ranks report.
+a saved many-ranks result prints the many-ranks report, or with ``--rank N`` that rank's
+full report (``result.ranks[N]``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--sort", choices=sorted(SORT_KEYS), default=None,
                       help="sort key (default: the one the profile was taken with)")
     show.add_argument("--no-findings", action="store_true", help="omit the findings")
+    show.add_argument("--rank", type=int, default=None, metavar="N",
+                      help="of a folder of traces or a saved many-ranks result: rank N's "
+                           "full report")
     cmp = sub.add_parser("compare", help="print B against A (saved profiles or traces)")
     cmp.add_argument("before")
     cmp.add_argument("after")
@@ -60,10 +65,19 @@ def main(argv: list[str] | None = None) -> int:
             for warning in caught:  # e.g. a rank's file that could not be read
                 print(f"kernelmagic: warning: {warning.message}", file=sys.stderr)
             if not hasattr(result, "rows"):  # a folder or saved run of many ranks
-                from kernelmagic.render.ranks import text_report as ranks_report
+                if args.rank is None:
+                    from kernelmagic.render.ranks import text_report as ranks_report
 
-                print(ranks_report(result, findings=not args.no_findings))
-                return 0
+                    print(ranks_report(result, findings=not args.no_findings))
+                    return 0
+                if args.rank not in result.ranks:
+                    known = ", ".join(str(r) for r in result.ranks)
+                    return _fail(f"--rank {args.rank}: {args.file} has no rank {args.rank} "
+                                 f"(its ranks: {known})")
+                result = result.ranks[args.rank]
+            elif args.rank is not None:
+                return _fail(f"--rank {args.rank}: {args.file} is one profile, not a run of "
+                             "many ranks (a folder of traces or a saved many-ranks result)")
             if args.sort is not None:
                 if args.sort in ("self_device", "device") and not result.profiles_device:
                     return _fail(f"--sort {args.sort}: {args.file} has no device times")

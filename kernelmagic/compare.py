@@ -43,6 +43,17 @@ class Comparison:
 
     before: ProfileResult
     after: ProfileResult
+    before_label: str = ""  # the name the before run was saved under (--save NAME)
+    after_label: str = ""
+
+    @property
+    def before_name(self) -> str:
+        """What headings call the first run: its saved name, else its own name."""
+        return self.before_label or self.before.name
+
+    @property
+    def after_name(self) -> str:
+        return self.after_label or self.after.name
 
     @property
     def on_device(self) -> bool:
@@ -109,12 +120,21 @@ class Comparison:
         else:
             change = f"{1 / s:.2f}x slower" if s > 0 else "slower"
         if not self.enough_iterations:
-            noise = f"too few iterations to judge the noise (use --iters {MIN_ITERS} or more)"
+            noise = f"too few iterations to judge the noise ({self._more_iterations()})"
         elif self.beyond_noise:
             noise = "beyond the noise of both runs"
         else:
             noise = "within the noise: the runs' IQRs overlap"
         return f"{change}, {noise}"
+
+    def _more_iterations(self) -> str:
+        """How to get ``MIN_ITERS`` iterations into each run that has fewer (a trace is
+        re-recorded, a live run re-run: ``kernelmagic/advice.py``)."""
+        from kernelmagic.advice import at_least_iterations
+
+        short = [r for r in (self.after, self.before) if r.stats.n < MIN_ITERS]
+        advice = list(dict.fromkeys(at_least_iterations(r, MIN_ITERS) for r in short))
+        return "; ".join(advice)
 
     def table(self, limit: int | None = 25) -> str:
         from kernelmagic.render.compare import comparison_text
@@ -130,9 +150,12 @@ class Comparison:
         return comparison_bundle(self, include=include)
 
     def __repr__(self) -> str:
-        return f"<Comparison {self.before.name!r} -> {self.after.name!r}: {self.verdict()}>"
+        return f"<Comparison {self.before_name!r} -> {self.after_name!r}: {self.verdict()}>"
 
 
-def compare(before: ProfileResult, after: ProfileResult) -> Comparison:
-    """``after`` against ``before``."""
-    return Comparison(before=before, after=after)
+def compare(before: ProfileResult, after: ProfileResult, before_label: str = "",
+            after_label: str = "") -> Comparison:
+    """``after`` against ``before``; the labels (``--save`` names) head the comparison in
+    place of the runs' own names."""
+    return Comparison(before=before, after=after, before_label=before_label,
+                      after_label=after_label)

@@ -7,6 +7,8 @@ and displays the result.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import re
 import threading
@@ -119,7 +121,8 @@ class ProfileMagics(Magics):
         except (ValueError, runner.ProfilerBusyError) as exc:
             raise UsageError(str(exc)) from None
         code = self._compile(source)
-        fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns)
+        fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns,
+                                loop_runner=getattr(self.shell, "loop_runner", None))
         from kernelmagic.progress import Progress, WidgetSink, sink_for_shell
 
         sink = sink_for_shell(self.shell)
@@ -173,12 +176,17 @@ class ProfileMagics(Magics):
         if not (isinstance(sink, WidgetSink) and sink.replace(bundle)):
             display(bundle, raw=True)
         if baseline is not None:
-            display(result.compare(baseline))
+            from kernelmagic.compare import compare
 
-    def _baseline(self, target: str) -> Any:
-        """The result that ``--compare`` names: a saved name first, else a file path."""
+            before, label = baseline
+            after_label = args.save if args.save is not None and args.name is None else ""
+            display(compare(before, result, before_label=label, after_label=after_label))
+
+    def _baseline(self, target: str) -> tuple[Any, str]:
+        """The result that ``--compare`` names, and the label that heads the comparison:
+        a result saved under that name (labelled with it) first, else a file path."""
         if target in self.saved:
-            return self.saved[target]
+            return self.saved[target], target
         from kernelmagic.storage import load
 
         if not os.path.exists(target):
@@ -192,7 +200,7 @@ class ProfileMagics(Magics):
         if not hasattr(found, "rows"):  # a folder or saved run of many ranks
             raise UsageError(f"--compare {target}: many ranks; compare with one rank's "
                              "profile or trace")
-        return found
+        return found, ""
 
     def _compile(self, source: str) -> Any:
         """Compile once, registered with IPython's cache so tracebacks show the lines."""
@@ -205,8 +213,29 @@ class ProfileMagics(Magics):
         try:
             return shell.compile(transformed, filename, "exec")
         except SyntaxError:
+            code = _compile_awaiting(shell, transformed, filename)
+            if code is not None:
+                return code
             shell.showsyntaxerror(filename)
             raise UsageError("the cell has a syntax error (shown above)") from None
+
+
+def _compile_awaiting(shell: Any, source: str, filename: str) -> Any:
+    """The cell compiled with top-level ``await`` (as IPython compiles such a cell), when
+    that is what made it invalid; None when it has another syntax error. A one-line
+    ``UsageError`` when ``%autoawait`` is off (IPython would not run it either)."""
+    flag = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+    try:
+        code = compile(source, filename, "exec", shell.compile.flags | flag, True)
+    except SyntaxError:
+        return None
+    if not code.co_flags & inspect.CO_COROUTINE:
+        return None
+    if not getattr(shell, "autoawait", True):
+        raise UsageError("the cell uses top-level await and %autoawait is off: turn it on "
+                         "(%autoawait asyncio), or wrap the code in a function and run it "
+                         "with asyncio.run(main())")
+    return code
 
 
 def cell_number(shell: Any) -> int:

@@ -87,6 +87,8 @@ class ProfileResult:
     roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
     roofline_peaks: dict[str, Any] = field(default_factory=dict)  # Peaks.to_dict() used
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
+    source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
+    gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
 
     # --- derived figures ---------------------------------------------------------
 
@@ -94,6 +96,20 @@ class ProfileResult:
     def profiles_device(self) -> bool:
         """Whether device (CUDA) activity was profiled."""
         return self.device != "cpu"
+
+    @property
+    def from_trace(self) -> bool:
+        """Whether this result was read from a trace file rather than profiled live."""
+        return self.source == "trace"
+
+    @property
+    def device_label(self) -> str:
+        """The device profiled, as the summary names it: ``CPU``, ``CUDA (NVIDIA H200)``,
+        ``ROCm (AMD Instinct MI250X)``. ``device`` stays ``"cuda"`` on ROCm, as in torch."""
+        if not self.profiles_device:
+            return "CPU"
+        runtime = "ROCm" if self.gpu_runtime == "rocm" else "CUDA"
+        return f"{runtime} ({self.device_name or 'GPU'})"
 
     @property
     def interrupted_after(self) -> int | None:
@@ -224,6 +240,8 @@ class ProfileResult:
             "roofline": [asdict(x) for x in self.roofline],
             "roofline_peaks": dict(self.roofline_peaks),
             "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
+            "source": self.source,
+            "gpu_runtime": self.gpu_runtime,
         }
 
     def save(self, path: Any) -> Any:
@@ -289,6 +307,8 @@ class ProfileResult:
                 roofline_peaks=dict(data.get("roofline_peaks", {})),
                 breakdown=(Breakdown(**data["breakdown"]) if data.get("breakdown") is not None
                            else None),
+                source=str(data.get("source", "live")),
+                gpu_runtime=str(data.get("gpu_runtime", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

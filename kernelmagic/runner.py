@@ -9,12 +9,14 @@ This is the plain-Python core under the magic; it works without IPython::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import gc
+import inspect
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
@@ -59,12 +61,64 @@ def plan(options: ProfileOptions) -> Plan:
     return Plan(options=options, profiles_device=profiles_device, sort=sort)
 
 
+_own_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """kernelmagic's own event loop, kept across runs as IPython keeps its own."""
+    global _own_loop
+    if _own_loop is None or _own_loop.is_closed():
+        _own_loop = asyncio.new_event_loop()
+    return _own_loop
+
+
+def run_to_completion(coro: Coroutine[Any, Any, Any],
+                      loop_runner: Callable[[Coroutine[Any, Any, Any]], Any] | None = None
+                      ) -> Any:
+    """Run ``coro`` to its end on this thread, as IPython's autoawait runs a cell.
+
+    With no event loop running here, ``loop_runner`` runs it (the magic passes the shell's
+    ``loop_runner``: asyncio's, or trio's after ``%autoawait trio``), else kernelmagic's own
+    loop. Inside a running loop (a Jupyter kernel's, which waits for this cell to end), it
+    runs on kernelmagic's own loop, the kernel's set aside meanwhile: the profiler records
+    only this thread, so the coroutine cannot go to another one.
+    """
+    __tracebackhide__ = True
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is None:
+        if loop_runner is not None:
+            return loop_runner(coro)
+        return _event_loop().run_until_complete(coro)
+    asyncio.events._set_running_loop(None)
+    try:
+        return _event_loop().run_until_complete(coro)
+    finally:
+        asyncio.events._set_running_loop(running)
+
+
 def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] | None = None,
-                local_namespace: dict[str, Any] | None = None) -> Callable[[], Any]:
-    """A zero-argument callable running ``target`` (a callable, or code run in a namespace)."""
+                local_namespace: dict[str, Any] | None = None,
+                loop_runner: Callable[[Coroutine[Any, Any, Any]], Any] | None = None
+                ) -> Callable[[], Any]:
+    """A zero-argument callable running ``target`` (a callable, or code run in a namespace).
+
+    Code compiled with top-level ``await`` (``ast.PyCF_ALLOW_TOP_LEVEL_AWAIT``) and
+    ``async def`` functions make a coroutine at each call: it is run to completion
+    (``run_to_completion``, with ``loop_runner``), so each iteration times all of it.
+    """
     if isinstance(target, CodeType):
         globals_ = {} if namespace is None else namespace
         locals_ = globals_ if local_namespace is None else local_namespace
+        if target.co_flags & inspect.CO_COROUTINE:
+
+            def run_async_code() -> None:
+                __tracebackhide__ = True
+                run_to_completion(eval(target, globals_, locals_), loop_runner)
+
+            return run_async_code
 
         def run_code() -> None:
             __tracebackhide__ = True
@@ -73,6 +127,14 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
         return run_code
     if not callable(target):
         raise TypeError(f"expected a callable or a code object, got {type(target).__name__}")
+    if inspect.iscoroutinefunction(target):
+        async_fn = target
+
+        def run_coroutine_function() -> Any:
+            __tracebackhide__ = True
+            return run_to_completion(async_fn(), loop_runner)
+
+        return run_coroutine_function
     return target
 
 
@@ -236,6 +298,8 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
     )
     if interrupted:
         result.planned_iters = opts.iters
+    if run.profiles_device:
+        result.gpu_runtime = torch_compat.gpu_runtime()
     return result, table
 
 

@@ -62,14 +62,15 @@ class TimingStats:
         """IQR as a fraction of the median (0 when the median is 0)."""
         return self.iqr / self.median if self.median > 0 else 0.0
 
-    def warning(self) -> str | None:
-        """A one-line warning when the slowest iteration is far slower than the rest."""
+    def warning(self, advice: str = "Consider more --warmup or --iters.") -> str | None:
+        """A one-line warning when the slowest iteration is far slower than the rest,
+        ending in ``advice`` (``kernelmagic/advice.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
         return (
             f"The slowest iteration took {self.outlier_ratio:.1f}x the median of the "
             "others: something may be cached after the first runs, or another process "
-            "competed for the machine. Consider more --warmup or --iters."
+            f"competed for the machine. {advice}"
         )
 
 

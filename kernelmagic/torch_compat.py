@@ -25,6 +25,7 @@ __all__ = [
     "device_name",
     "device_peak",
     "export_trace",
+    "gpu_runtime",
     "labelled_range",
     "matmul_precision",
     "module_ranges",
@@ -53,6 +54,9 @@ def device_name() -> str | None:
     return torch.cuda.get_device_name()
 
 
+def gpu_runtime() -> str:
+    """``"rocm"`` on a ROCm (HIP) build of torch, else ``"cuda"``; the device is "cuda" on both."""
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
 def synchronize() -> None:

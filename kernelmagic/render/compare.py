@@ -37,7 +37,7 @@ def headline(cmp: Comparison) -> str:
     """One line: names, per-iteration medians with IQRs, speed-up and the noise verdict."""
     b, a = cmp.before.stats, cmp.after.stats
     return (
-        f"{cmp.after.name} vs {cmp.before.name}: {cmp.verdict()} · per iteration "
+        f"{cmp.after_name} vs {cmp.before_name}: {cmp.verdict()} · per iteration "
         f"{format_seconds(b.median)} (IQR {format_seconds(b.iqr)}) → "
         f"{format_seconds(a.median)} (IQR {format_seconds(a.iqr)}) · total {cmp.time_label} "
         f"time per iteration {format_us(cmp.self_time_before)} → "
@@ -78,16 +78,16 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     ys = list(range(len(rows)))[::-1]
     bar = 0.38
     ax.barh([y + bar / 2 for y in ys], [d.before / 1e3 for d in rows], height=bar,
-            color="#B0B0B0", label=f"before: {cmp.before.name}")
+            color="#B0B0B0", label=f"before: {cmp.before_name}")
     ax.barh([y - bar / 2 for y in ys], [d.after / 1e3 for d in rows], height=bar,
-            color="#4C72B0", label=f"after: {cmp.after.name}")
+            color="#4C72B0", label=f"after: {cmp.after_name}")
     names = [d.key if len(d.key) <= 40 else d.key[:39] + "…" for d in rows]
     ax.set_yticks(ys)
     ax.set_yticklabels(names, fontsize=9)
     for y, d in zip(ys, rows, strict=True):
         ax.text(max(d.before, d.after) / 1e3, y, f"  {_speedup(d)}", va="center", fontsize=8)
     ax.set_xlabel(f"{cmp.time_label} time per iteration (ms)")
-    ax.set_title(f"{cmp.after.name} vs {cmp.before.name}: {cmp.verdict()}", fontsize=10)
+    ax.set_title(f"{cmp.after_name} vs {cmp.before_name}: {cmp.verdict()}", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=0.15)

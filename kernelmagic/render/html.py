@@ -96,9 +96,10 @@ def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
 
 
 def summary_html(result: ProfileResult) -> str:
+    from kernelmagic.advice import timing_warning
     from kernelmagic.render.views import view_notes
 
-    warning = result.stats.warning()
+    warning = timing_warning(result)
     warn = (f'<div class="km-warning" style="color:{WARN}">⚠ {escape(warning)}</div>'
             if warning else "")
     notes = "".join(f'<div class="km-note">{escape(n)}</div>' for n in view_notes(result))

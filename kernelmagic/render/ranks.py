@@ -27,6 +27,10 @@ PARTS = (("compute_us", "compute", "#4C72B0"),
          ("memcpy_us", "memcpy/memset", "#55A868"), ("idle_us", "idle", "#BBBBBB"))
 
 
+#: Where a rank's full report is, from Python and from the shell (``kernelmagic/cli.py``).
+RANK_REPORT = "result.ranks[N], or python -m kernelmagic show FOLDER --rank N"
+
+
 def _overlap(s: RankSummary) -> str:
     return "-" if s.overlap is None else f"{s.overlap:.0%}"
 
@@ -103,7 +107,7 @@ def text_report(result: ManyRanksResult, findings: bool = True) -> str:
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]
-    parts += ["", "A rank's full report: result.ranks[N]."]
+    parts += ["", f"A rank's full report: {RANK_REPORT}."]
     return "\n".join(parts)
 
 
@@ -161,7 +165,8 @@ def html_report(result: ManyRanksResult, png: bytes | None = None,
             f"<b>{escape(summary_line(result))}</b></div>{image_tag(png, 'time per rank')}"
             f"{static_table_html(ranks_table_model(result), None)}{notes}"
             '<p class="km-note" style="font-size:12px;color:#666">A rank\'s full report: '
-            "<code>result.ranks[N]</code>.</p></div>")
+            "<code>result.ranks[N]</code>, or <code>python -m kernelmagic show FOLDER "
+            "--rank N</code>.</p></div>")
 
 
 def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = True) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernelmagic.advice import timing_warning
 from kernelmagic.render.table import Table, column_for_sort, op_table
 from kernelmagic.result import ProfileResult
 from kernelmagic.rows import Breakdown
@@ -13,7 +14,7 @@ MAX_NAME_WIDTH = 60
 def summary_line(result: ProfileResult) -> str:
     """Name, device, iterations, per-iteration time and total self time, on one line."""
     s = result.stats
-    device = "CPU" if not result.profiles_device else f"CUDA ({result.device_name or 'GPU'})"
+    device = result.device_label
     per_iter_cpu = result.self_cpu_time_total / result.iters
     warmup = f" (+{result.warmup} warm-up)" if result.warmup else ""
     wall_us = s.mean * 1e6  # op totals are sums over iterations: compare with mean wall
@@ -122,7 +123,7 @@ def text_report(result: ProfileResult, limit: int | None = 25, findings: bool = 
     from kernelmagic.render.views import view_notes, view_tables
 
     parts = [summary_line(result)]
-    warning = result.stats.warning()
+    warning = timing_warning(result)
     if warning:
         parts.append(f"Warning: {warning}")
     parts += view_notes(result)

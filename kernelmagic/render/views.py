@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from kernelmagic.render.names import short_names
 from kernelmagic.render.table import (
     Column,
     Table,
@@ -23,9 +24,13 @@ def _pct(part: float, total: float) -> str:
 
 
 def kernel_table(result: ProfileResult) -> Table:
+    """The kernels, each named by its short name (``render/names.py``: different kernels
+    keep different names); the full name is the column's value (the HTML cell's title)."""
     total = sum(k.device_time_total for k in result.kernels)
+    short = short_names(k.key for k in result.kernels)
     cols = [
-        name_column("kernel", width=420),
+        Column("op", "kernel", lambda k: k.key, lambda k: short[k.key], numeric=False,
+               width=420),
         Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
         time_column("device", summed("total device", result.iters),
                     lambda k: k.device_time_total),

@@ -158,6 +158,17 @@ def supported_views(table: EventTable) -> list[str]:
     return views
 
 
+def gpu_runtime(table: EventTable) -> str:
+    """``"rocm"`` when the trace's runtime calls are HIP's (``hipLaunchKernel``...) or, with
+    none, its GPU is an AMD one; else ``"cuda"``. Either way torch calls the device "cuda"."""
+    runtime = np.unique(table.name[table.kind == Kind.RUNTIME])
+    names = [table.names[i] for i in runtime]
+    if names:
+        return "rocm" if any(n.startswith("hip") for n in names) else "cuda"
+    device = str(table.meta.get("device_name") or "")
+    return "rocm" if device.startswith("AMD") else "cuda"
+
+
 def inferred_matmul_precision(table: EventTable) -> str:
     """``"highest"`` when float32 GEMM kernels ran where TF32 exists, else ``""`` (unknown).
 
@@ -204,6 +215,9 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
     )
     result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
                           if k in table.meta}
+    result.source = "trace"
+    if result.profiles_device:
+        result.gpu_runtime = gpu_runtime(table)
     if keep is not None:
         keep(table, iterations)
     return result
