@@ -21,12 +21,13 @@ def _speedup(d: OpDelta) -> str:
 
 
 def comparison_table(cmp: Comparison) -> Table:
-    """Op, before, after, change and speed-up, largest absolute change first."""
+    """Op, before, after (self time per iteration: the titles say so), change and speed-up,
+    largest absolute change first."""
     label = cmp.time_label
     cols = [
         name_column(),
-        time_column("before", f"before ({label})", lambda d: d.before),
-        time_column("after", f"after ({label})", lambda d: d.after),
+        time_column("before", f"before ({label} / it.)", lambda d: d.before),
+        time_column("after", f"after ({label} / it.)", lambda d: d.after),
         Column("change", "change", lambda d: abs(d.delta), lambda d: _signed(d.delta)),
         Column("speedup", "speed-up", lambda d: d.speedup or 0.0, _speedup),
     ]
