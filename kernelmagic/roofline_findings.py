@@ -1,13 +1,23 @@
 """Findings from the roofline view (``--roofline``): the regime that holds the time, and
 its remedy. Each rule is a pure function of a ``ProfileResult``, like those in
-``kernelmagic/findings.py``, which lists these after its own.
+``kernelmagic/findings.py``, which lists these with its own, by the share of the
+iteration each explains.
+
+**Unexplained by the roofline.** An op with no FLOPs counted that reaches at least
+``OVERHEAD_FRACTION`` but under ``UNEXPLAINED_REACH`` of the memory roof, and whose name
+says it draws random numbers, sorts or indexes (``UNEXPLAINED_KINDS``), is limited by
+neither roof: by the generator's arithmetic (not counted as FLOPs), by comparisons and
+data-dependent moves, or by scattered reads. Its ``bound`` reads ``unexplained`` here
+(``bound_of``), not ``memory``: ``memory_bound`` leaves it out and
+``unexplained_by_roofline`` names it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from kernelmagic.findings import Finding
+from kernelmagic.findings import Finding, wall_us
 from kernelmagic.result import ProfileResult
 from kernelmagic.roofline import OVERHEAD_FRACTION
 from kernelmagic.rows import RooflineRow
@@ -16,12 +26,57 @@ REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this 
 COMPUTE_SHARE = 0.3       # compute-bound ops' share of time worth a precision hint
 COMPUTE_FAR = 0.5         # compute-bound ops reaching less than this share of their roof
 LOW_PRECISION_GAIN = 2.0  # or in float32 where the bf16/fp16 roof is this many times higher
+UNEXPLAINED_REACH = 0.25  # 0 FLOPs and under this share of the memory roof: not memory-bound
+UNEXPLAINED_SHARE = 0.2   # unexplained ops holding at least this share of op time
 NAMED = 3                 # ops named in a finding's evidence
+
+#: Op name patterns (after ``aten::`` and leading underscores) of work the roofline does
+#: not model, with what the time goes to and what to try.
+UNEXPLAINED_KINDS: dict[str, tuple[re.Pattern[str], str]] = {
+    "random numbers": (
+        re.compile(r"^(bernoulli|rand|normal|uniform|multinomial|exponential|geometric|cauchy"
+                   r"|log_normal|poisson|native_dropout|fused_dropout)"),
+        "for dropout at inference, model.eval() removes it; otherwise draw fewer random "
+        "numbers, or let torch.compile fuse dropout's mask into its neighbours"),
+    "sorting": (
+        re.compile(r"^(sort|argsort|msort|topk|unique|kthvalue|median|nanmedian|mode"
+                   r"|searchsorted|bucketize)"),
+        "sort less: topk or kthvalue instead of a full sort, sort once outside the loop, "
+        "or avoid unique (it sorts and synchronises)"),
+    "indexing": (
+        re.compile(r"^(index|gather|scatter|nonzero|masked_select|masked_scatter|take"
+                   r"|embedding)"),
+        "index contiguous tensors with sorted indices; replace nonzero/masked_select "
+        "(they synchronise and give data-dependent shapes) with masks and torch.where"),
+}
+
+
+def unexplained_kind(row: RooflineRow) -> str | None:
+    """``row``'s kind in ``UNEXPLAINED_KINDS`` when the roofline cannot explain it, else None."""
+    far_below = OVERHEAD_FRACTION <= row.roof_share < UNEXPLAINED_REACH
+    if row.bound != "unexplained" and (row.flops > 0 or not far_below):
+        return None
+    name = row.key.rsplit("::", 1)[-1].lstrip("_")
+    return next((kind for kind, (pattern, _) in UNEXPLAINED_KINDS.items()
+                 if pattern.match(name)), None)
+
+
+def bound_of(row: RooflineRow) -> str:
+    """``row.bound``, or ``"unexplained"`` (see the module docstring)."""
+    return "unexplained" if unexplained_kind(row) else row.bound
 
 
 def _in(result: ProfileResult, bound: str) -> tuple[list[RooflineRow], float]:
-    rows = [r for r in result.roofline if r.bound == bound]
-    return rows, result.roofline_verdict.get(bound, 0.0)
+    rows = [r for r in result.roofline if bound_of(r) == bound]
+    total = sum(r.time for r in result.roofline)
+    return rows, sum(r.time for r in rows) / total if total > 0 else 0.0
+
+
+def _share_of_iteration(result: ProfileResult, rows: list[RooflineRow]) -> float:
+    """The rows' time per iteration over the iteration (at most 1)."""
+    wall = wall_us(result)
+    per_iter = sum(r.time for r in rows) / result.iters
+    return min(1.0, per_iter / wall) if wall > 0 else 0.0
 
 
 def _rate(x: float, unit: str) -> str:
@@ -49,7 +104,7 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         f"(peak {_rate(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
         "(one pass over memory instead of one per op), and use lower precision "
-        "(bfloat16 halves the bytes)")
+        "(bfloat16 halves the bytes)", _share_of_iteration(result, rows))
 
 
 def overhead_bound(result: ProfileResult) -> Finding | None:
@@ -67,7 +122,7 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
         f"({calls:g} calls per iteration, {per_call:.1f} µs each): {named}",
         "give each op more work and launch fewer of them: larger batches, "
         "torch.compile (fuses ops), and on CUDA CUDA graphs "
-        "(torch.compile(mode=\"reduce-overhead\"))")
+        "(torch.compile(mode=\"reduce-overhead\"))", _share_of_iteration(result, rows))
 
 
 def compute_far_from_peak(result: ProfileResult) -> Finding | None:
@@ -96,9 +151,30 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
     return Finding(
         "compute_far_from_peak", title,
         f"{share:.0%} of op time is compute-bound at {_rate(achieved, 'FLOP/s')} in "
-        f"{dtype}, {reached:.0%} of its {_rate(roof, 'FLOP/s')} roof", hint)
+        f"{dtype}, {reached:.0%} of its {_rate(roof, 'FLOP/s')} roof", hint,
+        _share_of_iteration(result, rows))
+
+
+def unexplained_by_roofline(result: ProfileResult) -> Finding | None:
+    """Ops the roofline cannot explain holding ``UNEXPLAINED_SHARE`` of op time."""
+    rows, share = _in(result, "unexplained")
+    if share < UNEXPLAINED_SHARE or not rows:
+        return None
+    total = sum(r.time for r in result.roofline)
+    kinds = {r.key: unexplained_kind(r) or "" for r in rows}
+    named = _names(rows, total, lambda r: f"{kinds[r.key]}, {r.roof_share:.1%} of the memory "
+                                          "roof")
+    order = sorted({k for k in kinds.values() if k},
+                   key=lambda k: -sum(r.time for r in rows if kinds[r.key] == k))
+    return Finding(
+        "unexplained_by_roofline", "Time the roofline cannot explain",
+        f"{share:.0%} of op time is in ops with no FLOPs counted that reach under "
+        f"{UNEXPLAINED_REACH:.0%} of the memory roof: {named}; they are bound by neither "
+        f"roof but by {' and '.join(order)}, so neither fusing for bandwidth nor lower "
+        "precision is the fix",
+        "; ".join(UNEXPLAINED_KINDS[k][1] for k in order), _share_of_iteration(result, rows))
 
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
-    memory_bound, overhead_bound, compute_far_from_peak,
+    memory_bound, overhead_bound, compute_far_from_peak, unexplained_by_roofline,
 ]

@@ -1,0 +1,427 @@
+"""Each report leads with the biggest problem it can see: the headline of every real trace,
+and each headline rule on hand-built profiles that trigger it and that do not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from fakes import cpu_result
+
+import kernelmagic
+from kernelmagic import findings, roofline_findings
+from kernelmagic.result import KernelRow, OpRow, ProfileResult
+from kernelmagic.rows import Breakdown, RangeRow, RooflineRow
+
+DATA = Path(__file__).parent / "data"
+SHARED = Path(__file__).parents[2] / "shared" / "traces"
+
+# --- the headline of every real trace --------------------------------------------------
+
+#: Trace -> (the rule of the first finding, text its title or evidence holds). The
+#: headline a performance engineer gives each trace, with its key number.
+HEADLINES = {
+    # 29.9 s of cudaDeviceGetStreamPriorityRange (CUDA start-up) in a 43.4 s window,
+    # 3.06 s of first launches, the model's warm-up forward inside.
+    "a100_alexnet.json.gz": ("startup_in_window", "set-up calls take 42.2 s of a 43.4 s "
+                             "iteration (97%): cudaDeviceGetStreamPriorityRange 29.9 s"),
+    # 6 kernels in a 19.9 ms window; the CPU runs 1.1 ms of ops: the rest is outside them.
+    "a100_multi_stream_sync.json.gz": ("gpu_idle", "idle 98% of the iteration (CPU-bound: "
+                                       "Python between ops)"),
+    # The GPU idles 170 of 222 ms while the CPU runs 193 ms of ops (DDP ResNet step).
+    "a100_nccl_rank.json.gz": ("gpu_idle", "idle 76% of the iteration (CPU-bound: CPU work "
+                               "inside ops)"),
+    # One 1.76 µs kernel in a 13.3 s step: nothing recorded for most of it.
+    "a100_triton.json.gz": ("gpu_idle", "idle 100% of the iteration (CPU-bound: Python "
+                            "between ops)"),
+    # gloo all-reduce: 179 of 210 ms communicating on the CPU.
+    "cpu_only.json.gz": ("communication_bound", "179 ms of a 210 ms iteration (85%) on the CPU"),
+    # A small transformer training step: 80 short kernels, 582 op calls per step.
+    "h200_km_train_step.json.gz": ("gpu_idle", "idle 75% of the iteration (CPU-bound: CPU "
+                                   "work inside ops)"),
+    "h200_train_step.json.gz": ("gpu_idle", "idle 75% of the iteration (CPU-bound: CPU work "
+                                "inside ops)"),
+    # 50 tiny ops and 50 .item() per step.
+    "h200_launch_and_sync.json.gz": ("gpu_idle", "idle 85% of the iteration (CPU-bound: CPU "
+                                     "work inside ops)"),
+    # One 6.5 ms hipLaunchKernel (a first launch loading its code object) in a 9.3 ms step.
+    "mi250_rocm.json.gz": ("startup_in_window", "set-up calls take 6.63 ms of a 9.29 ms "
+                           "iteration (71%): hipLaunchKernel 6.63 ms"),
+    # Idle 341 of 615 ms per step (the CPU in _foreach_mul_ and a scripted forward) comes
+    # before the 168 ms of exposed communication (27%).
+    "rank0_steps.json.gz": ("gpu_idle", "idle 55% of the iteration (CPU-bound: CPU work "
+                            "inside ops)"),
+    "ranks/rank-0.json.gz": ("gpu_idle", "idle 55% of the iteration (CPU-bound: CPU work "
+                             "inside ops)"),
+    "ranks/rank-1.json.gz": ("gpu_idle", "idle 53% of the iteration (CPU-bound: CPU work "
+                             "inside ops)"),
+    # The GPU is busy 97% of the step and no op holds half of it: no headline problem; the
+    # CPU-side step lengths vary (35 to 96 ms) while the CPU runs ahead of the GPU.
+    "v100_gpu_annotations.json.gz": ("noisy", "spans 25% of the median"),
+    # Only in ../shared/traces: CUPTI counter replay makes each launch 67 ms; context
+    # creation, streams and the model's warm-up are in the window too.
+    "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s of a "
+                                    "11.8 s iteration (69%): cudaLaunchKernel 5.16 s"),
+}
+#: Rules whose findings may come after a headline without contradicting it, per trace.
+ALSO = {
+    "rank0_steps.json.gz": "communication_bound",
+    "ranks/rank-0.json.gz": "communication_bound",
+    "ranks/rank-1.json.gz": "communication_bound",
+}
+
+
+def trace_path(name: str) -> Path | None:
+    for folder in (DATA, SHARED):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
+def test_the_table_names_every_trace():
+    ours = {p.relative_to(DATA).as_posix() for p in DATA.rglob("*.json.gz")}
+    shared = ({p.relative_to(SHARED).as_posix() for p in SHARED.rglob("*.json.gz")}
+              if SHARED.is_dir() else set())
+    assert ours | shared <= set(HEADLINES)
+
+
+@pytest.mark.parametrize("name", sorted(HEADLINES))
+def test_each_trace_leads_with_its_headline(name):
+    path = trace_path(name)
+    if path is None:
+        pytest.skip(f"{name} is not in tests/data or ../shared/traces")
+    found = kernelmagic.load(path).findings()
+    rule, text = HEADLINES[name]
+    first = found[0]
+    assert first.rule == rule, [str(f) for f in found]
+    assert text in f"{first.title}: {first.evidence}"
+    if name in ALSO:
+        assert ALSO[name] in {f.rule for f in found[1:]}
+    # Biggest first: no later finding explains more of the iteration.
+    assert all(f.share <= first.share for f in found)
+
+
+def test_startup_on_a_trace_says_how_to_record_steady_state():
+    f = first(kernelmagic.load(DATA / "a100_alexnet.json.gz"))
+    assert f.suggestion.startswith("profile steady state: a warm-up before the profiler "
+                                   "records (torch.profiler.schedule(wait=1, warmup=1, ")
+    rocm = first(kernelmagic.load(DATA / "mi250_rocm.json.gz"))
+    assert rocm.title == "ROCm start-up or first-call set-up inside the profiled window"
+    assert "552 µs each where a launch takes µs: a first launch loads its kernel's module" \
+        in rocm.evidence
+
+
+def test_no_finding_blames_startup_on_an_op():
+    for name in ("a100_alexnet.json.gz", "mi250_rocm.json.gz", "a100_cupti_counters.json.gz"):
+        path = trace_path(name)
+        if path is None:
+            continue
+        rules = {f.rule for f in kernelmagic.load(path).findings()}
+        assert not rules & {"dominant_op", "gpu_idle", "launch_bound"}, name
+
+
+# --- hand-built profiles ---------------------------------------------------------------
+
+
+def gpu(rows=(), *, idle=800.0, wall=1000.0, communication=0.0, overlap=None, iters=10,
+        kernels=(), ranges=(), timings=None, warmup=3):
+    """A CUDA profile whose iteration is ``wall`` µs, ``idle`` of it with no GPU work."""
+    parts = Breakdown(device="cuda", wall=wall, compute=wall - idle - communication,
+                      communication=communication, idle=idle, overlap=overlap)
+    return ProfileResult(name="g", iters=iters, warmup=warmup, device="cuda", rows=list(rows),
+                         timings=timings or [wall / 1e6] * iters, sort="self_device",
+                         kernels=list(kernels), ranges=list(ranges), breakdown=parts)
+
+
+MM = OpRow("aten::mm", 10, 300.0, 300.0, 2000.0, 2000.0)  # 30 µs of CPU per iteration
+
+
+def first(result):
+    return result.findings()[0]
+
+
+# --- the GPU idles ---------------------------------------------------------------------
+
+
+def test_gpu_idle_names_python_between_ops():
+    f = findings.gpu_idle(gpu([MM]))
+    assert f is not None and f.share == pytest.approx(0.8)
+    assert f.title == "The GPU is idle 80% of the iteration (CPU-bound: Python between ops)"
+    assert f.evidence.startswith("no GPU work runs for 800 µs of each 1.00 ms iteration; "
+                                 "per iteration the CPU spends 970 µs outside any op")
+    assert "py-spy" in f.suggestion
+
+
+def test_gpu_idle_names_launch_overhead():
+    rows = [MM, OpRow("cudaLaunchKernel", 1000, 8000.0, 8000.0)]
+    kernels = [KernelRow("vectorized_elementwise_kernel", 1000, 2000.0, "aten::add")]
+    f = findings.gpu_idle(gpu(rows, kernels=kernels))
+    assert f.title.endswith("(CPU-bound: kernel launch overhead)")
+    assert "800 µs launching 100 kernels (median 2.00 µs)" in f.evidence
+    assert "CUDA graphs" in f.suggestion
+
+
+def test_gpu_idle_names_synchronisation():
+    rows = [MM, OpRow("aten::item", 50, 100.0, 6100.0),
+            OpRow("aten::_local_scalar_dense", 50, 1000.0, 6000.0),
+            OpRow("cudaStreamSynchronize", 50, 5000.0, 5000.0)]
+    f = findings.gpu_idle(gpu(rows))
+    assert f.title.endswith("(CPU-bound: host-device synchronisation)")
+    assert "610 µs in host-device syncs (aten::item ×5, " in f.evidence
+    assert ".item()" in f.suggestion
+
+
+def test_gpu_idle_names_data_loading():
+    loader = RangeRow("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 10,
+                      7000.0)
+    f = findings.gpu_idle(gpu([MM], ranges=[loader]))
+    assert f.title.endswith("(CPU-bound: data loading)")
+    assert "700 µs in the DataLoader" in f.evidence
+    assert "num_workers" in f.suggestion
+
+
+def test_gpu_idle_names_work_inside_ops():
+    rows = [MM, OpRow("aten::_foreach_mul_", 10, 8000.0, 8000.0, 10.0, 10.0)]
+    f = findings.gpu_idle(gpu(rows))
+    assert f.title.endswith("(CPU-bound: CPU work inside ops)")
+    assert "830 µs inside ops (2 op calls; most: aten::_foreach_mul_ 800 µs, aten::mm 30.0 µs)" \
+        in f.evidence
+    assert "torch.compile" in f.suggestion
+
+
+def test_gpu_idle_silent_when_busy_on_the_cpu_or_without_a_breakdown():
+    assert findings.gpu_idle(gpu([MM], idle=400.0)) is None
+    assert findings.gpu_idle(cpu_result(breakdown=Breakdown(device="cpu", wall=1000.0,
+                                                            idle=900.0))) is None
+    assert findings.gpu_idle(cpu_result()) is None
+
+
+def test_gpu_idle_leaves_set_up_to_startup():
+    # 600 of the 800 idle µs are CUDA start-up: 20% idle left, under GPU_IDLE_SHARE.
+    rows = [MM, OpRow("cudaDeviceGetStreamPriorityRange", 1, 6000.0, 6000.0)]
+    result = gpu(rows)
+    assert findings.gpu_idle(result) is None
+    assert findings.launch_bound(result) is None
+    assert first(result).rule == "startup_in_window"
+
+
+# --- set-up inside the window ----------------------------------------------------------
+
+
+def test_startup_on_set_up_calls():
+    rows = [MM, OpRow("cudaGetDeviceCount", 1, 4000.0, 4000.0),
+            OpRow("cudaMalloc", 4, 1000.0, 1000.0)]
+    f = findings.startup_in_window(gpu(rows, iters=1, idle=900.0, wall=10000.0))
+    assert f is not None and f.share == pytest.approx(0.5)
+    assert f.evidence.startswith(
+        "set-up calls take 5.00 ms of a 10.0 ms iteration (50%): cudaGetDeviceCount 4.00 ms "
+        "(×1: the first runtime call creates the context), cudaMalloc 1.00 ms (×4: the caching "
+        "allocator growing)")
+    assert f.title == "CUDA start-up or first-call set-up inside the profiled window"
+    assert f.suggestion.startswith("profile steady state: more warm-up runs (--warmup); ")
+
+
+def test_startup_on_first_launches_not_on_a_full_launch_queue():
+    launches = OpRow("cudaLaunchKernel", 10, 3000.0, 3000.0)  # 300 µs a launch
+    f = findings.startup_in_window(gpu([MM, launches], iters=1, idle=4000.0, wall=5000.0))
+    assert f is not None
+    assert "cudaLaunchKernel 3.00 ms (×10, 300 µs each where a launch takes µs" in f.evidence
+    # The GPU was busy all along: the launches waited for room in the queue.
+    assert findings.startup_in_window(gpu([MM, launches], iters=1, idle=100.0,
+                                          wall=5000.0)) is None
+
+
+def test_startup_on_a_slow_first_step():
+    result = gpu([MM], iters=4, warmup=0, idle=100.0, wall=3250.0,
+                 timings=[0.010, 0.001, 0.001, 0.001])
+    f = findings.startup_in_window(result)
+    assert f is not None and f.share == pytest.approx(9000 / 4 / 3250)
+    assert f.evidence == "the first iteration took 10.0 ms against 1.00 ms for the others " \
+                         "(median)"
+    # After a warm-up run, or slow by less than SLOW_FIRST_ITER_RATIO, or with two steps.
+    assert findings.startup_in_window(gpu([MM], iters=4, warmup=1, idle=100.0, wall=3250.0,
+                                          timings=result.timings)) is None
+    assert findings.startup_in_window(gpu([MM], iters=3, warmup=0, idle=100.0,
+                                          timings=[0.0019, 0.001, 0.001])) is None
+    assert findings.startup_in_window(gpu([MM], iters=2, warmup=0, idle=100.0,
+                                          timings=[0.010, 0.001])) is None
+
+
+def test_startup_silent_on_small_set_up_and_on_copies_and_syncs():
+    rows = [MM, OpRow("cudaMalloc", 3, 1500.0, 1500.0)]  # 150 of 1000 µs: 15%
+    assert findings.startup_in_window(gpu(rows)) is None
+    slow = [MM, OpRow("cudaMemcpyAsync", 10, 50000.0, 50000.0),  # 5 ms each: pageable copies
+            OpRow("cudaStreamSynchronize", 10, 50000.0, 50000.0)]
+    assert findings.startup_in_window(gpu(slow)) is None
+
+
+def test_dominant_op_does_not_point_at_startup():
+    rows = [OpRow("cudaDeviceGetStreamPriorityRange", 1, 9000.0, 9000.0),
+            OpRow("aten::mm", 10, 1000.0, 1000.0)]
+    result = cpu_result(rows=rows, iters=1, timings=[0.0101])
+    assert [f.rule for f in result.findings()] == ["startup_in_window"]
+
+
+def test_dominant_op_says_the_idle_gpu_comes_first():
+    f = findings.dominant_op(gpu([MM, OpRow("aten::add", 10, 100.0, 100.0, 500.0, 500.0)]))
+    assert f is not None and f.evidence.startswith("aten::mm takes 80% of self time")
+    assert f.suggestion.startswith("first keep the GPU busy (it idles 80% of the iteration")
+    assert "torch.autocast" in f.suggestion
+
+
+# --- training-mode layers with no backward ---------------------------------------------
+
+
+def dropout_cell(*extra, bernoulli=6000.0, scaling=1500.0):
+    rows = [OpRow("aten::dropout", 20, 50.0, bernoulli + scaling),
+            OpRow("aten::bernoulli_", 20, bernoulli, bernoulli),
+            OpRow("aten::mul", 20, 1000.0, 1000.0), OpRow("aten::addmm", 10, 2000.0, 2000.0),
+            *extra]
+    return cpu_result(rows=rows, timings=[0.001] * 10)
+
+
+def test_train_mode_fires_on_dropout_without_backward():
+    result = dropout_cell()
+    f = findings.train_mode_under_no_grad(result)
+    assert f is not None and f.share == pytest.approx(0.75)
+    assert f.evidence.startswith("dropout takes 750 µs per iteration (75% of the iteration; "
+                                 "random masks: aten::bernoulli_ ×2)")
+    assert "model.eval()" in f.suggestion
+    # It leads, and dominant_op does not call bernoulli_ (67% of self time) the op to optimise.
+    assert first(result).rule == "train_mode_under_no_grad"
+    assert "dominant_op" not in {g.rule for g in result.findings()}
+
+
+def test_train_mode_names_batch_norm_on_the_cpu():
+    f = findings.train_mode_under_no_grad(
+        dropout_cell(OpRow("aten::native_batch_norm", 10, 900.0, 900.0)))
+    assert "batch norm (aten::native_batch_norm, 90.0 µs) computes batch statistics" \
+        in f.evidence
+
+
+def test_train_mode_silent_with_backward_in_eval_or_when_small():
+    backward = OpRow("autograd::engine::evaluate_function: AddmmBackward0", 10, 50.0, 900.0)
+    assert findings.train_mode_under_no_grad(dropout_cell(backward)) is None
+    eval_rows = [OpRow("aten::dropout", 20, 5.0, 5.0), OpRow("aten::addmm", 10, 9000.0, 9000.0)]
+    assert findings.train_mode_under_no_grad(cpu_result(rows=eval_rows)) is None
+    small = dropout_cell(bernoulli=300.0, scaling=600.0)  # 90 of 1000 µs: under 10%
+    assert findings.train_mode_under_no_grad(small) is None
+
+
+def test_train_mode_on_cuda_batch_norm_kernels():
+    bn = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>"
+    rows = [OpRow("aten::cudnn_batch_norm", 10, 100.0, 200.0, 3000.0, 3000.0), MM]
+    result = gpu(rows, idle=100.0, kernels=[KernelRow(bn, 10, 3000.0, "aten::cudnn_batch_norm")])
+    f = findings.train_mode_under_no_grad(result)
+    assert f is not None and f.share == pytest.approx(0.3)
+    assert "batch norm computes batch statistics (void cudnn::bn_fw_tr_1C11" in f.evidence
+    inference = gpu(rows, idle=100.0, kernels=[KernelRow(bn.replace("_tr_", "_inf_"), 10,
+                                                         3000.0, "aten::cudnn_batch_norm")])
+    assert findings.train_mode_under_no_grad(inference) is None
+
+
+def test_train_mode_on_cuda_counts_dropout_launches_too():
+    # A launch-bound GPU: dropout's kernels take 10 µs an iteration, its CPU 200 µs.
+    rows = [OpRow("aten::dropout", 10, 20.0, 2000.0, 0.0, 100.0),
+            OpRow("aten::native_dropout", 10, 1500.0, 1980.0, 100.0, 100.0), MM]
+    f = findings.train_mode_under_no_grad(gpu(rows))
+    assert f is not None and f.share == pytest.approx(0.2)
+    assert "random masks: aten::native_dropout ×1" in f.evidence
+
+
+def test_dropout_under_no_grad_in_a_real_encoder_layer():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4)
+    x = torch.randn(32, 16, 64)
+
+    def run():
+        with torch.no_grad():
+            layer(x)
+
+    training = kernelmagic.profile(run, iters=3, warmup=1)
+    lead = training.findings()[0]
+    assert lead.rule == "train_mode_under_no_grad", [str(f) for f in training.findings()]
+    assert "aten::bernoulli_" in lead.evidence and ".eval()" in lead.suggestion
+    layer.eval()
+    inference = kernelmagic.profile(run, iters=3, warmup=1)
+    assert "train_mode_under_no_grad" not in {f.rule for f in inference.findings()}
+
+
+# --- the biggest problem first ---------------------------------------------------------
+
+
+def test_findings_are_ordered_by_the_share_they_explain():
+    # Idle 60%, communication 30% of the iteration with none of it hidden: idle first.
+    result = gpu([MM], idle=600.0, communication=300.0, overlap=0.0)
+    assert [f.rule for f in result.findings()][:2] == ["gpu_idle", "communication_bound"]
+    # Communication 70%, idle 25%: communication alone.
+    result = gpu([MM], idle=250.0, communication=700.0, overlap=0.0)
+    assert first(result).rule == "communication_bound"
+    assert "gpu_idle" not in {f.rule for f in result.findings()}
+
+
+def test_equal_shares_keep_the_order_of_the_rules():
+    # Neither explains any of the iteration: slow_warmup before noisy, as in RULES.
+    result = cpu_result(rows=[OpRow(f"aten::op{i}", 10, 100.0, 100.0) for i in range(4)],
+                        timings=[0.001, 0.002, 0.001, 0.003, 0.0015], warmup_timings=[0.05])
+    assert [f.rule for f in result.findings()] == ["slow_warmup", "noisy"]
+    assert [f.share for f in result.findings()] == [0.0, 0.0]
+
+
+def test_rules_lists_the_headline_rules():
+    names = [rule.__name__ for rule in findings.RULES]
+    assert {"startup_in_window", "gpu_idle", "communication_bound",
+            "train_mode_under_no_grad"} <= set(names)
+    assert "unexplained_by_roofline" in [r.__name__ for r in roofline_findings.RULES]
+
+
+# --- ops the roofline cannot explain ---------------------------------------------------
+
+
+def roof(key, time, flops=0.0, moved=1e6, reach=0.02, bound="memory"):
+    return RooflineRow(key=key, count=10, flops=flops, bytes=moved, intensity=0.0,
+                       flops_per_s=0.0, bytes_per_s=0.0, bound=bound, time=time,
+                       dtype="float32", roof_share=reach)
+
+
+def with_roofline(rows):
+    peaks = {"flops_per_s": {"float32": 100e9}, "bytes_per_s": 10e9, "source": "test"}
+    return ProfileResult(name="r", iters=10, warmup=1, device="cpu", rows=[],
+                         timings=[0.001] * 10, roofline=rows, roofline_peaks=peaks,
+                         views=["roofline"])
+
+
+def test_random_sorting_and_indexing_are_not_memory_bound():
+    rows = [roof("aten::bernoulli_", 5000.0), roof("aten::sort", 2000.0),
+            roof("aten::index_select", 1000.0), roof("aten::add", 2000.0, 1e6, reach=0.5)]
+    result = with_roofline(rows)
+    assert [roofline_findings.bound_of(r) for r in rows] == ["unexplained"] * 3 + ["memory"]
+    assert roofline_findings.memory_bound(result) is None  # 20%, not 100%
+    f = roofline_findings.unexplained_by_roofline(result)
+    assert f is not None and f.share == pytest.approx(0.8)
+    assert f.evidence.startswith(
+        "80% of op time is in ops with no FLOPs counted that reach under 25% of the memory "
+        "roof: aten::bernoulli_ 50% (random numbers, 2.0% of the memory roof), aten::sort 20% "
+        "(sorting, 2.0% of the memory roof), aten::index_select 10% (indexing")
+    assert "by random numbers and sorting and indexing" in f.evidence
+    assert f.suggestion.startswith("for dropout at inference, model.eval() removes it")
+    assert "topk" in f.suggestion and "torch.where" in f.suggestion
+    assert first(result).rule == "unexplained_by_roofline"
+
+
+def test_unexplained_needs_no_flops_a_low_reach_and_a_known_name():
+    assert roofline_findings.unexplained_kind(roof("aten::normal_", 1.0, flops=1e6)) is None
+    assert roofline_findings.unexplained_kind(roof("aten::bernoulli_", 1.0, reach=0.6)) is None
+    assert roofline_findings.unexplained_kind(roof("aten::sort", 1.0, reach=0.001,
+                                                   bound="overhead")) is None
+    assert roofline_findings.unexplained_kind(roof("aten::copy_", 1.0)) is None
+    assert roofline_findings.unexplained_kind(roof("aten::_unique2", 1.0)) == "sorting"
+    assert roofline_findings.unexplained_kind(roof("aten::randperm", 1.0)) == "random numbers"
+    assert roofline_findings.unexplained_kind(roof("aten::nonzero", 1.0)) == "indexing"
+    # A view that classifies the op itself is taken at its word.
+    assert roofline_findings.unexplained_kind(roof("aten::gather", 1.0, reach=0.5,
+                                                   bound="unexplained")) == "indexing"
+    small = with_roofline([roof("aten::bernoulli_", 100.0), roof("aten::add", 900.0, 1e6,
+                                                                 reach=0.5)])
+    assert roofline_findings.unexplained_by_roofline(small) is None  # 10% of op time
