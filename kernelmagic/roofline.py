@@ -19,6 +19,7 @@ each op against the device's roofs (``kernelmagic/device_peaks.py``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -40,7 +41,31 @@ from kernelmagic.views.tree import Figures, nearest_ancestor
 #: its fresh output on every call still reaches ~5% of the CPU's copy bandwidth).
 OVERHEAD_FRACTION = 0.01
 
-BOUNDS = ("compute", "memory", "overhead")
+#: An op with no FLOPs counted that reaches at least ``OVERHEAD_FRACTION`` but less than
+#: this share of the memory roof, and whose name says it draws random numbers, sorts or
+#: indexes (``UNEXPLAINED_PATTERNS``), is limited by neither roof (the generator's
+#: arithmetic, comparisons, scattered reads): its bound is "unexplained", not "memory".
+UNEXPLAINED_REACH = 0.25
+UNEXPLAINED_PATTERNS: dict[str, re.Pattern[str]] = {
+    "random numbers": re.compile(
+        r"^(bernoulli|rand|normal|uniform|multinomial|exponential|geometric|cauchy"
+        r"|log_normal|poisson|native_dropout|fused_dropout)"),
+    "sorting": re.compile(r"^(sort|argsort|msort|topk|unique|kthvalue|median|nanmedian|mode"
+                          r"|searchsorted|bucketize)"),
+    "indexing": re.compile(r"^(index|gather|scatter|nonzero|masked_select|masked_scatter|take"
+                           r"|embedding)"),
+}
+
+BOUNDS = ("compute", "memory", "overhead", "unexplained")
+
+
+def unexplained_kind(key: str, flops: float, reached: float) -> str | None:
+    """The kind of work (``UNEXPLAINED_PATTERNS``) the roofline cannot explain, else None."""
+    if flops > 0 or not OVERHEAD_FRACTION <= reached < UNEXPLAINED_REACH:
+        return None
+    name = key.rsplit("::", 1)[-1].lstrip("_")
+    return next((kind for kind, pattern in UNEXPLAINED_PATTERNS.items()
+                 if pattern.match(name)), None)
 
 
 def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -> tuple[str, float]:
@@ -130,6 +155,8 @@ def build_rows(times: dict[str, float], calls: dict[str, int], counts: dict[str,
     for key, count, flops, moved, seen, spent, flops_per_s, bytes_per_s in rates:
         dtype = seen.dtype if seen else ""
         bound, reached = classify(flops_per_s, bytes_per_s, dtype, peaks)
+        if bound == "memory" and unexplained_kind(key, flops, reached):
+            bound = "unexplained"
         rows.append(RooflineRow(
             key=key, count=count, flops=flops, bytes=moved,
             intensity=flops / moved if moved > 0 else 0.0,

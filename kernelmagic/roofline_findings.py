@@ -19,14 +19,13 @@ from collections.abc import Callable
 
 from kernelmagic.findings import Finding, wall_us
 from kernelmagic.result import ProfileResult
-from kernelmagic.roofline import OVERHEAD_FRACTION
+from kernelmagic.roofline import OVERHEAD_FRACTION, UNEXPLAINED_PATTERNS, UNEXPLAINED_REACH
 from kernelmagic.rows import RooflineRow
 
 REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this share of time
 COMPUTE_SHARE = 0.3       # compute-bound ops' share of time worth a precision hint
 COMPUTE_FAR = 0.5         # compute-bound ops reaching less than this share of their roof
 LOW_PRECISION_GAIN = 2.0  # or in float32 where the bf16/fp16 roof is this many times higher
-UNEXPLAINED_REACH = 0.25  # 0 FLOPs and under this share of the memory roof: not memory-bound
 UNEXPLAINED_SHARE = 0.2   # unexplained ops holding at least this share of op time
 NAMED = 3                 # ops named in a finding's evidence
 
@@ -34,18 +33,15 @@ NAMED = 3                 # ops named in a finding's evidence
 #: not model, with what the time goes to and what to try.
 UNEXPLAINED_KINDS: dict[str, tuple[re.Pattern[str], str]] = {
     "random numbers": (
-        re.compile(r"^(bernoulli|rand|normal|uniform|multinomial|exponential|geometric|cauchy"
-                   r"|log_normal|poisson|native_dropout|fused_dropout)"),
+        UNEXPLAINED_PATTERNS["random numbers"],
         "for dropout at inference, model.eval() removes it; otherwise draw fewer random "
         "numbers, or let torch.compile fuse dropout's mask into its neighbours"),
     "sorting": (
-        re.compile(r"^(sort|argsort|msort|topk|unique|kthvalue|median|nanmedian|mode"
-                   r"|searchsorted|bucketize)"),
+        UNEXPLAINED_PATTERNS["sorting"],
         "sort less: topk or kthvalue instead of a full sort, sort once outside the loop, "
         "or avoid unique (it sorts and synchronises)"),
     "indexing": (
-        re.compile(r"^(index|gather|scatter|nonzero|masked_select|masked_scatter|take"
-                   r"|embedding)"),
+        UNEXPLAINED_PATTERNS["indexing"],
         "index contiguous tensors with sorted indices; replace nonzero/masked_select "
         "(they synchronise and give data-dependent shapes) with masks and torch.where"),
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from fakes import table_of
+from fakes import cpu_result, table_of
 
 import kernelmagic
 from kernelmagic import device_peaks as peaks_mod
@@ -287,6 +287,25 @@ def test_rows_rates_and_raised_roofs():
     assert used.bytes_per_s == pytest.approx(48e9) and "memory roof raised" in used.note
     assert add.bound == "memory" and add.roof_share == pytest.approx(1.0)
     assert (linear.bound, linear.counted, linear.bytes) == ("overhead", False, 0.0)
+
+
+def test_random_numbers_sorting_and_indexing_are_unexplained_not_memory_bound():
+    """No FLOPs counted and a few % of the memory roof: the roofline cannot explain them."""
+    from kernelmagic.op_counter import OpCount
+    from kernelmagic.render.roofline import verdict_line
+
+    counts = {k: OpCount(k, calls=1, flops=0.0, bytes=1e6, dtype="float32")
+              for k in ("aten::bernoulli_", "aten::sort", "aten::add")}
+    times = {"aten::bernoulli_": 1000.0, "aten::sort": 1000.0, "aten::add": 1000.0}
+    rows, _ = build_rows(times, dict.fromkeys(times, 1), counts, ROOFS)  # 1 GB/s: 10% of roof
+    bounds = {r.key: r.bound for r in rows}
+    assert bounds == {"aten::bernoulli_": "unexplained", "aten::sort": "unexplained",
+                      "aten::add": "memory"}
+    result = cpu_result()
+    result.roofline, result.views = rows, ["roofline"]
+    line = verdict_line(result)
+    assert line.startswith("Roofline: 0% compute-bound, 33.3% memory-bound, 0% overhead, "
+                           "66.7% unexplained by the roofline (random numbers, sorting, indexing)")
 
 
 # --- peaks -------------------------------------------------------------------------------

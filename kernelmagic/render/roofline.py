@@ -10,7 +10,8 @@ from kernelmagic.result import ProfileResult
 from kernelmagic.rows import RooflineRow
 from kernelmagic.timing import format_us
 
-COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C"}
+COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",
+          "unexplained": "#DD8452"}
 MAX_LABEL = 28
 
 
@@ -32,7 +33,7 @@ def roofline_table(result: ProfileResult) -> Table:
     def share(r: RooflineRow) -> float:
         return r.time / total if total > 0 else 0.0
 
-    bound_order = {"compute": 2, "memory": 1, "overhead": 0}
+    bound_order = {"compute": 3, "memory": 2, "unexplained": 1, "overhead": 0}
     cols = [
         name_column(width=300),
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=64),
@@ -72,9 +73,12 @@ def verdict_line(result: ProfileResult) -> str:
     if not result.roofline:
         return f"Roofline: no op time to place{f' ({note})' if note else ''}"
     shares = result.roofline_verdict
-    parts = ", ".join(f"{_pct(shares[b]).replace('.0%', '%')} {b}-bound" if b != "overhead"
-                      else f"{_pct(shares[b]).replace('.0%', '%')} overhead"
-                      for b in ("compute", "memory", "overhead"))
+    shown = ["compute", "memory", "overhead"] + (["unexplained"]
+                                                  if shares.get("unexplained") else [])
+    words = {"overhead": "overhead", "unexplained": "unexplained by the roofline (random "
+             "numbers, sorting, indexing)"}
+    parts = ", ".join(f"{_pct(shares[b]).replace('.0%', '%')} {words.get(b, b + '-bound')}"
+                      for b in shown)
     line = f"Roofline: {parts} (share of op time) · roofs: {peaks_text(result.roofline_peaks)}"
     return f"{line} · {note}" if note else line
 
