@@ -21,14 +21,13 @@ twice; categories can overlap each other (``overlap`` says how much communicatio
 hidden behind compute), so compute + communication + memcpy + idle may exceed the
 window.
 
-On the CPU (no GPU work): **communication** is the time (union over threads, clipped to
-the window) during which a collective op runs (``record_param_comms``, ``c10d::*``, ops
-whose name starts with ``nccl`` or contains ``gloo``) or a range so named with nothing
-under it (``gloo:all_reduce`` on gloo's threads), so it never exceeds the window;
-**compute** is the self time (duration minus that of the events directly under it) of
-every other op starting in the window, summed over threads; **memcpy** is 0; **idle** is
-the window minus the time during which any op or such range runs on any thread (Python
-between ops, waits); **overlap** is ``None``.
+On the CPU (no GPU work), the same way, over the threads: **communication** is the time
+during which a collective op runs (``record_param_comms``, ``c10d::*``, ops whose name
+starts with ``nccl`` or contains ``gloo``) or a range so named with nothing under it
+(``gloo:all_reduce`` on gloo's threads); **compute** the time during which any other op
+runs; **memcpy** is 0; **idle** the window minus the time during which any op or such
+range runs on any thread (Python between ops, waits); **overlap** is ``None``. Each is a
+union clipped to the window, so no share of it is above 100%.
 
 Each figure is the mean over the windows, in µs per iteration; ``wall`` is the windows'
 mean length, so each share is a figure over ``wall``.
@@ -147,37 +146,22 @@ def _gpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     return out
 
 
-def _self_times(table: EventTable, rows: np.ndarray) -> np.ndarray:
-    """Duration minus the durations of the tree events directly under each of ``rows``."""
-    child = np.flatnonzero(table.parent >= 0)
-    under = np.bincount(table.parent[child], weights=table.duration[child].astype(np.float64),
-                        minlength=table.n)
-    return table.duration[rows] - under[rows]
-
-
 def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
-    order = np.argsort(table.start[op_rows], kind="stable")
-    op_rows = op_rows[order]
-    op_starts = table.start[op_rows]
     comm = _name_mask(table, is_comm_op)[op_rows]
-    self_ns = _self_times(table, op_rows)
-    # Prefix sums: the self time of the other ops starting in a window is two lookups.
-    other_sum = np.concatenate([[0.0], np.cumsum(np.where(comm, 0.0, self_ns))])
-    # Communication is a span of time, not a sum: the collective ops on the calling
-    # thread and the ranges so named with nothing under them (``gloo:all_reduce`` on
-    # gloo's own threads) run at the same time, so their union is taken.
+    # Collectives that torch records as ranges with nothing under them (``gloo:all_reduce``
+    # on gloo's own threads) are communication too.
     has_child = np.zeros(table.n, dtype=bool)
     has_child[table.parent[table.parent >= 0]] = True
     range_rows = np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
                                 & _name_mask(table, is_comm_kernel))
+    compute = Intervals(table, op_rows[~comm])
     communication = Intervals(table, np.concatenate([op_rows[comm], range_rows]))
     busy = Intervals(table, np.concatenate([op_rows, range_rows]))
     totals = {"compute": 0.0, "communication": 0.0, "idle": 0.0}
     for window in windows:
-        a, b = np.searchsorted(op_starts, window, "left")
+        totals["compute"] += compute.covered(window)
         totals["communication"] += communication.covered(window)
-        totals["compute"] += float(other_sum[b] - other_sum[a])
         totals["idle"] += (window[1] - window[0]) - busy.covered(window)
     steps = max(len(windows), 1)
     out: dict[str, Any] = {k: v / steps / 1000.0 for k, v in totals.items()}
