@@ -22,9 +22,7 @@ from typing import Any
 os.environ["KINETO_LOG_LEVEL"] = "6"
 
 BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(1, str(REPO_ROOT))
+REPO_ROOT = BENCH_DIR.parent  # kernelmagic itself is the installed package (pip install -e .)
 
 MARKER = "##BENCH## "
 
@@ -147,9 +145,6 @@ def cell_side(code: str) -> Callable[[], float]:
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["KINETO_LOG_LEVEL"] = "6"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-    )
     return env
 
 

@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from kernelmagic.storage import ProfileFileError, load
+    from kernelmagic.errors import ProfileFileError
+    from kernelmagic.result import ProfileResult
+    from kernelmagic.storage import load
 
     if getattr(args, "limit", 1) < 1:
         return _fail("--limit must be at least 1")
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = load(args.file)
             for warning in caught:  # e.g. a rank's file that could not be read
                 print(f"kernelmagic: warning: {warning.message}", file=sys.stderr)
-            if not hasattr(result, "rows"):  # a folder or saved run of many ranks
+            if not isinstance(result, ProfileResult):  # a folder or saved run of many ranks
                 if args.rank is None:
                     from kernelmagic.render.ranks import text_report as ranks_report
 
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             before, after = load(args.before), load(args.after)
             for name, item in ((args.before, before), (args.after, after)):
-                if not hasattr(item, "rows"):
+                if not isinstance(item, ProfileResult):
                     return _fail(f"{name}: many ranks; compare takes single profiles or "
                                  "traces (a rank's file)")
             print(after.compare(before).table(limit=args.limit))

@@ -34,7 +34,7 @@ DATASHEET: list[tuple[str, str, dict[str, float], float]] = [
     ("H200 NVL", "H200 NVL", {"float32": 60 * T, "bfloat16": 835 * T, "float16": 835 * T},
      4.8 * TB),
     # NVIDIA H200 datasheet (SXM): FP32 67 TF, BF16/FP16 1,979 TF with sparsity, 4.8 TB/s.
-    # Measured on an H200 (torch 2.11+cu130, benchmarks/gpu_capture.py): 8192^3 matmul
+    # Measured on an H200 (torch 2.11+cu130, tools/gpu_capture.py): 8192^3 matmul
     # float32 51.2 TFLOP/s (TF32 off), bfloat16 789, float16 760; copy of 1 GiB 4.26 TB/s
     # (read + write): 76-89% of these figures, as expected of dense library kernels.
     ("H200", "H200", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4.8 * TB),

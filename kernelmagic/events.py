@@ -42,6 +42,9 @@ DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 NO_PARENT = -1
 
+#: A stretch of time, ``(start, end)`` ns from the trace's start (an iteration, a step).
+Window = tuple[int, int]
+
 
 @dataclass(eq=False)
 class EventTable:

@@ -20,6 +20,23 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from kernelmagic.options import ProfileOptions, check_variable_name
 
+#: Every option string of the magic, and whether it takes a value (``split_line`` reads
+#: it): filled by ``option`` as the options are declared on ``ProfileMagics.profile``.
+TAKES_VALUE: dict[str, bool] = {}
+
+
+class option(argument):  # lower case: a decorator, beside magic_arguments' ``argument``
+    """``magic_arguments.argument`` that also records in ``TAKES_VALUE`` whether each of
+    its option strings takes a value: argparse's own answer, from the action it adds."""
+
+    def __init__(self, *flags: str, **settings: Any) -> None:
+        super().__init__(*flags, **settings)
+        self.flags, self.settings = flags, settings
+
+    def add_to_parser(self, parser: Any, group: Any) -> None:
+        action = (parser if group is None else group).add_argument(*self.flags, **self.settings)
+        TAKES_VALUE.update(dict.fromkeys(action.option_strings, action.nargs != 0))
+
 
 @magics_class
 class ProfileMagics(Magics):
@@ -30,52 +47,52 @@ class ProfileMagics(Magics):
         self.saved: dict[str, Any] = {}
 
     @magic_arguments()
-    @argument("-n", "--iters", type=int, default=10,
-              help="profiled iterations (at least 1; default 10)")
-    @argument("-w", "--warmup", type=int, default=3,
-              help="unprofiled warm-up runs before profiling (at least 0; default 3)")
-    @argument("-k", "--topk", type=int, default=10,
-              help="bars in the chart (at least 1; default 10)")
-    @argument("-s", "--sort", type=str, default=None,
-              help="sort key: self_device (default when CUDA is profiled), self_cpu "
-                   "(default otherwise), device, cpu, calls, avg")
-    @argument("--name", type=str, default=None,
-              help="name of the result and of its record_function/NVTX ranges "
-                   "(default: cell[<execution count>])")
-    @argument("-o", "--out", type=str, default=None, metavar="VAR",
-              help="bind the result object to VAR in the user namespace")
-    @argument("--cpu-only", action="store_true",
-              help="profile CPU activity only, even when CUDA is available")
-    @argument("-q", "--quiet", action="store_true", help="show nothing (use with -o)")
-    @argument("--save", type=str, default=None, metavar="NAME",
-              help="keep the result under NAME for the life of the kernel (for --compare)")
-    @argument("--compare", type=str, default=None, metavar="NAME_OR_PATH",
-              help="show this run against a result kept with --save NAME, or a file "
-                   "written by result.save(path)")
-    @argument("--no-findings", action="store_true",
-              help="hide the plain-language findings below the table")
-    @argument("--memory", action="store_true",
-              help="memory allocated per op (self and total) and the peak within an iteration")
-    @argument("--shapes", action="store_true", help="split op rows by input shapes")
-    @argument("--flops", action="store_true",
-              help="FLOPs per op where torch can count them, and the achieved FLOP/s")
-    @argument("--stack", action="store_true",
-              help="op time attributed to your own Python functions, the cell's first")
-    @argument("--modules", action="store_true",
-              help="time per nn.Module call path (e.g. ff.0), nested")
-    @argument("--timeline", action="store_true",
-              help="a picture of one profiled iteration: CPU ops and GPU kernels per stream")
-    @argument("--roofline", action="store_true",
-              help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
-                   "peaks: compute-, memory- or overhead-bound, with a roofline chart")
-    @argument("--trace", type=str, default=None, metavar="PATH",
-              help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
-    @argument("--force", action="store_true", help="let --trace overwrite an existing file")
-    @argument("--gather", action="store_true",
-              help="in a torch.distributed process group: every rank profiles, rank 0 "
-                   "shows (and -o binds) the report of all ranks, the others one line")
-    @argument("statement", nargs="*",
-              help="line magic only: the statement to profile (%%profile uses the cell)")
+    @option("-n", "--iters", type=int, default=10,
+            help="profiled iterations (at least 1; default 10)")
+    @option("-w", "--warmup", type=int, default=3,
+            help="unprofiled warm-up runs before profiling (at least 0; default 3)")
+    @option("-k", "--topk", type=int, default=10,
+            help="bars in the chart (at least 1; default 10)")
+    @option("-s", "--sort", type=str, default=None,
+            help="sort key: self_device (default when CUDA is profiled), self_cpu "
+                 "(default otherwise), device, cpu, calls, avg")
+    @option("--name", type=str, default=None,
+            help="name of the result and of its record_function/NVTX ranges "
+                 "(default: cell[<execution count>])")
+    @option("-o", "--out", type=str, default=None, metavar="VAR",
+            help="bind the result object to VAR in the user namespace")
+    @option("--cpu-only", action="store_true",
+            help="profile CPU activity only, even when CUDA is available")
+    @option("-q", "--quiet", action="store_true", help="show nothing (use with -o)")
+    @option("--save", type=str, default=None, metavar="NAME",
+            help="keep the result under NAME for the life of the kernel (for --compare)")
+    @option("--compare", type=str, default=None, metavar="NAME_OR_PATH",
+            help="show this run against a result kept with --save NAME, or a file "
+                 "written by result.save(path)")
+    @option("--no-findings", action="store_true",
+            help="hide the plain-language findings below the table")
+    @option("--memory", action="store_true",
+            help="memory allocated per op (self and total) and the peak within an iteration")
+    @option("--shapes", action="store_true", help="split op rows by input shapes")
+    @option("--flops", action="store_true",
+            help="FLOPs per op where torch can count them, and the achieved FLOP/s")
+    @option("--stack", action="store_true",
+            help="op time attributed to your own Python functions, the cell's first")
+    @option("--modules", action="store_true",
+            help="time per nn.Module call path (e.g. ff.0), nested")
+    @option("--timeline", action="store_true",
+            help="a picture of one profiled iteration: CPU ops and GPU kernels per stream")
+    @option("--roofline", action="store_true",
+            help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
+                 "peaks: compute-, memory- or overhead-bound, with a roofline chart")
+    @option("--trace", type=str, default=None, metavar="PATH",
+            help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
+    @option("--force", action="store_true", help="let --trace overwrite an existing file")
+    @option("--gather", action="store_true",
+            help="in a torch.distributed process group: every rank profiles, rank 0 "
+                 "shows (and -o binds) the report of all ranks, the others one line")
+    @option("statement", nargs="*",
+            help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
     def profile(self, line: str, cell: str | None = None) -> None:
         """Profile a cell (``%%profile``) or one statement (``%profile``) with torch.profiler.
@@ -187,6 +204,7 @@ class ProfileMagics(Magics):
         a result saved under that name (labelled with it) first, else a file path."""
         if target in self.saved:
             return self.saved[target], target
+        from kernelmagic.result import ProfileResult
         from kernelmagic.storage import load
 
         if not os.path.exists(target):
@@ -197,7 +215,7 @@ class ProfileMagics(Magics):
             found = load(target)
         except ValueError as exc:  # ProfileFileError, or a folder of ranks that is not a run
             raise UsageError(f"--compare: {exc}") from None
-        if not hasattr(found, "rows"):  # a folder or saved run of many ranks
+        if not isinstance(found, ProfileResult):  # a folder or saved run of many ranks
             raise UsageError(f"--compare {target}: many ranks; compare with one rank's "
                              "profile or trace")
         return found, ""
@@ -262,12 +280,7 @@ def split_line(line: str) -> tuple[str, str]:
     Options come first; the statement starts at the first token that is not an option
     or an option's value (``--`` ends the options explicitly).
     """
-    parser = ProfileMagics.profile.parser
-    takes_value = {
-        opt: action.nargs != 0
-        for action in parser._actions
-        for opt in action.option_strings
-    }
+    takes_value = TAKES_VALUE
     expect_value = False
     for match in _TOKEN.finditer(line):
         token = match.group()

@@ -156,7 +156,7 @@ class ProfileResult:
     @cached_property
     def roofline_verdict(self) -> dict[str, float]:
         """Share of the ops' time that is compute-, memory- and overhead-bound."""
-        from kernelmagic.roofline import verdict
+        from kernelmagic.roofline_bounds import verdict
 
         return verdict(self.roofline)
 

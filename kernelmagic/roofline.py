@@ -14,12 +14,13 @@ run's ``EventTable`` (its event tree, ``parent``, and the op rows' self times):
   FLOPs and bytes: its time is dispatch overhead.
 
 Times are self device time on CUDA, self CPU time otherwise. ``classify`` then places
-each op against the device's roofs (``kernelmagic/device_peaks.py``).
+each op against the device's roofs (``kernelmagic/device_peaks.py``). The bounds, their
+thresholds and the verdict are ``kernelmagic/roofline_bounds.py``'s (torch-free: a saved
+profile's roofline is shown without torch); this module imports torch.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import numpy as np
@@ -29,43 +30,10 @@ from kernelmagic.device_peaks import Peaks
 from kernelmagic.events import EventTable, Kind
 from kernelmagic.op_counter import OpCount
 from kernelmagic.range_names import SYNC_RANGE
+from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, unexplained_kind
 from kernelmagic.rows import RooflineRow
 from kernelmagic.views.ops import is_op, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
-
-#: An op is overhead-bound when it reaches less than this fraction of *both* roofs
-#: (achieved FLOP/s / peak FLOP/s and achieved bytes/s / peak bytes/s). Tiny ops,
-#: whose time is dispatch and kernel launch, stay far below 1% (an 8-element multiply
-#: on a CPU reaches ~0.1% of the copy bandwidth, on a GPU ~0.001%), while real work
-#: stays above it even when slowed down 5-10x (a 16M-element add that page-faults
-#: its fresh output on every call still reaches ~5% of the CPU's copy bandwidth).
-OVERHEAD_FRACTION = 0.01
-
-#: An op with no FLOPs counted that reaches at least ``OVERHEAD_FRACTION`` but less than
-#: this share of the memory roof, and whose name says it draws random numbers, sorts or
-#: indexes (``UNEXPLAINED_PATTERNS``), is limited by neither roof (the generator's
-#: arithmetic, comparisons, scattered reads): its bound is "unexplained", not "memory".
-UNEXPLAINED_REACH = 0.25
-UNEXPLAINED_PATTERNS: dict[str, re.Pattern[str]] = {
-    "random numbers": re.compile(
-        r"^(bernoulli|rand|normal|uniform|multinomial|exponential|geometric|cauchy"
-        r"|log_normal|poisson|native_dropout|fused_dropout)"),
-    "sorting": re.compile(r"^(sort|argsort|msort|topk|unique|kthvalue|median|nanmedian|mode"
-                          r"|searchsorted|bucketize)"),
-    "indexing": re.compile(r"^(index|gather|scatter|nonzero|masked_select|masked_scatter|take"
-                           r"|embedding)"),
-}
-
-BOUNDS = ("compute", "memory", "overhead", "unexplained")
-
-
-def unexplained_kind(key: str, flops: float, reached: float) -> str | None:
-    """The kind of work (``UNEXPLAINED_PATTERNS``) the roofline cannot explain, else None."""
-    if flops > 0 or not OVERHEAD_FRACTION <= reached < UNEXPLAINED_REACH:
-        return None
-    name = key.rsplit("::", 1)[-1].lstrip("_")
-    return next((kind for kind, pattern in UNEXPLAINED_PATTERNS.items()
-                 if pattern.match(name)), None)
 
 
 def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -> tuple[str, float]:
@@ -219,14 +187,3 @@ def collect_roofline(table: EventTable, counts: dict[str, OpCount], peaks: Peaks
     window = outer_window(table, name) if name is not None else None
     times, calls = attribute_times(table, counted, on_device, window=window)
     return build_rows(times, calls, counts, peaks)
-
-
-def verdict(rows: list[RooflineRow]) -> dict[str, float]:
-    """The share of the ops' time in each regime: compute, memory, overhead."""
-    total = sum(r.time for r in rows)
-    shares = {b: 0.0 for b in BOUNDS}
-    if total <= 0:
-        return shares
-    for r in rows:
-        shares[r.bound] += r.time / total
-    return shares

@@ -1,6 +1,9 @@
-"""Profiles on disk: the JSON of ``ProfileResult.to_dict``, with a format version.
+"""Results on disk: one ``save`` and one ``load`` for a profile (``ProfileResult``) and a
+run of many ranks (``ManyRanksResult``), each the JSON of its ``to_dict`` with a format
+name and version (``result.save(path)`` on either calls ``save`` here).
 
-``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``).
+``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``) and folders
+of them, one per rank (``kernelmagic/ranks/load.py``).
 """
 
 from __future__ import annotations
@@ -10,17 +13,18 @@ import os
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernelmagic.errors import ProfileFileError
 from kernelmagic.result import ProfileResult
 
+if TYPE_CHECKING:
+    from kernelmagic.ranks.result import ManyRanksResult
 
-class ProfileFileError(ValueError):
-    """A profile file that is missing, not JSON, or of another format or version."""
 
-
-def save(result: ProfileResult, path: str | os.PathLike[str]) -> Path:
-    """Write ``result`` as JSON to ``path`` and return the path."""
+def save(result: ProfileResult | ManyRanksResult, path: str | os.PathLike[str]) -> Path:
+    """Write ``result`` (one profile, or a run of many ranks) as JSON to ``path`` and return
+    the path; ``load(path)`` reads it back."""
     target = Path(path)
     target.write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
     return target

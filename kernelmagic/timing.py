@@ -1,9 +1,17 @@
-"""Per-iteration wall-time statistics, summarised the way ``%timeit`` does."""
+"""Per-iteration wall-time statistics, summarised the way ``%timeit`` does.
+
+``format_us`` and ``format_seconds`` live in ``kernelmagic/units.py``; they stay importable
+from here.
+"""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+
+from kernelmagic.units import format_seconds, format_us
+
+__all__ = ["OUTLIER_RATIO", "TimingStats", "format_seconds", "format_us"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0
@@ -73,23 +81,3 @@ class TimingStats:
             f"competed for the machine. {advice}"
         )
 
-
-def format_seconds(seconds: float) -> str:
-    """``%timeit``-style: three significant digits and the largest fitting unit."""
-    return format_us(seconds * 1e6)
-
-
-def format_us(us: float) -> str:
-    """A duration given in microseconds, e.g. ``812 µs``, ``12.3 ms``, ``1.50 s``."""
-    if us == 0:
-        return "0 µs"
-    value, unit = us * 1e3, "ns"
-    for next_unit in ("µs", "ms", "s"):
-        if abs(value) < 999.5:
-            break
-        value, unit = value / 1e3, next_unit
-    if abs(value) >= 99.95:
-        return f"{value:.0f} {unit}"
-    if abs(value) >= 9.995:
-        return f"{value:.1f} {unit}"
-    return f"{value:.2f} {unit}"

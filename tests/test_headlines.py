@@ -10,7 +10,8 @@ import torch
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic import findings, roofline_findings
+from kernelmagic import findings
+from kernelmagic.findings import roofline as roofline_findings
 from kernelmagic.result import KernelRow, OpRow, ProfileResult
 from kernelmagic.rows import Breakdown, RangeRow, RooflineRow
 

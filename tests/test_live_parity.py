@@ -16,7 +16,7 @@ from workloads import block_and_input
 import kernelmagic
 from kernelmagic.views.ops import SYNC_RANGE
 from kernelmagic.views.ranges import MODULE_RANGE
-from kernelmagic.views.sources import _FRAME, _library_file
+from kernelmagic.views.source_lines import _FRAME, _library_file
 
 TIMES = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
          "device_time_total")

@@ -22,6 +22,12 @@ from ranks_data import (
 )
 
 import kernelmagic
+from kernelmagic.findings.ranks import (
+    COMM_BOUND_SHARE,
+    communication_bound,
+    straggler,
+    straggler_spread,
+)
 from kernelmagic.ranks import (
     DuplicateRank,
     ManyRanksResult,
@@ -31,12 +37,6 @@ from kernelmagic.ranks import (
     WorldSizeMismatch,
     load_ranks,
     parse_rank,
-)
-from kernelmagic.ranks.findings import (
-    COMM_BOUND_SHARE,
-    communication_bound,
-    straggler,
-    straggler_spread,
 )
 from kernelmagic.sources.trace_file import TraceFileError
 

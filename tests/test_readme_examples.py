@@ -1,7 +1,8 @@
-"""README's examples are what the code prints today.
+"""README's and the docs' examples are what the code prints today, and their links resolve.
 
-Each example in README.md is a fenced block right after a marker line
-``<!-- example: NAME -->``; ``EXAMPLES`` below says how each is made:
+Each example in README.md or a page of docs/ is a fenced block right after a marker line
+``<!-- example: NAME -->`` (each NAME once across all of them); ``EXAMPLES`` below says how
+each is made:
 
 - from a trace file in ``tests/data`` (the same bytes every time): the block must equal the
   command's output exactly;
@@ -11,7 +12,11 @@ Each example in README.md is a fenced block right after a marker line
   that the run really has.
 
 ``KM_UPDATE_README=1 python -m pytest tests/test_readme_examples.py`` rewrites the blocks
-from a fresh run (then review the diff: a live run's figures are that machine's).
+from a fresh run, in whichever file holds each (then review the diff: a live run's figures
+are that machine's).
+
+``test_docs_links_resolve``: every relative link in those files names a file that exists,
+and every ``#anchor`` a heading of the page it points at.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from workloads import block_and_input
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 MARKER = re.compile(r"^<!-- example: ([\w-]+) -->\n```\n(.*?)```\n", re.M | re.S)
 UPDATE = os.environ.get("KM_UPDATE_README") == "1"
 
@@ -92,7 +98,7 @@ def roofline_example(full: bool = False) -> str:
 
 
 def _roofline_rules() -> set[str]:
-    from kernelmagic.roofline_findings import RULES
+    from kernelmagic.findings.roofline import RULES
 
     return {rule.__name__ for rule in RULES}
 
@@ -136,12 +142,29 @@ def masked(line: str) -> str:
     return re.sub(r"\s+", " ", _NUMBER.sub("#", line)).strip()
 
 
+def _pages() -> list[Path]:
+    """README.md and every page of docs/: where examples live."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def _found() -> list[tuple[str, Path, str]]:
+    """(name, file, block) of every example, in file order."""
+    return [(m.group(1), page, m.group(2))
+            for page in _pages() for m in MARKER.finditer(page.read_text(encoding="utf-8"))]
+
+
 def _blocks() -> dict[str, str]:
-    return {m.group(1): m.group(2) for m in MARKER.finditer(README.read_text())}
+    return {name: block for name, _, block in _found()}
+
+
+def _file_of(name: str) -> Path:
+    return next(page for found, page, _ in _found() if found == name)
 
 
 def test_every_example_has_a_maker_and_every_maker_an_example() -> None:
-    assert set(_blocks()) == set(EXAMPLES)
+    names = [name for name, _, _ in _found()]
+    assert len(names) == len(set(names)), f"an example name is used twice: {sorted(names)}"
+    assert set(names) == set(EXAMPLES)
 
 
 def _stable_lines(text: str) -> list[str]:
@@ -177,10 +200,11 @@ def test_readme_example_is_what_the_code_prints(name: str) -> None:
     shown = _blocks()[name]
     if UPDATE:
         fresh = make()
-        text = README.read_text()
+        page = _file_of(name)
+        text = page.read_text(encoding="utf-8")
         text = re.sub(rf"(<!-- example: {re.escape(name)} -->\n```\n).*?(```\n)",
                       lambda m: m.group(1) + fresh + m.group(2), text, flags=re.S)
-        README.write_text(text)
+        page.write_text(text, encoding="utf-8")
         return
     if not live:
         assert shown == make()
@@ -190,3 +214,47 @@ def test_readme_example_is_what_the_code_prints(name: str) -> None:
     # Every op the example lists is one this code really reports for the same cell (the
     # order and the figures are that run's).
     assert _row_names(shown) <= _row_names(fresh), name
+
+
+# --- links ------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_FENCE = re.compile(r"^```.*?^```[^\n]*$", re.M | re.S)
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced blocks and inline code, where a link is no link."""
+    return re.sub(r"`[^`\n]*`", "", _FENCE.sub("", text))
+
+
+def _anchors(page: Path) -> set[str]:
+    """The ``#anchors`` GitHub gives the headings of ``page`` (its slugger's rule)."""
+    seen: dict[str, int] = {}
+    for line in _FENCE.sub("", page.read_text(encoding="utf-8")).splitlines():
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def test_docs_links_resolve() -> None:
+    broken = []
+    for page in [*_pages(), REPO / "benchmarks" / "README.md"]:
+        if not page.exists():
+            continue
+        for target in _LINK.findall(_prose(page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:: not ours to check
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(REPO)}: {target}"
+            if not linked.exists():
+                broken.append(f"{where} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{where} (no such heading)")
+    assert not broken, "\n".join(broken)

@@ -13,6 +13,7 @@ import kernelmagic
 from kernelmagic import device_peaks as peaks_mod
 from kernelmagic.device_peaks import Peaks, datasheet
 from kernelmagic.events import Kind
+from kernelmagic.findings.roofline import compute_far_from_peak, memory_bound, overhead_bound
 from kernelmagic.op_counter import count_ops, tensor_bytes
 from kernelmagic.result import ProfileResult
 from kernelmagic.roofline import (
@@ -22,7 +23,6 @@ from kernelmagic.roofline import (
     classify,
     ops_to_open,
 )
-from kernelmagic.roofline_findings import compute_far_from_peak, memory_bound, overhead_bound
 from kernelmagic.rows import RooflineRow
 from kernelmagic.views.ops import SYNC_RANGE, op_rows, outer_window
 from kernelmagic.views.tree import Figures
@@ -151,9 +151,6 @@ def test_profiled_time_is_unchanged_by_the_counting_run(known):
 
 
 def test_fused_attention_is_opened_and_its_matmuls_counted():
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from workloads import block_and_input
 
     block, x = block_and_input(batch=2, seq=64)

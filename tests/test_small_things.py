@@ -23,7 +23,7 @@ from kernelmagic.advice import (
     warm_up,
 )
 from kernelmagic.compare import compare
-from kernelmagic.render.names import ELLIPSIS, NAME_WIDTH, _distinct, short_names, simplify
+from kernelmagic.render.names import ELLIPSIS, NAME_WIDTH, short_names, simplify, tell_apart
 from kernelmagic.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
@@ -237,9 +237,9 @@ def test_a_difference_past_the_width_is_shown_after_the_head():
 def test_short_names_that_still_coincide_get_their_tail_then_a_number():
     base = {"a": "x" * 70 + "1", "b": "x" * 70 + "2", "c": "y" * 70 + "2"}
     same = {"a": "S…", "b": "S…", "c": "S…"}
-    out = _distinct(same, base, 60)
+    out = tell_apart(same, base, 60)
     assert out == {"a": "S…", "b": "…" + "x" * 58 + "2", "c": "…" + "y" * 58 + "2"}
-    clash = _distinct({"a": "S", "b": "S", "c": "S"}, {"a": "S", "b": "S", "c": "S"}, 60)
+    clash = tell_apart({"a": "S", "b": "S", "c": "S"}, {"a": "S", "b": "S", "c": "S"}, 60)
     assert sorted(clash.values()) == ["S", "S… #2", "S… #3"]
 
 

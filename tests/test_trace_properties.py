@@ -13,7 +13,7 @@ attribution rule gives, worked out in plain Python. Each property loads the trac
 - a broken trace either loads or raises a one-line ``TraceFileError`` naming the file.
 
 Each ``check_*`` function is one property on one example; the tests run them on 910
-derandomized examples (the same on every run), ``benchmarks/trace_property_soak.py`` on
+derandomized examples (the same on every run), ``tools/trace_property_soak.py`` on
 many random ones.
 """
 
@@ -109,7 +109,7 @@ def explain(trace: Trace, style: Style, problems: list[str]) -> str:
     return "\n".join([*problems, f"style: {style}", trace.describe()])
 
 
-# --- the properties, one example each (also run by benchmarks/trace_property_soak.py) ---
+# --- the properties, one example each (also run by tools/trace_property_soak.py) ---
 
 
 def check_conservation(trace: Trace, style: Style, folder: Path) -> None:

@@ -17,7 +17,8 @@ from ci_gate import need_modules
 from trace_json import DATA, dumps
 
 from kernelmagic.sources import trace_fast
-from kernelmagic.sources.trace_file import TraceFileError, _ns_of_text, read_table
+from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.sources.trace_numbers import ns_of_text as _ns_of_text
 
 need_modules("msgspec", install='pip install -e ".[fast]"')
 

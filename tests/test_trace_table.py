@@ -16,7 +16,7 @@ import pytest
 from trace_json import dumps, raw, write_trace
 
 from kernelmagic.events import Kind
-from kernelmagic.sources import trace_file
+from kernelmagic.sources import json_scanner, trace_file
 from kernelmagic.sources.trace_file import read_table
 
 DATA = Path(__file__).parent / "data"
@@ -220,7 +220,7 @@ def test_metadata_after_trace_events_and_memory_instants(tmp_path):
 
 def test_tiny_chunks_read_the_same_table(monkeypatch):
     whole = read_table(DATA / "a100_alexnet.json.gz")
-    monkeypatch.setattr(trace_file, "_CHUNK", 7)  # every event straddles many reads
+    monkeypatch.setattr(json_scanner, "CHUNK", 7)  # every event straddles many reads
     pieces = read_table(DATA / "a100_alexnet.json.gz")
     assert pieces.names == whole.names and pieces.meta == whole.meta
     for column in ("kind", "name", "start", "end", "tid", "device", "correlation", "nbytes"):

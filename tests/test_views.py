@@ -6,7 +6,6 @@ import gzip
 import json
 import linecache
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -219,7 +218,6 @@ def test_views_survive_json_round_trip(tmp_path):
 
 
 def test_magic_views_in_report_and_selector(ip, tmp_path):
-    ip.run_cell(f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})")
     ip.run_cell("from workloads import block_and_input\nblock, x = block_and_input(1, 16)")
     trace = tmp_path / "cell.json"
     with capture_output() as cap:

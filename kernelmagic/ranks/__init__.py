@@ -4,10 +4,10 @@
   breakdown, from its ``EventTable`` (``RankSummary``)
 - ``load.py``: trace files parsed in parallel on any ``concurrent.futures.Executor``
 - ``result.py``: ``ManyRanksResult``, its JSON round trip
-- ``findings.py``: the straggler and communication-bound rules
 - ``live.py``: ``gather=True`` (``torch.distributed.gather_object`` to rank 0)
 
-Renderers are in ``kernelmagic/render/ranks.py``.
+Renderers are in ``kernelmagic/render/ranks.py``, the findings (straggler,
+communication-bound) in ``kernelmagic/findings/ranks.py``.
 """
 
 from kernelmagic.ranks.load import (

@@ -33,11 +33,11 @@ def gather(result: ProfileResult, table: EventTable, name: str) -> Any:
     """Send this rank's result and summary to rank 0; rank 0 returns them all together."""
     import torch.distributed as dist
 
-    from kernelmagic.views import iteration_windows
+    from kernelmagic.views.iterations import find_iterations
 
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    summary = summarize(table, iteration_windows(table, name), result, rank=rank,
+    summary = summarize(table, find_iterations(table, name).windows, result, rank=rank,
                         world_size=world, backend=str(dist.get_backend()), file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)

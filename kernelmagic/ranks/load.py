@@ -73,7 +73,8 @@ def parse_rank(path: str) -> Parsed:
     source = Path(path)
     try:
         from kernelmagic.sources.trace_file import NotATrace
-        from kernelmagic.sources.trace_result import Iterations, load_trace
+        from kernelmagic.sources.trace_result import load_trace
+        from kernelmagic.views.iterations import Iterations
 
         kept: list[tuple[EventTable, Iterations]] = []
         try:

@@ -1,8 +1,12 @@
-"""``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank."""
+"""``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank.
+
+Like ``ProfileResult``, its convenience methods (``findings``, ``summary``, ``save``,
+display) import the findings, renderers and storage lazily, inside the method: the data
+imports nothing above it.
+"""
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from functools import cached_property
@@ -59,12 +63,12 @@ class ManyRanksResult:
         return statistics.median(values) if values else 0.0
 
     def findings(self) -> list[Any]:
-        """Straggler and communication-bound findings (``kernelmagic/ranks/findings.py``)."""
+        """Straggler and communication-bound findings (``kernelmagic/findings/ranks.py``)."""
         return list(self._findings)
 
     @cached_property
     def _findings(self) -> list[Any]:
-        from kernelmagic.ranks.findings import find
+        from kernelmagic.findings.ranks import find
 
         return find(list(self.summaries.values()))
 
@@ -126,9 +130,9 @@ class ManyRanksResult:
 
     def save(self, path: str | Path) -> Path:
         """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""
-        target = Path(path)
-        target.write_text(json.dumps(self.to_dict()) + "\n", encoding="utf-8")
-        return target
+        from kernelmagic.storage import save
+
+        return save(self, path)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ManyRanksResult):

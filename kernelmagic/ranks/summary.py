@@ -17,14 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelmagic.events import EventTable
+from kernelmagic.events import EventTable, Window
 from kernelmagic.result import ProfileResult
-from kernelmagic.views.breakdown import (
-    Window,
-    breakdown,
-    is_comm_kernel,
-    is_comm_op,
-)
+from kernelmagic.views.breakdown import breakdown, is_comm_kernel, is_comm_op
 
 __all__ = ["RankSummary", "Window", "is_comm_kernel", "is_comm_op", "summarize"]
 

@@ -2,13 +2,15 @@
 
 Viewers pick the richest type they can show: JupyterLab, VS Code and Colab render the
 widget; nbconvert and GitHub show ``text/html``; terminal IPython prints ``text/plain``.
+``display_bundle`` builds every bundle kernelmagic shows: a report's (``mime_bundle``
+here), a comparison's (``render/compare.py``) and a run of many ranks' (``render/ranks.py``).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from kernelmagic.render.text import text_report
 from kernelmagic.result import ProfileResult
@@ -21,6 +23,8 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: output whose widget was closed can be shown again by displaying the result).
 LIVE_LIMIT = 30
 _live: OrderedDict[object, tuple[object | None, list[Any]]] = OrderedDict()
+
+Drawn = TypeVar("Drawn")
 
 
 def rich_types(include: Any = None) -> tuple[bool, bool]:
@@ -54,15 +58,36 @@ def widget_view(build: Callable[[], Any]) -> dict[str, Any] | None:
     return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
 
 
-def mime_bundle(result: ProfileResult, include: Any = None,
-                findings: bool = True) -> dict[str, Any]:
-    """The report: ``text/plain`` always; HTML, chart and widget where they can be shown."""
-    bundle: dict[str, Any] = {"text/plain": text_report(result, findings=findings)}
-    html, widget = rich_types(include)
-    if not html:
+def display_bundle(text: str, include: Any, draw: Callable[[], Drawn],
+                   html: Callable[[Drawn], str], widget: Callable[[Drawn], Any]) -> dict[str, Any]:
+    """``text/plain`` always; where rich output can be shown (``rich_types``), the pictures
+    drawn once (``draw()``), ``text/html`` made with them, and the widget's view built
+    with the same pictures where a widget can be shown."""
+    bundle: dict[str, Any] = {"text/plain": text}
+    want_html, want_widget = rich_types(include)
+    if not want_html:
         return bundle
+    drawn = draw()
+    bundle["text/html"] = html(drawn)
+    if want_widget:
+        view = widget_view(lambda: widget(drawn))
+        if view is not None:
+            bundle[WIDGET_MIME] = view
+    return bundle
+
+
+class ReportPictures(NamedTuple):
+    """A report's pictures: the bar chart (SVG), and the timeline and roofline (PNG) of a
+    run that recorded them."""
+
+    chart: bytes
+    timeline: bytes | None
+    roofline: bytes | None
+
+
+def report_pictures(result: ProfileResult) -> ReportPictures:
+    """Draw the report's pictures."""
     from kernelmagic.render.chart import chart_svg
-    from kernelmagic.render.html import html_report
 
     chart = chart_svg(result)
     timeline = None
@@ -75,36 +100,36 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.roofline import roofline_png
 
         roofline = roofline_png(result)
-    bundle["text/html"] = html_report(result, chart, findings=findings, timeline_png=timeline,
-                                      roofline_png=roofline)
-    if widget:
-        def build() -> Any:
-            return report_box(result, findings=findings, chart=chart, timeline=timeline,
-                              roofline=roofline)
-
-        view = widget_view(build)
-        if view is not None:
-            bundle[WIDGET_MIME] = view
-    return bundle
+    return ReportPictures(chart, timeline, roofline)
 
 
-def report_box(result: ProfileResult, findings: bool = True, chart: bytes | None = None,
-               timeline: bytes | None = None, roofline: bytes | None = None) -> Any:
-    """The report's widget (charts drawn here unless given): also a rank's report in the
-    many-ranks widget (``render/ranks.py``)."""
-    from kernelmagic.render.chart import chart_svg, timeline_png
+def mime_bundle(result: ProfileResult, include: Any = None,
+                findings: bool = True) -> dict[str, Any]:
+    """The report: ``text/plain`` always; HTML, chart and widget where they can be shown."""
+
+    def html(drawn: ReportPictures) -> str:
+        from kernelmagic.render.html import html_report
+
+        return html_report(result, drawn.chart, findings=findings,
+                           timeline_png=drawn.timeline, roofline_png=drawn.roofline)
+
+    def widget(drawn: ReportPictures) -> Any:
+        return report_box(result, findings=findings, pictures=drawn)
+
+    return display_bundle(text_report(result, findings=findings), include,
+                          lambda: report_pictures(result), html, widget)
+
+
+def report_box(result: ProfileResult, findings: bool = True,
+               pictures: ReportPictures | None = None) -> Any:
+    """The report's widget (its pictures drawn here unless given): also a rank's report in
+    the many-ranks widget (``render/ranks.py``)."""
     from kernelmagic.render.widget import report_widget
 
-    if chart is None:
-        chart = chart_svg(result)
-    if timeline is None and "timeline" in result.views:
-        timeline = timeline_png(result)
-    if roofline is None and "roofline" in result.views and result.roofline:
-        from kernelmagic.render.roofline import roofline_png
-
-        roofline = roofline_png(result)
-    return report_widget(result, chart, findings=findings, timeline_png=timeline,
-                         roofline_png=roofline)
+    if pictures is None:
+        pictures = report_pictures(result)
+    return report_widget(result, pictures.chart, findings=findings,
+                         timeline_png=pictures.timeline, roofline_png=pictures.roofline)
 
 
 def _origin() -> tuple[object | None, object | None]:

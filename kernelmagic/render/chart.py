@@ -361,8 +361,10 @@ def _for_any_theme(fig: Any) -> None:
                 text.set_color(INK)
 
 
-def _png(fig: Any) -> bytes:
-    """Encode with light compression: encoding dominates otherwise (~9 ms vs ~2 ms)."""
+def figure_png(fig: Any) -> bytes:
+    """A matplotlib Figure as PNG, for every renderer's pictures: its ink made readable on
+    light and dark themes, encoded with light compression (encoding dominates otherwise:
+    ~9 ms vs ~2 ms)."""
     _for_any_theme(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
@@ -401,4 +403,4 @@ def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
     if not result.timeline:
         ax.text(0.5, 0.5, "no events in this iteration", ha="center", transform=ax.transAxes)
     fig.subplots_adjust(left=0.1, right=0.98, top=1 - 0.4 / height, bottom=0.6 / height)
-    return _png(fig)
+    return figure_png(fig)

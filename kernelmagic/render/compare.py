@@ -95,9 +95,9 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     longest = max((len(n) for n in names), default=10)
     fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
                         top=1 - 0.42 / height, bottom=0.62 / height)
-    from kernelmagic.render.chart import _png
+    from kernelmagic.render.chart import figure_png
 
-    return _png(fig)
+    return figure_png(fig)
 
 
 def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = 50) -> str:
@@ -130,16 +130,8 @@ def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
 
 def comparison_bundle(cmp: Comparison, include: Any = None) -> dict[str, Any]:
     """Widget view with ``text/html`` and ``text/plain`` fallbacks, as for a report."""
-    from kernelmagic.render.bundle import WIDGET_MIME, rich_types, widget_view
+    from kernelmagic.render.bundle import display_bundle
 
-    bundle: dict[str, Any] = {"text/plain": comparison_text(cmp)}
-    html, widget = rich_types(include)
-    if not html:
-        return bundle
-    png = comparison_png(cmp)
-    bundle["text/html"] = comparison_html(cmp, png)
-    if widget:
-        view = widget_view(lambda: comparison_widget(cmp, png))
-        if view is not None:
-            bundle[WIDGET_MIME] = view
-    return bundle
+    return display_bundle(comparison_text(cmp), include, lambda: comparison_png(cmp),
+                          lambda png: comparison_html(cmp, png),
+                          lambda png: comparison_widget(cmp, png))

@@ -183,10 +183,10 @@ def short_names(names: Iterable[str], width: int = NAME_WIDTH) -> dict[str, str]
     base = {n: (simple[n] if seen[simple[n]] == 1 else n) for n in distinct}
     where = _differences(sorted(set(base.values())))
     short = {n: _fit(base[n], *where[base[n]], width) for n in distinct}
-    return _distinct(short, base, width)
+    return tell_apart(short, base, width)
 
 
-def _distinct(short: dict[str, str], base: dict[str, str], width: int) -> dict[str, str]:
+def tell_apart(short: dict[str, str], base: dict[str, str], width: int) -> dict[str, str]:
     """Guarantee: where two short forms still coincide, the later ones get their tail,
     then a number."""
     taken: set[str] = set()

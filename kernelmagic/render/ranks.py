@@ -11,7 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.ranks.summary import RankSummary
-from kernelmagic.render.chart import _png
+from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
 from kernelmagic.render.text import render_table
@@ -144,7 +144,7 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
         ax.spines[side].set_visible(False)
     width = fig.get_figwidth()
     fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def findings_html(result: ManyRanksResult) -> str:
@@ -215,16 +215,9 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
 def mime_bundle(result: ManyRanksResult, include: Any = None,
                 findings: bool = True) -> dict[str, Any]:
     """``text/plain`` always; HTML with the chart, and the widget, where they can be shown."""
-    from kernelmagic.render.bundle import WIDGET_MIME, rich_types, widget_view
+    from kernelmagic.render.bundle import display_bundle
 
-    bundle: dict[str, Any] = {"text/plain": text_report(result, findings=findings)}
-    html, widget = rich_types(include)
-    if not html:
-        return bundle
-    png = chart_png(result)
-    bundle["text/html"] = html_report(result, png, findings=findings)
-    if widget:
-        view = widget_view(lambda: ranks_widget(result, png, findings=findings))
-        if view is not None:
-            bundle[WIDGET_MIME] = view
-    return bundle
+    return display_bundle(text_report(result, findings=findings), include,
+                          lambda: chart_png(result),
+                          lambda png: html_report(result, png, findings=findings),
+                          lambda png: ranks_widget(result, png, findings=findings))

@@ -9,20 +9,12 @@ from kernelmagic.render.table import Column, Table, format_count, name_column, s
 from kernelmagic.result import ProfileResult
 from kernelmagic.rows import RooflineRow
 from kernelmagic.timing import format_us
+from kernelmagic.units import percent as _pct
+from kernelmagic.units import si
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",
           "unexplained": "#DD8452"}
 MAX_LABEL = 28
-
-
-def si(x: float, unit: str) -> str:
-    """Decimal units, as datasheets give bandwidth: ``1.5 GB/s``, ``96 B``."""
-    text = format_count(x)
-    return f"{text}{unit}" if text[-1].isalpha() else f"{text} {unit}"
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 def roofline_table(result: ProfileResult) -> Table:
@@ -93,7 +85,7 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from kernelmagic.render.chart import _png
+    from kernelmagic.render.chart import figure_png
 
     peaks = result.roofline_peaks
     bandwidth = float(peaks.get("bytes_per_s", 0.0)) or 1.0
@@ -160,4 +152,4 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
         ax.text(0.5, 0.5, "no op with both FLOPs and bytes to place", ha="center",
                 transform=ax.transAxes)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.11)
-    return _png(fig)
+    return figure_png(fig)

@@ -13,6 +13,7 @@ from typing import Any
 
 from kernelmagic.result import OpRow, ProfileResult
 from kernelmagic.timing import format_us
+from kernelmagic.units import format_bytes, format_count
 
 
 @dataclass(frozen=True)
@@ -132,24 +133,6 @@ def _flops_columns(result: ProfileResult) -> list[Column]:
         Column("flops_rate", "FLOP/s", rate,
                lambda r: "—" if rate(r) < 0 else format_count(rate(r))),
     ]
-
-
-def format_count(n: float) -> str:
-    """1234567 -> ``1.23 M``; SI prefixes up to P."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {prefix}"
-    return f"{n:.3g}"
-
-
-def format_bytes(n: float) -> str:
-    """Bytes in binary units, signed (frees are negative): ``-1.50 MiB``."""
-    sign = "-" if n < 0 else ""
-    n = abs(n)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{sign}{n / scale:.2f} {unit}"
-    return f"{sign}{n:.0f} B"
 
 
 def _field(name: str) -> Callable[[OpRow], float]:

@@ -7,6 +7,7 @@ from kernelmagic.render.table import Table, column_for_sort, op_table
 from kernelmagic.result import ProfileResult
 from kernelmagic.rows import Breakdown
 from kernelmagic.timing import format_seconds, format_us
+from kernelmagic.units import short_percent as _percent
 
 MAX_NAME_WIDTH = 60
 
@@ -48,14 +49,6 @@ def summary_line(result: ProfileResult) -> str:
 def plural(n: int, word: str) -> str:
     """``1 iteration``, ``3 iterations``."""
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def _percent(share: float) -> str:
-    """A share as a percentage: two significant digits below 10%, else whole percents."""
-    pct = 100 * share
-    if pct == 0:
-        return "0%"
-    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
 
 
 def breakdown_text(parts: Breakdown) -> str:

@@ -17,10 +17,7 @@ from kernelmagic.render.table import (
 )
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
-
-
-def _pct(part: float, total: float) -> str:
-    return f"{100 * part / total:.1f}%" if total > 0 else "0.0%"
+from kernelmagic.units import percent_of as _pct
 
 
 def kernel_table(result: ProfileResult) -> Table:

@@ -1,6 +1,6 @@
 """Trace files decoded by msgspec, when it is installed (the ``fast`` extra).
 
-The same EventTable as ``trace_file``'s streaming reader, in about half the time:
+The same EventTable as the streaming reader (``trace_stream``), in about half the time:
 
 * msgspec decodes the whole document in C into small typed records, picking the record
   type by each event's ``"ph"`` and skipping every key the table does not use (a flow
@@ -8,7 +8,7 @@ The same EventTable as ``trace_file``'s streaming reader, in about half the time
 * timestamps stay as their JSON text and become integer nanoseconds a column at a time
   (``_ns_column``), exactly;
 * each record then goes through the very function the streaming reader uses
-  (``_Columns.adders``), so both readers give equal tables; ``tests/test_trace_readers.py``
+  (``Columns.adders``), so both readers give equal tables; ``tests/test_trace_readers.py``
   checks that on every trace in ``tests/data``.
 
 It holds the whole decompressed file in memory (about three times the JSON at the peak),
@@ -28,7 +28,8 @@ from typing import Any, Union
 import numpy as np
 
 from kernelmagic.events import EventTable
-from kernelmagic.sources.trace_file import _Columns, _ns_of_text, ns_of_string, trace_meta
+from kernelmagic.sources.trace_columns import Columns, trace_meta
+from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
 
 try:
     import msgspec
@@ -57,7 +58,7 @@ def read_table(path: Path) -> EventTable | None:
             return None
         doc = _DECODER.decode(data)
         del data
-        cols = _Columns()
+        cols = Columns()
         _fill(cols, doc.traceEvents)
     except Exception:  # any fault: the streaming reader names it
         return None
@@ -86,7 +87,7 @@ def _text_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _fill(cols: _Columns, events: list[Any]) -> None:
+def _fill(cols: Columns, events: list[Any]) -> None:
     """Every event into ``cols``, in file order, by the streaming reader's rules."""
     add_op, add_memory, _ = cols.adders()
     complete, instant, no_args = _Complete, _INSTANTS, _NO_ARGS
@@ -141,7 +142,7 @@ def _ns(raw: Any) -> int:
         return ns_of_string(value)
     if not text or text[:1] in b'[{ntf':  # an array, object, null, true, false
         raise TypeError
-    return _ns_of_text(text.decode())
+    return ns_of_text(text.decode())
 
 
 if msgspec is not None:

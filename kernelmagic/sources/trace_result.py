@@ -1,14 +1,9 @@
 """A trace file as a ``ProfileResult``: its iterations, then the same views as a live run.
 
-Iterations, first match wins:
-
-1. one per kernelmagic range ``NAME/iter i`` (what ``%%profile --trace`` writes), the
-   result named ``NAME``;
-2. one per ``ProfilerStep#N`` range (what ``torch.profiler.profile(schedule=...)`` with
-   ``prof.step()`` records), leaving out a step with no op inside (the stub torch opens
-   when the profiler stops);
-3. else the whole trace is one iteration, from its first to its last op, range or GPU
-   event.
+The iterations are ``views/iterations.py``'s, the rule a live run uses too: kernelmagic's
+``NAME/iter i`` ranges (what ``%%profile --trace`` writes; the result is named ``NAME``),
+else ``ProfilerStep#N`` ranges (the closing stub step left out), else the whole trace.
+Without kernelmagic's ranges the result is named after the file.
 
 ``timings`` are those windows' durations (seconds); there are no warm-up runs. With
 steps or kernelmagic ranges, the events outside every iteration (the profiler's start and
@@ -19,33 +14,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from kernelmagic.events import DEVICE_WORK, EventTable, Kind, select
-from kernelmagic.findings import _FP32_GEMM, _LOW_PRECISION
-from kernelmagic.range_names import ITERATION_RANGE as _OUR_ITERATION
+from kernelmagic.op_names import is_fp32_gemm
 from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
 from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
-
-
-@dataclass(frozen=True)
-class Iterations:
-    """The profiled iterations of a trace: windows in ns from the trace's start."""
-
-    name: str
-    windows: list[tuple[int, int]]
-    source: str  # "ProfilerStep", "kernelmagic ranges" or "whole trace"
-
-    @property
-    def timings(self) -> list[float]:
-        """Each window's duration in seconds."""
-        return [(end - start) / 1e9 for start, end in self.windows]
 
 
 def trace_stem(file_name: str) -> str:
@@ -54,57 +35,6 @@ def trace_stem(file_name: str) -> str:
         if file_name.endswith(suffix) and len(file_name) > len(suffix):
             return file_name[: -len(suffix)]
     return file_name
-
-
-def _windows(table: EventTable, rows: np.ndarray) -> list[tuple[int, int]]:
-    order = rows[np.argsort(table.start[rows], kind="stable")]
-    return [(int(table.start[i]), int(table.end[i])) for i in order]
-
-
-def find_iterations(table: EventTable, default_name: str) -> Iterations:
-    """The iterations of ``table`` (see the module's docstring)."""
-    ours = _our_iterations(table)
-    if ours is not None:
-        return ours
-    steps = np.flatnonzero(table.kind == Kind.STEP)
-    if steps.size:
-        # One thread steps the profiler: if steps appear on several, take the busiest.
-        tids, counts = np.unique(table.tid[steps], return_counts=True)
-        steps = steps[table.tid[steps] == tids[np.argmax(counts)]]
-        # The step torch opens as the profiler stops holds no op: not an iteration.
-        op_starts = np.sort(table.start[table.kind == Kind.OP])
-        holds = (np.searchsorted(op_starts, table.end[steps], "right")
-                 > np.searchsorted(op_starts, table.start[steps], "left"))
-        if holds.any():
-            steps = steps[holds]
-        return Iterations(default_name, _windows(table, steps), "ProfilerStep")
-    seen = np.flatnonzero((table.kind != Kind.OTHER) & (table.kind != Kind.MEMORY))
-    if not seen.size:
-        seen = np.arange(table.n)
-    return Iterations(default_name, [(int(table.start[seen].min()), int(table.end[seen].max()))],
-                      "whole trace")
-
-
-def _our_iterations(table: EventTable) -> Iterations | None:
-    """kernelmagic's ``NAME/iter i`` ranges; NAME preferably one with its outer range too."""
-    ranges = np.flatnonzero(table.kind == Kind.RANGE)
-    groups: dict[str, list[tuple[int, int]]] = {}
-    outer: set[str] = set()
-    for name_id in np.unique(table.name[ranges]):
-        text = table.names[name_id]
-        found = _OUR_ITERATION.match(text)
-        if found is None:
-            outer.add(text)
-            continue
-        rows = ranges[table.name[ranges] == name_id]
-        groups.setdefault(found.group(1), []).extend((int(found.group(2)), int(i)) for i in rows)
-    named = {k: v for k, v in groups.items() if k in outer} or groups
-    if not named:
-        return None
-    name = max(named, key=lambda k: (len(named[k]), k))
-    order = sorted(named[name], key=lambda pair: (table.start[pair[1]], pair[0]))
-    return Iterations(name, [(int(table.start[i]), int(table.end[i])) for _, i in order],
-                      "kernelmagic ranges")
 
 
 def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
@@ -182,7 +112,7 @@ def inferred_matmul_precision(table: EventTable) -> str:
     kernel_names = np.unique(table.name[table.kind == Kind.KERNEL])
     for name_id in kernel_names:
         text = table.names[name_id]
-        if _FP32_GEMM.search(text) and not _LOW_PRECISION.search(text):
+        if is_fp32_gemm(text):
             return "highest"
     return ""
 
@@ -201,7 +131,9 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
     table = read_table(source)
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
-    iterations = find_iterations(table, trace_stem(source.name))
+    iterations = find_iterations(table)
+    if not iterations.name:
+        iterations = replace(iterations, name=trace_stem(source.name))
     table = derive_links(within_iterations(table, iterations))
     result = build_result(
         table,

@@ -12,24 +12,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable
+from kernelmagic.events import DEVICE_WORK, EventTable, Window
 from kernelmagic.range_names import MODULE_RANGE, SYNC_RANGE
 from kernelmagic.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown
+from kernelmagic.views.iterations import Iterations, find_iterations, iteration_windows
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
-from kernelmagic.views.sources import source_rows
-from kernelmagic.views.timeline import (
-    Window,
-    gpu_busy,
-    iteration_windows,
-    peak_memory,
-    timeline,
-)
+from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.timeline import gpu_busy, peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["MODULE_RANGE", "SYNC_RANGE", "Figures", "Window", "build_result",
-           "iteration_windows"]
+__all__ = ["MODULE_RANGE", "SYNC_RANGE", "Figures", "Iterations", "Window", "build_result",
+           "find_iterations", "iteration_windows"]
 
 #: The deeper views ``build_result`` knows, in the order results list them.
 VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline")
@@ -52,8 +47,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       (``source_file`` names the profiled code's file, listed first), "modules",
       "timeline" (of the median iteration)).
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
-      ``iteration_windows(table, name)`` (``<name>/iter i`` ranges, else
-      ``ProfilerStep#N``, else the whole trace).
+      ``find_iterations(table, name)`` (``views/iterations.py``: ``<name>/iter i``
+      ranges, else ``ProfilerStep#N``, else the whole trace).
     - ``timings``: wall seconds per iteration; default the windows' lengths.
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
     - ``sort``: default "self_device" on a device, else "self_cpu".
@@ -61,7 +56,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       from the table's device memory records.
     - the rest is copied into the result unchanged.
     """
-    windows = iteration_windows(table, name) if iterations is None else list(iterations)
+    windows = (find_iterations(table, name).windows if iterations is None
+               else list(iterations))
     if timings is None:
         timings = [(end - start) / 1e9 for start, end in windows]
     if device is None:

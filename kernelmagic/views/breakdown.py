@@ -39,10 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window
 from kernelmagic.rows import Breakdown
-
-Window = tuple[int, int]
 
 #: CPU ops that are communication, by exact name or prefix.
 COMM_OPS = ("record_param_comms",)

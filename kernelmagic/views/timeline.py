@@ -1,38 +1,14 @@
-"""Iteration windows, one iteration's timeline, memory peaks and GPU busy time."""
+"""One iteration's timeline, memory peaks and GPU busy time (``iterations.py`` finds the
+iterations)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window
 from kernelmagic.rows import Span
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import nearest_ancestor
-
-Window = tuple[int, int]  # (start, end) ns from the trace's start
-
-
-def iteration_windows(table: EventTable, name: str | None = None) -> list[Window]:
-    """The profiled iterations: ``<name>/iter <i>`` ranges (any name when ``name`` is
-    None), else ``ProfilerStep#N`` ranges, else the whole trace as one iteration."""
-    pattern = re.compile(rf"^{re.escape(name)}/iter (\d+)$" if name is not None
-                         else r"^.*/iter (\d+)$")
-    for kind, pat in ((Kind.RANGE, pattern), (Kind.STEP, re.compile(r"^ProfilerStep#(\d+)$"))):
-        number = {i: int(m[1]) for i, x in enumerate(table.names)
-                  if (m := pat.match(x)) is not None}
-        if not number:
-            continue
-        idx = np.flatnonzero((table.kind == kind)
-                             & np.isin(table.name, np.fromiter(number, dtype=np.int64)))
-        if idx.size:
-            found = sorted((number[int(table.name[i])], int(table.start[i]), int(table.end[i]))
-                           for i in idx)
-            return [(s, e) for _, s, e in found]
-    if not table.n:
-        return []
-    return [(int(table.start.min()), int(table.end.max()))]
 
 
 def _device_work(table: EventTable) -> np.ndarray:

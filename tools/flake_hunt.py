@@ -1,8 +1,8 @@
 """Flake hunt: run the test suite many times, the last runs on a loaded machine, and list
 every test that failed even once.
 
-    python benchmarks/flake_hunt.py                     # the whole suite, 10 runs, last 5 loaded
-    python benchmarks/flake_hunt.py --runs 4 --loaded 2 -- tests/test_magic.py -k compare
+    python tools/flake_hunt.py                     # the whole suite, 10 runs, last 5 loaded
+    python tools/flake_hunt.py --runs 4 --loaded 2 -- tests/test_magic.py -k compare
 
 Each run is ``python -m pytest -q -p no:cacheprovider --junitxml=... [pytest args]`` from the
 repository root. During a loaded run one busy-looping process per core (``os.cpu_count()``)

@@ -1,6 +1,6 @@
 """GPU facts for the closing notes of a session lent a GPU (run by gpu-check.sh).
 
-    python benchmarks/gpu_report.py
+    python tools/gpu_report.py
 
 Prints, for a compute-bound and a launch-bound cell: the per-iteration wall time that
 kernelmagic reports (read after torch.cuda.synchronize()), the kernel time per iteration,

@@ -1,7 +1,7 @@
 """A short CUDA workload profiled by kernelmagic, for Nsight to see its NVTX ranges.
 
-    ncu --nvtx --nvtx-include "regex:.*" python benchmarks/nvtx_probe.py
-    nsys profile --trace=cuda,nvtx python benchmarks/nvtx_probe.py
+    ncu --nvtx --nvtx-include "regex:.*" python tools/nvtx_probe.py
+    nsys profile --trace=cuda,nvtx python tools/nvtx_probe.py
 
 kernelmagic opens NVTX ranges ``probe``, ``probe/warmup`` and ``probe/iter <i>``; the
 kernels launched inside them should be attributed to those ranges.

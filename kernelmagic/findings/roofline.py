@@ -1,7 +1,7 @@
 """Findings from the roofline view (``--roofline``): the regime that holds the time, and
-its remedy. Each rule is a pure function of a ``ProfileResult``, like those in
-``kernelmagic/findings.py``, which lists these with its own, by the share of the
-iteration each explains.
+its remedy. Each rule is a pure function of a ``ProfileResult``, like the other findings;
+``kernelmagic.findings.find`` lists these with the rest, by the share of the iteration
+each explains.
 
 **Unexplained by the roofline.** An op with no FLOPs counted that reaches at least
 ``OVERHEAD_FRACTION`` but under ``UNEXPLAINED_REACH`` of the memory roof, and whose name
@@ -17,10 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kernelmagic.findings import Finding, wall_us
+from kernelmagic.findings.base import Finding, wall_us
 from kernelmagic.result import ProfileResult
-from kernelmagic.roofline import OVERHEAD_FRACTION, UNEXPLAINED_PATTERNS, UNEXPLAINED_REACH
+from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_PATTERNS, UNEXPLAINED_REACH
 from kernelmagic.rows import RooflineRow
+from kernelmagic.units import si
 
 REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this share of time
 COMPUTE_SHARE = 0.3       # compute-bound ops' share of time worth a precision hint
@@ -75,12 +76,6 @@ def _share_of_iteration(result: ProfileResult, rows: list[RooflineRow]) -> float
     return min(1.0, per_iter / wall) if wall > 0 else 0.0
 
 
-def _rate(x: float, unit: str) -> str:
-    from kernelmagic.render.roofline import si
-
-    return si(x, unit)
-
-
 def _names(rows: list[RooflineRow], total: float, show: Callable[[RooflineRow], str]) -> str:
     return ", ".join(f"{r.key} {r.time / total:.0%} ({show(r)})" for r in rows[:NAMED])
 
@@ -91,13 +86,13 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         return None
     total = sum(r.time for r in result.roofline)
     peak = float(result.roofline_peaks.get("bytes_per_s", 0.0))
-    named = _names(rows, total, lambda r: f"{_rate(r.bytes_per_s, 'B/s')}, "
+    named = _names(rows, total, lambda r: f"{si(r.bytes_per_s, 'B/s')}, "
                                           f"{r.bytes_per_s / peak:.0%} of the memory roof"
-                   if peak else _rate(r.bytes_per_s, "B/s"))
+                   if peak else si(r.bytes_per_s, "B/s"))
     return Finding(
         "memory_bound", "Most of the time is memory-bound",
         f"{share:.0%} of op time is in ops limited by memory bandwidth "
-        f"(peak {_rate(peak, 'B/s')}): {named}",
+        f"(peak {si(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
         "(one pass over memory instead of one per op), and use lower precision "
         "(bfloat16 halves the bytes)", _share_of_iteration(result, rows))
@@ -146,8 +141,8 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(
         "compute_far_from_peak", title,
-        f"{share:.0%} of op time is compute-bound at {_rate(achieved, 'FLOP/s')} in "
-        f"{dtype}, {reached:.0%} of its {_rate(roof, 'FLOP/s')} roof", hint,
+        f"{share:.0%} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
+        f"{dtype}, {reached:.0%} of its {si(roof, 'FLOP/s')} roof", hint,
         _share_of_iteration(result, rows))
 
 

@@ -6,9 +6,9 @@ each (hypothesis, a new seed per run unless ``--seed``), shrinks any failure to 
 minimal example and prints it, then a summary: per property, the examples run, the time
 and the outcome.
 
-    python benchmarks/trace_property_soak.py                   # 5000 examples per property
-    python benchmarks/trace_property_soak.py --examples 500 --only conservation
-    python benchmarks/trace_property_soak.py --seed 1234       # repeat a run
+    python tools/trace_property_soak.py                   # 5000 examples per property
+    python tools/trace_property_soak.py --examples 500 --only conservation
+    python tools/trace_property_soak.py --seed 1234       # repeat a run
 
 Exit status 1 if any property failed. Not part of CI (``.ci/run``). On this project's
 2-core machine the default run (6 properties, 30,000 examples) takes 4 to 6 minutes, 35
@@ -18,7 +18,6 @@ to 80 s per property, on one core.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import sys
 import tempfile
@@ -28,10 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# The properties are the test suite's own (tests/test_trace_properties.py), run here with
+# more examples; kernelmagic itself is the installed package (pip install -e .).
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
-if importlib.util.find_spec("kernelmagic") is None:  # not installed: this checkout's
-    sys.path.insert(1, str(TESTS.parent))
 
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

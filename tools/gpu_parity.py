@@ -1,6 +1,6 @@
 """Diagnostic for sessions lent a GPU: kernelmagic's rows against key_averages(), every field.
 
-    python benchmarks/gpu_parity.py [OUT_DIR]
+    python tools/gpu_parity.py [OUT_DIR]
 
 Profiles the Block and a training step on CUDA and prints each op row whose figures
 differ from torch's ``key_averages()`` of the same session (less kernelmagic's own
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from workloads import block_and_input
 
 import kernelmagic
-from kernelmagic.views.ops import SYNC_RANGE
+from kernelmagic.range_names import SYNC_RANGE
 
 FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
           "device_time_total", "self_cpu_memory_usage", "cpu_memory_usage",

@@ -1,6 +1,6 @@
 """Records real CUDA profiles for offline tests (run by gpu-check.sh on a lent GPU).
 
-    OUT=/tmp/out python benchmarks/gpu_capture.py
+    OUT=/tmp/out python tools/gpu_capture.py
 
 Writes ``$OUT/gpu_capture.tar.gz`` holding, for each workload, the Chrome trace that
 ``torch.profiler`` exported (``<name>.json.gz``) and the rows of ``key_averages()`` of the

@@ -12,15 +12,21 @@ many-events cell of ``bench_many_events.py``), each profiled like ``%%profile`` 
   rebuilds torch's parent/child nesting and duplicate-node merge, and sums count, total
   and self CPU time per name -- checked to match ``key_averages()`` row for row.
 
-    python benchmarks/diag_collect.py
+    python tools/diag_collect.py
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import warnings
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
+
+# It times collection with the benchmarks' harness, workloads and wide cell
+# (benchmarks/_common.py, _workloads.py, bench_wide.py); kernelmagic is the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import _common as c
 import torch

@@ -1,0 +1,109 @@
+"""Plain-language findings: what the profile shows, the numbers behind it, what to try.
+
+Each rule is a pure function of a ``ProfileResult`` that returns a ``Finding`` or None.
+A finding carries ``share``, the fraction of the iteration it explains; ``find`` lists
+the findings by it, largest first (ties: the order of ``RULES``), so a report leads with
+the biggest problem it can see. Thresholds are module constants so the README and the
+tests can name them; the op and call names the rules recognise are in
+``kernelmagic/op_names.py``.
+
+One module per subject, each importing only ``base`` and the subjects it defers to:
+
+- ``base``: ``Finding``, and the iteration's length and shares every rule reads
+- ``startup``: CUDA start-up or first-call set-up inside the profiled window
+  (``startup_in_window``); the other rules do not blame that time on anything else
+- ``gpu``: the GPU idle most of the iteration with what the CPU events point to
+  (``gpu_idle``, ``cpu_causes``), launch-bound, host-device syncs, float32 matmuls
+- ``communication``: communication not hidden by compute
+- ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
+- ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
+- ``measurement``: a slow first run, a noisy measurement
+- ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
+- ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
+  of ``RankSummary`` objects with their own ``find``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernelmagic.findings.base import NAMED, Finding, wall_us
+from kernelmagic.findings.communication import COMM_BOUND_SHARE, communication_bound
+from kernelmagic.findings.gpu import (
+    CAUSE_SHARE,
+    GPU_IDLE_SHARE,
+    LAUNCH_BOUND_BUSY,
+    LAUNCH_BOUND_CPU_RATIO,
+    MATMUL_SHARE,
+    SHORT_KERNEL_US,
+    Cause,
+    cpu_causes,
+    fp32_matmul,
+    gpu_idle,
+    launch_bound,
+    sync_points,
+)
+from kernelmagic.findings.measurement import (
+    NOISY_SPREAD,
+    SLOW_WARMUP_RATIO,
+    noisy,
+    slow_warmup,
+)
+from kernelmagic.findings.ops import (
+    DOMINANT_SHARE,
+    ELEMENTWISE_AVG_US,
+    ELEMENTWISE_CALLS,
+    ELEMENTWISE_SHARE,
+    dominant_op,
+    fusable_elementwise,
+)
+from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
+from kernelmagic.findings.startup import (
+    SETUP_CALL_US,
+    SETUP_LAUNCH_US,
+    SLOW_FIRST_ITER_RATIO,
+    STARTUP_SHARE,
+    Setup,
+    setup,
+    startup_in_window,
+)
+from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
+from kernelmagic.op_names import (
+    BATCH_NORM_TRAINING,
+    DATA_LOADER,
+    DROPOUT_OPS,
+    DROPOUT_TRAINING,
+    ELEMENTWISE_OPS,
+    LAUNCH_CALLS,
+    MATMUL_OPS,
+    SETUP_CALLS,
+    SYNC_OPS,
+    WAIT_CALLS,
+)
+from kernelmagic.result import ProfileResult
+
+__all__ = [
+    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "DATA_LOADER", "DOMINANT_SHARE",
+    "DROPOUT_OPS", "DROPOUT_TRAINING", "ELEMENTWISE_AVG_US", "ELEMENTWISE_CALLS",
+    "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE", "LAUNCH_BOUND_BUSY",
+    "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED",
+    "NOISY_SPREAD", "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
+    "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
+    "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
+    "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
+    "fusable_elementwise", "gpu_idle", "launch_bound", "noisy", "setup", "slow_warmup",
+    "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
+]
+
+RULES: list[Callable[[ProfileResult], Finding | None]] = [
+    communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
+    launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
+]
+
+
+def find(result: ProfileResult) -> list[Finding]:
+    """Every rule's finding for ``result`` (``RULES``, then the roofline's), the largest
+    ``share`` of the iteration first; equal shares keep the rules' order."""
+    rules = RULES + ROOFLINE_RULES if result.roofline else RULES
+    found = [f for f in (rule(result) for rule in rules) if f is not None]
+    return sorted(found, key=lambda f: -f.share)

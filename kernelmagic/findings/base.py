@@ -1,0 +1,48 @@
+"""``Finding``, and the figures every rule reads the same way (the iteration's length, a
+share of it, an op's self time per iteration)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelmagic.result import OpRow, ProfileResult
+
+NAMED = 3  # ops or calls named in a finding's evidence
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation: a title, the numbers that triggered it, and one suggestion.
+
+    ``share`` is the fraction of the iteration the finding explains (0 when it explains
+    none of it, e.g. a noisy measurement); ``find`` orders the findings by it.
+    """
+
+    rule: str
+    title: str
+    evidence: str
+    suggestion: str
+    share: float = field(default=0.0, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.title}: {self.evidence}. Try: {self.suggestion}"
+
+
+def wall_us(result: ProfileResult) -> float:
+    """The iteration's length, µs: the breakdown's, else the timings' mean (0 without)."""
+    parts = result.breakdown
+    if parts is not None and parts.wall > 0:
+        return parts.wall
+    return result.stats.mean * 1e6 if result.timings else 0.0
+
+
+def of_wall(result: ProfileResult, us_per_iter: float) -> float:
+    """``us_per_iter`` as a share of the iteration, clamped to [0, 1] (0 without one)."""
+    wall = wall_us(result)
+    return min(1.0, max(0.0, us_per_iter / wall)) if wall > 0 else 0.0
+
+
+def per_iter_self(result: ProfileResult, row: OpRow) -> float:
+    """``row``'s self time per iteration, µs: device time where the device is profiled."""
+    attr = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
+    return getattr(row, attr) / result.iters

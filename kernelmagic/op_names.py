@@ -1,0 +1,78 @@
+"""The op, runtime-call and kernel names kernelmagic recognises, in one place (imports
+nothing heavy).
+
+The findings (``kernelmagic/findings/``) read a profile through these names: which calls
+wait for the GPU, launch kernels or belong to start-up, which ops are matmuls, elementwise
+or dropout; the trace reader (``sources/trace_result.py``) tells float32 matmul kernels
+from their names (``is_fp32_gemm``). Thresholds stay with the rules that use them.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Ops and runtime calls that make the CPU wait for the GPU, with what each does.
+SYNC_OPS = {
+    "aten::item": "reads a value to Python",
+    "aten::_local_scalar_dense": "copies a scalar to the host",
+    "aten::nonzero": "needs the result size on the host",
+    "cudaStreamSynchronize": "waits for a stream",
+    "cudaDeviceSynchronize": "waits for the device",
+    "cudaMemcpy": "synchronous copy",
+}
+#: Waits the CPU makes for the GPU, beyond ``SYNC_OPS`` (time only, for ``gpu_idle``).
+WAIT_CALLS = frozenset({"cudaEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
+                        "hipEventSynchronize", "hipMemcpy"})
+LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+    "cuLaunchKernelEx", "cudaGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",
+    "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipGraphLaunch",
+})
+#: Runtime calls that belong to start-up or to the caching allocator's growth.
+SETUP_CALLS = frozenset({
+    "cuInit", "cuDevicePrimaryCtxRetain", "cuCtxCreate", "cudaGetDeviceCount", "cudaSetDevice",
+    "cudaGetDeviceProperties", "cudaGetDeviceProperties_v2", "cudaDeviceGetStreamPriorityRange",
+    "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+    "cudaFree", "cudaMalloc", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost",
+    "cuModuleLoadData", "cuModuleLoadDataEx", "cuLibraryLoadData",
+    "hipInit", "hipGetDeviceCount", "hipSetDevice", "hipGetDeviceProperties",
+    "hipDeviceGetStreamPriorityRange", "hipStreamCreate", "hipStreamCreateWithFlags",
+    "hipStreamCreateWithPriority", "hipFree", "hipMalloc", "hipHostMalloc", "hipHostFree",
+    "hipModuleLoadData", "hipModuleLoadDataEx",
+})
+#: The caching allocator's calls among ``SETUP_CALLS``.
+ALLOCATOR_CALLS = frozenset({"cudaMalloc", "cudaMallocHost", "cudaHostAlloc", "hipMalloc",
+                             "hipHostMalloc"})
+_RUNTIME = re.compile(r"^(cuda|cu|hip)[A-Z]")
+#: The range (and op) names of a ``DataLoader``'s iteration.
+DATA_LOADER = "enumerate(DataLoader)"
+DROPOUT_OPS = ("aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
+               "aten::feature_alpha_dropout")
+#: Ops that run only when dropout trains: the random mask (CPU) or the fused kernel (GPU).
+DROPOUT_TRAINING = ("aten::bernoulli_", "aten::native_dropout", "aten::_fused_dropout")
+#: Kernels of batch norm in training mode (batch statistics).
+BATCH_NORM_TRAINING = re.compile(r"bn_fw_tr|BatchNormFwdTrain|batch_norm_collect_statistics")
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
+              "aten::linear", "aten::_scaled_mm", "aten::addbmm"}
+ELEMENTWISE_OPS = {
+    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
+    "aten::div", "aten::div_", "aten::relu", "aten::relu_", "aten::gelu", "aten::silu",
+    "aten::sigmoid", "aten::tanh", "aten::exp", "aten::log", "aten::pow", "aten::sqrt",
+    "aten::rsqrt", "aten::neg", "aten::abs", "aten::where", "aten::clamp", "aten::clamp_min",
+    "aten::maximum", "aten::minimum", "aten::addcmul", "aten::addcdiv", "aten::sin",
+    "aten::cos", "aten::reciprocal", "aten::fill_", "aten::masked_fill",
+}
+#: A GEMM kernel's name that says float32 (``is_fp32_gemm``) ...
+FP32_GEMM = re.compile(r"sgemm|f32f32_f32|gemm.*fp32", re.IGNORECASE)
+#: ... unless it also says TF32 or a lower precision.
+LOW_PRECISION = re.compile(r"tf32|bf16|f16|half|fp8|e4m3|e5m2", re.IGNORECASE)
+
+
+def is_runtime_call(name: str) -> bool:
+    """A CUDA or HIP runtime or driver call (``cudaMalloc``, ``cuInit``, ``hipFree``)."""
+    return bool(_RUNTIME.match(name))
+
+
+def is_fp32_gemm(kernel: str) -> bool:
+    """A float32 matmul kernel, not a TF32 or lower-precision one, by its name."""
+    return bool(FP32_GEMM.search(kernel)) and not LOW_PRECISION.search(kernel)

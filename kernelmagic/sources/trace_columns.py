@@ -1,0 +1,247 @@
+"""The rules both trace readers apply: what each event, and the document's top-level keys,
+become in the ``EventTable``.
+
+``Columns`` is the table being read; ``Columns.adders()`` gives the per-event functions
+the streaming reader (``trace_stream.py``) and the msgspec reader (``trace_fast.py``)
+both call, so both give equal tables. ``trace_meta`` turns the top-level keys
+(``META_KEYS``: ``deviceProperties``, ``distributedInfo``, ...) into the table's
+``meta``.
+
+A ``tid`` string holding an integer is that thread, ``"stream N"`` is stream N, any
+other ``tid`` string is a named lane of its own; ``ProfilerStep#N`` and DataLoader
+ranges become STEP and OTHER whatever their category says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernelmagic.events import EventTable, Kind, TableBuilder
+from kernelmagic.sources.trace_numbers import (
+    Number,
+    int_of,
+    ns_of_string,
+    ns_of_text,
+    thread_id,
+)
+
+#: Category -> kind, for torch >= 1.13 traces and for the older TensorBoard-era names.
+CATEGORIES: dict[str, Kind] = {
+    "cpu_op": Kind.OP,
+    "operator": Kind.OP,
+    "user_annotation": Kind.RANGE,
+    "gpu_user_annotation": Kind.GPU_RANGE,
+    "python_function": Kind.PYTHON,
+    "python": Kind.PYTHON,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+}
+_ON_DEVICE = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_RANGE})
+_GPU_SIDE_CATEGORIES = frozenset({"cuda_sync"})  # GPU-timeline events that are not work
+#: CPU-side ranges that become STEP or OTHER whatever their category says.
+STEP_PREFIX = "ProfilerStep#"
+DATALOADER_PREFIX = "enumerate(DataLoader)"
+#: The top-level keys a trace's ``meta`` is read from (``trace_meta``).
+META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion", "format")
+
+
+class Columns(TableBuilder):
+    """The table being read, with the per-event rules both trace readers apply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.string_tids: dict[str, int] = {}  # every tid string seen -> its id
+        self.lanes = 0  # named lanes so far
+
+    def tid_of(self, tid: Any) -> int:
+        """A thread id as written -> an int.
+
+        An int, or a string holding one (``"123"``, ``"-5"``), is that thread (a 32-bit id
+        written as signed is the unsigned one); ``"stream 7"`` is stream 7; any other
+        string is a named lane ("PyTorch Profiler"), with a negative id of its own (the
+        event tree leaves negative ids out); anything else is 0.
+        """
+        if type(tid) is int:
+            return thread_id(tid)
+        if type(tid) is str:
+            found = self.string_tids.get(tid)
+            if found is None:
+                found = self.string_tids[tid] = self._string_tid(tid)
+            return found
+        return 0
+
+    def _string_tid(self, tid: str) -> int:
+        number = int_of(tid)
+        if number is not None:  # "123": the thread, as the int would be
+            return thread_id(number)
+        text = tid.strip()
+        if text.startswith("stream "):  # old traces: "stream 7"
+            stream = text[7:].strip()
+            if stream.isascii() and stream.isdigit():
+                return int(stream)
+        self.lanes += 1  # a named lane
+        return -self.lanes - (1 << 40)
+
+    def adders(self) -> tuple[Any, Any, Any]:
+        """``(add_op, add_memory, ns)``, the per-event functions every reader calls.
+
+        ``add_op(name, cat, start, dur, tid, pid, device, stream, correlation, flops,
+        dims)`` takes one complete ("X") event, ``add_memory(start, tid, nbytes,
+        device_type, device_id)`` one ``[memory]`` instant; ``start`` and ``dur`` are
+        integer nanoseconds, ``args`` values None where absent; ids may be ints or
+        strings holding ints (``int_of``). ``ns(value)`` turns a ``ts``/``dur`` as the
+        standard ``json`` module decodes it here (an int, a ``Number``, or a string
+        holding a number) into integer nanoseconds. A value of the wrong type raises
+        TypeError or ValueError.
+        Locals are bound once: this is the readers' hot loop.
+        """
+        ids, intern = self.ids, self.intern
+        kinds, names, starts, ends = (self.kind.append, self.name.append, self.start.append,
+                                      self.end.append)
+        tids, devices = self.tid.append, self.device.append
+        correlations, flops_col = self.correlation.append, self.flops.append
+        shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
+        tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
+        categories: dict[Any, tuple[Kind, bool]] = {}
+        special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
+        number, text_ns = Number, ns_of_text
+        op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
+        unseen = object()
+
+        def ns(value: Any) -> int:
+            kind = type(value)
+            if kind is int:
+                return value * 1000
+            if kind is number:
+                if value[-4:-3] == ".":  # "123.456" µs: whole nanoseconds, the usual case
+                    try:  # (JSON number text: int() fails only on an exponent)
+                        return int(value[:-4] + value[-3:])
+                    except ValueError:
+                        pass
+                return text_ns(value)
+            if kind is str:  # "ts": "1712195495505543.2"
+                return string_ns(value)
+            raise TypeError
+
+        def add_op(name: Any, cat: Any, start: int, dur: int, tid: Any, pid: Any, device: Any,
+                   stream: Any, correlation: Any, flops: Any, dims: Any) -> None:
+            found = categories.get(cat)
+            if found is None:
+                found = categories[cat] = _category(cat)
+            kind, on_device = found
+            if dur < 0:
+                raise ValueError
+            end = start + dur
+            name_id = ids.get(name)
+            if name_id is None:
+                if type(name) is not str:
+                    raise TypeError
+                name_id = intern(name)
+            if on_device:
+                if type(device) is not int:
+                    device = id_of(device)
+                    if device is None:
+                        device = id_of(pid) or 0
+                if type(stream) is not int:
+                    stream = id_of(stream)
+                tid = stream if stream is not None else tid_of(tid)
+            else:
+                device = -1
+                if type(tid) is not int or tid < 0:
+                    tid = tid_of(tid)
+                if kind is op or kind is rng or kind is other:
+                    again = special.get(name, unseen)
+                    if again is unseen:
+                        again = special[name] = _special(name)
+                    if again is not None:
+                        kind = again
+            kinds(kind)
+            names(name_id)
+            starts(start)
+            ends(end)
+            tids(tid)
+            devices(device)
+            # cuda_sync ("Stream Sync", "Event Sync") shares its runtime call's correlation
+            # but is a wait, not GPU work: unlinked, it never counts as an op's device time.
+            if type(correlation) is not int:
+                correlation = 0 if correlation is None else id_of(correlation) or 0
+            correlations(correlation if kind is not other else 0)
+            flops_col(float(flops) if flops else 0.0)
+            shapes_col(intern(_shapes_text(dims)) if dims else 0)
+            nbytes_col(0)
+
+        def add_memory(start: int, tid: Any, nbytes: Any, device_type: Any,
+                       device_id: Any) -> None:
+            if type(nbytes) is not int:
+                raise TypeError
+            kinds(memory)
+            names(intern("[memory]"))
+            starts(start)
+            ends(start)
+            tids(tid_of(tid))
+            devices(device_id if device_type and type(device_id) is int else -1)
+            correlations(0)
+            flops_col(0.0)
+            shapes_col(0)
+            nbytes_col(nbytes)
+
+        return add_op, add_memory, ns
+
+    def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
+        """The table, its times made relative to the trace's first timestamp."""
+        table = self.freeze(meta=meta)
+        if table.n:
+            table.origin_ns = int(table.start.min())
+            table.start -= table.origin_ns
+            table.end -= table.origin_ns
+        return table
+
+
+def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
+    """The EventTable's ``meta`` from a trace's top-level keys (``META_KEYS``)."""
+    meta: dict[str, Any] = {"file": path.name, "source": "trace"}
+    props = found.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        if isinstance(props[0].get("name"), str):
+            meta["device_name"] = props[0]["name"]
+        if type(props[0].get("computeMajor")) is int:
+            meta["compute_major"] = props[0]["computeMajor"]
+    info = found.get("distributedInfo")
+    if isinstance(info, dict):
+        for key in ("rank", "world_size", "backend"):
+            if key in info and isinstance(info[key], (int, str)):
+                meta[key] = info[key]
+    if isinstance(found.get("traceName"), str):
+        meta["trace_name"] = found["traceName"]
+    return meta
+
+
+def _category(cat: Any) -> tuple[Kind, bool]:
+    """(kind, whether on the GPU timeline) of a category; unknown ones are OTHER on the CPU."""
+    kind = CATEGORIES.get(cat.lower()) if type(cat) is str else None
+    if kind is None:
+        return Kind.OTHER, cat in _GPU_SIDE_CATEGORIES
+    return kind, kind in _ON_DEVICE
+
+
+def _special(name: str) -> Kind | None:
+    """STEP or OTHER for the CPU-side ranges that are never rows, whatever their category."""
+    if name.startswith(STEP_PREFIX):
+        return Kind.STEP
+    if name.startswith(DATALOADER_PREFIX):
+        return Kind.OTHER
+    return None
+
+
+def _shapes_text(dims: Any) -> str:
+    """``Input Dims`` as the live source writes shapes: ``[8, 16], [16, 4]`` (``[]``: no tensor)."""
+    if type(dims) is not list:
+        raise TypeError
+    return ", ".join(str(d) if d else "[]" for d in dims)

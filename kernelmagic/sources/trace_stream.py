@@ -1,0 +1,266 @@
+"""The streaming trace reader: a Kineto / Chrome trace file, one event at a time, into
+``Columns``, with memory holding columns, never the whole document.
+
+The text is decompressed and decoded in chunks (``json_scanner.BufferedText``); ``traceEvents``
+is decoded one event at a time (``json_scanner.Scanner``) and each event goes into the
+columns at once by the rules both readers share (``trace_columns.Columns.adders``).
+Metadata keys may come before or after ``traceEvents``. Any fault is a ``TraceFileError``
+whose one-line message names the file, the event and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import zlib
+from pathlib import Path
+from typing import IO, Any
+
+from kernelmagic.errors import NotATrace, TraceFileError
+from kernelmagic.events import EventTable
+from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
+from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta
+from kernelmagic.sources.trace_numbers import NUMBER_TEXT, is_number_text, ns_of_value
+
+_COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+#: A flow event ("ph" "s"/"f"/"t": ac2g, fwdbwd arrows), flat, with plain strings: skipped
+#: without decoding. Anything else (an escape, a nested value) goes through the scanner.
+_FLOW = re.compile(r'\{\s*"ph":\s*"[sft]"(?:\s*,\s*"[^"\\]*":\s*(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*))*'
+                   r"\s*\}")
+
+
+def _open_text(path: Path) -> tuple[IO[str], bool]:
+    """The file as text (gunzipped when it starts with gzip's magic bytes)."""
+    with open(path, "rb") as raw:
+        magic = raw.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig"), True
+    return open(path, encoding="utf-8-sig"), False  # (a byte-order mark is dropped)
+
+
+class StreamReader:
+    """One pass over a trace file, filling ``Columns``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cols = Columns()
+        self.meta: dict[str, Any] = {}
+        self.events_seen = False
+
+    def fail(self, message: str) -> TraceFileError:
+        return TraceFileError(f"{self.path}: {message}")
+
+    def read(self) -> EventTable:
+        try:
+            stream, zipped = _open_text(self.path)
+        except FileNotFoundError:
+            raise self.fail("no such file") from None
+        except OSError as exc:
+            raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
+        try:
+            with stream:
+                self._document(BufferedText(stream), zipped)
+        except EOFError:
+            raise self.fail("truncated gzip file (it ends before the end of its data)") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise self.fail(f"corrupt gzip file ({exc})") from None
+        except UnicodeDecodeError:
+            raise self.fail("not a text file (not UTF-8): not a kernelmagic profile or trace") \
+                from None
+        except OSError as exc:
+            raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
+        return self.cols.freeze_relative(self._meta())
+
+    # -- document structure --
+
+    def _document(self, text: BufferedText, zipped: bool) -> None:
+        scanner = Scanner(text)
+        first = text.peek()
+        if not first:
+            raise self.fail("empty file" + (" (after gunzip)" if zipped else ""))
+        try:
+            if first == "[":  # Chrome's "JSON array format": the events alone
+                self._events(text, scanner, bare=True)
+            elif first == "{":
+                self._object(text, scanner)
+            else:
+                scalar = scanner.value()  # a JSON scalar, or not JSON: the scanner says which
+                raise self.fail("not a kernelmagic profile or trace (a JSON "
+                                f"{json_type(type(scalar).__name__)}, not an object)")
+        except JsonFault as fault:
+            prefix = "" if self.events_seen else "not a kernelmagic profile or trace: "
+            raise self.fail(prefix + str(fault)) from None
+        if text.peek():
+            raise self.fail(f"unexpected text after the JSON document at {text.where()}")
+
+    def _expect(self, text: BufferedText, scanner: Scanner, allowed: str) -> str:
+        c = text.peek()
+        if c and c in allowed:
+            text.pos += 1
+            return c
+        if not c:
+            raise JsonFault(f"invalid JSON at {text.where()} (the file ends early: truncated?)")
+        raise JsonFault(f"invalid JSON at {text.where()} (expected one of {allowed!r}, "
+                     f"found {c!r})")
+
+    def _object(self, text: BufferedText, scanner: Scanner) -> None:
+        text.pos += 1
+        keys: list[str] = []
+        if text.peek() == "}":
+            text.pos += 1
+        else:
+            while True:
+                if text.peek() != '"':
+                    self._expect(text, scanner, '"')
+                key = scanner.value()
+                self._expect(text, scanner, ":")
+                keys.append(key)
+                if key == "traceEvents":
+                    if text.peek() != "[":  # (the cursor is on the value now)
+                        kind = json_type(type(scanner.value()).__name__)
+                        raise self.fail(f"'traceEvents' is a JSON {kind}, not a list of events")
+                    self._events(text, scanner, bare=False)
+                    self.events_seen = True
+                else:
+                    text.peek()
+                    value = scanner.value()
+                    if key in META_KEYS:
+                        self.meta[key] = value
+                if self._expect(text, scanner, ",}") == "}":
+                    break
+        if not self.events_seen:
+            if "format" in self.meta:
+                raise NotATrace
+            listed = ", ".join(repr(k) for k in keys[:5]) or "none"
+            raise self.fail("not a kernelmagic profile or trace (JSON without 'traceEvents'; "
+                            f"its keys: {listed})")
+
+    # -- the events --
+
+    def _events(self, text: BufferedText, scanner: Scanner, bare: bool) -> None:
+        text.pos += 1  # the "["
+        add = self._adder()
+        scan = scanner.scan_once
+        comma = _COMMA.match
+        skip_flow = _FLOW.match
+        index = 0
+        while True:
+            # The fast path: "," and blanks, then a whole event inside the buffered text.
+            event = None
+            if index:
+                found = comma(text.buf, text.pos)
+                if found is not None and found.end() < len(text.buf):
+                    flow = skip_flow(text.buf, found.end())
+                    if flow is not None:  # a flow arrow: nothing of it is kept
+                        text.pos = flow.end()
+                        index += 1
+                        continue
+                    try:
+                        event, end = scan(text.buf, found.end())
+                    except (StopIteration, json.JSONDecodeError):
+                        event = None
+                    else:
+                        if type(event) is dict:
+                            text.pos = end
+                        else:
+                            event = None
+            if event is None:
+                c = text.peek()
+                if c == "]":
+                    text.pos += 1
+                    return
+                if index:
+                    if c != ",":
+                        self._expect(text, scanner, ",]")
+                    text.pos += 1
+                    if text.peek() == "]":  # tolerate a trailing comma
+                        continue
+                try:
+                    event = scanner.value()
+                except JsonFault as fault:
+                    if bare and not index:
+                        raise
+                    raise self.fail(f"{fault} in traceEvents[{index}]") from None
+                if type(event) is not dict:
+                    kind = json_type(type(event).__name__)
+                    if bare and not index:
+                        raise self.fail(f"not a kernelmagic profile or trace (a JSON array of "
+                                        f"{kind}s, not of events)")
+                    raise self.fail(f"traceEvents[{index}] is a JSON {kind}, "
+                                    "not an event object")
+            try:
+                add(event)
+            except (TypeError, ValueError, AttributeError, OverflowError, KeyError):
+                raise self.fail(self._explain(event, index)) from None
+            index += 1
+            self.events_seen = True
+
+    def _adder(self) -> Any:
+        """``add(event)``: one decoded event (a dict) into the columns."""
+        add_op, add_memory, ns = self.cols.adders()
+        no_args: dict[str, Any] = {}
+
+        def add(event: dict[str, Any]) -> None:
+            ph = event.get("ph")
+            if ph != "X":
+                if ph == "i" or ph == "I":
+                    if event.get("name") == "[memory]":
+                        args = event.get("args") or no_args
+                        add_memory(ns(event["ts"]), event.get("tid"), args.get("Bytes", 0),
+                                   args.get("Device Type", 0), args.get("Device Id", -1))
+                    else:
+                        ns(event["ts"])
+                elif ph is not None and type(ph) is not str:
+                    raise TypeError
+                return
+            args = event.get("args")
+            if type(args) is not dict:
+                if args is not None:
+                    raise TypeError
+                args = no_args
+            add_op(event["name"], event.get("cat"), ns(event["ts"]), ns(event["dur"]),
+                   event.get("tid"), event.get("pid"), args.get("device"), args.get("stream"),
+                   args.get("correlation"), args.get("flops"), args.get("Input Dims"))
+
+        return add
+
+    def _explain(self, event: dict[str, Any], index: int) -> str:
+        """Why ``event`` could not be read, in one line."""
+        where = f"traceEvents[{index}]"
+        label = event.get("name")
+        if type(label) is str:
+            where += f" ({label[:60]!r})"
+        ph = event.get("ph")
+        if type(ph) is not str:
+            return f"{where}: 'ph' is a JSON {json_type(type(ph).__name__)}, expected a string"
+        needed = ("name", "ts", "dur") if ph == "X" else ("ts",)
+        for key in needed:
+            if key not in event:
+                return f"{where}: no '{key}'"
+        if type(event.get("name", "")) is not str:
+            return f"{where}: 'name' is a JSON {json_type(type(event['name']).__name__)}, " \
+                   "expected a string"
+        for key in ("ts", "dur"):
+            if key not in needed:
+                continue
+            value = event[key]
+            if type(value) is str and NUMBER_TEXT.match(value) is None:
+                return f"{where}: '{key}' is a JSON string, expected a number " \
+                       f"(or a string holding one, not {value[:40]!r})"
+            if type(value) not in (int, str) and not is_number_text(value):
+                return f"{where}: '{key}' is a JSON {json_type(type(value).__name__)}, " \
+                       "expected a number"
+        if ph == "X" and ns_of_value(event["dur"]) < 0:
+            return f"{where}: 'dur' is negative ({event['dur']})"
+        args = event.get("args")
+        if args is not None and type(args) is not dict:
+            return f"{where}: 'args' is a JSON {json_type(type(args).__name__)}, " \
+                   "expected an object"
+        if ph in ("i", "I") and type((args or {}).get("Bytes", 0)) is not int:
+            return f"{where}: args 'Bytes' is not an integer"
+        return f"{where}: cannot read this event"
+
+    def _meta(self) -> dict[str, Any]:
+        return trace_meta(self.path, self.meta)

@@ -1,0 +1,73 @@
+"""Numbers as the reports write them, in one place (imports nothing).
+
+Durations (``format_us``, ``format_seconds``: ``%timeit``'s three significant digits),
+counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary units
+(``format_bytes``) and shares as percentages (``percent``, ``percent_of``,
+``short_percent``). Every renderer and finding formats through these, so a figure reads
+the same wherever it appears.
+"""
+
+from __future__ import annotations
+
+
+def format_us(us: float) -> str:
+    """A duration given in microseconds, e.g. ``812 µs``, ``12.3 ms``, ``1.50 s``."""
+    if us == 0:
+        return "0 µs"
+    value, unit = us * 1e3, "ns"
+    for next_unit in ("µs", "ms", "s"):
+        if abs(value) < 999.5:
+            break
+        value, unit = value / 1e3, next_unit
+    if abs(value) >= 99.95:
+        return f"{value:.0f} {unit}"
+    if abs(value) >= 9.995:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+def format_seconds(seconds: float) -> str:
+    """``%timeit``-style: three significant digits and the largest fitting unit."""
+    return format_us(seconds * 1e6)
+
+
+def format_count(n: float) -> str:
+    """1234567 -> ``1.23 M``; SI prefixes up to P."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}"
+    return f"{n:.3g}"
+
+
+def si(x: float, unit: str) -> str:
+    """Decimal units, as datasheets give bandwidth: ``1.5 GB/s``, ``96 B``."""
+    text = format_count(x)
+    return f"{text}{unit}" if text[-1].isalpha() else f"{text} {unit}"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in binary units, signed (frees are negative): ``-1.50 MiB``."""
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{sign}{n / scale:.2f} {unit}"
+    return f"{sign}{n:.0f} B"
+
+
+def percent(share: float) -> str:
+    """A share (0.123) as a percentage with one decimal: ``12.3%``."""
+    return f"{100 * share:.1f}%"
+
+
+def percent_of(part: float, total: float) -> str:
+    """``part`` as a percentage of ``total`` with one decimal; ``0.0%`` when total is 0."""
+    return f"{100 * part / total:.1f}%" if total > 0 else "0.0%"
+
+
+def short_percent(share: float) -> str:
+    """A share as a percentage: two significant digits below 10%, else whole percents."""
+    pct = 100 * share
+    if pct == 0:
+        return "0%"
+    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"

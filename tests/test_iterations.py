@@ -1,0 +1,97 @@
+"""One iteration rule (``views/iterations.py``) for live runs, trace files and many ranks."""
+
+from __future__ import annotations
+
+from fakes import US, table_of
+
+from kernelmagic.events import Kind
+from kernelmagic.views.iterations import Iterations, find_iterations, iteration_windows
+
+
+def test_our_ranges_in_time_order_named_after_their_run():
+    table = table_of(
+        (Kind.RANGE, "run", 0, 3000, 1),
+        (Kind.RANGE, "run/warmup", 0, 900, 1),
+        (Kind.RANGE, "run/iter 1", 2000, 3000, 1),
+        (Kind.RANGE, "run/iter 0", 1000, 2000, 1),
+        (Kind.STEP, "ProfilerStep#1", 0, 3000, 1),
+        (Kind.OP, "aten::mm", 1100, 1300, 1),
+    )
+    windows = [(1000 * US, 2000 * US), (2000 * US, 3000 * US)]
+    assert find_iterations(table, "run") == Iterations("run", windows, "kernelmagic ranges")
+    assert find_iterations(table) == Iterations("run", windows, "kernelmagic ranges")
+    assert iteration_windows(table, "run") == windows
+    # Another run's name: its ranges are not there, so the next rule (the step) applies.
+    assert find_iterations(table, "other").source == "ProfilerStep"
+
+
+def test_without_a_name_the_run_with_its_outer_range_wins():
+    table = table_of(
+        (Kind.RANGE, "mine/iter 0", 0, 10, 1),
+        (Kind.RANGE, "mine/iter 1", 10, 20, 1),
+        (Kind.RANGE, "outer", 30, 60, 1),
+        (Kind.RANGE, "outer/iter 0", 30, 40, 1),
+    )
+    found = find_iterations(table)
+    assert found.name == "outer" and found.windows == [(30 * US, 40 * US)]
+    assert find_iterations(table, "mine").windows == [(0, 10 * US), (10 * US, 20 * US)]
+
+
+def test_profiler_steps_of_the_busiest_thread_without_the_closing_stub():
+    table = table_of(
+        (Kind.STEP, "ProfilerStep#1", 100, 500, 1),
+        (Kind.STEP, "ProfilerStep#2", 500, 900, 1),
+        (Kind.STEP, "ProfilerStep#3", 900, 905, 1),  # opened at the last prof.step(): no op
+        (Kind.STEP, "ProfilerStep#9", 100, 900, 2),  # another thread, once
+        (Kind.OP, "aten::mm", 120, 130, 1),
+        (Kind.OP, "aten::mm", 520, 530, 1),
+        (Kind.RUNTIME, "cudaDeviceSynchronize", 950, 990, 1),  # the profiler's stop
+    )
+    found = find_iterations(table)
+    assert found.name == "" and found.source == "ProfilerStep"
+    assert found.windows == [(100 * US, 500 * US), (500 * US, 900 * US)]
+    assert found.timings == [0.0004, 0.0004]
+    assert find_iterations(table, "run") == found  # a live run's name changes nothing here
+
+
+def test_a_closing_step_as_long_as_the_others_stays():
+    table = table_of(
+        (Kind.STEP, "ProfilerStep#7", 500, 900, 1),
+        (Kind.STEP, "ProfilerStep#6", 100, 500, 1),
+        (Kind.OP, "aten::mm", 120, 130, 1),
+    )
+    assert find_iterations(table).windows == [(100 * US, 500 * US), (500 * US, 900 * US)]
+    lone = table_of((Kind.STEP, "ProfilerStep#1", 0, 5, 1))  # no op anywhere: kept
+    assert find_iterations(lone).windows == [(0, 5 * US)]
+
+
+def test_whole_trace_from_its_first_to_its_last_op_range_or_gpu_event():
+    table = table_of(
+        (Kind.OTHER, "enumerate(DataLoader)", 0, 10, 1),
+        (Kind.OP, "aten::mm", 20, 30, 1),
+        (Kind.KERNEL, "k", 25, 80, 7, {"device": 0}),
+        (Kind.MEMORY, "[memory]", 95, 95, 1),
+    )
+    assert find_iterations(table) == Iterations("", [(20 * US, 80 * US)], "whole trace")
+    only_other = table_of((Kind.OTHER, "x", 5, 10, 1))
+    assert find_iterations(only_other).windows == [(5 * US, 10 * US)]
+    assert find_iterations(table_of()).windows == []
+
+
+def test_a_live_table_gives_its_iteration_ranges_with_or_without_the_name():
+    import torch
+
+    import kernelmagic
+    from kernelmagic.sources.live import table_from_session
+
+    a = torch.randn(32, 32)
+    held = []
+    kernelmagic.profile(lambda: a @ a, iters=3, warmup=1, on_trace_ready=held.append)
+    table = table_from_session(held[0])
+    live, anyhow = find_iterations(table, "profile"), find_iterations(table)
+    assert live == anyhow and live.source == "kernelmagic ranges" and live.name == "profile"
+    names = [table.names[k] for k in table.name.tolist()]
+    ranges = sorted((int(table.start[i]), int(table.end[i])) for i, x in enumerate(names)
+                    if x.startswith("profile/iter ") and table.kind[i] == Kind.RANGE)
+    assert live.windows == ranges and len(ranges) == 3
+
