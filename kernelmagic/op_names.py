@@ -3,7 +3,7 @@ nothing heavy).
 
 The findings (``kernelmagic/findings/``) read a profile through these names: which calls
 wait for the GPU, launch kernels or belong to start-up, which ops are matmuls, elementwise
-or dropout; the trace reader (``sources/trace_result.py``) tells float32 matmul kernels
+or dropout; the trace reader (``trace_loader.py``) tells float32 matmul kernels
 from their names (``is_fp32_gemm``). Thresholds stay with the rules that use them.
 """
 

@@ -27,8 +27,8 @@ from kernelmagic.options import ProfileOptions
 from kernelmagic.progress import Progress, ProgressUpdate
 from kernelmagic.progress import for_api as progress_for_api
 from kernelmagic.result import ProfileResult
+from kernelmagic.result_builder import VIEWS, build_result
 from kernelmagic.sources.live import table_from_session
-from kernelmagic.views import VIEWS, build_result
 from kernelmagic.views.partial import without_range
 
 

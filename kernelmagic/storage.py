@@ -52,7 +52,7 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         raise ProfileFileError(f"{source}: no such file")
     if trace_file.is_profile_json(source):
         return _load_profile(source)
-    from kernelmagic.sources.trace_result import load_trace
+    from kernelmagic.trace_loader import load_trace
 
     try:
         return load_trace(source)

@@ -7,7 +7,8 @@ from fakes import US, table_of
 
 from kernelmagic.events import NO_PARENT, Kind
 from kernelmagic.result import KernelRow, OpRow
-from kernelmagic.views import SYNC_RANGE, build_result
+from kernelmagic.result_builder import build_result
+from kernelmagic.views import SYNC_RANGE
 from kernelmagic.views.ops import kernel_rows, op_rows
 from kernelmagic.views.tree import Figures
 

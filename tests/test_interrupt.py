@@ -96,7 +96,7 @@ def test_cut_short_iteration_leaves_the_table_with_its_gpu_work_and_other_thread
     they launched, another thread's op inside its span and its memory records go; the
     completed iteration and the outer range stay, and the views see one iteration."""
     from kernelmagic.events import Kind, TableBuilder, derive_links
-    from kernelmagic.views import build_result
+    from kernelmagic.result_builder import build_result
     from kernelmagic.views.partial import without_range
 
     b = TableBuilder()

@@ -393,8 +393,8 @@ def test_cuda_session_rows_equal_torchs_parse():
     events, and every row must equal its ``key_averages()``."""
     from fake_kineto import session, torch_profile
 
+    from kernelmagic.result_builder import build_result
     from kernelmagic.sources.live import table_from_session
-    from kernelmagic.views import build_result
 
     events = _cuda_session()
     table = table_from_session(session(events))
@@ -436,8 +436,8 @@ def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypa
     (aten::reshape had 433.8 us of device time for torch's 41.9)."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
+    from kernelmagic.result_builder import build_result
     from kernelmagic.sources.live import table_from_session
-    from kernelmagic.views import build_result
 
     def op(name, start, end, corr):
         return FakeEvent(name, start, end, corr=corr)
@@ -481,8 +481,8 @@ def test_same_name_only_children_dropped_as_torch_does():
     """torch's ``_remove_dup_nodes`` on chains of same-name only children, with GPU work."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
+    from kernelmagic.result_builder import build_result
     from kernelmagic.sources.live import table_from_session
-    from kernelmagic.views import build_result
 
     def op(name, start, end, corr):
         return FakeEvent(name, start, end, corr=corr)
@@ -516,8 +516,8 @@ def test_events_ending_after_their_parent_and_instants_as_torch_does():
     """Partial overlaps take the stack sweep's path; instants and Python frames are nodes."""
     from fake_kineto import FakeEvent, session, torch_profile
 
+    from kernelmagic.result_builder import build_result
     from kernelmagic.sources.live import table_from_session
-    from kernelmagic.views import build_result
 
     def op(name, start, end, corr, tid=1):
         return FakeEvent(name, start, end, tid=tid, corr=corr)
@@ -593,8 +593,8 @@ def test_nccl_range_that_launches_a_kernel_is_a_row():
     device time), so the rows' self device time adds up to all the GPU work."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
+    from kernelmagic.result_builder import build_result
     from kernelmagic.sources.live import table_from_session
-    from kernelmagic.views import build_result
 
     events = [
         FakeEvent("nccl", 0, 1000, corr=1, activity="user_annotation", user=True),

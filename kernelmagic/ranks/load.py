@@ -73,7 +73,7 @@ def parse_rank(path: str) -> Parsed:
     source = Path(path)
     try:
         from kernelmagic.sources.trace_file import NotATrace
-        from kernelmagic.sources.trace_result import load_trace
+        from kernelmagic.trace_loader import load_trace
         from kernelmagic.views.iterations import Iterations
 
         kept: list[tuple[EventTable, Iterations]] = []
@@ -144,7 +144,7 @@ def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
         return [parse_rank(p) for p in paths]
     workers = max(1, min(len(paths), os.cpu_count() or 1))
     # Import the parser here first: workers forked from this process start with it.
-    import kernelmagic.sources.trace_result
+    import kernelmagic.trace_loader
     import kernelmagic.views  # noqa: F401
 
     with ProcessPoolExecutor(max_workers=workers) as pool:

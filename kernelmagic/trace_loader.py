@@ -125,7 +125,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
     table the result was built from (many ranks summarise it: ``kernelmagic/ranks/``).
     """
     from kernelmagic.events import derive_links
-    from kernelmagic.views import build_result
+    from kernelmagic.result_builder import build_result
 
     source = Path(path)
     table = read_table(source)

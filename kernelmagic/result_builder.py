@@ -1,0 +1,99 @@
+"""``build_result``: the one place an ``EventTable`` becomes a ``ProfileResult``.
+
+It calls every view (``kernelmagic/views/``) on the table and assembles their rows into
+the result (the results layer: it imports the views below it, never torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kernelmagic.events import DEVICE_WORK, EventTable, Window
+from kernelmagic.result import ProfileResult
+from kernelmagic.views.breakdown import breakdown
+from kernelmagic.views.iterations import find_iterations
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ranges import module_rows, user_ranges
+from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.timeline import gpu_busy, peak_memory, timeline
+from kernelmagic.views.tree import Figures
+
+__all__ = ["VIEWS", "build_result"]
+
+#: The deeper views ``build_result`` knows, in the order results list them.
+VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline")
+
+
+def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
+                 iterations: list[Window] | None = None,
+                 timings: list[float] | None = None, warmup_timings: Sequence[float] = (),
+                 warmup: int = 0, device: str | None = None, device_name: str | None = None,
+                 sort: str | None = None, topk: int = 10, source_file: str | None = None,
+                 device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
+                 torch_version: str = "", trace_path: str = "") -> ProfileResult:
+    """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
+
+    - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
+      ``<name>/iter i`` are not user ranges, and when the ``<name>`` range is there, ops
+      starting outside it (the profiler's own start/stop work) are not rows.
+    - ``views``: the deeper views asked for, any of ``VIEWS`` ("shapes" splits the op
+      rows by input shapes; "memory" adds memory fields and peaks; "flops", "stack"
+      (``source_file`` names the profiled code's file, listed first), "modules",
+      "timeline" (of the median iteration)).
+    - ``iterations``: (start, end) ns windows of the profiled iterations; default
+      ``find_iterations(table, name)`` (``views/iterations.py``: ``<name>/iter i``
+      ranges, else ``ProfilerStep#N``, else the whole trace).
+    - ``timings``: wall seconds per iteration; default the windows' lengths.
+    - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
+    - ``sort``: default "self_device" on a device, else "self_cpu".
+    - ``device_peaks``: per-iteration device memory peaks (bytes) measured live; default
+      from the table's device memory records.
+    - the rest is copied into the result unchanged.
+    """
+    windows = (find_iterations(table, name).windows if iterations is None
+               else list(iterations))
+    if timings is None:
+        timings = [(end - start) / 1e9 for start, end in windows]
+    if device is None:
+        has_work = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any()
+        device = "cuda" if has_work else "cpu"
+    on_device = device != "cpu"
+    sort = sort or ("self_device" if on_device else "self_cpu")
+    wanted = [v for v in VIEWS if v in views]
+    figures = Figures(table)
+    peak: dict[str, float] = {}
+    if "memory" in wanted:
+        peak = {"cpu": peak_memory(table, windows),
+                "device": (max(device_peaks or [0.0]) if device_peaks is not None
+                           else peak_memory(table, windows, on_device=True))}
+    chosen: list[Window] = []
+    if "timeline" in wanted and windows and timings:
+        median = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
+        chosen = [windows[min(median, len(windows) - 1)]]
+    return ProfileResult(
+        name=name,
+        iters=len(timings),
+        warmup=warmup,
+        device=device,
+        device_name=device_name,
+        rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                     flops="flops" in wanted, window=outer_window(table, name), name=name),
+        kernels=kernel_rows(table) if on_device else [],
+        timings=list(timings),
+        warmup_timings=list(warmup_timings),
+        matmul_precision=matmul_precision,
+        views=wanted,
+        peak_memory=peak,
+        sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
+        modules=module_rows(table, figures) if "modules" in wanted else [],
+        ranges=user_ranges(table, figures, name, on_device=on_device),
+        timeline=timeline(table, chosen[0]) if chosen else [],
+        gpu_busy=gpu_busy(table, windows) if on_device else [],
+        breakdown=breakdown(table, windows) if windows else None,
+        trace_path=trace_path,
+        sort=sort,
+        topk=topk,
+        torch_version=torch_version,
+    )
