@@ -16,7 +16,7 @@ from workloads import block_and_input
 import kernelmagic
 from kernelmagic.views.ops import SYNC_RANGE
 from kernelmagic.views.ranges import MODULE_RANGE
-from kernelmagic.views.source_lines import _FRAME, _library_file
+from kernelmagic.views.source_lines import FRAME, is_library_file
 
 TIMES = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
          "device_time_total")
@@ -251,8 +251,8 @@ def test_block_with_shapes_memory_stack_modules(block):
             continue
         p = e.cpu_parent
         while p is not None:
-            m = _FRAME.match(p.name) if p.is_python_function else None
-            if m and not _library_file(m["file"]):
+            m = FRAME.match(p.name) if p.is_python_function else None
+            if m and not is_library_file(m["file"]):
                 key = f"{m['file']}:{m['line']} {m['func']}"
                 expected[key] = expected.get(key, 0.0) + e.self_cpu_time_total
                 break

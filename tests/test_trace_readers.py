@@ -18,7 +18,7 @@ from trace_json import DATA, dumps
 
 from kernelmagic.sources import trace_fast
 from kernelmagic.sources.trace_file import TraceFileError, read_table
-from kernelmagic.sources.trace_numbers import ns_of_text as _ns_of_text
+from kernelmagic.sources.trace_numbers import ns_of_text
 
 need_modules("msgspec", install='pip install -e ".[fast]"')
 
@@ -137,7 +137,7 @@ def test_files_too_large_to_hold_whole_are_streamed(monkeypatch):
     [b"9999999999999999.999"],  # beyond it (int64 ns), exact all the same
 ])
 def test_ns_column_is_exact(texts):
-    assert trace_fast._ns_column(texts) == [_ns_of_text(t.decode()) for t in texts]
+    assert trace_fast._ns_column(texts) == [ns_of_text(t.decode()) for t in texts]
 
 
 @pytest.mark.parametrize("text", [b'"soon"', b'"1_000"', b'""', b"null", b"true", b"[1]", b""])

@@ -17,7 +17,8 @@ from kernelmagic.rows import SourceRow
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
-_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
+#: A Python frame as torch names it: ``file(line): function``.
+FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
 
 
@@ -33,7 +34,7 @@ def _resolve(path: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _library_file(path: str) -> bool:
+def is_library_file(path: str) -> bool:
     """True for torch, the standard library, installed packages and kernelmagic itself."""
     if path.startswith("<") and not path.startswith("<ipython-input"):
         return path.startswith(("<built-in", "<frozen", "<string>"))
@@ -58,8 +59,8 @@ def source_rows(table: EventTable, figures: Figures,
     frames: dict[int, tuple[str, int, str]] = {}
     user_name = np.zeros(len(table.names), dtype=bool)
     for i, text in enumerate(table.names):
-        m = _FRAME.match(text)
-        if m is not None and not _library_file(m["file"]):
+        m = FRAME.match(text)
+        if m is not None and not is_library_file(m["file"]):
             frames[i] = (m["file"], int(m["line"]), m["func"])
             user_name[i] = True
     user_frame = (table.kind == Kind.PYTHON) & user_name[table.name]
