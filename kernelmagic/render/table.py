@@ -74,7 +74,8 @@ def summed(title: str, iters: int) -> str:
 
 def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
     # Wide enough for a title such as "self device (10 it.)" on one line.
-    return Column(id_, title, read, lambda r: format_us(read(r)), width=max(104, 7 * len(title)))
+    return Column(id_, title, read, lambda r: format_us(read(r)),
+                  width=max(104, 8 * len(title) + 24))  # (+ the sort arrow)
 
 
 def op_table(result: ProfileResult) -> Table:
