@@ -26,6 +26,7 @@ from kernelmagic.events import EventTable
 from kernelmagic.options import ProfileOptions
 from kernelmagic.progress import Progress, ProgressUpdate
 from kernelmagic.progress import for_api as progress_for_api
+from kernelmagic.range_names import iteration_range, warmup_range
 from kernelmagic.result import ProfileResult
 from kernelmagic.result_builder import VIEWS, build_result
 from kernelmagic.sources.live import table_from_session
@@ -164,7 +165,7 @@ def execute(fn: Callable[[], Any], run: Plan,
     if progress is not None:
         progress.start(opts.warmup, opts.iters)
     if opts.warmup:
-        with torch_compat.labelled_range(f"{name}/warmup"):
+        with torch_compat.labelled_range(warmup_range(name)):
             for w in range(opts.warmup):
                 start = clock()
                 fn()
@@ -190,7 +191,7 @@ def execute(fn: Callable[[], Any], run: Plan,
                     for i in range(opts.iters):
                         if device_peaks is not None:
                             baseline = torch_compat.reset_device_peak()
-                        with torch_compat.labelled_range(f"{name}/iter {i}"):
+                        with torch_compat.labelled_range(iteration_range(name, i)):
                             start = clock()
                             fn()
                             sync()
@@ -278,7 +279,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
                                on_events=on_events)
     interrupted = len(timings) < opts.iters
     if interrupted:
-        table = without_range(table, f"{opts.name}/iter {len(timings)}")
+        table = without_range(table, iteration_range(opts.name, len(timings)))
     result = build_result(
         table,
         name=opts.name,
