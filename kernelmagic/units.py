@@ -32,7 +32,9 @@ def format_seconds(seconds: float) -> str:
 
 
 def format_count(n: float) -> str:
-    """1234567 -> ``1.23 M``; SI prefixes up to P."""
+    """1234567 -> ``1.23 M``; SI prefixes up to P. Rounded to 3 significant digits before
+    the prefix is chosen, so 999.7 G reads ``1 T``, never ``1e+03 G``."""
+    n = float(f"{n:.3g}")
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {prefix}"

@@ -133,7 +133,7 @@ EXAMPLES: dict[str, tuple[Callable[..., str], bool]] = {
     "nccl-trace": (nccl_trace_example, False),
 }
 
-_NUMBER = re.compile(r"[−+-]?\d[\d,.]*"
+_NUMBER = re.compile(r"[−+-]?\d[\d,.]*(?:e[+-]?\d+)?"
                      r"(?:\s?(?:[kMGTP]?(?:B/s|B|FLOP/s)|[kMGTP]\b|ns|µs|ms|s|%|x))?")
 
 

@@ -91,3 +91,13 @@ def test_plurals_and_no_warm_up_part_without_warm_up():
     assert " · 10 iterations (+3 warm-up) · " in three.summary()
     lines = cpu_result().table(limit=5).splitlines()
     assert lines[-1] == "... 1 more op (result.table(None) lists all)"
+
+
+def test_counts_round_before_choosing_their_prefix():
+    from kernelmagic.units import format_count, si
+
+    assert format_count(999.7e9) == "1 T"  # not "1e+03 G"
+    assert format_count(999.4e9) == "999 G"
+    assert format_count(999.7) == "1 k"
+    assert si(1.0004e12, "FLOP/s") == "1 TFLOP/s"
+    assert format_count(1234567) == "1.23 M" and format_count(12.5) == "12.5"
