@@ -41,6 +41,7 @@ class Kind(IntEnum):
 DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 NO_PARENT = -1
+_DEVICE_WORK_KINDS = np.asarray(DEVICE_WORK, dtype=np.int8)
 
 #: A stretch of time, ``(start, end)`` ns from the trace's start (an iteration, a step).
 Window = tuple[int, int]
@@ -161,6 +162,11 @@ class TableBuilder:
         )
 
 
+def device_work(table: EventTable) -> np.ndarray:
+    """Per event: whether it is work on a GPU (a kernel, memcpy or memset)."""
+    return np.isin(table.kind, _DEVICE_WORK_KINDS)
+
+
 def derive_links(table: EventTable) -> EventTable:
     """Fill ``parent`` and ``launcher`` in place (and return the table); both sources call it.
 
@@ -248,8 +254,7 @@ def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndar
 
 def _derive_launchers(table: EventTable) -> None:
     # Only work a runtime call launched shares its CUPTI id (not a range's GPU copy).
-    work = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
-    gpu = np.flatnonzero(work & (table.device >= 0) & (table.launcher == NO_PARENT)
+    gpu = np.flatnonzero(device_work(table) & (table.device >= 0) & (table.launcher == NO_PARENT)
                          & (table.correlation != 0))
     runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
     if not gpu.size or not runtime.size:

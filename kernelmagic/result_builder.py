@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from kernelmagic.events import DEVICE_WORK, EventTable, Window
+from kernelmagic.events import EventTable, Window, device_work
 from kernelmagic.result import ProfileResult
-from kernelmagic.views.breakdown import breakdown
+from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
-from kernelmagic.views.timeline import gpu_busy, peak_memory, timeline
+from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
 __all__ = ["VIEWS", "build_result"]
@@ -57,7 +55,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     if timings is None:
         timings = [(end - start) / 1e9 for start, end in windows]
     if device is None:
-        has_work = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any()
+        has_work = device_work(table).any()
         device = "cuda" if has_work else "cpu"
     on_device = device != "cpu"
     sort = sort or ("self_device" if on_device else "self_cpu")
@@ -72,6 +70,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     if "timeline" in wanted and windows and timings:
         median = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
         chosen = [windows[min(median, len(windows) - 1)]]
+    busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     return ProfileResult(
         name=name,
         iters=len(timings),
@@ -90,8 +89,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         modules=module_rows(table, figures) if "modules" in wanted else [],
         ranges=user_ranges(table, figures, name, on_device=on_device),
         timeline=timeline(table, chosen[0]) if chosen else [],
-        gpu_busy=gpu_busy(table, windows) if on_device else [],
-        breakdown=breakdown(table, windows) if windows else None,
+        gpu_busy=busy if on_device else [],
+        breakdown=breakdown(table, windows, busy) if windows else None,
         trace_path=trace_path,
         sort=sort,
         topk=topk,

@@ -237,7 +237,7 @@ def execute(fn: Callable[[], Any], run: Plan,
     if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
         from kernelmagic.ranks.live import gather
 
-        return gather(result, table, opts.name)  # type: ignore[no-any-return]
+        return gather(result)  # type: ignore[no-any-return]
     return result
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind, select
+from kernelmagic.events import EventTable, Kind, device_work, select
 from kernelmagic.op_names import is_fp32_gemm
 from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
@@ -68,7 +68,7 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
 
 def has_device_work(table: EventTable) -> bool:
     """Whether the trace holds GPU kernels, copies or memsets."""
-    return bool(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any())
+    return bool(device_work(table).any())
 
 
 def supported_views(table: EventTable) -> list[str]:

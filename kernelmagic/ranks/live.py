@@ -1,7 +1,7 @@
 """``gather=True`` / ``--gather``: every rank profiles, rank 0 gets the many-ranks report.
 
-After the profiled run, each rank summarises its own events (``summary.py``, from the
-session's ``EventTable``: no second parse) and sends ``(ProfileResult, RankSummary)`` to
+After the profiled run, each rank summarises its own result (``summary.py``: no second
+parse) and sends ``(ProfileResult, RankSummary)`` to
 rank 0 with ``torch.distributed.gather_object``. Rank 0 returns a ``ManyRanksResult``,
 every other rank its own ``ProfileResult``. Every rank of the group must run the same
 profiled code (the gather is a collective). With NCCL, ``gather_object`` sends through
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.events import EventTable
 from kernelmagic.ranks.result import ManyRanksResult
 from kernelmagic.ranks.summary import summarize
 from kernelmagic.result import ProfileResult
@@ -29,16 +28,14 @@ def check_process_group() -> None:
         raise ValueError(NO_GROUP)
 
 
-def gather(result: ProfileResult, table: EventTable, name: str) -> Any:
+def gather(result: ProfileResult) -> Any:
     """Send this rank's result and summary to rank 0; rank 0 returns them all together."""
     import torch.distributed as dist
 
-    from kernelmagic.views.iterations import find_iterations
-
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    summary = summarize(table, find_iterations(table, name).windows, result, rank=rank,
-                        world_size=world, backend=str(dist.get_backend()), file="live")
+    summary = summarize(result, rank=rank, world_size=world, backend=str(dist.get_backend()),
+                        file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)
     if received is None:

@@ -83,12 +83,12 @@ def parse_rank(path: str) -> Parsed:
             result = load_trace(source, timeline=False, keep=lambda *both: kept.append(both))
         except NotATrace:
             return Parsed(None, None, f"{source}: a kernelmagic profile, not a trace")
-        table, iterations = kept[0]
+        table, _ = kept[0]  # (the result holds the breakdown of its iterations)
         meta = table.meta
         rank = _rank_of(meta, source)
         world = meta.get("world_size")
         summary = summarize(
-            table, iterations.windows, result, rank=-1 if rank is None else rank,
+            result, rank=-1 if rank is None else rank,
             world_size=int(world) if isinstance(world, int) or str(world).isdigit() else None,
             backend=str(meta.get("backend", "")), file=source.name)
         return Parsed(result, summary, None)

@@ -1,12 +1,11 @@
 """One rank's time, broken down per step: the figures the many-ranks report compares.
 
-Everything is column arithmetic over the rank's ``EventTable`` and its step windows
-(``ProfilerStep#N``, kernelmagic's ``NAME/iter i``, else the whole trace); the result
-is a ``RankSummary``, small and JSON-friendly, so that workers parsing large traces
-send back only this and the rank's ``ProfileResult``, never events.
-
-The breakdown (compute, communication, memcpy, idle, overlap) is
-``kernelmagic/views/breakdown.py``'s, the same that a single run's summary shows.
+Everything comes from the rank's ``ProfileResult``: the breakdown (compute,
+communication, memcpy, idle, overlap) is ``result.breakdown``, made once by
+``build_result`` over the rank's steps (``ProfilerStep#N``, kernelmagic's ``NAME/iter i``,
+else the whole trace) with ``kernelmagic/views/breakdown.py``, the same that a single run's
+summary shows. The ``RankSummary`` is small and JSON-friendly, so that workers parsing
+large traces send back only this and the rank's ``ProfileResult``, never events.
 
 Each figure is the mean over the steps, in µs per step; the step time's median and IQR
 are those of the rank's iteration timings.
@@ -17,9 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelmagic.events import EventTable, Window
+from kernelmagic.events import Window
 from kernelmagic.result import ProfileResult
-from kernelmagic.views.breakdown import breakdown, is_comm_kernel, is_comm_op
+from kernelmagic.rows import Breakdown
+from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op
 
 __all__ = ["RankSummary", "Window", "is_comm_kernel", "is_comm_op", "summarize"]
 
@@ -73,12 +73,12 @@ class RankSummary:
         return cls(**values)
 
 
-def summarize(table: EventTable, windows: list[Window], result: ProfileResult, *,
-              rank: int, world_size: int | None = None, backend: str = "",
-              file: str = "") -> RankSummary:
-    """The ``RankSummary`` of one rank: its table, its step windows and its result."""
+def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None,
+              backend: str = "", file: str = "") -> RankSummary:
+    """The ``RankSummary`` of one rank's result: its breakdown (``result.breakdown``, made
+    by ``build_result`` from the rank's iterations) and its ops."""
     on_gpu = result.profiles_device
-    parts = breakdown(table, windows)
+    parts = result.breakdown or Breakdown(device=result.device)
     stats = result.stats
     steps = max(result.iters, 1)
     op_us: dict[str, float] = {}

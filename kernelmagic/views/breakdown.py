@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window
+from kernelmagic.events import EventTable, Kind, Window, device_work
 from kernelmagic.rows import Breakdown
 
 #: CPU ops that are communication, by exact name or prefix.
@@ -117,17 +117,24 @@ def _name_mask(table: EventTable, test: Any) -> np.ndarray:
     return per_name[table.name]
 
 
-def _gpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
+def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
+    """Time (µs) during which any GPU work ran, within each window: the union of the
+    kernels, memcpys and memsets clipped to the window (work on concurrent streams counted
+    once), so busy + idle is the window."""
+    work = Intervals(table, np.flatnonzero(device_work(table)))
+    return [work.covered(window) / 1000.0 for window in windows]
+
+
+def _gpu_breakdown(table: EventTable, windows: list[Window],
+                   busy: list[float]) -> dict[str, Any]:
     kernel = table.kind == Kind.KERNEL
     comm_name = _name_mask(table, is_comm_kernel)
     comm = Intervals(table, np.flatnonzero(kernel & comm_name))
     compute = Intervals(table, np.flatnonzero(kernel & ~comm_name))
     copies = Intervals(table, np.flatnonzero((table.kind == Kind.MEMCPY)
                                              | (table.kind == Kind.MEMSET)))
-    work = Intervals(table, np.flatnonzero(np.isin(table.kind, [Kind.KERNEL, Kind.MEMCPY,
-                                                                 Kind.MEMSET])))
     totals = {"compute": 0, "communication": 0, "memcpy": 0, "idle": 0, "both": 0}
-    for window in windows:
+    for window, busy_us in zip(windows, busy, strict=True):
         c, k = comm.clip(window), compute.clip(window)
         comm_ns, compute_ns = covered(*c), covered(*k)
         both = comm_ns + compute_ns - covered(np.concatenate([c[0], k[0]]),
@@ -136,7 +143,7 @@ def _gpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
         totals["compute"] += compute_ns
         totals["both"] += both
         totals["memcpy"] += copies.covered(window)
-        totals["idle"] += (window[1] - window[0]) - work.covered(window)
+        totals["idle"] += (window[1] - window[0]) - busy_us * 1000.0
     steps = max(len(windows), 1)
     out: dict[str, Any] = {k: totals[k] / steps / 1000.0
                            for k in ("compute", "communication", "memcpy", "idle")}
@@ -168,10 +175,16 @@ def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     return out
 
 
-def breakdown(table: EventTable, windows: list[Window]) -> Breakdown:
-    """The mean time per window in each category (see the module's docstring)."""
-    on_gpu = bool(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)).any())
-    parts = _gpu_breakdown(table, windows) if on_gpu else _cpu_breakdown(table, windows)
+def breakdown(table: EventTable, windows: list[Window],
+              busy: list[float] | None = None) -> Breakdown:
+    """The mean time per window in each category (see the module's docstring); ``busy``
+    is ``gpu_busy(table, windows)`` where the caller has it already."""
+    on_gpu = bool(device_work(table).any())
+    if on_gpu:
+        parts = _gpu_breakdown(table, windows,
+                               gpu_busy(table, windows) if busy is None else busy)
+    else:
+        parts = _cpu_breakdown(table, windows)
     steps = max(len(windows), 1)
     wall = sum(end - start for start, end in windows) / steps / 1000.0
     return Breakdown(device="cuda" if on_gpu else "cpu", wall=wall, **parts)

@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, NO_PARENT, EventTable, Kind
+from kernelmagic.events import NO_PARENT, EventTable, Kind, device_work
 from kernelmagic.range_names import SYNC_RANGE, is_ours
 from kernelmagic.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
@@ -93,12 +93,8 @@ def _ops_below(table: EventTable) -> np.ndarray:
 
 def _launched(table: EventTable) -> np.ndarray:
     """Per event: how many pieces of GPU work it launched directly (``launcher``)."""
-    work = _device_work(table) & (table.launcher != NO_PARENT)
+    work = device_work(table) & (table.launcher != NO_PARENT)
     return np.bincount(table.launcher[work], minlength=table.n)
-
-
-def _device_work(table: EventTable) -> np.ndarray:
-    return np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)) & (table.device >= 0)
 
 
 def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
@@ -190,7 +186,7 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
 
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
-    work = _device_work(table) & (table.launcher == NO_PARENT)
+    work = device_work(table) & (table.launcher == NO_PARENT)
     if window is not None:
         work &= (table.start >= window[0]) & (table.start <= window[1])
     idx = np.flatnonzero(work)
@@ -209,7 +205,7 @@ def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[
 
 def kernel_rows(table: EventTable) -> list[KernelRow]:
     """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op."""
-    work = np.flatnonzero(_device_work(table))
+    work = np.flatnonzero(device_work(table))
     if not work.size:
         return []
     work = work[np.argsort(table.start[work], kind="stable")]

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window
+from kernelmagic.events import EventTable, Kind, Window, device_work
 from kernelmagic.rows import Span
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import nearest_ancestor
-
-
-def _device_work(table: EventTable) -> np.ndarray:
-    return np.flatnonzero(np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8)))
 
 
 def timeline(table: EventTable, window: Window) -> list[Span]:
@@ -22,7 +18,7 @@ def timeline(table: EventTable, window: Window) -> list[Span]:
     op = is_op(table)
     top = nearest_ancestor(table.parent, op) < 0
     cpu = np.flatnonzero(op & top & (table.start >= start) & (table.end <= end))
-    gpu = _device_work(table)
+    gpu = np.flatnonzero(device_work(table))
     gpu = gpu[(table.end[gpu] > start) & (table.start[gpu] < end)]
     names = table.names
     spans = [Span(key=names[k], lane="CPU", start=(s - start) / 1000.0, end=(e - start) / 1000.0)
@@ -56,16 +52,3 @@ def peak_memory(table: EventTable, windows: list[Window], on_device: bool = Fals
         if hi > lo:
             peak = max(peak, int(np.cumsum(delta[lo:hi]).max()))
     return float(peak)
-
-
-def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
-    """Time (µs) during which any GPU work ran, within each iteration's window.
-
-    The breakdown's definition (``views/breakdown.py``): the union of the kernels,
-    memcpys and memsets clipped to the window, so busy + idle is the window, and work on
-    concurrent streams is counted once.
-    """
-    from kernelmagic.views.breakdown import Intervals
-
-    work = Intervals(table, _device_work(table))
-    return [work.covered(window) / 1000.0 for window in windows]
