@@ -176,7 +176,12 @@ def _stable_lines(text: str) -> list[str]:
         after_title = i + 1 < len(lines) and set(lines[i + 1].replace(" ", "")) == {"-"}
         if line.startswith("[") or after_title:
             keep.append(line)
-    return [masked(x) for x in keep]
+    return [_VERDICT.sub(r"\1 <verdict> ·", masked(x)) for x in keep]
+
+
+#: A comparison's verdict ("1.84x faster, beyond the noise of both runs", "within the noise:
+#: ...") is that run's timing, like its figures: masked too.
+_VERDICT = re.compile(r"^(\S+ vs \S+:) .*? ·")
 
 
 def _row_names(text: str) -> set[str]:
