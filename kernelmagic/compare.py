@@ -136,6 +136,13 @@ class Comparison:
         advice = list(dict.fromkeys(at_least_iterations(r, MIN_ITERS) for r in short))
         return "; ".join(advice)
 
+    def to_pandas(self) -> Any:
+        """The ops as a ``pandas.DataFrame``: self µs per iteration ``before`` and ``after``,
+        ``delta``, ``speedup`` and ``status``, largest change first. Needs pandas."""
+        from kernelmagic.frames import comparison_records, dataframe
+
+        return dataframe(*comparison_records(self))
+
     def table(self, limit: int | None = 25) -> str:
         from kernelmagic.render.compare import comparison_text
 

@@ -250,6 +250,14 @@ class ProfileResult:
 
         return save(self, path)
 
+    def to_pandas(self, view: str = "ops") -> Any:
+        """One view as a ``pandas.DataFrame``: ``"ops"`` (the op rows, µs summed over the
+        iterations), ``"kernels"``, ``"timeline"``, ``"timings"`` (seconds per iteration),
+        ... (``kernelmagic.frames.view_names(result)`` lists them). Needs pandas."""
+        from kernelmagic.frames import to_pandas
+
+        return to_pandas(self, view)
+
     def compare(self, before: ProfileResult) -> Any:
         """This run against an earlier one: a ``Comparison`` (``before`` -> ``self``)."""
         from kernelmagic.compare import compare

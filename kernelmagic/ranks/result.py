@@ -128,6 +128,14 @@ class ManyRanksResult:
             raise ValueError(f"malformed kernelmagic many-ranks result: {exc}") from None
         return cls.from_parts(parts)
 
+    def to_pandas(self, view: str = "ranks") -> Any:
+        """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
+        any view of ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
+        of every rank, with a ``rank`` column. Needs pandas."""
+        from kernelmagic.frames import dataframe, rank_records
+
+        return dataframe(*rank_records(self, view))
+
     def save(self, path: str | Path) -> Path:
         """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""
         from kernelmagic.storage import save

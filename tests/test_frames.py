@@ -1,0 +1,109 @@
+"""``to_pandas``: every view of a result as a DataFrame, with pandas optional."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+
+import pytest
+from fakes import cpu_result, cuda_result
+
+from kernelmagic import frames
+from kernelmagic.compare import compare
+from kernelmagic.ranks import ManyRanksResult, RankSummary
+from kernelmagic.rows import Breakdown, KernelRow, Span
+
+pd = pytest.importorskip("pandas")
+
+
+def test_ops_frame_holds_the_rows_numbers():
+    result = cpu_result()
+    df = result.to_pandas()  # "ops" is the default
+    assert list(df["key"]) == [r.key for r in result.rows]
+    assert df["self_cpu_time_total"].sum() == pytest.approx(result.self_cpu_time_total)
+    assert list(df.columns)[:4] == ["key", "count", "self_cpu_time_total", "cpu_time_total"]
+    row = df.set_index("key").loc["aten::addmm"]
+    assert row["count"] == 20 and row["self_cpu_time_total"] == 5000.0
+
+
+def test_op_totals_merge_shape_split_rows():
+    result = cpu_result(views=["shapes"], rows=[
+        dataclasses.replace(r, input_shapes=s) for r, s in
+        zip(cpu_result().rows[:2] * 2, ["[[2]]", "[[2]]", "[[4]]", "[[4]]"], strict=True)])
+    totals = result.to_pandas("op_totals").set_index("key")
+    assert len(result.to_pandas("ops")) == 4 and len(totals) == 2
+    assert totals.loc["aten::addmm", "self_cpu_time_total"] == 10000.0
+
+
+def test_every_listed_view_exports_with_its_columns_even_when_empty():
+    result = cpu_result()
+    names = frames.view_names(result)
+    for view in ("ops", "op_totals", "kernels", "timeline", "timings", "ranges", "roofline",
+                 "stack", "modules"):
+        assert view in names
+    for view in names:
+        rows, columns = frames.records(result, view)
+        df = result.to_pandas(view)
+        assert list(df.columns) == columns and len(df) == len(rows)
+    assert list(result.to_pandas("kernels").columns) == [
+        f.name for f in dataclasses.fields(KernelRow)]
+
+
+def test_timings_are_seconds_per_iteration_with_gpu_busy_when_profiled():
+    result = cpu_result()
+    df = result.to_pandas("timings")
+    assert list(df["seconds"]) == result.timings and list(df["iteration"]) == list(range(10))
+    gpu = dataclasses.replace(cuda_result(), gpu_busy=[900.0] * 10)
+    assert list(gpu.to_pandas("timings")["gpu_busy_us"]) == [900.0] * 10
+
+
+def test_timeline_and_breakdown_frames():
+    spans = [Span("aten::mm", "CPU", 0.0, 5.0), Span("gemm", "stream 7", 1.0, 4.0)]
+    result = cpu_result(timeline=spans, breakdown=Breakdown(wall=100.0, compute=60.0,
+                                                            idle=40.0))
+    tl = result.to_pandas("timeline")
+    assert list(tl["lane"]) == ["CPU", "stream 7"] and list(tl["end"] - tl["start"]) == [5, 3]
+    bd = result.to_pandas("breakdown")
+    assert bd.loc[0, "compute"] == 60.0 and bd.loc[0, "idle"] == 40.0
+
+
+def test_an_unknown_view_names_the_views_there_are():
+    with pytest.raises(ValueError, match=r"no view 'opz'.*ops, op_totals, kernels"):
+        cpu_result().to_pandas("opz")
+
+
+def test_missing_pandas_is_an_import_error_naming_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_pandas(name, *args, **kwargs):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("No module named 'pandas'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match=r"kernelmagic\[pandas\]"):
+        cpu_result().to_pandas("ops")
+    rows, _ = frames.records(cpu_result(), "ops")  # the records need no pandas
+    assert len(rows) == 6
+
+
+def test_comparison_frame_is_the_per_op_change():
+    before = cpu_result()
+    after = cpu_result(rows=[dataclasses.replace(r, self_cpu_time_total=r.self_cpu_time_total / 2)
+                             for r in before.rows])
+    df = compare(before, after).to_pandas().set_index("key")
+    assert df.loc["aten::addmm", "before"] == 500.0  # µs per iteration, 10 iterations
+    assert df.loc["aten::addmm", "after"] == 250.0
+    assert df.loc["aten::addmm", "delta"] == -250.0 and df.loc["aten::addmm", "speedup"] == 2.0
+
+
+def test_many_ranks_frames_have_a_rank_column():
+    parts = [(cpu_result(name=f"r{r}"), RankSummary(rank=r, world_size=2, steps=10,
+                                                    step_median_us=1000.0 + r))
+             for r in (0, 1)]
+    many = ManyRanksResult.from_parts(parts)
+    ranks = many.to_pandas()
+    assert list(ranks["rank"]) == [0, 1] and list(ranks["step_median_us"]) == [1000.0, 1001.0]
+    ops = many.to_pandas("ops")
+    assert list(ops.columns)[:2] == ["rank", "key"] and len(ops) == 12
+    assert ops.groupby("rank")["self_cpu_time_total"].sum().tolist() == [8100.0, 8100.0]
