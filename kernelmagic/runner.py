@@ -323,6 +323,7 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
     opts = run.options
     sync = torch_compat.synchronize
     timings: list[float] = []
+    interrupt: KeyboardInterrupt | None = None
     with torch_compat.labelled_range(opts.name):
         if progress is not None:
             progress.profiling()
@@ -336,6 +337,10 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
                     timings.append(clock() - start)
                 if progress is not None:
                     progress.iteration(i + 1)
+        except KeyboardInterrupt as exc:
+            if not timings:
+                raise
+            interrupt = exc  # report the completed iterations, then re-raise
         finally:
             counter_run.capture_stop()
     result = build_result(
@@ -346,6 +351,10 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
         torch_version=torch_compat.torch_version())
     result.capture = "nsight"
     result.gpu_runtime = torch_compat.gpu_runtime()
+    if interrupt is not None:
+        result.planned_iters = opts.iters
+        interrupt.result = result  # type: ignore[attr-defined]
+        raise interrupt
     return result
 
 

@@ -406,3 +406,59 @@ def test_dram_near_peak_and_poor_reuse_findings():
     assert {f.rule for f in find(result)} >= {"counters.dram_near_peak", "counters.poor_reuse"}
     text = text_report(result)
     assert "[roofline (measured)]" in text and "10x" in text
+
+
+def test_roofline_chart_places_measured_kernels_beside_the_model(monkeypatch):
+    from kernelmagic.render import counters as render_counters
+    from kernelmagic.render.roofline import roofline_png
+
+    rows = [_counted(key="gemm", fp32_flops=2e9, dram_read_bytes=1e6, time=10.0,
+                     flops_per_s=2e14, dram_bytes_per_s=1e11),
+            _counted(key="counted, untimed", fp32_flops=1e6, dram_read_bytes=1e3)]
+    result = ProfileResult(
+        name="b", iters=1, warmup=0, device="cuda", rows=[], timings=[1e-4], counters=rows,
+        views=["roofline", "counters"],
+        roofline=[RooflineRow(key="aten::mm", count=1, flops=2e9, bytes=3e6, intensity=667,
+                              flops_per_s=1e14, bytes_per_s=1e11, bound="compute", time=20)],
+        roofline_peaks={"flops_per_s": {"float32": 5e13}, "bytes_per_s": 4.8e12,
+                        "source": "test"})
+    assert [r.key for r in render_counters.measured_points(result, 10)] == ["gemm"]
+    drawn = []
+    original = render_counters.draw_measured
+    monkeypatch.setattr(render_counters, "draw_measured",
+                        lambda ax, res, k: drawn.append(original(ax, res, k)) or drawn[-1])
+    assert roofline_png(result)[:4] == b"\x89PNG"
+    assert drawn == [([2000.0], [2e14])]  # FLOP per DRAM byte, measured FLOP/s
+
+
+def test_counters_view_is_in_the_widgets_view_selector():
+    import ipywidgets
+
+    from kernelmagic.render.bundle import report_box
+
+    def walk(w, out):
+        out.append(w)
+        for c in getattr(w, "children", ()):
+            walk(c, out)
+        return out
+
+    box = report_box(kernelmagic.load(A100))
+    selectors = [w for w in walk(box, []) if isinstance(w, ipywidgets.ToggleButtons)]
+    assert "counters" in selectors[0].options
+
+
+def test_nsight_ctrl_c_keeps_the_completed_iterations(fake_cuda):
+    log, _ = fake_cuda
+    calls = []
+
+    def block():
+        calls.append(1)
+        if len(calls) == 3:  # warm-up, iteration 0, then Ctrl-C in iteration 1
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        kernelmagic.profile(block, iters=4, warmup=1, nsight=True)
+    partial = caught.value.result
+    assert partial.capture == "nsight" and len(partial.timings) == 1
+    assert partial.interrupted_after == 1 and partial.planned_iters == 4
+    assert [x[0] for x in log] == ["start", "stop"]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kernelmagic
-from tests.workloads import block_and_input
+from workloads import block_and_input
 
 pytestmark = pytest.mark.cuda
 

@@ -18,8 +18,8 @@ import torch
 
 import kernelmagic
 
-sys.path.insert(0, ".")
-from tests.workloads import block_and_input  # noqa: E402
+sys.path.insert(0, "tests")
+from workloads import block_and_input  # noqa: E402
 
 ITERS, WARMUP = 3, 2
 

@@ -4,6 +4,8 @@ notes (why counters are missing; which capture an ``--nsight`` run was)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelmagic.counter_metrics import CounterRow
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
@@ -93,6 +95,31 @@ def measured_roofline_table(result: ProfileResult) -> Table:
                lambda r: f"{ratio(r):.2g}x" if ratio(r) else NONE, width=130),
     ]
     return Table(cols, list(result.counters), "dram_bytes", noun="kernels")
+
+
+MEASURED_COLOR = "#55A868"
+
+
+def measured_points(result: ProfileResult, k: int) -> list[CounterRow]:
+    """The kernels the roofline chart places by measured numbers: those with FLOPs, DRAM
+    bytes and a time, most time first, at most ``k``."""
+    rows = [r for r in result.counters if r.flops > 0 and r.dram_bytes > 0 and r.time > 0]
+    return sorted(rows, key=lambda r: -r.time)[:k]
+
+
+def draw_measured(ax: Any, result: ProfileResult, k: int) -> tuple[list[float], list[float]]:
+    """Measured kernels on the roofline chart's axes as hollow diamonds; their (x, y)."""
+    points = measured_points(result, k)
+    short = short_names(r.key for r in result.counters)
+    xs = [r.intensity for r in points]
+    ys = [r.flops_per_s for r in points]
+    if points:
+        ax.scatter(xs, ys, marker="D", s=36, facecolors="none", edgecolors=MEASURED_COLOR,
+                   linewidths=1.2, label="kernel (measured)")
+        for r in points:
+            ax.annotate(short[r.key][:28], (r.intensity, r.flops_per_s), fontsize=7,
+                        color=MEASURED_COLOR, textcoords="offset points", xytext=(6, -10))
+    return xs, ys
 
 
 def counter_views(result: ProfileResult) -> list[tuple[str, object]]:
