@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from workloads import block_and_input
 
 import kernelmagic
-from workloads import block_and_input
 
 pytestmark = pytest.mark.cuda
 

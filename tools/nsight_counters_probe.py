@@ -19,7 +19,7 @@ import torch
 import kernelmagic
 
 sys.path.insert(0, "tests")
-from workloads import block_and_input  # noqa: E402
+from workloads import block_and_input
 
 ITERS, WARMUP = 3, 2
 
