@@ -97,20 +97,24 @@ def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = Non
     ranges (``_counter_args``)."""
     add_op, add_memory, _ = cols.adders()
     complete, instant, no_args = _Complete, _INSTANTS, _NO_ARGS
-    timed = [(i, e) for i, e in enumerate(events) if type(e) is complete or type(e) in instant]
-    starts = iter(_ns_column([e.ts for _, e in timed]))
-    durations = iter(_ns_column([e.dur for _, e in timed if type(e) is complete]))
-    for i, e in timed:
+    timed = [e for e in events if type(e) is complete or type(e) in instant]
+    starts = iter(_ns_column([e.ts for e in timed]))
+    durations = iter(_ns_column([e.dur for e in timed if type(e) is complete]))
+    for e in timed:
         start = next(starts)
         if type(e) is complete:
             a = e.args or no_args
             add_op(e.name, e.cat, start, next(durations), e.tid, e.pid, a.device, a.stream,
                    a.correlation, a.flops, a.dims)
-            if counter_args is not None and e.cat == COUNTER_CATEGORY:
-                cols.add_counters(e.cat, e.name, start, counter_args[i])
         elif e.name == "[memory]":
             a = e.args or no_args
             add_memory(start, e.tid, a.nbytes, a.device_type, a.device_id)
+    if counter_args is not None:  # the counter ranges' metric values (not in the hot loop)
+        ranges = [(i, e) for i, e in enumerate(events)
+                  if type(e) is complete and e.cat == COUNTER_CATEGORY]
+        range_starts = _ns_column([e.ts for _, e in ranges])
+        for (i, e), start in zip(ranges, range_starts, strict=True):
+            cols.add_counters(e.cat, e.name, start, counter_args[i])
 
 
 def _counter_args(data: bytes) -> list[Any]:
