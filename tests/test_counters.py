@@ -98,7 +98,9 @@ def test_a100_counter_trace_renders_and_survives_json():
     result = kernelmagic.load(A100)
     text = text_report(result)
     assert "[counters]" in text and "ampere_sgemm_32x32_sliced1x4_tn" in text
-    assert "kernel launches in order" in text  # the note says how they were joined
+    assert ("Hardware counters: 77 counter ranges joined to the 77 kernel launches in order "
+            "(the trace has no kernel events); no kernel times to go with them, so counts "
+            "without rates") in text  # how they were joined, and what that leaves
     assert "device time" not in text.split("[counters]")[1]  # no rates without kernel times
     html = html_report(result)
     assert "FP32 FLOP" in html
@@ -462,3 +464,11 @@ def test_nsight_ctrl_c_keeps_the_completed_iterations(fake_cuda):
     assert partial.capture == "nsight" and len(partial.timings) == 1
     assert partial.interrupted_after == 1 and partial.planned_iters == 4
     assert [x[0] for x in log] == ["start", "stop"]
+
+
+def test_api_refuses_counters_and_nsight_on_the_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    for flag in ("counters", "nsight"):
+        with pytest.raises(ValueError, match=f"--{flag} needs a CUDA GPU"):
+            kernelmagic.profile(lambda: None, iters=1, warmup=0, **{flag: True})

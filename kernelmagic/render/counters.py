@@ -144,5 +144,7 @@ def capture_notes(result: ProfileResult) -> list[str]:
             f"iterations inside the NVTX range {result.name!r}; torch's profiler did not run "
             "(Nsight held CUPTI), so the times are the wall clock's and there are no op rows")
     if result.counters and result.counters_note:
-        notes.append(f"Hardware counters: {result.counters_note}")
+        untimed = ("; no kernel times to go with them, so counts without rates"
+                   if not any(r.time > 0 for r in result.counters) else "")
+        notes.append(f"Hardware counters: {result.counters_note}{untimed}")
     return notes
