@@ -85,6 +85,13 @@ class ProfileMagics(Magics):
     @option("--roofline", action="store_true",
             help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
                  "peaks: compute-, memory- or overhead-bound, with a roofline chart")
+    @option("--counters", action="store_true",
+            help="CUDA: one more run reading hardware counters per kernel (FLOP "
+                 "instructions by precision, DRAM bytes, occupancy) through CUPTI")
+    @option("--nsight", action="store_true",
+            help="CUDA: bracket the iterations with cudaProfilerStart/Stop for Nsight "
+                 "(nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off); "
+                 "torch's profiler does not run, the report has the timings only")
     @option("--trace", type=str, default=None, metavar="PATH",
             help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
     @option("--force", action="store_true", help="let --trace overwrite an existing file")
@@ -120,7 +127,8 @@ class ProfileMagics(Magics):
                 name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
                 flops=args.flops, stack=args.stack, modules=args.modules,
                 timeline=args.timeline, roofline=args.roofline, trace=args.trace,
-                force=args.force, gather=args.gather)
+                force=args.force, gather=args.gather, counters=args.counters,
+                nsight=args.nsight)
             if args.gather and args.compare is not None:
                 raise ValueError("--gather cannot be combined with --compare")
             if args.out is not None:

@@ -22,6 +22,14 @@ SORT_KEYS: dict[str, str] = {
 }
 
 
+#: Options that need torch's profiler (or a run of their own), so not ``--nsight``.
+NSIGHT_EXCLUDES: dict[str, str] = {
+    "--memory": "memory", "--shapes": "shapes", "--flops": "flops", "--stack": "stack",
+    "--modules": "modules", "--timeline": "timeline", "--roofline": "roofline",
+    "--counters": "counters", "--trace": "trace", "--gather": "gather",
+}
+
+
 @dataclass(frozen=True)
 class ProfileOptions:
     """What to run and how to report it. Construction validates every field."""
@@ -42,6 +50,8 @@ class ProfileOptions:
     trace: str | None = None
     force: bool = False
     gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)
+    counters: bool = False  # one more run reading CUPTI hardware counters per kernel
+    nsight: bool = False  # cudaProfilerStart/Stop around the iterations, no torch profiler
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -57,6 +67,13 @@ class ProfileOptions:
             raise ValueError("--name must be a single line")
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
+        if self.nsight:
+            clash = [flag for flag, on in NSIGHT_EXCLUDES.items() if getattr(self, on)]
+            if clash:
+                raise ValueError(
+                    f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
+                    "profiling, torch's profiler does not run"
+                )
 
     def resolve_sort(self, profiles_device: bool) -> str:
         """The sort key to use, given whether device (CUDA) activity is profiled."""

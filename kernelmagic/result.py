@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.counter_metrics import CounterRow
 from kernelmagic.options import SORT_KEYS
 from kernelmagic.rows import (
     Breakdown,
@@ -89,6 +90,9 @@ class ProfileResult:
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
     gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
+    counters: list[CounterRow] = field(default_factory=list)  # --counters, per kernel
+    counters_note: str = ""  # --counters: why they are missing, or how they were joined
+    capture: str = ""  # "nsight": --nsight, Nsight held CUPTI, torch's profiler did not run
 
     # --- derived figures ---------------------------------------------------------
 
@@ -242,6 +246,9 @@ class ProfileResult:
             "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
             "source": self.source,
             "gpu_runtime": self.gpu_runtime,
+            "counters": [asdict(x) for x in self.counters],
+            "counters_note": self.counters_note,
+            "capture": self.capture,
         }
 
     def save(self, path: Any) -> Any:
@@ -317,6 +324,9 @@ class ProfileResult:
                            else None),
                 source=str(data.get("source", "live")),
                 gpu_runtime=str(data.get("gpu_runtime", "")),
+                counters=[CounterRow(**x) for x in data.get("counters", [])],
+                counters_note=str(data.get("counters_note", "")),
+                capture=str(data.get("capture", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -54,6 +54,10 @@ def plan(options: ProfileOptions) -> Plan:
 
         check_process_group()
     sort = options.resolve_sort(profiles_device)
+    for flag, on in (("--counters", options.counters), ("--nsight", options.nsight)):
+        if on and not profiles_device:
+            reason = "--cpu-only was given" if options.cpu_only else "CUDA is not available"
+            raise ValueError(f"{flag} needs a CUDA GPU (it works through CUPTI), but {reason}")
     if torch_compat.profiler_running():
         raise ProfilerBusyError(
             "a torch profiler is already running in this process (your own "
@@ -173,6 +177,12 @@ def execute(fn: Callable[[], Any], run: Plan,
                 warmup_timings.append(clock() - start)  # each run ends synchronised
                 if progress is not None:
                     progress.warmup(w + 1)
+    if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
+        try:
+            return _nsight_capture(fn, run, clock, progress, warmup_timings)
+        finally:
+            if progress is not None:
+                progress.close()
     torch_compat.warm_profiler(run.profiles_device)
 
     timings: list[float] = []
@@ -217,6 +227,10 @@ def execute(fn: Callable[[], Any], run: Plan,
             if gc_was_enabled:
                 gc.enable()
             result = roofline_view(result, fn, table, run.profiles_device)
+        if opts.counters and interrupt is None:  # one more run, counters read per kernel
+            if gc_was_enabled:
+                gc.enable()
+            result = counters_view(result, fn)
     finally:
         if progress is not None:
             progress.close()
@@ -261,6 +275,87 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
     rows, roofs = collect_roofline(table, counts, roofs, on_device, name=result.name)
     return dataclasses.replace(result, views=views, roofline=rows,
                                roofline_peaks=roofs.to_dict())
+
+
+def counters_view(result: ProfileResult, fn: Callable[[], Any],
+                  table_of: Callable[[Callable[[], Any], Any], EventTable] | None = None,
+                  forbidden: Callable[[], str] | None = None) -> ProfileResult:
+    """``result`` with its hardware counters per kernel: ``fn`` runs once more under a
+    counter session (kernels serialised and replayed, so after the timed iterations and
+    never timed). Whatever fails, the timed result stays and ``counters_note`` says why
+    in one line. ``table_of(fn, metrics)`` and ``forbidden()`` are replaceable for tests.
+    """
+    from kernelmagic import counter_run
+    from kernelmagic.counter_metrics import LIVE_METRICS
+    from kernelmagic.device_peaks import peaks
+    from kernelmagic.views.counters import counter_ranges, counter_rows, join_note
+
+    views = [*result.views, "counters"]
+    why_not = (forbidden or counter_run.counters_forbidden)()
+    if why_not:
+        return dataclasses.replace(result, views=views, counters_note=why_not)
+    try:
+        table = (table_of or counter_run.counter_table)(fn, LIVE_METRICS)
+    except Exception as exc:  # the cell ran fine: the counter session is at fault
+        note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
+                f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")
+        return dataclasses.replace(result, views=views, counters_note=note)
+    if not counter_ranges(table):
+        note = ("no hardware counters: CUPTI gave none (this GPU or torch build lacks the "
+                "range profiler or the metrics, or the driver forbids counters: "
+                f"{counter_run.ENABLE_HINT})")
+        return dataclasses.replace(result, views=views, counters_note=note)
+    bandwidth = peaks("cuda").bytes_per_s
+    # Counting replays each kernel: rates use the timed iterations' mean per run.
+    kernel_time = {k.key: k.device_time_total / max(result.iters, 1) for k in result.kernels}
+    rows = counter_rows(table, kernel_time=kernel_time, peak_bytes_per_s=bandwidth)
+    return dataclasses.replace(result, views=views, counters=rows,
+                               counters_note=join_note(table))
+
+
+def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
+                    progress: Progress | None, warmup_timings: list[float]) -> ProfileResult:
+    """``--nsight``: the iterations between ``cudaProfilerStart`` and ``Stop`` inside the
+    block's NVTX range, timed by the wall clock; a result with timings and no rows."""
+    from kernelmagic import counter_run
+    from kernelmagic.events import TableBuilder, derive_links
+
+    opts = run.options
+    sync = torch_compat.synchronize
+    timings: list[float] = []
+    interrupt: KeyboardInterrupt | None = None
+    with torch_compat.labelled_range(opts.name):
+        if progress is not None:
+            progress.profiling()
+        counter_run.capture_start()
+        try:
+            for i in range(opts.iters):
+                with torch_compat.labelled_range(iteration_range(opts.name, i)):
+                    start = clock()
+                    fn()
+                    sync()
+                    timings.append(clock() - start)
+                if progress is not None:
+                    progress.iteration(i + 1)
+        except KeyboardInterrupt as exc:
+            if not timings:
+                raise
+            interrupt = exc  # report the completed iterations, then re-raise
+        finally:
+            counter_run.capture_stop()
+    result = build_result(
+        derive_links(TableBuilder().freeze()), name=opts.name, timings=timings,
+        warmup_timings=warmup_timings, warmup=opts.warmup, device="cuda",
+        device_name=torch_compat.device_name(), sort=run.sort, topk=opts.topk,
+        matmul_precision=torch_compat.matmul_precision(),
+        torch_version=torch_compat.torch_version())
+    result.capture = "nsight"
+    result.gpu_runtime = torch_compat.gpu_runtime()
+    if interrupt is not None:
+        result.planned_iters = opts.iters
+        interrupt.result = result  # type: ignore[attr-defined]
+        raise interrupt
+    return result
 
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
@@ -317,7 +412,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``on_trace_ready`` receives the finished torch profiler session (for example to
     call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
-    ``modules``, ``timeline``, ``roofline``, and ``trace="run.json"`` (with ``force``).
+    ``modules``, ``timeline``, ``roofline``, ``counters`` (CUDA: hardware counters per
+    kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
+    iterations for Nsight, no torch profiler), and ``trace="run.json"`` (with ``force``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.

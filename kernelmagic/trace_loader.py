@@ -23,7 +23,9 @@ from kernelmagic.events import EventTable, Kind, device_work, select
 from kernelmagic.op_names import is_fp32_gemm
 from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
+from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -148,6 +150,10 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
     result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
                           if k in table.meta}
     result.source = "trace"
+    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
+        result.counters = counter_rows(table)
+        result.counters_note = join_note(table)
+        result.views.append("counters")
     if result.profiles_device:
         result.gpu_runtime = gpu_runtime(table)
     if keep is not None:

@@ -19,6 +19,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
 - ``measurement``: a slow first run, a noisy measurement
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
+- ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
+  roofline's modelled bytes (poor reuse)
 - ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
   of ``RankSummary`` objects with their own ``find``
 """
@@ -29,6 +31,8 @@ from collections.abc import Callable
 
 from kernelmagic.findings.base import NAMED, Finding, wall_us
 from kernelmagic.findings.communication import COMM_BOUND_SHARE, communication_bound
+from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
+from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.gpu import (
     CAUSE_SHARE,
     GPU_IDLE_SHARE,
@@ -83,11 +87,13 @@ from kernelmagic.op_names import (
 from kernelmagic.result import ProfileResult
 
 __all__ = [
-    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "DATA_LOADER", "DOMINANT_SHARE",
+    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
+    "DOMINANT_SHARE",
     "DROPOUT_OPS", "DROPOUT_TRAINING", "ELEMENTWISE_AVG_US", "ELEMENTWISE_CALLS",
     "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE", "LAUNCH_BOUND_BUSY",
-    "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED",
-    "NOISY_SPREAD", "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
+    "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK",
+    "NOISY_SPREAD", "REUSE_RATIO", "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US",
+    "SETUP_LAUNCH_US",
     "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
     "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
     "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
@@ -105,5 +111,7 @@ def find(result: ProfileResult) -> list[Finding]:
     """Every rule's finding for ``result`` (``RULES``, then the roofline's), the largest
     ``share`` of the iteration first; equal shares keep the rules' order."""
     rules = RULES + ROOFLINE_RULES if result.roofline else RULES
+    if result.counters:  # --counters, or a trace recorded with profiler metrics
+        rules = rules + COUNTER_RULES
     found = [f for f in (rule(result) for rule in rules) if f is not None]
     return sorted(found, key=lambda f: -f.share)

@@ -136,6 +136,12 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
     for bound, color in COLORS.items():
         ax.scatter([], [], color=color, label=f"{bound}-bound" if bound != "overhead"
                    else "overhead")
+    if result.counters:  # --counters: kernels placed by measured numbers, beside the model
+        from kernelmagic.render.counters import draw_measured
+
+        mx, my = draw_measured(ax, result, k)
+        x_lo, x_hi = min([x_lo, *(x / 3 for x in mx)]), max([x_hi, *(x * 5 for x in mx)])
+        y_lo, top = min([y_lo, *(y / 3 for y in my)]), max([top, *my])
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, top * 3)

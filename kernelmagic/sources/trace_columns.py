@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelmagic.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.events import EventTable, Kind, TableBuilder
+from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
     Number,
     int_of,
@@ -59,6 +61,13 @@ class Columns(TableBuilder):
         super().__init__()
         self.string_tids: dict[str, int] = {}  # every tid string seen -> its id
         self.lanes = 0  # named lanes so far
+        self.counter_ranges: list[RawRange] = []  # cuda_profiler_range events (counters)
+
+    def add_counters(self, cat: Any, name: Any, start: int, args: Any) -> None:
+        """Keep a ``cuda_profiler_range`` event's metric values (``--counters``); both
+        readers call this for every complete event after ``add_op``."""
+        if cat == COUNTER_CATEGORY and type(name) is str:
+            self.counter_ranges.append((start, name, metric_values(args)))
 
     def tid_of(self, tid: Any) -> int:
         """A thread id as written -> an int.
@@ -197,6 +206,8 @@ class Columns(TableBuilder):
     def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
         """The table, its times made relative to the trace's first timestamp."""
         table = self.freeze(meta=meta)
+        if self.counter_ranges:
+            table.meta.update(join_ranges(table, self.counter_ranges))
         if table.n:
             table.origin_ns = int(table.start.min())
             table.start -= table.origin_ns

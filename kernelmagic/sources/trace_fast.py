@@ -27,6 +27,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from kernelmagic.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.events import EventTable
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
@@ -39,6 +40,7 @@ except ImportError:  # the streaming reader does the work
 #: The largest JSON text (decompressed) read whole.
 MAX_TEXT = 512 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+_COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has this text
 #: The Chrome trace format's other event types ("ph"): decoded as empty records.
 _SKIPPED_PHASES = "BEsftMCbneSTpFPONDVvRc"
 
@@ -57,9 +59,11 @@ def read_table(path: Path) -> EventTable | None:
         if data is None:
             return None
         doc = _DECODER.decode(data)
+        # Counter ranges' args are metric names the typed records skip: read apart.
+        counter_args = (_counter_args(data) if _COUNTER_TEXT in data else None)
         del data
         cols = Columns()
-        _fill(cols, doc.traceEvents)
+        _fill(cols, doc.traceEvents, counter_args)
     except Exception:  # any fault: the streaming reader names it
         return None
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
@@ -87,8 +91,10 @@ def _text_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _fill(cols: Columns, events: list[Any]) -> None:
-    """Every event into ``cols``, in file order, by the streaming reader's rules."""
+def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = None) -> None:
+    """Every event into ``cols``, in file order, by the streaming reader's rules;
+    ``counter_args`` holds each event's ``args`` (by index) when the file has counter
+    ranges (``_counter_args``)."""
     add_op, add_memory, _ = cols.adders()
     complete, instant, no_args = _Complete, _INSTANTS, _NO_ARGS
     timed = [e for e in events if type(e) is complete or type(e) in instant]
@@ -103,6 +109,19 @@ def _fill(cols: Columns, events: list[Any]) -> None:
         elif e.name == "[memory]":
             a = e.args or no_args
             add_memory(start, e.tid, a.nbytes, a.device_type, a.device_id)
+    if counter_args is not None:  # the counter ranges' metric values (not in the hot loop)
+        ranges = [(i, e) for i, e in enumerate(events)
+                  if type(e) is complete and e.cat == COUNTER_CATEGORY]
+        range_starts = _ns_column([e.ts for _, e in ranges])
+        for (i, e), start in zip(ranges, range_starts, strict=True):
+            cols.add_counters(e.cat, e.name, start, counter_args[i])
+
+
+def _counter_args(data: bytes) -> list[Any]:
+    """Every event's ``args`` as a dict (or None), by index: a second, lighter decode,
+    done only for files holding counter ranges."""
+    doc = _ARGS_DECODER.decode(data)
+    return [e.args if type(e.args) is dict else None for e in doc.traceEvents]
 
 
 def _ns_column(texts: list[Any]) -> list[int]:
@@ -194,5 +213,14 @@ if msgspec is not None:
         distributedInfo: Any = None
         traceName: Any = None
 
+    class _ArgsOnly(msgspec.Struct, gc=False):
+        """Any event, its ``args`` only (``cuda_profiler_range``'s metric values)."""
+
+        args: Any = None
+
+    class _ArgsDocument(msgspec.Struct):
+        traceEvents: list[_ArgsOnly]
+
     _DECODER: Any = msgspec.json.Decoder(_Document)
+    _ARGS_DECODER: Any = msgspec.json.Decoder(_ArgsDocument)
     _NO_ARGS: Any = _Args()

@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Any
 
+from kernelmagic.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.errors import NotATrace, TraceFileError
 from kernelmagic.events import EventTable
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
@@ -200,6 +201,7 @@ class StreamReader:
     def _adder(self) -> Any:
         """``add(event)``: one decoded event (a dict) into the columns."""
         add_op, add_memory, ns = self.cols.adders()
+        add_counters, counter_category = self.cols.add_counters, COUNTER_CATEGORY
         no_args: dict[str, Any] = {}
 
         def add(event: dict[str, Any]) -> None:
@@ -220,9 +222,12 @@ class StreamReader:
                 if args is not None:
                     raise TypeError
                 args = no_args
-            add_op(event["name"], event.get("cat"), ns(event["ts"]), ns(event["dur"]),
+            cat, start = event.get("cat"), ns(event["ts"])
+            add_op(event["name"], cat, start, ns(event["dur"]),
                    event.get("tid"), event.get("pid"), args.get("device"), args.get("stream"),
                    args.get("correlation"), args.get("flops"), args.get("Input Dims"))
+            if cat == counter_category:
+                add_counters(cat, event["name"], start, args)
 
         return add
 
