@@ -42,6 +42,7 @@ class ProfileOptions:
     trace: str | None = None
     force: bool = False
     gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)
+    memory_all: bool = False  # --memory's timeline of every iteration, not the median one
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -57,6 +58,9 @@ class ProfileOptions:
             raise ValueError("--name must be a single line")
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
+        if self.memory_all and not self.memory:
+            raise ValueError("--memory-all needs --memory (it shows every iteration's "
+                             "memory timeline)")
 
     def resolve_sort(self, profiles_device: bool) -> str:
         """The sort key to use, given whether device (CUDA) activity is profiled."""

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.options import SORT_KEYS
 from kernelmagic.rows import (
     Breakdown,
@@ -89,6 +90,12 @@ class ProfileResult:
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
     gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
+    # --memory: timeline by category, peaks, alive at the peak, growth (memory_rows.py)
+    memory_timeline: list[MemoryPoint] = field(default_factory=list)
+    memory_peaks: list[MemoryPeakRow] = field(default_factory=list)
+    memory_alive: list[LiveBlockRow] = field(default_factory=list)
+    memory_growth: list[MemoryGrowthRow] = field(default_factory=list)
+    memory_note: str = ""  # why categories are missing, or where the run stopped (OOM)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -242,6 +249,11 @@ class ProfileResult:
             "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
             "source": self.source,
             "gpu_runtime": self.gpu_runtime,
+            "memory_timeline": [asdict(x) for x in self.memory_timeline],
+            "memory_peaks": [asdict(x) for x in self.memory_peaks],
+            "memory_alive": [asdict(x) for x in self.memory_alive],
+            "memory_growth": [asdict(x) for x in self.memory_growth],
+            "memory_note": self.memory_note,
         }
 
     def save(self, path: Any) -> Any:
@@ -309,6 +321,11 @@ class ProfileResult:
                            else None),
                 source=str(data.get("source", "live")),
                 gpu_runtime=str(data.get("gpu_runtime", "")),
+                memory_timeline=[MemoryPoint(**x) for x in data.get("memory_timeline", [])],
+                memory_peaks=[MemoryPeakRow(**x) for x in data.get("memory_peaks", [])],
+                memory_alive=[LiveBlockRow(**x) for x in data.get("memory_alive", [])],
+                memory_growth=[MemoryGrowthRow(**x) for x in data.get("memory_growth", [])],
+                memory_note=str(data.get("memory_note", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
