@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 import torch
+from fakes import table_of
 from IPython.utils.capture import capture_output
 
 import kernelmagic
-from fakes import table_of
 from kernelmagic import memory_categories, torch_compat
 from kernelmagic.events import Kind
 from kernelmagic.findings import memory_growth
@@ -291,7 +291,7 @@ def test_magic_shows_the_memory_report_then_raises_out_of_memory(ip):
 
 @pytest.mark.cuda
 def test_real_cuda_out_of_memory_reports_the_timeline():
-    free, total = torch.cuda.mem_get_info()
+    _free, total = torch.cuda.mem_get_info()
     torch.cuda.set_per_process_memory_fraction(0.05)
     kept = []
 
