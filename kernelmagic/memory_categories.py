@@ -160,7 +160,9 @@ def quiet_unknown_blocks() -> Iterator[None]:
     """Hold back torch's "Memory block of unknown size" warning.
 
     The C-level stderr (fd 2) goes to a temporary file meanwhile; on the way out every
-    other line written there is copied back to stderr, so nothing else is lost.
+    other line written there is copied back to stderr, so nothing else is lost. Python's
+    ``sys.stderr``, when it writes to fd 2 (a terminal), writes to the real stderr
+    meanwhile, so progress lines and the user's own messages still show as they come.
     """
     try:
         sys.stderr.flush()
@@ -168,11 +170,24 @@ def quiet_unknown_blocks() -> Iterator[None]:
     except (OSError, ValueError, AttributeError):
         yield
         return
+    original = sys.stderr
+    try:
+        on_fd2 = original.fileno() == 2
+    except (OSError, ValueError, AttributeError):
+        on_fd2 = False
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
+        if on_fd2:
+            sys.stderr = open(os.dup(saved), "w", buffering=1,
+                              encoding=getattr(original, "encoding", None),
+                              errors=getattr(original, "errors", None))
         try:
             yield
         finally:
+            if on_fd2:
+                replaced, sys.stderr = sys.stderr, original
+                with contextlib.suppress(OSError, ValueError):
+                    replaced.close()
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 sys.stderr.flush()
             os.dup2(saved, 2)

@@ -357,3 +357,16 @@ def test_magic_memory_report_shows_timeline_table_and_sentence(ip):
     assert 'alt="memory timeline"' in html and "km-view-memory" in html
     svg = memory_svg(ip.user_ns["res"]).decode()
     assert "peak" in svg and "parameters" in svg
+
+
+def test_widget_shows_the_timeline_above_the_memory_table(training):
+    import ipywidgets as w
+
+    from kernelmagic.render.widget import report_widget
+
+    result, _ = training
+    box = report_widget(result, None)
+    assert "memory" in box.km_views
+    first = box.km_boxes["memory"].children[0]
+    assert isinstance(first, w.Image) and first.format == "svg+xml"
+    assert b"peak" in first.value
