@@ -369,4 +369,4 @@ def test_widget_shows_the_timeline_above_the_memory_table(training):
     assert "memory" in box.km_views
     first = box.km_boxes["memory"].children[0]
     assert isinstance(first, w.Image) and first.format == "svg+xml"
-    assert b"peak" in first.value
+    assert b"peak" in bytes(first.value)
