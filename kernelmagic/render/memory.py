@@ -152,10 +152,10 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
                        f'y="{y(peak_total) + 12:.1f}" text-anchor="{anchor}">'
                        f"{escape(label)}</text>")
         y0 += band + top + 24
-    x0 = left
+    x0 = 8
     for c, colour in zip(CATEGORIES, COLOURS, strict=True):
         out.append(f'<rect x="{x0}" y="{y0 + 4}" width="10" height="10" fill="{colour}"/>'
                    f'<text x="{x0 + 13}" y="{y0 + 13}">{escape(CATEGORY_WORDS[c])}</text>')
-        x0 += 14 + 7 * len(CATEGORY_WORDS[c]) + 12
+        x0 += 24 + 6 * len(CATEGORY_WORDS[c])
     out.append("</svg>")
     return "".join(out).encode()
