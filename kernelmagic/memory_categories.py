@@ -77,10 +77,11 @@ def _creator(event: Any) -> str:
     return ""
 
 
-def memory_ledger(prof: Any, is_library: Any) -> MemoryLedger:
+def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     """The session's memory changes with torch's categories, times in ns from the
     session's start (the ``EventTable``'s origin). ``is_library(path)`` says which
-    Python files are not the user's (``views/source_lines.is_library_file``)."""
+    Python files are not the user's (``views/source_lines.is_library_file``); without it
+    the blocks name no source line (``--stack`` asks for them)."""
     from torch._C._profiler import _EventType, _TensorMetadata
     from torch.profiler._memory_profiler import Action, MemoryProfile, TensorKey
 
@@ -101,7 +102,8 @@ def memory_ledger(prof: Any, is_library: Any) -> MemoryLedger:
                             dtype = str(meta.dtype).replace("torch.", "")
                             shapes[key] = (str(list(meta.sizes)), dtype)
         elif kind == _EventType.Allocation and event.typed[1].alloc_size > 0:
-            created_in[event.start_time_ns] = (_creator(event), _user_line(event, is_library))
+            line = _user_line(event, is_library) if is_library is not None else ""
+            created_in[event.start_time_ns] = (_creator(event), line)
 
     time: list[int] = []
     device: list[int] = []
@@ -208,14 +210,15 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return kind is not None and isinstance(exc, kind)
 
 
-def ledger_or_note(prof: Any, table: Any) -> MemoryLedger:
-    """``memory_ledger`` of the session; when torch's analysis fails (it is private and
-    has broken before), the table's records, uncategorised, with a note saying why."""
+def ledger_or_note(prof: Any, table: Any, lines: bool = False) -> MemoryLedger:
+    """``memory_ledger`` of the session (``lines``: with the user's source lines); when
+    torch's analysis fails (it is private and has broken before), the table's records,
+    uncategorised, with a note saying why."""
     from kernelmagic.views.memory import ledger_from_table
     from kernelmagic.views.source_lines import is_library_file
 
     try:
-        return memory_ledger(prof, is_library_file)
+        return memory_ledger(prof, is_library_file if lines else None)
     except Exception as exc:
         return ledger_from_table(table, note=f"categories unavailable: torch's memory "
                                              f"analysis failed ({type(exc).__name__}: {exc})")

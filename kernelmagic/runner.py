@@ -297,7 +297,8 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
     interrupted = len(timings) < opts.iters
     if interrupted and out_of_memory is None:
         table = without_range(table, iteration_range(opts.name, len(timings)))
-    ledger = memory_categories.ledger_or_note(prof, table) if opts.memory else None
+    ledger = (memory_categories.ledger_or_note(prof, table, lines=opts.stack) if opts.memory
+              else None)
     result = build_result(
         table,
         name=opts.name,

@@ -193,6 +193,7 @@ def test_alive_at_peak_lists_tensors_with_shape_dtype_category(training):
     assert len(weights) >= 2 and all(r.nbytes == 4 * MIB and r.dtype == "float32"
                                      for r in weights)
     assert any(r.category == "gradient" and r.op == "aten::mm" for r in rows)
+    assert all(r.source == "" for r in rows)  # lines only with --stack
 
 
 def test_a_list_that_keeps_a_tensor_each_step_is_a_finding():
