@@ -64,11 +64,19 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
                         categorised=False, note=note)
 
 
-def _levels(ledger: MemoryLedger, sel: np.ndarray) -> np.ndarray:
-    """Bytes per category after each selected change (rows: changes, columns: categories)."""
-    steps = np.zeros((sel.size, len(CATEGORIES)), dtype=np.int64)
-    steps[np.arange(sel.size), ledger.category[sel]] = ledger.delta[sel]
-    return np.cumsum(steps, axis=0)
+def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarray:
+    """Bytes per category after the first ``k`` changes (int64, one per category)."""
+    if k <= 0:
+        return np.zeros(len(CATEGORIES), dtype=np.int64)
+    sums = np.bincount(category[:k], weights=delta[:k], minlength=len(CATEGORIES))
+    return np.rint(sums).astype(np.int64)
+
+
+def _levels(category: np.ndarray, delta: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Bytes per category after each change ``lo..hi-1`` (rows: changes)."""
+    steps = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
+    steps[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
+    return _levels_before(category, delta, lo) + np.cumsum(steps, axis=0)
 
 
 def _enclosing(table: EventTable, t: int, tid: int | None) -> tuple[str, str]:
@@ -127,31 +135,30 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     for device in sorted(set(ledger.device.tolist())):
         sel = np.flatnonzero(ledger.device == device)
         when = ledger.time[sel]
-        levels = _levels(ledger, sel)
-        total = levels.sum(axis=1)
+        category = ledger.category[sel]
+        delta = ledger.delta[sel]
+        total = np.cumsum(delta)  # the levels per category only where they are needed
         label = device_label(device)
         best: tuple[float, int, int] | None = None  # (rise, iteration, change index)
         for i, (start, end) in enumerate(windows):
             lo = int(np.searchsorted(when, start, "left"))
             hi = int(np.searchsorted(when, end, "right"))
-            base = levels[lo - 1] if lo else np.zeros(len(CATEGORIES), dtype=np.int64)
-            base_total = int(base.sum())
+            base_total = int(total[lo - 1]) if lo else 0
             if show is None or i == show:
+                base = _levels_before(category, delta, lo)
+                levels = _levels(category, delta, lo, hi)
                 pts = [MemoryPoint(label, i, 0.0, *base.tolist())]
                 pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, *row)
-                        for t, row in zip(when[lo:hi].tolist(), levels[lo:hi].tolist(),
-                                          strict=True)]
+                        for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]
                 pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
-                                       *(levels[hi - 1] if hi else base).tolist()))
+                                       *(levels[-1] if hi > lo else base).tolist()))
                 out.points += _thin(pts, MAX_POINTS)
+            k, rise = lo - 1, 0  # nothing above the start: the peak is the start
             if hi > lo:
-                k = lo + int(np.argmax(total[lo:hi]))
-                rise = int(total[k]) - base_total
-            else:
-                k, rise = lo - 1, 0
-            if rise <= 0:  # nothing above the start: the peak is the start
-                k, rise = lo - 1, 0
-            at = levels[k] if k >= 0 else np.zeros(len(CATEGORIES), dtype=np.int64)
+                top = lo + int(np.argmax(total[lo:hi]))
+                if int(total[top]) > base_total:
+                    k, rise = top, int(total[top]) - base_total
+            at = _levels_before(category, delta, k + 1)
             t_peak = int(when[k]) if k >= lo else start
             op, scope = ("", "")
             if k >= lo:
