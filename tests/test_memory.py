@@ -340,6 +340,12 @@ def test_trace_gives_the_same_timeline_and_peak(tmp_path):
     assert [p.rise for p in live.memory_peaks] == [3 * MIB] * 3
     assert loaded.peak_memory["cpu"] == live.peak_memory["cpu"] == 3 * MIB
     assert all(p.unknown == p.total for p in loaded.memory_timeline)
+    import ipywidgets as w
+
+    from kernelmagic.render.widget import report_widget
+
+    box = report_widget(loaded, None)  # no table to follow: the timeline alone
+    assert any(isinstance(c, w.Image) and b"peak" in bytes(c.value) for c in box.children)
     assert [p.op for p in loaded.memory_peaks] == ["aten::empty"] * 3
     # The same steps, uncategorised: totals above the iteration's start agree.
     live_steps = [p.total - live.memory_timeline[0].total for p in live.memory_timeline]
