@@ -377,3 +377,33 @@ def test_widget_shows_the_timeline_above_the_memory_table(training):
     first = box.km_boxes["memory"].children[0]
     assert isinstance(first, w.Image) and first.format == "svg+xml"
     assert b"peak" in bytes(first.value)
+
+
+def test_a_failing_category_analysis_leaves_the_raw_timeline(monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a private torch class changed")
+
+    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    result = kernelmagic.profile(lambda: torch.empty(2**19), iters=2, warmup=1, memory=True)
+    assert result.memory_note.startswith("categories unavailable: torch's memory analysis "
+                                         "failed (KeyError")
+    assert [p.rise for p in result.memory_peaks] == [2 * MIB, 2 * MIB]
+    assert all(p.unknown == p.total for p in result.memory_timeline)
+    assert f"Memory: {result.memory_note}" in text_report(result)
+
+
+def test_ctrl_c_under_memory_reports_the_completed_iterations():
+    n = 0
+
+    def fn() -> None:
+        nonlocal n
+        n += 1
+        torch.empty(2**19)  # 2 MiB, freed at once
+        if n == 1 + 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        kernelmagic.profile(fn, iters=4, warmup=1, memory=True)
+    result = info.value.result
+    assert [p.iteration for p in result.memory_peaks] == [0]
+    assert result.memory_peaks[0].rise == 2 * MIB == result.peak_memory["cpu"]
