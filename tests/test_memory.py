@@ -405,3 +405,15 @@ def test_ctrl_c_under_memory_reports_the_completed_iterations():
     result = info.value.result
     assert [p.iteration for p in result.memory_peaks] == [0]
     assert result.memory_peaks[0].rise == 2 * MIB == result.peak_memory["cpu"]
+
+
+def test_magic_memory_all_needs_memory(ip):
+    from IPython.core.error import UsageError
+
+    with capture_output():
+        res = ip.run_cell("%%profile --memory-all\ntorch.ones(2)")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert str(res.error_in_exec).startswith("--memory-all needs --memory")
+    with capture_output():
+        ip.run_cell("%%profile -n 2 -w 0 --memory --memory-all -q -o res\ntorch.ones(2**10)")
+    assert {p.iteration for p in ip.user_ns["res"].memory_timeline} == {0, 1}
