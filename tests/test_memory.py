@@ -417,3 +417,11 @@ def test_magic_memory_all_needs_memory(ip):
     with capture_output():
         ip.run_cell("%%profile -n 2 -w 0 --memory --memory-all -q -o res\ntorch.ones(2**10)")
     assert {p.iteration for p in ip.user_ns["res"].memory_timeline} == {0, 1}
+
+
+def test_the_rise_is_the_raw_records_even_when_the_ledger_sizes_differ():
+    table, ledger, windows = _synthetic()
+    ledger.delta[ledger.delta == 2 * MIB] = 3 * MIB  # torch sized a tensor bigger
+    peak = memory_views(table, windows, ledger).peaks[0]
+    assert peak.rise == 6 * MIB == peak_memory(table, windows[:1])  # the note's figure
+    assert (peak.t_us, peak.temporary, peak.total) == (30.0, 3 * MIB, 15 * MIB)

@@ -127,23 +127,27 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     each iteration's peak per device, the allocations alive at the highest peak of each
     device, and what every iteration kept to the end.
 
-    ``windows`` are the iterations (ns from the table's origin), in order.
+    ``windows`` are the iterations (ns from the table's origin), in order. Each peak's
+    moment and rise are the table's raw records' (as ``timeline.peak_memory`` reads them,
+    so the peak note agrees); its make-up by category is the ledger's at that moment.
     """
     out = MemoryViews()
     if not windows or ledger.time.size == 0:
         return out
+    raw = ledger_from_table(table)
     for device in sorted(set(ledger.device.tolist())):
         sel = np.flatnonzero(ledger.device == device)
         when = ledger.time[sel]
         category = ledger.category[sel]
         delta = ledger.delta[sel]
-        total = np.cumsum(delta)  # the levels per category only where they are needed
+        raw_at = raw.device == device
+        raw_when = raw.time[raw_at]
+        raw_total = np.cumsum(raw.delta[raw_at])
         label = device_label(device)
         best: tuple[float, int, int] | None = None  # (rise, iteration, change index)
         for i, (start, end) in enumerate(windows):
             lo = int(np.searchsorted(when, start, "left"))
             hi = int(np.searchsorted(when, end, "right"))
-            base_total = int(total[lo - 1]) if lo else 0
             if show is None or i == show:
                 base = _levels_before(category, delta, lo)
                 levels = _levels(category, delta, lo, hi)
@@ -153,15 +157,18 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
                 pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
                                        *(levels[-1] if hi > lo else base).tolist()))
                 out.points += _thin(pts, MAX_POINTS)
-            k, rise = lo - 1, 0  # nothing above the start: the peak is the start
-            if hi > lo:
-                top = lo + int(np.argmax(total[lo:hi]))
-                if int(total[top]) > base_total:
-                    k, rise = top, int(total[top]) - base_total
+            rlo = int(np.searchsorted(raw_when, start, "left"))
+            rhi = int(np.searchsorted(raw_when, end, "right"))
+            raw_base = int(raw_total[rlo - 1]) if rlo else 0
+            t_peak, rise, k = start, 0, lo - 1  # nothing above the start: the start
+            if rhi > rlo:
+                top = rlo + int(np.argmax(raw_total[rlo:rhi]))
+                if int(raw_total[top]) > raw_base:
+                    t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
+                    k = int(np.searchsorted(when, t_peak, "right")) - 1
             at = _levels_before(category, delta, k + 1)
-            t_peak = int(when[k]) if k >= lo else start
             op, scope = ("", "")
-            if k >= lo:
+            if rise > 0:
                 op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device))
             length = end - start
             out.peaks.append(MemoryPeakRow(
