@@ -55,15 +55,15 @@ def memory_notes(result: ProfileResult) -> list[str]:
 def alive_table(result: ProfileResult) -> Table:
     """The allocations alive at the peak, the largest first."""
     cols = [
+        Column("op", "allocated by", lambda r: r.op,
+               lambda r: r.op or ("(before profiling)" if r.before_profiling else ""),
+               numeric=False, width=220),
         Column("bytes", "size", lambda r: r.nbytes, lambda r: format_bytes(r.nbytes), width=90),
         Column("category", "category", lambda r: r.category,
                lambda r: CATEGORY_WORDS.get(r.category, r.category), numeric=False, width=130),
         Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
                width=150),
         Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
-        Column("op", "allocated by", lambda r: r.op,
-               lambda r: r.op or ("(before profiling)" if r.before_profiling else ""),
-               numeric=False, width=200),
         Column("created", "allocated at", lambda r: r.created_us,
                lambda r: "before" if r.before_profiling else format_us(r.created_us),
                width=100),
