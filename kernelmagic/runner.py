@@ -351,7 +351,10 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``progress=True`` shows one updating line on stderr once the run has taken more
     than about a second; a callable receives each ``ProgressUpdate`` instead.
     Ctrl-C (``KeyboardInterrupt``) after at least one profiled iteration stops the
-    profiler and re-raises, with the completed iterations' result as ``exc.result``.
+    profiler and re-raises, with the completed iterations' result as ``exc.result``;
+    with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
+    (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
+    of every iteration, not only the median one.
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
