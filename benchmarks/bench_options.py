@@ -1,6 +1,6 @@
 """Profiler overhead of each view option (issue 4), measured side by side in one process.
 
-    python benchmarks/bench_options.py [--rounds N] [--roofline-only]
+    python benchmarks/bench_options.py [--rounds N] [--roofline-only] [--memory-only]
 
 For the seed's Block and for a cell of many small ops, each option's median per-iteration
 time (``result.stats.median``, the profiled iterations' wall time) is divided by that of
@@ -11,6 +11,10 @@ Prints a markdown table for the README's options table. It is a report: exit cod
 measured end to end (the whole ``kernelmagic.profile`` call with and without it, and one
 plain run of the cell, alternating), against the target "one extra run of the cell and
 at most 10% on top".
+
+``--memory`` is also measured end to end on the Block and on a training step (Linear
+512->2048->512, AdamW, batch 64): the whole ``kernelmagic.profile`` call, torch's category
+analysis included, against the same call without ``--memory`` (target: 1.3x).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from _common import alternate, fmt_time, header, median
-from _workloads import block_and_input
+from _workloads import block_and_input, training_step
 
 OPTIONS: dict[str, dict[str, object]] = {
     "(none)": {},
@@ -40,6 +44,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--roofline-only", action="store_true",
                         help="only the end-to-end cost of --roofline")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only --memory's cost, per iteration and end to end")
     args = parser.parse_args()
     import torch
 
@@ -55,6 +61,9 @@ def main() -> None:
             a = a.add(1).mul(0.5)
 
     workloads = {"Block": lambda: block(x), "400 small ops": many_small}
+    if args.memory_only:
+        memory_cost({"Block": lambda: block(x), "training step": training_step()}, args.rounds)
+        return
     if args.roofline_only:
         with torch.inference_mode():
             roofline_cost(workloads, args.rounds)
@@ -77,10 +86,43 @@ def main() -> None:
                 print(f"    {o:<11} {fmt_time(median(v)):>9}   {median(v) / base:.2f}x")
     with torch.inference_mode():
         roofline_cost(workloads, args.rounds)
+    memory_cost({"Block": lambda: block(x), "training step": training_step()}, args.rounds)
     print("\n| option | " + " | ".join(workloads) + " |")
     print("|---|" + "---|" * len(workloads))
     for o in OPTIONS:
         print(f"| `{o}` | " + " | ".join(f"{table[w][o]:.2f}x" for w in workloads) + " |")
+
+
+def memory_cost(workloads: dict[str, object], rounds: int) -> None:
+    """--memory against a plain run: per-iteration median and the whole call (its
+    category analysis included), alternating. The Block runs in inference mode, the
+    training step with autograd."""
+    import time
+
+    import torch
+
+    import kernelmagic
+
+    print("\n  --memory (iters=5, warmup=2): per iteration and end to end (target <= 1.3x)")
+    for wname, fn in workloads.items():
+        mode = torch.inference_mode if wname == "Block" else torch.enable_grad
+
+        def call(fn=fn, mode=mode, **kw: object) -> tuple[float, float]:
+            with mode():
+                start = time.perf_counter()
+                result = kernelmagic.profile(fn, iters=5, warmup=2, **kw)
+                return result.stats.median, time.perf_counter() - start
+
+        pairs = alternate({"plain": call, "memory": lambda call=call: call(memory=True)},
+                          rounds=max(rounds, 7), progress=False)
+        per_iter = median([m[0] / p[0] for p, m in
+                           zip(pairs["plain"], pairs["memory"], strict=True)])
+        whole = median([m[1] / p[1] for p, m in
+                         zip(pairs["plain"], pairs["memory"], strict=True)])
+        plain = median([p[1] for p in pairs["plain"]])
+        mem = median([m[1] for m in pairs["memory"]])
+        print(f"    {wname:<14} per iteration {per_iter:.2f}x   whole call {whole:.2f}x "
+              f"({fmt_time(plain)} -> {fmt_time(mem)}; median of per-round ratios)")
 
 
 def roofline_cost(workloads: dict[str, object], rounds: int) -> None:

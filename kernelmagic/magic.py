@@ -72,7 +72,11 @@ class ProfileMagics(Magics):
     @option("--no-findings", action="store_true",
             help="hide the plain-language findings below the table")
     @option("--memory", action="store_true",
-            help="memory allocated per op (self and total) and the peak within an iteration")
+            help="memory allocated per op (self and total), the memory timeline by category "
+                 "(parameters, gradients, activations, ...), its peak, what was alive at it, "
+                 "and memory each iteration keeps")
+    @option("--memory-all", action="store_true", dest="memory_all",
+            help="with --memory: the memory timeline of every iteration, not the median one")
     @option("--shapes", action="store_true", help="split op rows by input shapes")
     @option("--flops", action="store_true",
             help="FLOPs per op where torch can count them, and the achieved FLOP/s")
@@ -125,6 +129,7 @@ class ProfileMagics(Magics):
             options = ProfileOptions(
                 iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
                 name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
+                memory_all=args.memory_all,
                 flops=args.flops, stack=args.stack, modules=args.modules,
                 timeline=args.timeline, roofline=args.roofline, trace=args.trace,
                 force=args.force, gather=args.gather, counters=args.counters,
@@ -158,9 +163,13 @@ class ProfileMagics(Magics):
                 # The freed heap goes back to the OS after the report is shown, not before.
                 result = runner.execute(fn, plan, source_file=code.co_filename,
                                         progress=progress, free_memory=False)
-            except KeyboardInterrupt as exc:
+            except BaseException as exc:
                 partial = getattr(exc, "result", None)
-                if partial is not None:  # Ctrl-C after >= 1 iteration: show those, re-raise
+                if not (isinstance(exc, KeyboardInterrupt)
+                        or getattr(exc, "kernelmagic_partial", False)):
+                    partial = None  # only Ctrl-C and --memory's out-of-memory carry one
+                if partial is not None:  # Ctrl-C after >= 1 iteration, or out of memory
+                    # under --memory: show the report so far, re-raise
                     ran = True
                     self._report(partial, args, sink, baseline)
                 raise

@@ -52,6 +52,7 @@ class ProfileOptions:
     gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)
     counters: bool = False  # one more run reading CUPTI hardware counters per kernel
     nsight: bool = False  # cudaProfilerStart/Stop around the iterations, no torch profiler
+    memory_all: bool = False  # --memory's timeline of every iteration, not the median one
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -74,6 +75,9 @@ class ProfileOptions:
                     f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
                     "profiling, torch's profiler does not run"
                 )
+        if self.memory_all and not self.memory:
+            raise ValueError("--memory-all needs --memory (it shows every iteration's "
+                             "memory timeline)")
 
     def resolve_sort(self, profiles_device: bool) -> str:
         """The sort key to use, given whether device (CUDA) activity is profiled."""

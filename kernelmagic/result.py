@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from kernelmagic.counter_metrics import CounterRow
+from kernelmagic.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.options import SORT_KEYS
 from kernelmagic.rows import (
     Breakdown,
@@ -93,6 +94,12 @@ class ProfileResult:
     counters: list[CounterRow] = field(default_factory=list)  # --counters, per kernel
     counters_note: str = ""  # --counters: why they are missing, or how they were joined
     capture: str = ""  # "nsight": --nsight, Nsight held CUPTI, torch's profiler did not run
+    # --memory: timeline by category, peaks, alive at the peak, growth (memory_rows.py)
+    memory_timeline: list[MemoryPoint] = field(default_factory=list)
+    memory_peaks: list[MemoryPeakRow] = field(default_factory=list)
+    memory_alive: list[LiveBlockRow] = field(default_factory=list)
+    memory_growth: list[MemoryGrowthRow] = field(default_factory=list)
+    memory_note: str = ""  # why categories are missing, or where the run stopped (OOM)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -249,6 +256,11 @@ class ProfileResult:
             "counters": [asdict(x) for x in self.counters],
             "counters_note": self.counters_note,
             "capture": self.capture,
+            "memory_timeline": [asdict(x) for x in self.memory_timeline],
+            "memory_peaks": [asdict(x) for x in self.memory_peaks],
+            "memory_alive": [asdict(x) for x in self.memory_alive],
+            "memory_growth": [asdict(x) for x in self.memory_growth],
+            "memory_note": self.memory_note,
         }
 
     def save(self, path: Any) -> Any:
@@ -327,6 +339,11 @@ class ProfileResult:
                 counters=[CounterRow(**x) for x in data.get("counters", [])],
                 counters_note=str(data.get("counters_note", "")),
                 capture=str(data.get("capture", "")),
+                memory_timeline=[MemoryPoint(**x) for x in data.get("memory_timeline", [])],
+                memory_peaks=[MemoryPeakRow(**x) for x in data.get("memory_peaks", [])],
+                memory_alive=[LiveBlockRow(**x) for x in data.get("memory_alive", [])],
+                memory_growth=[MemoryGrowthRow(**x) for x in data.get("memory_growth", [])],
+                memory_note=str(data.get("memory_note", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernelmagic.events import EventTable, Window, device_work
+from kernelmagic.memory_rows import MemoryLedger
 from kernelmagic.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.iterations import find_iterations
+from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
@@ -30,7 +32,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  warmup: int = 0, device: str | None = None, device_name: str | None = None,
                  sort: str | None = None, topk: int = 10, source_file: str | None = None,
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
-                 torch_version: str = "", trace_path: str = "") -> ProfileResult:
+                 torch_version: str = "", trace_path: str = "",
+                 memory_ledger: MemoryLedger | None = None,
+                 memory_all: bool = False) -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
@@ -48,6 +52,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``sort``: default "self_device" on a device, else "self_cpu".
     - ``device_peaks``: per-iteration device memory peaks (bytes) measured live; default
       from the table's device memory records.
+    - ``memory_ledger``: the run's memory changes with their categories
+      (``memory_categories.py``); default the table's records, every category "unknown".
+      ``memory_all``: the memory timeline of every iteration, not only the median one.
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -67,9 +74,16 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                 "device": (max(device_peaks or [0.0]) if device_peaks is not None
                            else peak_memory(table, windows, on_device=True))}
     chosen: list[Window] = []
+    median = (sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
+              if timings else 0)
     if "timeline" in wanted and windows and timings:
-        median = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
         chosen = [windows[min(median, len(windows) - 1)]]
+    memory = MemoryViews()
+    if "memory" in wanted:
+        ledger = memory_ledger if memory_ledger is not None else ledger_from_table(table)
+        memory = memory_views(table, windows, ledger,
+                              None if memory_all else min(median, max(len(windows) - 1, 0)))
+        memory.note = ledger.note
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     return ProfileResult(
         name=name,
@@ -95,4 +109,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         sort=sort,
         topk=topk,
         torch_version=torch_version,
+        memory_timeline=memory.points,
+        memory_peaks=memory.peaks,
+        memory_alive=memory.alive,
+        memory_growth=memory.growth,
+        memory_note=memory.note,
     )

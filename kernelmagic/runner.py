@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from kernelmagic import torch_compat
+from kernelmagic import memory_categories, torch_compat
 from kernelmagic.events import EventTable
 from kernelmagic.options import ProfileOptions
 from kernelmagic.progress import Progress, ProgressUpdate
@@ -192,8 +192,11 @@ def execute(fn: Callable[[], Any], run: Plan,
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
     interrupt: KeyboardInterrupt | None = None
+    out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
+    quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
+             else contextlib.nullcontext())
     try:
-        with prof:
+        with quiet, prof:
             with torch_compat.labelled_range(name), modules:
                 if progress is not None:
                     progress.profiling()
@@ -215,6 +218,13 @@ def execute(fn: Callable[[], Any], run: Plan,
                         raise  # nothing completed: nothing to report
                     interrupt = exc  # report the completed iterations, then re-raise
                     sync()
+                except Exception as exc:
+                    if not (opts.memory and memory_categories.is_out_of_memory(exc)):
+                        raise
+                    # The memory report up to the failure: the failed iteration counts,
+                    # as far as it ran.
+                    out_of_memory = exc
+                    timings.append(clock() - start)
             if progress is not None:
                 progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
@@ -222,8 +232,8 @@ def execute(fn: Callable[[], Any], run: Plan,
             # saves up to a third of that time on large profiles.
             gc.disable()
         result, table = _result(prof, run, timings, warmup_timings, device_peaks,
-                                source_file, progress)
-        if opts.roofline and interrupt is None:  # one more run, unprofiled
+                                source_file, progress, out_of_memory)
+        if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
             result = roofline_view(result, fn, table, run.profiles_device)
@@ -248,6 +258,10 @@ def execute(fn: Callable[[], Any], run: Plan,
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt
+    if out_of_memory is not None:
+        out_of_memory.result = result  # type: ignore[attr-defined]
+        out_of_memory.kernelmagic_partial = True  # type: ignore[attr-defined]
+        raise out_of_memory
     if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
         from kernelmagic.ranks.live import gather
 
@@ -360,21 +374,26 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
 
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
             device_peaks: list[float] | None, source_file: str | None,
-            progress: Progress | None = None) -> tuple[ProfileResult, EventTable]:
+            progress: Progress | None = None,
+            out_of_memory: BaseException | None = None) -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
     The raw events become one ``EventTable`` (``sources/live.py``); every view is
     computed from it (``views/``), never from torch's ``function_events``. Interrupted
-    (fewer ``timings`` than iterations asked for): the iteration cut short is left out.
+    (fewer ``timings`` than iterations asked for): the iteration cut short is left out,
+    unless it ran out of memory (``out_of_memory``): then it is the last one, up to the
+    failure.
     """
     opts = run.options
     on_events = progress.reading if progress is not None else None
     table = table_from_session(prof, shapes=opts.shapes, flops=opts.flops,
-                               on_events=on_events)
+                               on_events=on_events, python=opts.stack)
     interrupted = len(timings) < opts.iters
-    if interrupted:
+    if interrupted and out_of_memory is None:
         table = without_range(table, iteration_range(opts.name, len(timings)))
+    ledger = (memory_categories.ledger_or_note(prof, table, lines=opts.stack) if opts.memory
+              else None)
     result = build_result(
         table,
         name=opts.name,
@@ -391,9 +410,16 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         matmul_precision=torch_compat.matmul_precision(),
         torch_version=torch_compat.torch_version(),
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
+        memory_ledger=ledger,
+        memory_all=opts.memory_all,
     )
     if interrupted:
         result.planned_iters = opts.iters
+    if out_of_memory is not None:
+        first = str(out_of_memory).strip().splitlines()[0] if str(out_of_memory).strip() else ""
+        result.memory_note = (f"{type(out_of_memory).__name__} in iteration "
+                              f"{len(timings) - 1}: the report runs up to the failure"
+                              + (f" ({first})" if first else ""))
     if run.profiles_device:
         result.gpu_runtime = torch_compat.gpu_runtime()
     return result, table
@@ -422,7 +448,10 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     ``progress=True`` shows one updating line on stderr once the run has taken more
     than about a second; a callable receives each ``ProgressUpdate`` instead.
     Ctrl-C (``KeyboardInterrupt``) after at least one profiled iteration stops the
-    profiler and re-raises, with the completed iterations' result as ``exc.result``.
+    profiler and re-raises, with the completed iterations' result as ``exc.result``;
+    with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
+    (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
+    of every iteration, not only the median one.
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,

@@ -116,9 +116,11 @@ def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = F
     use; both produce the same events and the same ``key_averages()``.
     """
     quiet_kineto_logs()
-    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes,
+    # ``memory`` also records shapes and Python calls: torch's category analysis
+    # (``memory_categories.py``) needs both; the table shows them only when asked.
+    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes or memory,
                               "profile_memory": memory, "with_flops": flops,
-                              "with_stack": stack}
+                              "with_stack": stack or memory}
     if profile_device:
         kwargs["use_device"] = "cuda"
     return autograd_profiler.profile(**kwargs)

@@ -18,6 +18,7 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
 - ``measurement``: a slow first run, a noisy measurement
+- ``memory``: memory every iteration keeps (``--memory``)
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
@@ -53,6 +54,7 @@ from kernelmagic.findings.measurement import (
     noisy,
     slow_warmup,
 )
+from kernelmagic.findings.memory import GROWTH_MIN_BYTES, memory_growth
 from kernelmagic.findings.ops import (
     DOMINANT_SHARE,
     ELEMENTWISE_AVG_US,
@@ -100,10 +102,12 @@ __all__ = [
     "fusable_elementwise", "gpu_idle", "launch_bound", "noisy", "setup", "slow_warmup",
     "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
 ]
+__all__ += ["GROWTH_MIN_BYTES", "memory_growth"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
+    memory_growth,
 ]
 
 

@@ -131,6 +131,10 @@ def views_html(result: ProfileResult, limit: int | None = 50,
         body = (static_table_html(view, limit) if isinstance(view, Table)
                 else f"<p>{escape(str(view))}</p>")
         body = image_tag((images or {}).get(title), f"{title} chart") + body
+        if title == "memory":  # the timeline by category above the table
+            from kernelmagic.render.memory import memory_svg
+
+            body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
         out.append(f'<div class="km-view km-view-{escape(title)}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)

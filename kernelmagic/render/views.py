@@ -120,6 +120,14 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     from kernelmagic.render.counters import counter_views
 
     views.extend(counter_views(result))
+    if "memory" in result.views and (result.memory_alive or result.memory_timeline):
+        from kernelmagic.render.memory import alive_table, growth_table
+
+        views.append(("memory", alive_table(result) if result.memory_alive else
+                      "No allocation could be followed to the peak (a trace holds only "
+                      "the raw records)."))
+        if result.memory_growth:
+            views.append(("memory growth", growth_table(result)))
     return views
 
 
@@ -142,6 +150,9 @@ def view_notes(result: ProfileResult) -> list[str]:
         if result.profiles_device:
             parts.append(f"device {format_bytes(result.peak_memory.get('device', 0.0))}")
         notes.append("Peak memory rise within an iteration: " + ", ".join(parts))
+        from kernelmagic.render.memory import memory_notes
+
+        notes += memory_notes(result)
     parts = result.breakdown
     if result.profiles_device and parts is not None and parts.device != "cpu":
         idle = parts.idle

@@ -179,6 +179,16 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
         box_of["roofline"] = w.VBox([chart, box_of["roofline"]],
                                     layout=w.Layout(display="none"))
     # Hidden when the op table is the only view: nothing to choose between.
+    if "memory" in result.views:  # the memory timeline above its table (or alone: traces)
+        from kernelmagic.render.memory import memory_svg
+
+        svg = memory_svg(result)
+        if svg is not None and "memory" in box_of:
+            box_of["memory"] = w.VBox([w.Image(value=svg, format="svg+xml",
+                                               layout=image_layout), box_of["memory"]],
+                                      layout=w.Layout(display="none"))
+        elif svg is not None:
+            parts.append(w.Image(value=svg, format="svg+xml", layout=image_layout))
     selector = w.ToggleButtons(options=list(views), value="ops", description="view",
                                _dom_classes=("km-views",),
                                layout=w.Layout(display="none" if len(views) == 1 else None))

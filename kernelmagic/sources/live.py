@@ -137,8 +137,12 @@ def activity_types(events: list[Any], event_type: Any) -> list[str]:
 
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                        meta: dict[str, Any] | None = None,
-                       on_events: Callable[[int], Any] | None = None) -> EventTable:
+                       on_events: Callable[[int], Any] | None = None,
+                       python: bool = True) -> EventTable:
     """The session's events as an ``EventTable`` with parents and launchers derived.
+
+    ``python=False`` leaves out the Python frames ``with_stack`` recorded (``--memory``
+    records them for its category analysis; only ``--stack`` shows them).
 
     ``on_events`` is told the number of raw events before they are read (progress).
     """
@@ -257,6 +261,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                               for t in texts]
         distinct.extend(t for t in text_ids if t)
     keep_mem = device != -2  # memory records of other devices count nowhere
+    if not python:
+        keep_mem &= kind != Kind.PYTHON
     table = EventTable(
         names=distinct, kind=kind, name=name_col, start=start, end=end, tid=tid,
         device=device, correlation=correlation, parent=np.full(n, NO_PARENT, dtype=np.int32),

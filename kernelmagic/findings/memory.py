@@ -1,0 +1,33 @@
+"""``--memory``: memory that every iteration keeps and never gives back."""
+
+from __future__ import annotations
+
+from kernelmagic.findings.base import NAMED, Finding
+from kernelmagic.result import ProfileResult
+from kernelmagic.units import format_bytes
+
+#: Bytes kept per iteration below which growth is not reported (a few scalars kept by
+#: a logging list are not worth a finding).
+GROWTH_MIN_BYTES = 1024
+
+
+def memory_growth(result: ProfileResult) -> Finding | None:
+    """Memory allocated in every profiled iteration and still held when profiling ended:
+    a list that keeps a tensor each step, a cache that never evicts, a graph kept alive."""
+    rows = [r for r in result.memory_growth if r.per_iter >= GROWTH_MIN_BYTES]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r.per_iter)
+    per_iter = sum(r.per_iter for r in rows)
+    named = "; ".join(
+        f"{format_bytes(r.per_iter)} per iteration from {r.op or 'an unknown op'}"
+        + (f" at {r.source}" if r.source else "") + f" ({r.device})"
+        for r in rows[:NAMED])
+    return Finding(
+        "memory_growth", "Memory grows every iteration",
+        f"{format_bytes(per_iter)} allocated in each of the {rows[0].iterations} profiled "
+        f"iterations is still held at the end: {named}",
+        "find what keeps a reference to these tensors (a list appended to each step, a "
+        "loss kept without .item() or .detach(), a cache); free it or store a Python "
+        "number instead",
+    )

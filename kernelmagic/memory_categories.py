@@ -1,0 +1,224 @@
+"""``--memory``'s category analysis: torch's own (``torch.profiler._memory_profiler``),
+read into a plain ``MemoryLedger``.
+
+torch's ``MemoryProfile`` walks the finished session's op tree and data flow and names
+what every tensor was (parameter, optimizer state, input, activation, gradient, autograd
+detail, temporary); ``MemoryProfileTimeline`` is the same timeline torch's
+``export_memory_timeline`` writes. This module is the only place that reads it: its
+private classes stay here, and what leaves is numpy columns and ``MemoryBlock`` records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from kernelmagic.memory_rows import BEFORE, CATEGORIES, NEVER, UNKNOWN, MemoryBlock, MemoryLedger
+
+#: torch's category names -> kernelmagic's (``None``: torch could not say).
+_NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT": "input",
+          "ACTIVATION": "activation", "GRADIENT": "gradient",
+          "AUTOGRAD_DETAIL": "autograd_detail", "TEMPORARY": "temporary"}
+
+
+def _code(category: Any) -> int:
+    if category is None:
+        return UNKNOWN
+    return CATEGORIES.index(_NAMES.get(category.name, "unknown"))
+
+
+def _device(device: Any) -> int | None:
+    """-1 for CPU memory, the index for a GPU's, None for another device's."""
+    if device.type == "cpu":
+        return -1
+    if device.type == "cuda":
+        return int(device.index or 0)
+    return None
+
+
+def torch_timeline(prof: Any) -> Any:
+    """torch's ``MemoryProfileTimeline`` of a finished session (tests compare with it)."""
+    from torch.profiler._memory_profiler import MemoryProfile, MemoryProfileTimeline
+
+    return MemoryProfileTimeline(MemoryProfile(prof.kineto_results))
+
+
+def _user_line(event: Any, is_library: Any) -> str:
+    """The innermost user ``file:line`` a Python call above ``event`` was made from."""
+    from torch._C._profiler import _EventType
+
+    node = event.parent
+    while node is not None:
+        kind = node.typed[0]
+        if kind in (_EventType.PyCall, _EventType.PyCCall):
+            caller = node.typed[1].caller
+            path = caller.file_name
+            if path and not is_library(path):
+                return f"{os.path.basename(path)}:{caller.line_number}"
+        node = node.parent
+    return ""
+
+
+def _creator(event: Any) -> str:
+    """The innermost op above an allocation."""
+    from torch._C._profiler import _EventType
+
+    node = event.parent
+    while node is not None:
+        if node.typed[0] == _EventType.TorchOp:
+            return str(node.name)
+        node = node.parent
+    return ""
+
+
+def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
+    """The session's memory changes with torch's categories, times in ns from the
+    session's start (the ``EventTable``'s origin). ``is_library(path)`` says which
+    Python files are not the user's (``views/source_lines.is_library_file``); without it
+    the blocks name no source line (``--stack`` asks for them)."""
+    from torch._C._profiler import _EventType, _TensorMetadata
+    from torch.profiler._memory_profiler import Action, MemoryProfile, TensorKey
+
+    results = prof.kineto_results
+    origin = int(results.trace_start_ns())
+    profile = MemoryProfile(results)
+    categories = profile._categories
+    shapes: dict[Any, tuple[str, str]] = {}
+    created_in: dict[int, tuple[str, str]] = {}  # allocation start ns -> (op, user line)
+    for event in profile._op_tree.dfs():
+        kind = event.typed[0]
+        if kind == _EventType.TorchOp:
+            for value in event.typed[1].inputs:
+                for meta in (value if isinstance(value, list) else [value]):
+                    if isinstance(meta, _TensorMetadata):
+                        key = TensorKey.from_tensor(meta)
+                        if key is not None and key not in shapes:
+                            dtype = str(meta.dtype).replace("torch.", "")
+                            shapes[key] = (str(list(meta.sizes)), dtype)
+        elif kind == _EventType.Allocation and event.typed[1].alloc_size > 0:
+            line = _user_line(event, is_library) if is_library is not None else ""
+            created_in[event.start_time_ns] = (_creator(event), line)
+
+    time: list[int] = []
+    device: list[int] = []
+    category: list[int] = []
+    delta: list[int] = []
+    owner: list[int] = []
+    block_of: dict[Any, int] = {}
+    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key]
+
+    def change(t: int, dev: int, cat: Any, nbytes: int, key: Any) -> None:
+        time.append(BEFORE if t < 0 else t - origin)
+        device.append(dev)
+        category.append(_code(cat))
+        delta.append(int(nbytes))
+        owner.append(block_of.get(key, -1))
+
+    for t, action, (key, version), nbytes in profile.timeline:
+        dev = _device(key.device)
+        if dev is None:
+            continue
+        tensor = isinstance(key, TensorKey)
+        cat = categories.get(key, version) if tensor else None
+        if tensor and action in (Action.PREEXISTING, Action.CREATE) and key not in block_of:
+            block_of[key] = len(spans)
+            spans.append([dev, int(nbytes), BEFORE if t < 0 else t - origin, NEVER, key, t])
+        if action in (Action.PREEXISTING, Action.CREATE):
+            change(t, dev, cat, nbytes, key if tensor else None)
+        elif action == Action.INCREMENT_VERSION:
+            after = categories.get(key, version + 1) if tensor else None
+            if _code(after) != _code(cat):
+                change(t, dev, cat, -nbytes, key if tensor else None)
+                change(t, dev, after, nbytes, key if tensor else None)
+        elif action == Action.DESTROY:
+            change(t, dev, cat, -abs(nbytes), key if tensor else None)
+            if tensor and key in block_of:
+                spans[block_of[key]][3] = t - origin
+    blocks = []
+    for dev, nbytes, created, freed, key, t in spans:
+        shape, dtype = shapes.get(key, ("", ""))
+        op, source = created_in.get(t, ("", ""))
+        blocks.append(MemoryBlock(dev, nbytes, created, freed, shape, dtype, op, source))
+    return MemoryLedger(time=np.asarray(time, dtype=np.int64),
+                        device=np.asarray(device, dtype=np.int16),
+                        category=np.asarray(category, dtype=np.int8),
+                        delta=np.asarray(delta, dtype=np.int64),
+                        block=np.asarray(owner, dtype=np.int32), blocks=blocks)
+
+
+#: torch's C++ warning on a free of a block allocated before profiling started (printed
+#: by c10's logging straight to the process's stderr, once per 1000 such frees).
+UNKNOWN_BLOCK_WARNING = b"Memory block of unknown size was allocated before the profiling"
+
+
+@contextlib.contextmanager
+def quiet_unknown_blocks() -> Iterator[None]:
+    """Hold back torch's "Memory block of unknown size" warning.
+
+    The C-level stderr (fd 2) goes to a temporary file meanwhile; on the way out every
+    other line written there is copied back to stderr, so nothing else is lost. Python's
+    ``sys.stderr``, when it writes to fd 2 (a terminal), writes to the real stderr
+    meanwhile, so progress lines and the user's own messages still show as they come.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    original = sys.stderr
+    try:
+        on_fd2 = original.fileno() == 2
+    except (OSError, ValueError, AttributeError):
+        on_fd2 = False
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        if on_fd2:
+            sys.stderr = open(os.dup(saved), "w", buffering=1,
+                              encoding=getattr(original, "encoding", None),
+                              errors=getattr(original, "errors", None))
+        try:
+            yield
+        finally:
+            if on_fd2:
+                replaced, sys.stderr = sys.stderr, original
+                with contextlib.suppress(OSError, ValueError):
+                    replaced.close()
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(keepends=True)
+                    if UNKNOWN_BLOCK_WARNING not in line]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's out-of-memory error (``torch.OutOfMemoryError``)."""
+    import torch
+
+    kind = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError",
+                                                               None)
+    return kind is not None and isinstance(exc, kind)
+
+
+def ledger_or_note(prof: Any, table: Any, lines: bool = False) -> MemoryLedger:
+    """``memory_ledger`` of the session (``lines``: with the user's source lines); when
+    torch's analysis fails (it is private and has broken before), the table's records,
+    uncategorised, with a note saying why."""
+    from kernelmagic.views.memory import ledger_from_table
+    from kernelmagic.views.source_lines import is_library_file
+
+    try:
+        return memory_ledger(prof, is_library_file if lines else None)
+    except Exception as exc:
+        return ledger_from_table(table, note=f"categories unavailable: torch's memory "
+                                             f"analysis failed ({type(exc).__name__}: {exc})")

@@ -1,0 +1,151 @@
+"""``--memory``'s data: the categorised ledger a session's memory changes are read into,
+and the flat rows of the memory timeline, the peak, what was alive at it and what grows.
+
+The ledger (``MemoryLedger``) is what a source hands to ``views/memory.py``: numpy columns,
+one entry per change of allocated bytes, each with its category. A live run fills it from
+torch's own category analysis (``kernelmagic/memory_categories.py``); a trace, which holds
+only the raw ``[memory]`` records, fills it from the ``EventTable`` with every category
+"unknown". The rows are what the result keeps (no torch, no numpy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: The categories, in the order the timeline stacks them (torch's
+#: ``torch.profiler._memory_profiler.Category``, then "unknown" for what it cannot say).
+CATEGORIES = ("parameter", "optimizer_state", "input", "activation", "gradient",
+              "autograd_detail", "temporary", "unknown")
+UNKNOWN = CATEGORIES.index("unknown")
+
+#: How categories read in a sentence ("optimizer state 16.0 MiB").
+CATEGORY_WORDS = {"parameter": "parameters", "optimizer_state": "optimizer state",
+                  "input": "inputs", "activation": "activations", "gradient": "gradients",
+                  "autograd_detail": "autograd detail", "temporary": "temporaries",
+                  "unknown": "unknown"}
+
+#: The time of a change that was there before the session started (ns; before any event).
+BEFORE = -(2**62)
+#: The time a block is freed when the session never saw it freed (ns; after any event).
+NEVER = 2**62
+
+
+@dataclass(frozen=True)
+class MemoryBlock:
+    """One allocation the analysis could follow from creation to free (or the end)."""
+
+    device: int  # -1: CPU, else the GPU index
+    nbytes: int
+    created: int  # ns from the table's origin; BEFORE: it existed when profiling started
+    freed: int  # ns from the table's origin; NEVER: still held when profiling ended
+    shape: str = ""  # "[64, 2048]" where known
+    dtype: str = ""  # "float32" where known
+    op: str = ""  # the op it was allocated in ("aten::empty")
+    source: str = ""  # the user's file:line that led to it, where a Python frame says
+
+
+@dataclass(eq=False)
+class MemoryLedger:
+    """Every change of allocated memory in a session, categorised.
+
+    Columns of equal length, sorted by time: ``time`` (int64 ns from the table's origin;
+    ``BEFORE`` for what existed before the session), ``device`` (int16, -1 CPU), ``category``
+    (int8 index into ``CATEGORIES``), ``delta`` (int64 signed bytes), ``block`` (int32 index
+    into ``blocks``, -1 when the change belongs to no followed block). A block whose
+    category changes (a new version of a tensor) moves its bytes with a pair of changes
+    summing to zero.
+    """
+
+    time: np.ndarray
+    device: np.ndarray
+    category: np.ndarray
+    delta: np.ndarray
+    block: np.ndarray
+    blocks: list[MemoryBlock] = field(default_factory=list)
+    categorised: bool = True  # False: every change "unknown" (a trace, or analysis failed)
+    note: str = ""  # why categories are missing, when they are
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    """One step of the memory timeline: bytes allocated per category from that moment."""
+
+    device: str  # "CPU", "cuda:0"
+    iteration: int
+    t_us: float  # from the iteration's start
+    parameter: float = 0.0
+    optimizer_state: float = 0.0
+    input: float = 0.0
+    activation: float = 0.0
+    gradient: float = 0.0
+    autograd_detail: float = 0.0
+    temporary: float = 0.0
+    unknown: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, c) for c in CATEGORIES)
+
+
+@dataclass(frozen=True)
+class MemoryPeakRow:
+    """The highest point of allocated memory in one iteration, on one device."""
+
+    device: str
+    iteration: int
+    t_us: float  # from the iteration's start
+    fraction: float  # how far into the iteration (0..1)
+    iteration_us: float  # the iteration's length
+    op: str  # the op running at the peak ("" when none)
+    scope: str  # the module, range or backward function around that op ("" none)
+    total: float  # bytes allocated at the peak, what existed before included
+    rise: float  # bytes above the iteration's start (the figure of the peak note)
+    parameter: float = 0.0
+    optimizer_state: float = 0.0
+    input: float = 0.0
+    activation: float = 0.0
+    gradient: float = 0.0
+    autograd_detail: float = 0.0
+    temporary: float = 0.0
+    unknown: float = 0.0
+
+
+@dataclass(frozen=True)
+class LiveBlockRow:
+    """One allocation alive at the peak (the largest first)."""
+
+    device: str
+    nbytes: float
+    category: str
+    shape: str
+    dtype: str
+    op: str  # the op that allocated it
+    source: str  # the user's file:line (with --stack)
+    created_us: float  # from the peak iteration's start; negative: before it
+    before_profiling: bool  # allocated before profiling started
+
+    @property
+    def key(self) -> str:
+        """What the tables break ties by."""
+        return f"{self.device} {self.category} {self.shape} {self.op} {self.created_us}"
+
+
+@dataclass(frozen=True)
+class MemoryGrowthRow:
+    """Memory allocated in an iteration and still held when profiling ended, in every
+    profiled iteration: by the op (and line) that allocated it."""
+
+    device: str
+    op: str
+    source: str
+    per_iter: float  # bytes kept per iteration
+    iterations: int  # iterations that kept some
+    blocks: int  # allocations kept, all iterations
+    total: float  # bytes kept, all iterations
+
+    @property
+    def key(self) -> str:
+        """What the tables break ties by."""
+        return f"{self.device} {self.op} {self.source}"

@@ -1,0 +1,161 @@
+"""``--memory``'s report: the peak in a sentence, the allocations alive at it (a sortable
+table), what each iteration keeps, and the timeline stacked by category (SVG)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from kernelmagic.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
+from kernelmagic.render.table import Column, Table
+from kernelmagic.result import ProfileResult
+from kernelmagic.timing import format_us
+from kernelmagic.units import format_bytes
+
+#: One colour per category, in ``CATEGORIES`` order (torch's memory timeline's colours).
+COLOURS = ("#2e7d32", "#daa520", "#555555", "#d62728", "#1f4fbf", "#4169e1", "#9370db",
+           "#a0a0a0")
+
+
+def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
+    """Per device, the iteration's peak with the largest rise (the peak note's figure)."""
+    best: dict[str, MemoryPeakRow] = {}
+    for row in result.memory_peaks:
+        if row.device not in best or row.rise > best[row.device].rise:
+            best[row.device] = row
+    return list(best.values())
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f}"
+
+
+def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
+    """``CPU peak 41.2 MiB (+16.0 MiB in the iteration) during aten::mm in AddmmBackward0,
+    63% into iteration 2: parameters 8.0, ... MiB``."""
+    where = f" during {row.op}" if row.op else ""
+    if row.scope:
+        where += f" in {row.scope}"
+    it = f"iteration {row.iteration}" if iterations > 1 else "the iteration"
+    parts = [f"{CATEGORY_WORDS[c]} {_mib(getattr(row, c))}" for c in CATEGORIES
+             if getattr(row, c) >= 0.05 * 2**20]
+    makeup = (": " + ", ".join(parts) + " MiB") if parts else ""
+    return (f"{row.device} memory peak {format_bytes(row.total)} "
+            f"(+{format_bytes(row.rise)} in the iteration){where}, "
+            f"{row.fraction:.0%} into {it}{makeup}")
+
+
+def memory_notes(result: ProfileResult) -> list[str]:
+    """The one-line memory facts: each device's peak, and why categories are missing."""
+    notes = [peak_sentence(r, result.iters) for r in highest_peaks(result)]
+    if result.memory_note:
+        notes.append(f"Memory: {result.memory_note}")
+    return notes
+
+
+def alive_table(result: ProfileResult) -> Table:
+    """The allocations alive at the peak, the largest first."""
+    cols = [
+        Column("op", "allocated by", lambda r: r.op,
+               lambda r: r.op or ("(before profiling)" if r.before_profiling else ""),
+               numeric=False, width=220),
+        Column("bytes", "size", lambda r: r.nbytes, lambda r: format_bytes(r.nbytes), width=90),
+        Column("category", "category", lambda r: r.category,
+               lambda r: CATEGORY_WORDS.get(r.category, r.category), numeric=False, width=130),
+        Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
+               width=150),
+        Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
+        Column("created", "allocated at", lambda r: r.created_us,
+               lambda r: "before" if r.before_profiling else format_us(r.created_us),
+               width=100),
+        Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
+               width=70),
+    ]
+    if any(r.source for r in result.memory_alive):
+        cols.insert(5, Column("source", "line", lambda r: r.source, lambda r: r.source,
+                              numeric=False, width=160))
+    return Table(cols, list(result.memory_alive), "bytes", noun="allocations")
+
+
+def growth_table(result: ProfileResult) -> Table:
+    """What every iteration kept to the end, by the op (and line) that allocated it."""
+    cols = [
+        Column("op", "allocated by", lambda r: r.op, lambda r: r.op or "?", numeric=False,
+               width=220),
+        Column("source", "line", lambda r: r.source, lambda r: r.source, numeric=False,
+               width=160),
+        Column("per_iter", "kept per iteration", lambda r: r.per_iter,
+               lambda r: format_bytes(r.per_iter), width=130),
+        Column("blocks", "allocations", lambda r: r.blocks, lambda r: f"{r.blocks:,}"),
+        Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
+               width=70),
+    ]
+    return Table(cols, list(result.memory_growth), "per_iter", noun="sources")
+
+
+def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> bytes | None:
+    """The memory timeline (one band per device and iteration shown) stacked by
+    category, the peak marked; None when there is no timeline."""
+    groups: dict[tuple[str, int], list[MemoryPoint]] = {}
+    for p in result.memory_timeline:
+        groups.setdefault((p.device, p.iteration), []).append(p)
+    if not groups:
+        return None
+    peaks = {(r.device, r.iteration): r for r in result.memory_peaks}
+    left, right, top, legend = 64, 12, 18, 18
+    band = height - top - 24
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{(band + top + 24) * len(groups) + legend}" '
+           'font-family="sans-serif" font-size="11">']
+    y0 = 0
+    for (device, iteration), pts in groups.items():
+        span = max(pts[-1].t_us, 1e-9)
+        peak_total = max(p.total for p in pts) or 1.0
+        plot_w = width - left - right
+
+        def x(t: float, plot_w: float = plot_w, span: float = span) -> float:
+            return left + plot_w * t / span
+
+        def y(v: float, base: int = y0, peak_total: float = peak_total) -> float:
+            return base + top + band * (1 - v / peak_total)
+
+        out.append(f'<text x="{left}" y="{y0 + 12}">{escape(device)} · iteration '
+                   f'{iteration} · allocated memory by category</text>')
+        below = [0.0] * len(pts)
+        for c, colour in zip(CATEGORIES, COLOURS, strict=True):
+            above = [b + getattr(p, c) for b, p in zip(below, pts, strict=True)]
+            if above == below:
+                continue
+            upper = []
+            lower = []
+            for i, p in enumerate(pts):  # steps: the level holds until the next change
+                nxt = pts[i + 1].t_us if i + 1 < len(pts) else p.t_us
+                upper += [(x(p.t_us), y(above[i])), (x(nxt), y(above[i]))]
+                lower += [(x(p.t_us), y(below[i])), (x(nxt), y(below[i]))]
+            poly = upper + lower[::-1]
+            coords = " ".join(f"{a:.1f},{b:.1f}" for a, b in poly)
+            out.append(f'<polygon points="{coords}" fill="{colour}" fill-opacity="0.8">'
+                       f"<title>{escape(CATEGORY_WORDS[c])}</title></polygon>")
+            below = above
+        out.append(f'<text x="{left - 4}" y="{y(peak_total) + 4:.1f}" text-anchor="end">'
+                   f"{escape(format_bytes(peak_total))}</text>")
+        out.append(f'<text x="{left - 4}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>')
+        out.append(f'<text x="{left + plot_w}" y="{y(0) + 16:.1f}" text-anchor="end">'
+                   f"{escape(format_us(span))}</text>")
+        peak = peaks.get((device, iteration))
+        if peak is not None:
+            px = x(peak.t_us)
+            out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(0):.1f}" '
+                       f'y2="{y(peak_total):.1f}" stroke="currentColor" stroke-dasharray="3,2"/>')
+            label = f"peak {format_bytes(peak.total)}" + (f" · {peak.op}" if peak.op else "")
+            anchor = "end" if px > left + plot_w / 2 else "start"
+            out.append(f'<text x="{px + (-4 if anchor == "end" else 4):.1f}" '
+                       f'y="{y(peak_total) + 12:.1f}" text-anchor="{anchor}">'
+                       f"{escape(label)}</text>")
+        y0 += band + top + 24
+    x0 = 8
+    for c, colour in zip(CATEGORIES, COLOURS, strict=True):
+        out.append(f'<rect x="{x0}" y="{y0 + 4}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{x0 + 13}" y="{y0 + 13}">{escape(CATEGORY_WORDS[c])}</text>')
+        x0 += 24 + 6 * len(CATEGORY_WORDS[c])
+    out.append("</svg>")
+    return "".join(out).encode()

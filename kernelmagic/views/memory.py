@@ -1,0 +1,233 @@
+"""``--memory``: the memory timeline by category, its peak, what was alive at the peak,
+and what each iteration keeps (pure functions of an ``EventTable`` and a ``MemoryLedger``).
+
+The totals are the table's raw ``[memory]`` records, as ``timeline.peak_memory`` reads
+them (so the peak note and the timeline agree); the ledger adds what torch's category
+analysis knows: each change's category and the tensors that existed before profiling.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelmagic.events import EventTable, Kind, Window
+from kernelmagic.memory_rows import (
+    BEFORE,
+    CATEGORIES,
+    NEVER,
+    UNKNOWN,
+    LiveBlockRow,
+    MemoryGrowthRow,
+    MemoryLedger,
+    MemoryPeakRow,
+    MemoryPoint,
+)
+from kernelmagic.range_names import MODULE_RANGE, is_ours
+
+#: Timeline points kept per iteration and device (the peak always among them).
+MAX_POINTS = 1500
+#: Allocations listed as alive at the peak.
+ALIVE_ROWS = 20
+_BACKWARD = "autograd::engine::evaluate_function: "
+_NODE = re.compile(r"^[A-Z]\w*Backward\d*$")
+
+
+@dataclass
+class MemoryViews:
+    """What ``memory_views`` returns: rows for the result."""
+
+    points: list[MemoryPoint] = field(default_factory=list)
+    peaks: list[MemoryPeakRow] = field(default_factory=list)
+    alive: list[LiveBlockRow] = field(default_factory=list)
+    growth: list[MemoryGrowthRow] = field(default_factory=list)
+    note: str = ""
+
+
+def device_label(device: int) -> str:
+    """``"CPU"`` for -1, else ``"cuda:i"``."""
+    return "CPU" if device < 0 else f"cuda:{device}"
+
+
+def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
+    """The table's ``[memory]`` records as an uncategorised ledger (every change "unknown",
+    no blocks followed): what a trace, or a run whose category analysis failed, holds."""
+    mem = np.flatnonzero(table.kind == Kind.MEMORY)
+    mem = mem[np.argsort(table.start[mem], kind="stable")]
+    return MemoryLedger(time=table.start[mem].astype(np.int64),
+                        device=table.device[mem].astype(np.int16),
+                        category=np.full(mem.size, UNKNOWN, dtype=np.int8),
+                        delta=table.nbytes[mem].astype(np.int64),
+                        block=np.full(mem.size, -1, dtype=np.int32),
+                        categorised=False, note=note)
+
+
+def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarray:
+    """Bytes per category after the first ``k`` changes (int64, one per category)."""
+    if k <= 0:
+        return np.zeros(len(CATEGORIES), dtype=np.int64)
+    sums = np.bincount(category[:k], weights=delta[:k], minlength=len(CATEGORIES))
+    return np.rint(sums).astype(np.int64)
+
+
+def _levels(category: np.ndarray, delta: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Bytes per category after each change ``lo..hi-1`` (rows: changes)."""
+    steps = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
+    steps[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
+    return _levels_before(category, delta, lo) + np.cumsum(steps, axis=0)
+
+
+def _enclosing(table: EventTable, t: int, tid: int | None) -> tuple[str, str]:
+    """(innermost op, innermost scope) around time ``t`` on thread ``tid``: the scope is the
+    backward function, module range or user range closest around it."""
+    around = (table.start <= t) & (table.end >= t) & (table.tid >= 0)
+    if tid is not None:
+        around &= table.tid == tid
+    idx = np.flatnonzero(around & ((table.kind == Kind.OP) | (table.kind == Kind.RANGE)))
+    idx = idx[np.argsort(table.start[idx], kind="stable")[::-1]]  # innermost first
+    op = scope = ""
+    for i in idx.tolist():
+        text = table.names[table.name[i]]
+        if table.kind[i] == Kind.OP and not op and not text.startswith(_BACKWARD) \
+                and not _NODE.match(text):
+            op = text
+        elif text.startswith(_BACKWARD):
+            scope = text[len(_BACKWARD):]
+        elif _NODE.match(text):
+            scope = text
+        elif MODULE_RANGE.match(text) is not None:
+            scope = MODULE_RANGE.match(text)[1]  # type: ignore[index]
+        elif table.kind[i] == Kind.RANGE and not is_ours(text, None):
+            scope = text
+        if op and scope:
+            break
+    return op, scope
+
+
+def _thread_at(table: EventTable, t: int, device: int) -> int | None:
+    """The thread of a ``[memory]`` record at time ``t`` on ``device`` (None: none there)."""
+    hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t)
+                         & (table.device == device))
+    return int(table.tid[hit[0]]) if hit.size else None
+
+
+def _thin(points: list[MemoryPoint], keep: int) -> list[MemoryPoint]:
+    """At most about ``keep`` points: the highest of each run of neighbours (the peak stays)."""
+    if len(points) <= keep:
+        return points
+    size = -(-len(points) // keep)
+    return [max(points[i:i + size], key=lambda p: p.total) for i in range(0, len(points), size)]
+
+
+def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
+                 show: int | None = 0) -> MemoryViews:
+    """The memory rows of a run: timeline points of iteration ``show`` (None: all of them),
+    each iteration's peak per device, the allocations alive at the highest peak of each
+    device, and what every iteration kept to the end.
+
+    ``windows`` are the iterations (ns from the table's origin), in order. Each peak's
+    moment and rise are the table's raw records' (as ``timeline.peak_memory`` reads them,
+    so the peak note agrees); its make-up by category is the ledger's at that moment.
+    """
+    out = MemoryViews()
+    if not windows or ledger.time.size == 0:
+        return out
+    raw = ledger_from_table(table)
+    for device in sorted(set(ledger.device.tolist())):
+        sel = np.flatnonzero(ledger.device == device)
+        when = ledger.time[sel]
+        category = ledger.category[sel]
+        delta = ledger.delta[sel]
+        raw_at = raw.device == device
+        raw_when = raw.time[raw_at]
+        raw_total = np.cumsum(raw.delta[raw_at])
+        label = device_label(device)
+        best: tuple[float, int, int] | None = None  # (rise, iteration, change index)
+        for i, (start, end) in enumerate(windows):
+            lo = int(np.searchsorted(when, start, "left"))
+            hi = int(np.searchsorted(when, end, "right"))
+            if show is None or i == show:
+                base = _levels_before(category, delta, lo)
+                levels = _levels(category, delta, lo, hi)
+                pts = [MemoryPoint(label, i, 0.0, *base.tolist())]
+                pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, *row)
+                        for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]
+                pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
+                                       *(levels[-1] if hi > lo else base).tolist()))
+                out.points += _thin(pts, MAX_POINTS)
+            rlo = int(np.searchsorted(raw_when, start, "left"))
+            rhi = int(np.searchsorted(raw_when, end, "right"))
+            raw_base = int(raw_total[rlo - 1]) if rlo else 0
+            t_peak, rise, k = start, 0, lo - 1  # nothing above the start: the start
+            if rhi > rlo:
+                top = rlo + int(np.argmax(raw_total[rlo:rhi]))
+                if int(raw_total[top]) > raw_base:
+                    t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
+                    k = int(np.searchsorted(when, t_peak, "right")) - 1
+            at = _levels_before(category, delta, k + 1)
+            op, scope = ("", "")
+            if rise > 0:
+                op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device))
+            length = end - start
+            out.peaks.append(MemoryPeakRow(
+                label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
+                length / 1000.0, op, scope, float(at.sum()), float(rise),
+                *map(float, at.tolist())))
+            if best is None or rise > best[0]:
+                best = (rise, i, k)
+        if best is not None and ledger.blocks:
+            _, i, k = best
+            out.alive += _alive(ledger, sel, k, windows[i][0], label)
+        if ledger.blocks:
+            out.growth += _growth(ledger, device, windows, label)
+    return out
+
+
+def _alive(ledger: MemoryLedger, sel: np.ndarray, k: int, start: int,
+           label: str) -> list[LiveBlockRow]:
+    """The largest followed blocks alive just after change ``k`` of ``sel``."""
+    if k < 0:
+        return []
+    upto = sel[:k + 1]
+    owners = ledger.block[upto]
+    held = np.zeros(len(ledger.blocks), dtype=np.int64)
+    np.add.at(held, owners[owners >= 0], ledger.delta[upto][owners >= 0])
+    category = np.full(len(ledger.blocks), UNKNOWN, dtype=np.int8)
+    rising = (owners >= 0) & (ledger.delta[upto] > 0)
+    category[owners[rising]] = ledger.category[upto][rising]  # the last version's wins
+    live = np.flatnonzero(held > 0)
+    live = live[np.argsort(-held[live], kind="stable")][:ALIVE_ROWS]
+    rows = []
+    for b in live.tolist():
+        block = ledger.blocks[b]
+        before = block.created == BEFORE
+        rows.append(LiveBlockRow(
+            label, float(held[b]), CATEGORIES[category[b]], block.shape, block.dtype, block.op,
+            block.source, 0.0 if before else (block.created - start) / 1000.0, before))
+    return rows
+
+
+def _growth(ledger: MemoryLedger, device: int, windows: list[Window],
+            label: str) -> list[MemoryGrowthRow]:
+    """Blocks allocated inside an iteration and never freed before profiling ended,
+    grouped by (op, source); kept only for sources that kept some in every iteration."""
+    if len(windows) < 2:
+        return []
+    kept: dict[tuple[str, str], list[int]] = {}
+    count: dict[tuple[str, str], int] = {}
+    for block in ledger.blocks:
+        if block.device != device or block.freed != NEVER or block.created == BEFORE:
+            continue
+        for i, (start, end) in enumerate(windows):
+            if start <= block.created <= end:
+                key = (block.op, block.source)
+                per_iter = kept.setdefault(key, [0] * len(windows))
+                per_iter[i] += block.nbytes
+                count[key] = count.get(key, 0) + 1
+                break
+    rows = [MemoryGrowthRow(label, op, source, sum(v) / len(windows), len(windows),
+                            count[(op, source)], float(sum(v)))
+            for (op, source), v in kept.items() if all(x > 0 for x in v)]
+    return sorted(rows, key=lambda r: -r.total)

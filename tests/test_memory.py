@@ -1,0 +1,427 @@
+"""--memory: the timeline by category, its peak, what was alive at it, what grows, out of
+memory, trace files, and agreement with torch's own MemoryProfileTimeline."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from fakes import table_of
+from IPython.utils.capture import capture_output
+
+import kernelmagic
+from kernelmagic import memory_categories, torch_compat
+from kernelmagic.events import Kind
+from kernelmagic.findings import memory_growth
+from kernelmagic.memory_rows import BEFORE, CATEGORIES, NEVER, MemoryBlock, MemoryLedger
+from kernelmagic.render.memory import highest_peaks, memory_svg, peak_sentence
+from kernelmagic.render.text import text_report
+from kernelmagic.result import ProfileResult
+from kernelmagic.views.memory import ledger_from_table, memory_views
+from kernelmagic.views.timeline import peak_memory
+
+MIB = 2**20
+US = 1000
+
+
+def _ledger(rows, blocks=()):
+    """rows: (time µs or BEFORE, category name, delta bytes, block)."""
+    time = [t if t == BEFORE else t * US for t, *_ in rows]
+    return MemoryLedger(time=np.asarray(time, dtype=np.int64),
+                        device=np.full(len(rows), -1, dtype=np.int16),
+                        category=np.asarray([CATEGORIES.index(c) for _, c, _, _ in rows],
+                                            dtype=np.int8),
+                        delta=np.asarray([d for *_, d, _ in rows], dtype=np.int64),
+                        block=np.asarray([b for *_, b in rows], dtype=np.int32),
+                        blocks=list(blocks))
+
+
+def _synthetic():
+    """Two iterations [0, 100) and [100, 200) µs; parameters of 8 MiB before profiling;
+    each iteration makes a 4 MiB activation (freed), a 2 MiB temporary inside aten::mm
+    (freed), and keeps 1 MiB from aten::empty at a line of the user's."""
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (10, 4 * MIB), (30, 2 * MIB), (35, -2 * MIB), (50, MIB), (60, -4 * MIB),
+        (110, 4 * MIB), (130, 2 * MIB), (135, -2 * MIB), (150, MIB), (160, -4 * MIB)]]
+    table = table_of(
+        (Kind.RANGE, "profile/iter 0", 0, 100, 1), (Kind.OP, "aten::relu", 5, 15, 1),
+        (Kind.RANGE, "module: ff.0 (Linear)", 25, 40, 1), (Kind.OP, "aten::mm", 28, 38, 1),
+        (Kind.RANGE, "profile/iter 1", 100, 200, 1), (Kind.OP, "aten::relu", 105, 115, 1),
+        (Kind.RANGE, "module: ff.0 (Linear)", 125, 140, 1), (Kind.OP, "aten::mm", 128, 138, 1),
+        *mem)
+    blocks = [MemoryBlock(-1, 8 * MIB, BEFORE, NEVER, "[2048, 1024]", "float32")]
+    rows = [(BEFORE, "parameter", 8 * MIB, 0)]
+    for it in (0, 100):
+        b = len(blocks)
+        blocks += [MemoryBlock(-1, 4 * MIB, (it + 10) * US, (it + 60) * US, "[1024, 1024]",
+                               "float32", "aten::relu", "train.py:7"),
+                   MemoryBlock(-1, 2 * MIB, (it + 30) * US, (it + 35) * US, "", "",
+                               "aten::mm", "train.py:8"),
+                   MemoryBlock(-1, MIB, (it + 50) * US, NEVER, "[262144]", "float32",
+                               "aten::empty", "train.py:9")]
+        rows += [(it + 10, "activation", 4 * MIB, b), (it + 30, "temporary", 2 * MIB, b + 1),
+                 (it + 35, "temporary", -2 * MIB, b + 1), (it + 50, "unknown", MIB, b + 2),
+                 (it + 60, "activation", -4 * MIB, b)]
+    return table, _ledger(rows, blocks), [(0, 100 * US), (100 * US, 200 * US)]
+
+
+def test_peak_alive_and_growth_on_a_synthetic_run():
+    table, ledger, windows = _synthetic()
+    views = memory_views(table, windows, ledger, show=0)
+    first, second = views.peaks
+    assert (first.iteration, first.t_us, first.fraction) == (0, 30.0, 0.3)
+    assert (first.op, first.scope) == ("aten::mm", "ff.0")
+    assert first.rise == 6 * MIB == peak_memory(table, windows[:1])
+    assert (first.parameter, first.activation, first.temporary) == (8 * MIB, 4 * MIB, 2 * MIB)
+    assert first.total == 14 * MIB
+    # The second iteration starts 1 MiB higher (the first one kept it).
+    assert (second.total, second.rise, second.unknown) == (15 * MIB, 6 * MIB, MIB)
+    # Alive at the highest peak (the first, equal rises: the earlier wins).
+    assert [(r.nbytes, r.category, r.op) for r in views.alive] == [
+        (8 * MIB, "parameter", ""), (4 * MIB, "activation", "aten::relu"),
+        (2 * MIB, "temporary", "aten::mm")]
+    assert views.alive[0].before_profiling and views.alive[1].created_us == 10.0
+    # The timeline of iteration 0: its start, each change, its end.
+    totals = [p.total for p in views.points]
+    assert totals == [8 * MIB, 12 * MIB, 14 * MIB, 12 * MIB, 13 * MIB, 9 * MIB, 9 * MIB]
+    assert {p.iteration for p in views.points} == {0}
+    (grow,) = views.growth
+    assert (grow.op, grow.source, grow.per_iter, grow.blocks) == (
+        "aten::empty", "train.py:9", MIB, 2)
+    everything = memory_views(table, windows, ledger, show=None)
+    assert {p.iteration for p in everything.points} == {0, 1}
+
+
+def test_peak_sentence_names_op_scope_share_and_makeup():
+    table, ledger, windows = _synthetic()
+    peak = memory_views(table, windows, ledger).peaks[0]
+    assert peak_sentence(peak, iterations=2) == (
+        "CPU memory peak 14.00 MiB (+6.00 MiB in the iteration) during aten::mm in ff.0, "
+        "30% into iteration 0: parameters 8.0, activations 4.0, temporaries 2.0 MiB")
+
+
+def test_uncategorised_ledger_from_the_table_gives_the_same_peak():
+    table, _, windows = _synthetic()
+    views = memory_views(table, windows, ledger_from_table(table))
+    assert [p.rise for p in views.peaks] == [6 * MIB, 6 * MIB]
+    assert views.peaks[1].unknown == views.peaks[1].total == 7 * MIB  # 1 MiB kept + 6
+    assert views.alive == [] and views.growth == []
+
+
+# --- live runs ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def training():
+    """The issue's training step (Linear 512->2048->512, AdamW, batch 64), profiled with
+    --memory; the torch session is kept to compare with torch's own timeline."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 512))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(64, 512)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+
+    held = {}
+    result = kernelmagic.profile(step, iters=3, warmup=2, memory=True,
+                                 on_trace_ready=lambda p: held.setdefault("prof", p))
+    return result, held["prof"]
+
+
+def test_training_step_peak_agrees_with_the_peak_note(training):
+    result, _ = training
+    (peak,) = highest_peaks(result)
+    assert peak.rise == result.peak_memory["cpu"] > 0
+    text = text_report(result)
+    assert "Peak memory rise within an iteration: CPU" in text
+    assert peak_sentence(peak, result.iters) in text
+    # Parameters (8 MiB of weights) and AdamW's two moments (16 MiB) are there at the peak.
+    assert peak.parameter >= 8 * MIB and peak.optimizer_state >= 16 * MIB
+    assert peak.gradient >= 8 * MIB
+    assert result.memory_note == ""
+    assert {p.iteration for p in result.memory_timeline} == {
+        sorted(range(3), key=result.timings.__getitem__)[1]}  # the median iteration
+
+
+def test_training_step_categories_match_torch_memory_timeline(training):
+    result, prof = training
+    origin = prof.kineto_results.trace_start_ns()
+    times, sizes = memory_categories.torch_timeline(prof)._coalesce_timeline("cpu")
+    ledger = memory_categories.memory_ledger(prof, lambda path: True)
+    # torch's columns (_CATEGORY_TO_INDEX, after one unused): PARAMETER, OPTIMIZER_STATE,
+    # INPUT, TEMPORARY, ACTIVATION, GRADIENT, AUTOGRAD_DETAIL, None; ours by name.
+    order = ["parameter", "optimizer_state", "input", "temporary", "activation", "gradient",
+             "autograd_detail", "unknown"]
+    steps = np.zeros((ledger.time.size, len(CATEGORIES)), dtype=np.int64)
+    steps[np.arange(ledger.time.size), ledger.category] = ledger.delta
+    levels = np.cumsum(steps, axis=0)
+    # torch buckets each change by int(t_ns / 1000), in floating point: the same here.
+    buckets = np.asarray([-1 if t == BEFORE else int((t + origin) / 1000)
+                          for t in ledger.time.tolist()])
+    assert (np.diff(buckets) >= 0).all()
+    for t_us, row in zip(times[1:], sizes[1:], strict=True):
+        upto = int(np.searchsorted(buckets, t_us, "right"))
+        ours = levels[upto - 1]
+        theirs = dict(zip(order, row[1:], strict=True))
+        assert {c: int(ours[CATEGORIES.index(c)]) for c in order} == theirs
+    assert len(times) > 100
+    # The peak: torch's highest total inside the peak's iteration is ours (torch merges the
+    # changes of one microsecond, so it can only miss a peak shorter than that).
+    (peak,) = highest_peaks(result)
+    (span,) = [(e.start_ns(), e.end_ns()) for e in prof.kineto_results.events()
+               if e.name() == f"{result.name}/iter {peak.iteration}"]
+    inside = [sum(row[1:]) for t, row in zip(times, sizes, strict=True)
+              if span[0] / 1000 <= t <= span[1] / 1000]
+    assert max(inside) <= peak.total
+
+
+def test_alive_at_peak_lists_tensors_with_shape_dtype_category(training):
+    result, _ = training
+    rows = result.memory_alive
+    assert rows and rows == sorted(rows, key=lambda r: -r.nbytes)
+    weights = [r for r in rows if r.category == "parameter" and r.shape in
+               ("[2048, 512]", "[512, 2048]")]
+    assert len(weights) >= 2 and all(r.nbytes == 4 * MIB and r.dtype == "float32"
+                                     for r in weights)
+    assert any(r.category == "gradient" and r.op == "aten::mm" for r in rows)
+    assert all(r.source == "" for r in rows)  # lines only with --stack
+
+
+def test_a_list_that_keeps_a_tensor_each_step_is_a_finding():
+    kept = []
+
+    def leaky() -> None:
+        torch.ones(8).add(1)
+        kept.append(torch.zeros(1000))  # the line the finding names
+
+    line = leaky.__code__.co_firstlineno + 2
+    result = kernelmagic.profile(leaky, iters=4, warmup=1, memory=True, stack=True)
+    (grow,) = result.memory_growth
+    assert grow.per_iter == 4000 and grow.iterations == 4 and grow.blocks == 4
+    assert grow.source == f"{os.path.basename(__file__)}:{line}"
+    assert grow.op in ("aten::zeros", "aten::empty")
+    finding = memory_growth(result)
+    assert finding is not None and finding in result.findings()
+    assert "3.91 KiB allocated in each of the 4 profiled iterations" in finding.evidence
+    assert f"at {os.path.basename(__file__)}:{line}" in finding.evidence
+    again = ProfileResult.from_dict(result.to_dict())
+    assert again == result and again.memory_growth == result.memory_growth
+
+
+def test_steady_memory_is_no_finding(training):
+    result, _ = training
+    assert memory_growth(result) is None
+
+
+def test_old_files_have_no_memory_rows():
+    from fakes import cpu_result
+
+    data = cpu_result().to_dict()
+    for key in ("memory_timeline", "memory_peaks", "memory_alive", "memory_growth",
+                "memory_note"):
+        del data[key]
+    result = ProfileResult.from_dict(data)
+    assert result.memory_peaks == [] and memory_svg(result) is None
+
+
+def test_memory_all_shows_every_iteration():
+    result = kernelmagic.profile(lambda: torch.ones(1000).add(1), iters=3, warmup=1,
+                                 memory=True, memory_all=True)
+    assert {p.iteration for p in result.memory_timeline} == {0, 1, 2}
+    with pytest.raises(ValueError, match="--memory-all needs --memory"):
+        kernelmagic.profile(lambda: None, iters=1, memory_all=True)
+
+
+# --- out of memory --------------------------------------------------------------------
+
+
+def _runs_out_on(run: int):
+    n = 0
+    keep = []
+
+    def fn() -> None:
+        nonlocal n
+        n += 1
+        keep.append(torch.zeros(2**18))  # 1 MiB more each run
+        if n == run:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    return fn
+
+
+def test_out_of_memory_under_memory_reports_up_to_the_failure():
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        kernelmagic.profile(_runs_out_on(run=1 + 3), iters=5, warmup=1, memory=True,
+                            name="oom")
+    assert not torch_compat.profiler_running()
+    result = info.value.result
+    assert (result.iters, result.planned_iters) == (3, 5)
+    assert "OutOfMemoryError in iteration 2" in result.memory_note
+    assert "Tried to allocate 2.00 GiB" in result.memory_note
+    assert [p.iteration for p in result.memory_peaks] == [0, 1, 2]
+    assert all(p.rise == MIB for p in result.memory_peaks)
+    assert "Memory: OutOfMemoryError in iteration 2" in text_report(result)
+
+
+def test_out_of_memory_without_memory_is_only_the_error():
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        kernelmagic.profile(_runs_out_on(run=1 + 2), iters=5, warmup=1)
+    assert not hasattr(info.value, "result")
+
+
+def test_magic_shows_the_memory_report_then_raises_out_of_memory(ip):
+    ip.user_ns["oom_fn"] = _runs_out_on(run=1 + 2)
+    with capture_output() as cap:
+        res = ip.run_cell("%%profile -n 4 -w 1 --memory --name oom -o res\noom_fn()")
+    assert isinstance(res.error_in_exec, torch.OutOfMemoryError)
+    assert len(cap.outputs) == 1
+    data = cap.outputs[0].data
+    assert "Memory: OutOfMemoryError in iteration 1" in data["text/plain"]
+    assert "memory timeline" in data["text/html"]
+    assert ip.user_ns["res"].memory_note
+
+
+@pytest.mark.cuda
+def test_real_cuda_out_of_memory_reports_the_timeline():
+    _free, total = torch.cuda.mem_get_info()
+    torch.cuda.set_per_process_memory_fraction(0.05)
+    kept = []
+
+    def grow() -> None:
+        kept.append(torch.empty(int(total * 0.02), dtype=torch.uint8, device="cuda"))
+
+    try:
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            kernelmagic.profile(grow, iters=10, warmup=0, memory=True)
+    finally:
+        kept.clear()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    result = info.value.result
+    assert "OutOfMemoryError" in result.memory_note
+    assert any(p.device.startswith("cuda") for p in result.memory_peaks)
+
+
+# --- quiet, traces, display --------------------------------------------------------------
+
+
+def test_unknown_block_warning_is_held_back_and_the_rest_kept(capfd):
+    with memory_categories.quiet_unknown_blocks():
+        os.write(2, b"[W CPUAllocator.cpp:245] Memory block of unknown size was allocated "
+                    b"before the profiling started, profiler results will not include the "
+                    b"deallocation event\n")
+        os.write(2, b"something else\n")
+    err = capfd.readouterr().err
+    assert "unknown size" not in err and "something else" in err
+
+
+def test_trace_gives_the_same_timeline_and_peak(tmp_path):
+    def known_peak() -> None:
+        a = torch.empty(2**18)  # 1 MiB
+        b = torch.empty(2**19)  # 2 MiB: 3 MiB at the peak
+        del a, b
+        torch.empty(2**17)  # 0.5 MiB after
+
+    path = str(tmp_path / "mem.json")
+    live = kernelmagic.profile(known_peak, iters=3, warmup=1, memory=True, trace=path,
+                               name="mem")
+    loaded = kernelmagic.load(path)
+    assert "memory" in loaded.views
+    assert [p.rise for p in loaded.memory_peaks] == [3 * MIB] * 3
+    assert [p.rise for p in live.memory_peaks] == [3 * MIB] * 3
+    assert loaded.peak_memory["cpu"] == live.peak_memory["cpu"] == 3 * MIB
+    assert all(p.unknown == p.total for p in loaded.memory_timeline)
+    import ipywidgets as w
+
+    from kernelmagic.render.widget import report_widget
+
+    box = report_widget(loaded, None)  # no table to follow: the timeline alone
+    assert any(isinstance(c, w.Image) and b"peak" in bytes(c.value) for c in box.children)
+    assert [p.op for p in loaded.memory_peaks] == ["aten::empty"] * 3
+    # The same steps, uncategorised: totals above the iteration's start agree.
+    live_steps = [p.total - live.memory_timeline[0].total for p in live.memory_timeline]
+    trace_steps = [p.total - loaded.memory_timeline[0].total for p in loaded.memory_timeline]
+    assert live_steps == trace_steps
+
+
+def test_magic_memory_report_shows_timeline_table_and_sentence(ip):
+    ip.run_cell("import torch\nlin = torch.nn.Linear(64, 64)\nxx = torch.randn(8, 64)")
+    with capture_output() as cap:
+        ip.run_cell("%%profile -n 2 -w 1 --memory -o res\nlin(xx).sum().backward()")
+    data = cap.outputs[0].data
+    assert "CPU memory peak" in data["text/plain"]
+    assert "[memory]" in data["text/plain"]
+    html = data["text/html"]
+    assert 'alt="memory timeline"' in html and "km-view-memory" in html
+    svg = memory_svg(ip.user_ns["res"]).decode()
+    assert "peak" in svg and "parameters" in svg
+
+
+def test_widget_shows_the_timeline_above_the_memory_table(training):
+    import ipywidgets as w
+
+    from kernelmagic.render.widget import report_widget
+
+    result, _ = training
+    box = report_widget(result, None)
+    assert "memory" in box.km_views
+    first = box.km_boxes["memory"].children[0]
+    assert isinstance(first, w.Image) and first.format == "svg+xml"
+    assert b"peak" in bytes(first.value)
+
+
+def test_a_failing_category_analysis_leaves_the_raw_timeline(monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a private torch class changed")
+
+    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    result = kernelmagic.profile(lambda: torch.empty(2**19), iters=2, warmup=1, memory=True)
+    assert result.memory_note.startswith("categories unavailable: torch's memory analysis "
+                                         "failed (KeyError")
+    assert [p.rise for p in result.memory_peaks] == [2 * MIB, 2 * MIB]
+    assert all(p.unknown == p.total for p in result.memory_timeline)
+    assert f"Memory: {result.memory_note}" in text_report(result)
+
+
+def test_ctrl_c_under_memory_reports_the_completed_iterations():
+    n = 0
+
+    def fn() -> None:
+        nonlocal n
+        n += 1
+        torch.empty(2**19)  # 2 MiB, freed at once
+        if n == 1 + 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        kernelmagic.profile(fn, iters=4, warmup=1, memory=True)
+    result = info.value.result
+    assert [p.iteration for p in result.memory_peaks] == [0]
+    assert result.memory_peaks[0].rise == 2 * MIB == result.peak_memory["cpu"]
+
+
+def test_magic_memory_all_needs_memory(ip):
+    from IPython.core.error import UsageError
+
+    with capture_output():
+        res = ip.run_cell("%%profile --memory-all\ntorch.ones(2)")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert str(res.error_in_exec).startswith("--memory-all needs --memory")
+    with capture_output():
+        ip.run_cell("%%profile -n 2 -w 0 --memory --memory-all -q -o res\ntorch.ones(2**10)")
+    assert {p.iteration for p in ip.user_ns["res"].memory_timeline} == {0, 1}
+
+
+def test_the_rise_is_the_raw_records_even_when_the_ledger_sizes_differ():
+    table, ledger, windows = _synthetic()
+    ledger.delta[ledger.delta == 2 * MIB] = 3 * MIB  # torch sized a tensor bigger
+    peak = memory_views(table, windows, ledger).peaks[0]
+    assert peak.rise == 6 * MIB == peak_memory(table, windows[:1])  # the note's figure
+    assert (peak.t_us, peak.temporary, peak.total) == (30.0, 3 * MIB, 15 * MIB)
