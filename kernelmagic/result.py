@@ -14,6 +14,12 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.compiled_rows import (
+    CompiledRegionRow,
+    CompileRow,
+    FusedKernelRow,
+    GraphBreakRow,
+)
 from kernelmagic.options import SORT_KEYS
 from kernelmagic.rows import (
     Breakdown,
@@ -89,6 +95,11 @@ class ProfileResult:
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
     gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
+    # torch.compile (kernelmagic/compiled_rows.py): regions, graph breaks, compiles, kernels
+    compiled_regions: list[CompiledRegionRow] = field(default_factory=list)
+    graph_breaks: list[GraphBreakRow] = field(default_factory=list)
+    compiles: list[CompileRow] = field(default_factory=list)
+    fused_kernels: list[FusedKernelRow] = field(default_factory=list)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -242,6 +253,10 @@ class ProfileResult:
             "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
             "source": self.source,
             "gpu_runtime": self.gpu_runtime,
+            "compiled_regions": [asdict(x) for x in self.compiled_regions],
+            "graph_breaks": [asdict(x) for x in self.graph_breaks],
+            "compiles": [asdict(x) for x in self.compiles],
+            "fused_kernels": [asdict(x) for x in self.fused_kernels],
         }
 
     def save(self, path: Any) -> Any:
@@ -309,6 +324,11 @@ class ProfileResult:
                            else None),
                 source=str(data.get("source", "live")),
                 gpu_runtime=str(data.get("gpu_runtime", "")),
+                compiled_regions=[CompiledRegionRow(**x)
+                                  for x in data.get("compiled_regions", [])],
+                graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
+                compiles=[CompileRow(**x) for x in data.get("compiles", [])],
+                fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

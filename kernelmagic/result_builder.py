@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from kernelmagic.events import EventTable, Window, device_work
 from kernelmagic.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
+from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
@@ -71,6 +72,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         median = sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
         chosen = [windows[min(median, len(windows) - 1)]]
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
+    compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
         name=name,
         iters=len(timings),
@@ -95,4 +97,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         sort=sort,
         topk=topk,
         torch_version=torch_version,
+        compiled_regions=compiled.regions,
+        graph_breaks=compiled.breaks,
+        fused_kernels=compiled.kernels,
     )

@@ -117,6 +117,9 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
 
         views.append(("roofline", roofline_table(result) if result.roofline else
                       verdict_line(result)))
+    from kernelmagic.render.compiled import compiled_tables
+
+    views += compiled_tables(result)  # torch.compile: empty unless compiled code ran
     return views
 
 
@@ -149,6 +152,10 @@ def view_notes(result: ProfileResult) -> list[str]:
         from kernelmagic.render.roofline import verdict_line
 
         notes.append(verdict_line(result))
+    from kernelmagic.render.compiled import compiled_note
+
+    if note := compiled_note(result):
+        notes.append(note)
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -1,0 +1,230 @@
+"""What dynamo and inductor did around a run (the torch side of the compiled view).
+
+Everything read here is process-wide torch state, read without changing it:
+
+- dynamo's compilation metrics (``torch._dynamo.utils.get_compilation_metrics()``, the
+  last 64 compiles): each compile's id, frame, duration, the guard that failed (a
+  recompile) and the graph break it hit. What happened *during* a run is the difference
+  between marks taken before the warm-up, before the profiled iterations and after them;
+  compiles from before the run are still shown for the regions the profile holds.
+- dynamo's graph-break records (``torch._dynamo.utils.graph_break_reasons``): each
+  break's reason and the user's stack, the innermost frame being the line that broke.
+- the code inductor generated (``torch._inductor.codecache.PyCodeCache``): each kernel's
+  ``Original ATen`` comment, else its descriptive name, says which aten ops it fused.
+
+Inductor's C++ kernels record themselves in a profile only when compiled with
+``cpp.enable_kernel_profile``: ``Watch`` switches it on for the warm-up and the profiled
+iterations (so a function first compiled in the warm-up gets it) and restores it. Nothing
+here calls ``torch._dynamo.reset()`` or clears a counter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from kernelmagic.compiled_rows import (
+    BEFORE,
+    PROFILED,
+    WARMUP,
+    CompiledRegionRow,
+    CompileRow,
+    GraphBreakRow,
+)
+from kernelmagic.result import ProfileResult
+
+__all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]
+
+_DYNAMO = "torch._dynamo"
+_INDUCTOR_CONFIG = "torch._inductor.config"
+_KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.\w+\(", re.M)
+_ATEN_COMMENT = re.compile(r"Original ATen: \[([^\]]*)\]")
+_AOT_ID = re.compile(r"^# AOT ID: \['(\d+)_", re.M)
+_FUSED_NAME = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton)_\w*?fused_(\w+?)(?:_\d+)?$")
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
+_scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
+
+
+def _metrics() -> list[Any]:
+    """Dynamo's compilation metrics, oldest first (none when dynamo was never imported)."""
+    if _DYNAMO not in sys.modules:
+        return []
+    from torch._dynamo import utils
+
+    get = getattr(utils, "get_compilation_metrics", None)
+    return list(get()) if get is not None else []
+
+
+def _break_records() -> list[Any]:
+    if _DYNAMO not in sys.modules:
+        return []
+    from torch._dynamo import utils
+
+    return list(getattr(utils, "graph_break_reasons", []))
+
+
+class Watch:
+    """Marks around a run: ``profiling()`` between warm-up and profiled iterations,
+    ``stop()`` after them (idempotent; also restores inductor's config)."""
+
+    def __init__(self) -> None:
+        self._before = {id(m) for m in _metrics()}
+        self._warmup: set[int] | None = None
+        self._restore: dict[str, Any] = {}
+        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: profile C++ kernels
+            cpp = sys.modules[_INDUCTOR_CONFIG].cpp  # type: ignore[attr-defined]
+            self._restore["enable_kernel_profile"] = cpp.enable_kernel_profile
+            cpp.enable_kernel_profile = True
+
+    def profiling(self) -> None:
+        """Mark the end of the warm-up."""
+        self._warmup = {id(m) for m in _metrics()}
+
+    def stop(self) -> None:
+        """Put back what was switched for the run."""
+        if self._restore and _INDUCTOR_CONFIG in sys.modules:
+            cpp = sys.modules[_INDUCTOR_CONFIG].cpp  # type: ignore[attr-defined]
+            cpp.enable_kernel_profile = self._restore.pop("enable_kernel_profile")
+
+    def annotate(self, result: ProfileResult) -> ProfileResult:
+        """``result`` with the compiles of this run and of its regions, graph breaks'
+        reasons and lines, regions' frames and the kernels' aten ops."""
+        self.stop()
+        warmup = self._warmup if self._warmup is not None else {id(m) for m in _metrics()}
+        in_profile = {r.compile_id for r in result.compiled_regions}
+        in_profile |= {b.compile_id for b in result.graph_breaks}
+        records = _break_records()
+        compiles = []
+        for m in _metrics():
+            phase = (BEFORE if id(m) in self._before else WARMUP if id(m) in warmup
+                     else PROFILED)
+            if phase == BEFORE and str(m.compile_id) not in in_profile:
+                continue
+            compiles.append(_compile_row(m, phase))
+        if not compiles and not result.compiled_regions and not result.fused_kernels:
+            return result
+        by_id = {c.compile_id: c for c in compiles}
+        regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
+        breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
+        origins = kernel_origins()
+        kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key))
+                   for k in result.fused_kernels]
+        return dataclasses.replace(result, compiled_regions=regions, graph_breaks=breaks,
+                                   compiles=compiles, fused_kernels=kernels)
+
+
+def _compile_row(m: Any, phase: str) -> CompileRow:
+    duration = getattr(m, "duration_us", None)
+    seconds = (duration / 1e6 if duration is not None
+               else getattr(m, "entire_frame_compile_time_s", None) or 0.0)
+    restart = sorted(getattr(m, "restart_reasons", None) or [])
+    return CompileRow(compile_id=str(m.compile_id), phase=phase, duration_s=float(seconds),
+                      function=str(getattr(m, "co_name", "") or ""),
+                      file=str(getattr(m, "co_filename", "") or ""),
+                      line=int(getattr(m, "co_firstlineno", 0) or 0),
+                      recompile_reason=str(getattr(m, "recompile_reason", "") or ""),
+                      graph_break=restart[0] if restart else "")
+
+
+def _with_frame(row: CompiledRegionRow, c: CompileRow | None) -> CompiledRegionRow:
+    if c is None:
+        return row
+    return dataclasses.replace(row, function=c.function, file=c.file, line=c.line)
+
+
+def split_reason(text: str) -> tuple[str, str]:
+    """Dynamo's graph-break message as (reason, hint): its first line, its ``Hint:`` lines."""
+    lines = [x.strip() for x in text.strip().splitlines()]
+    hints = [x.removeprefix("Hint:").strip() for x in lines if x.startswith("Hint:")]
+    return (lines[0] if lines else ""), " ".join(hints)
+
+
+def _with_reason(row: GraphBreakRow, c: CompileRow | None,
+                 records: list[Any]) -> GraphBreakRow:
+    """The break's reason and hint (its compile's metrics) and the user's line (dynamo's
+    graph-break records, matched by reason and frame)."""
+    if c is None or not c.graph_break:
+        return row
+    reason, hint = split_reason(c.graph_break)
+    file, line = "", 0
+    for record in reversed(records):
+        text = str(getattr(record, "reason", ""))
+        stack = list(getattr(record, "user_stack", []) or [])
+        if not stack or not (text.startswith(reason) or c.graph_break.startswith(text)):
+            continue
+        if any(f.filename == c.file and f.name == c.function for f in stack):
+            file, line = stack[-1].filename, int(stack[-1].lineno or 0)
+            break
+    code = linecache.getline(file, line).strip() if file and line else ""
+    return dataclasses.replace(row, reason=reason, hint=hint, file=file, line=line, code=code)
+
+
+def _generated_files() -> Iterable[str]:
+    if "torch._inductor.codecache" not in sys.modules:
+        return []
+    from torch._inductor.codecache import PyCodeCache
+
+    modules = getattr(PyCodeCache, "modules", None)
+    if modules is None:  # older layouts: a dict of key -> module
+        modules = list(getattr(PyCodeCache, "cache", {}).values())
+    return [f for f in (getattr(m, "__file__", None) for m in modules) if f]
+
+
+def kernel_origins() -> dict[str, str]:
+    """Kernel name (as the profile records it) -> the aten ops it fused (``aten.sin,
+    aten.mul``), from the ``Original ATen`` comments of the code inductor generated."""
+    out: dict[str, str] = {}
+    for path in _generated_files():
+        if path not in _scanned:
+            _scanned[path] = _scan(path)
+        out.update(_scanned[path])
+    return out
+
+
+def _scan(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    graph = _AOT_ID.search(text)
+    found: dict[str, str] = {}
+    last = 0
+    for m in _KERNEL_DEF.finditer(text):
+        comments = [x for x in text[last:m.start()].splitlines() if x.startswith("#")]
+        last = m.end()
+        aten = next((a[1] for a in map(_ATEN_COMMENT.search, reversed(comments)) if a), "")
+        if not aten:
+            continue
+        name = m[1]
+        found[name] = aten.strip()
+        if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
+            found[f"graph_{graph[1]}_{name}"] = aten.strip()
+    return found
+
+
+def aten_ops_from_name(name: str) -> str:
+    """The aten ops a descriptive kernel name lists (``cpp_fused_mul_sin_0`` ->
+    ``aten.mul, aten.sin``): underscores split names, the longest aten op name wins."""
+    m = _FUSED_NAME.match(name)
+    if m is None:
+        return ""
+    import torch
+
+    parts = m[1].split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(parts):
+        for j in range(len(parts), i, -1):
+            candidate = "_".join(parts[i:j])
+            if candidate and hasattr(torch.ops.aten, candidate):
+                ops.append(f"aten.{candidate}")
+                i = j
+                break
+        else:
+            i += 1
+    return ", ".join(dict.fromkeys(ops))
