@@ -1,0 +1,226 @@
+"""The compiled view (torch.compile): regions, graph breaks, recompiles, inductor kernels,
+findings, and the user's dynamo state left alone.
+
+Compiling is slow: each compiled workload is one module-scoped fixture, profiled once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import kernelmagic
+from kernelmagic.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
+from kernelmagic.events import Kind
+from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find
+from kernelmagic.render.text import text_report
+from kernelmagic.result import ProfileResult
+from kernelmagic.result_builder import build_result
+from kernelmagic.views.compiled import compiled_view
+from kernelmagic.views.tree import Figures
+from tests.fakes import cpu_result, table_of
+
+
+def with_break(x: torch.Tensor) -> torch.Tensor:
+    y = torch.sin(x) * 2
+    s = y.sum().item()  # the graph break
+    return torch.cos(y) + s
+
+
+BREAK_LINE = inspect.getsourcelines(with_break)[1] + 2
+
+
+def _rules(result: ProfileResult) -> set[str]:
+    return {f.rule for f in find(result)}
+
+
+@pytest.fixture(scope="module")
+def broken() -> ProfileResult:
+    """``with_break`` compiled (first in the warm-up) and profiled."""
+    fn = torch.compile(with_break, dynamic=False)
+    x = torch.ones(4096)  # the same value each call: .item() returns one float
+    return kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk")
+
+
+@pytest.fixture(scope="module")
+def mlp() -> tuple[ProfileResult, torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 8))
+    compiled = torch.compile(model)
+    x = torch.randn(32, 64)
+    with torch.no_grad():
+        result = kernelmagic.profile(lambda: compiled(x), iters=3, warmup=1, name="mlp")
+    return result, compiled, x
+
+
+def test_graph_break_shows_two_regions_the_reason_and_the_line(broken):
+    regions = broken.compiled_regions
+    assert len(regions) == 2
+    outer, inner = regions
+    assert outer.outermost and not inner.outermost
+    assert outer.function == "with_break" and outer.file == __file__
+    assert inner.function == f"torch_dynamo_resume_in_with_break_at_{BREAK_LINE}"
+    assert all(r.count == 3 for r in regions)
+    assert all(0 < r.graph_time_total <= r.cpu_time_total for r in regions)
+    (gap,) = broken.graph_breaks
+    assert gap.compile_id == outer.compile_id and gap.count == 3
+    assert "Tensor.item()" in gap.reason
+    assert "capture_scalar_outputs" in gap.hint
+    assert (gap.file, gap.line) == (__file__, BREAK_LINE)
+    assert gap.code == "s = y.sum().item()  # the graph break"
+    assert "aten::item" in gap.top_ops
+    # the gap lies inside the outer region, outside its graphs
+    assert 0 < gap.gap_time_total < outer.cpu_time_total - outer.graph_time_total
+
+
+def test_warmup_compiles_are_named_and_kept_out(broken):
+    phases = {c.compile_id: c.phase for c in broken.compiles}
+    assert set(phases.values()) == {WARMUP}
+    assert set(phases) == {r.compile_id for r in broken.compiled_regions}
+    assert all(c.duration_s > 0 for c in broken.compiles)
+    assert "recompile" not in _rules(broken)
+    text = text_report(broken)
+    assert "the warm-up compiled 2 graph(s) in" in text
+    assert "[graph breaks]" in text and f"test_compiled.py:{BREAK_LINE}" in text
+
+
+def test_fused_kernel_lists_the_aten_ops_it_fused(broken):
+    by_ops = {k.key: k.aten_ops for k in broken.fused_kernels}
+    first = [k for k, ops in by_ops.items() if "aten.sin" in ops]
+    assert len(first) == 1
+    assert "aten.mul" in by_ops[first[0]]
+    assert any("aten.cos" in ops for ops in by_ops.values())
+    assert all(k.count == 3 and k.time_total > 0 and not k.on_device
+               for k in broken.fused_kernels)
+
+
+def test_compiled_view_survives_json(broken):
+    again = ProfileResult.from_dict(broken.to_dict())
+    assert again == broken
+    assert again.graph_breaks == broken.graph_breaks
+    assert again.fused_kernels == broken.fused_kernels
+
+
+def test_recompile_inside_the_profiled_loop_names_the_guard():
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 3
+
+    fn = torch.compile(scaled, dynamic=False)
+    inputs = [torch.ones(8), torch.ones(16)]
+    calls = []
+
+    def step() -> None:
+        calls.append(None)
+        fn(inputs[len(calls) > 2])  # warm-up and the first iteration: 8; then 16
+
+    result = kernelmagic.profile(step, iters=3, warmup=1, name="rec")
+    late = [c for c in result.compiles if c.phase == PROFILED]
+    assert len(late) == 1
+    assert "size mismatch" in late[0].recompile_reason
+    (finding,) = [f for f in find(result) if f.rule == "recompile"]
+    assert "size mismatch" in finding.evidence and late[0].compile_id in finding.evidence
+    assert "WARNING: 1 compile(s)" in text_report(result)
+
+
+def test_clean_compiled_mlp_one_region_no_finding(mlp):
+    result, _, _ = mlp
+    assert len(result.compiled_regions) == 1
+    assert result.compiled_regions[0].outermost
+    assert result.graph_breaks == []
+    assert not _rules(result) & {"graph_break", "recompile", "mostly_eager"}
+    assert result.fused_kernels  # the relu (and bias) fused into a C++ kernel
+
+
+def test_dynamo_state_is_left_alone(mlp):
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.utils import counters, get_compilation_metrics
+    from torch._inductor import config as inductor_config
+
+    _, compiled, x = mlp
+    before = {k: dict(v) for k, v in counters.items()}
+    metrics = len(get_compilation_metrics())
+    profile_flag = inductor_config.cpp.enable_kernel_profile
+    scalars = dynamo_config.capture_scalar_outputs
+    with torch.no_grad():
+        again = kernelmagic.profile(lambda: compiled(x), iters=2, warmup=1, name="again")
+        compiled(x)  # still compiled: no reset, no recompile
+    assert {k: dict(v) for k, v in counters.items()} == before
+    assert len(get_compilation_metrics()) == metrics
+    assert inductor_config.cpp.enable_kernel_profile == profile_flag
+    assert dynamo_config.capture_scalar_outputs == scalars
+    assert len(again.compiled_regions) == 1
+    assert [c.phase for c in again.compiles] == ["before"]  # shown for its region
+
+
+def test_view_on_a_hand_made_table():
+    table = table_of(
+        (Kind.RANGE, "brk/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 90, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "graph_0_cpp_fused_mul_sin_0", 10, 20, 1),
+        (Kind.OP, "aten::item", 30, 40, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 45, 85, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 50, 80, 1),
+    )
+    view = compiled_view(table, Figures(table), [(0, 100_000)])
+    outer, inner = view.regions
+    assert (outer.compile_id, outer.count, outer.cpu_time_total, outer.graph_time_total,
+            outer.outermost) == ("0/0", 1, 89.0, 20.0, True)
+    assert (inner.compile_id, inner.cpu_time_total, inner.graph_time_total,
+            inner.outermost) == ("1/0", 40.0, 30.0, False)
+    (gap,) = view.breaks
+    assert (gap.compile_id, gap.count, gap.gap_time_total) == ("0/0", 1, 25.0)
+    assert gap.top_ops == "aten::item 10.0 µs"
+    (kernel,) = view.kernels
+    assert (kernel.key, kernel.count, kernel.time_total, kernel.graph) == (
+        "graph_0_cpp_fused_mul_sin_0", 1, 10.0, "graph_0")
+    result = build_result(table, name="brk")
+    assert result.compiled_regions == view.regions
+
+
+def test_no_compiled_code_no_view():
+    table = table_of((Kind.OP, "aten::add", 0, 10, 1))
+    assert compiled_view(table, Figures(table), [(0, 20_000)]).regions == []
+    assert "compiled" not in text_report(cpu_result())
+
+
+def test_findings_on_exact_numbers():
+    # 10 iterations of 1.0 ms (median); the gap 300 µs per iteration: 30%
+    gap = GraphBreakRow("0/0", 10, 3000.0, reason="Unsupported Tensor.item() call",
+                        hint="Set capture_scalar_outputs", file="/a/cell.py", line=7,
+                        code="s = y.item()")
+    result = cpu_result(graph_breaks=[gap])
+    (finding,) = [f for f in find(result) if f.rule == "graph_break"]
+    assert finding.share == pytest.approx(0.3, rel=0.1)
+    assert "/a/cell.py:7" in finding.evidence and "300 µs per iteration" in finding.evidence
+    assert finding.suggestion == "Set capture_scalar_outputs"
+    small = dataclasses.replace(gap, gap_time_total=GRAPH_BREAK_SHARE * 1000 * 10 / 2)
+    assert "graph_break" not in _rules(cpu_result(graph_breaks=[small]))
+    region = kernelmagic.compiled_rows.CompiledRegionRow(
+        "0/0", 10, cpu_time_total=EAGER_SHARE * 1000 * 10 / 5, graph_time_total=100.0)
+    eager = next(f for f in find(cpu_result(compiled_regions=[region]))
+                 if f.rule == "mostly_eager")
+    assert "100 µs of 1.03 ms per iteration (10%)" in eager.evidence
+    late = CompileRow("0/1", PROFILED, 0.5, function="f",
+                      recompile_reason="0/0: tensor 'x' size mismatch at index 0")
+    (rec,) = [f for f in find(cpu_result(compiles=[late])) if f.rule == "recompile"]
+    assert "tensor 'x' size mismatch" in rec.evidence and "0.50 s" in rec.evidence
+
+
+@pytest.mark.cuda
+def test_cuda_triton_kernels_list_their_aten_ops():
+    fn = torch.compile(with_break, dynamic=False)
+    x = torch.ones(4096, device="cuda")
+    result = kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk_cuda")
+    assert len(result.compiled_regions) == 2
+    (gap,) = result.graph_breaks
+    assert (gap.file, gap.line) == (__file__, BREAK_LINE)
+    triton = [k for k in result.fused_kernels if k.on_device]
+    assert triton and all(k.key.startswith("triton_") for k in triton)
+    sin = [k for k in triton if "aten.sin" in k.aten_ops]
+    assert len(sin) == 1 and "aten.mul" in sin[0].aten_ops
+    assert all(r.device_time_total > 0 for r in result.compiled_regions if r.outermost)
