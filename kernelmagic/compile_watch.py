@@ -43,6 +43,11 @@ _DYNAMO = "torch._dynamo"
 _INDUCTOR_CONFIG = "torch._inductor.config"
 _KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.\w+\(", re.M)
 _ATEN_COMMENT = re.compile(r"Original ATen: \[([^\]]*)\]")
+#: ``# ... Original ATen: [aten.sin, aten.mul]`` then, within a few lines, ``kernel.run(``
+#: or ``kernel(``: the comment Triton's wrapper code writes above a launch.
+_LAUNCH_COMMENT = re.compile(
+    r"^\s*#[^\n]*Original ATen: \[([^\]]*)\][^\n]*\n(?:[^\n]*\n){0,3}?\s*(\w+)(?:\.run)?\(",
+    re.M)
 _AOT_ID = re.compile(r"^# AOT ID: \['(\d+)_", re.M)
 _FUSED_NAME = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton)_\w*?fused_(\w+?)(?:_\d+)?$")
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
@@ -192,18 +197,22 @@ def _scan(path: str) -> dict[str, str]:
     except OSError:
         return {}
     graph = _AOT_ID.search(text)
-    found: dict[str, str] = {}
+    aten_of: dict[str, str] = {}
     last = 0
-    for m in _KERNEL_DEF.finditer(text):
+    defined = []
+    for m in _KERNEL_DEF.finditer(text):  # the comment above a kernel's definition
+        defined.append(m[1])
         comments = [x for x in text[last:m.start()].splitlines() if x.startswith("#")]
         last = m.end()
         aten = next((a[1] for a in map(_ATEN_COMMENT.search, reversed(comments)) if a), "")
-        if not aten:
-            continue
-        name = m[1]
-        found[name] = aten.strip()
-        if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
-            found[f"graph_{graph[1]}_{name}"] = aten.strip()
+        if aten:
+            aten_of[m[1]] = aten.strip()
+    for m in _LAUNCH_COMMENT.finditer(text):  # the comment above its launch in call()
+        if m[2] in defined and m[2] not in aten_of:
+            aten_of[m[2]] = m[1].strip()
+    found = dict(aten_of)
+    if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
+        found.update({f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()})
     return found
 
 

@@ -44,7 +44,7 @@ class GraphBreakRow:
     ``compile_id`` is the region whose graph ends before the gap (the frame whose compile
     broke); ``reason`` and ``hint`` are dynamo's; ``file``/``line`` the user's code where
     dynamo broke the graph; ``top_ops`` the eager ops in the gap (``name µs; ...``, self
-    CPU summed over the iterations).
+    CPU per iteration).
     """
 
     compile_id: str

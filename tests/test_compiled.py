@@ -84,7 +84,7 @@ def test_warmup_compiles_are_named_and_kept_out(broken):
     assert all(c.duration_s > 0 for c in broken.compiles)
     assert "recompile" not in _rules(broken)
     text = text_report(broken)
-    assert "the warm-up compiled 2 graph(s) in" in text
+    assert "the warm-up's 2 compile(s) took" in text
     assert "[graph breaks]" in text and f"test_compiled.py:{BREAK_LINE}" in text
 
 
@@ -224,3 +224,60 @@ def test_cuda_triton_kernels_list_their_aten_ops():
     sin = [k for k in triton if "aten.sin" in k.aten_ops]
     assert len(sin) == 1 and "aten.mul" in sin[0].aten_ops
     assert all(r.device_time_total > 0 for r in result.compiled_regions if r.outermost)
+
+
+TRITON_CODE = '''# AOT ID: ['3_inference']
+# kernel path: /tmp/torchinductor/ab/cab.py
+# Topologically Sorted Source Nodes: [sin, y], Original ATen: [aten.sin, aten.mul]
+# Source node to ATen node mapping:
+#   sin => sin
+triton_poi_fused_mul_sin_0 = async_compile.triton('triton_poi_fused_mul_sin_0', """
+@triton.jit
+def triton_poi_fused_mul_sin_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    pass
+""", device_str='cuda')
+
+triton_red_fused_cos_sum_1 = async_compile.triton('triton_red_fused_cos_sum_1', """
+""")
+
+def call(args):
+        # Topologically Sorted Source Nodes: [cos, s], Original ATen: [aten.cos, aten.sum]
+        stream0 = get_raw_stream(0)
+        triton_red_fused_cos_sum_1.run(buf0, buf1, 1, 1000, stream=stream0)
+'''
+
+
+def test_generated_code_comments_give_each_kernel_its_aten_ops(tmp_path):
+    from kernelmagic.compile_watch import _scan
+
+    path = tmp_path / "generated.py"
+    path.write_text(TRITON_CODE)
+    found = _scan(str(path))
+    assert found["triton_poi_fused_mul_sin_0"] == "aten.sin, aten.mul"  # above the definition
+    assert found["triton_red_fused_cos_sum_1"] == "aten.cos, aten.sum"  # above the launch
+    assert found["graph_3_triton_poi_fused_mul_sin_0"] == "aten.sin, aten.mul"
+
+
+def test_descriptive_names_give_the_aten_ops():
+    from kernelmagic.compile_watch import aten_ops_from_name, split_reason
+
+    assert aten_ops_from_name("graph_0_cpp_fused_mul_sin_0") == "aten.mul, aten.sin"
+    assert aten_ops_from_name("triton_per_fused_native_layer_norm_2") == (
+        "aten.native_layer_norm")
+    assert aten_ops_from_name("aten::mm") == ""
+    assert split_reason("Broke\n  Explanation: x\n  Hint: do A\n  Hint: or B\n") == (
+        "Broke", "do A or B")
+
+
+def test_triton_launch_records_do_not_double_the_kernels():
+    launch = {"correlation": 7}
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 50, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 40, 1),
+        (Kind.OP, "triton_poi_fused_mul_sin_0", 10, 20, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 12, 18, 1, launch),
+        (Kind.KERNEL, "triton_poi_fused_mul_sin_0", 30, 34, 7, {"device": 0, **launch}),
+    )
+    (kernel,) = compiled_view(table, Figures(table), []).kernels
+    assert (kernel.key, kernel.on_device, kernel.time_total) == (
+        "triton_poi_fused_mul_sin_0", True, 4.0)

@@ -63,7 +63,7 @@ def break_table(result: ProfileResult) -> Table:
         Column("reason", "reason", lambda b: b.reason, lambda b: b.reason, numeric=False,
                width=360),
         Column("hint", "hint", lambda b: b.hint, lambda b: b.hint, numeric=False, width=360),
-        Column("top_ops", "in the gap (self CPU)", lambda b: b.top_ops, lambda b: b.top_ops,
+        Column("top_ops", "in the gap (self CPU / it.)", lambda b: b.top_ops, lambda b: b.top_ops,
                numeric=False, width=360),
     ]
     return Table(cols, list(result.graph_breaks), "gap_iter", noun="graph breaks")
@@ -132,7 +132,7 @@ def compiled_note(result: ProfileResult) -> str:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]
     if warm:
-        parts.append(f"the warm-up compiled {len(warm)} graph(s) in "
+        parts.append(f"the warm-up's {len(warm)} compile(s) took "
                      f"{sum(c.duration_s for c in warm):.2f} s (kept out of the measurement)")
     late = [c for c in result.compiles if c.phase == PROFILED]
     if late:

@@ -77,7 +77,7 @@ def compiled_view(table: EventTable, figures: Figures,
     graph = on_cpu & is_graph_name[table.name] & inside
     owner = nearest_ancestor(table.parent, region)
     regions = _region_rows(table, figures, region & inside, graph, owner, region_match)
-    breaks = _gaps(table, figures, graph, owner, region, region_match)
+    breaks = _gaps(table, figures, graph, owner, region_match, max(len(windows), 1))
     return CompiledView(regions=regions, breaks=breaks, kernels=_kernels(table, figures, inside))
 
 
@@ -120,9 +120,9 @@ def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[int, ...]:
 
 
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
-          region: np.ndarray, found: list[Any]) -> list[GraphBreakRow]:
+          found: list[Any], iters: int) -> list[GraphBreakRow]:
     """The gaps between consecutive graphs of one outermost region's call, per compile id
-    of the region whose graph ends before the gap."""
+    of the region whose graph ends before the gap; the ops in them per iteration."""
     calls: dict[int, list[int]] = {}
     for g in np.flatnonzero(graph).tolist():
         top = int(owner[g])
@@ -152,15 +152,16 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
                 if table.end[o] <= hi and table.tid[o] == table.tid[top]:
                     names[table.names[int(table.name[o])]] += float(figures.self_cpu[o])
     rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
-                          top_ops="; ".join(f"{name} {t:.1f} µs" for name, t
+                          top_ops="; ".join(f"{name} {t / iters:.1f} µs" for name, t
                                             in in_gap[cid].most_common(GAP_OPS) if t > 0))
             for cid in total]
     return sorted(rows, key=_id_order)
 
 
 def _kernels(table: EventTable, figures: Figures, inside: np.ndarray) -> list[FusedKernelRow]:
-    """Inductor's kernels in the iterations: GPU kernels by device time, C++ kernels (their
-    profiling records) by CPU time, one row per name."""
+    """Inductor's kernels in the iterations: GPU kernels by device time (not their launches'
+    CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
+    one row per name."""
     is_kernel_name, found = _matching(table, KERNEL)
     on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
@@ -173,7 +174,10 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray) -> list[Fu
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
     rows = []
+    on_gpu = {name for name, device in count if device}
     for (name, device), n in count.items():
+        if not device and name in on_gpu:  # a Triton launch's CPU-side record: the GPU row
+            continue
         m = found[table.names.index(name)]
         rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device)],
                                    on_device=device,
