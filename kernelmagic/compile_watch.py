@@ -12,16 +12,23 @@ Everything read here is process-wide torch state, read without changing it:
 - the code inductor generated (``torch._inductor.codecache.PyCodeCache``): each kernel's
   ``Original ATen`` comment, else its descriptive name, says which aten ops it fused.
 
+- inductor's provenance records (``inductor_provenance`` in the same metrics): each
+  kernel's source stack traces, the user's lines it came from.
+
 Inductor's C++ kernels record themselves in a profile only when compiled with
-``cpp.enable_kernel_profile``: ``Watch`` switches it on for the warm-up and the profiled
-iterations (so a function first compiled in the warm-up gets it) and restores it. Nothing
-here calls ``torch._dynamo.reset()`` or clears a counter.
+``cpp.enable_kernel_profile``, and the provenance records exist only when compiled with
+``trace.provenance_tracking_level``: ``Watch`` switches both on for the warm-up and the
+profiled iterations (so a function first compiled in the warm-up gets them; both are in
+inductor's cache key, so no cached graph without them is reused) and restores them after.
+Nothing here calls ``torch._dynamo.reset()`` or clears a counter.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import linecache
+import os
 import re
 import sys
 from collections.abc import Iterable
@@ -51,7 +58,13 @@ _LAUNCH_COMMENT = re.compile(
 _AOT_ID = re.compile(r"^# AOT ID: \['(\d+)_", re.M)
 _FUSED_NAME = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton)_\w*?fused_(\w+?)(?:_\d+)?$")
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
+#: Inductor settings switched on for the warm-up and the profiled iterations (compiles
+#: there only), then restored: C++ kernels record themselves in the profile; provenance
+#: tracking records each kernel's source lines in dynamo's compilation metrics.
+_SWITCHED = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1}
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
+_TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
 
 
 def _metrics() -> list[Any]:
@@ -80,10 +93,15 @@ class Watch:
         self._before = {id(m) for m in _metrics()}
         self._warmup: set[int] | None = None
         self._restore: dict[str, Any] = {}
-        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: profile C++ kernels
-            cpp = sys.modules[_INDUCTOR_CONFIG].cpp  # type: ignore[attr-defined]
-            self._restore["enable_kernel_profile"] = cpp.enable_kernel_profile
-            cpp.enable_kernel_profile = True
+        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: what it compiles now
+            config = sys.modules[_INDUCTOR_CONFIG]
+            for name, on in _SWITCHED.items():
+                part, _, field = name.rpartition(".")
+                holder = getattr(config, part, None)
+                if holder is not None and hasattr(holder, field):
+                    self._restore[name] = getattr(holder, field)
+                    if not getattr(holder, field):
+                        setattr(holder, field, on)
 
     def profiling(self) -> None:
         """Mark the end of the warm-up."""
@@ -92,8 +110,11 @@ class Watch:
     def stop(self) -> None:
         """Put back what was switched for the run."""
         if self._restore and _INDUCTOR_CONFIG in sys.modules:
-            cpp = sys.modules[_INDUCTOR_CONFIG].cpp  # type: ignore[attr-defined]
-            cpp.enable_kernel_profile = self._restore.pop("enable_kernel_profile")
+            config = sys.modules[_INDUCTOR_CONFIG]
+            for name, value in self._restore.items():
+                part, _, field = name.rpartition(".")
+                setattr(getattr(config, part), field, value)
+        self._restore = {}
 
     def annotate(self, result: ProfileResult) -> ProfileResult:
         """``result`` with the compiles of this run and of its regions, graph breaks'
@@ -116,7 +137,10 @@ class Watch:
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
         breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
         origins = kernel_origins()
-        kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key))
+        lines = _kernel_lines(m for m in _metrics()
+                              if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})
+        kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key),
+                                       source=_source_of(k.key, k.compile_id, lines))
                    for k in result.fused_kernels]
         return dataclasses.replace(result, compiled_regions=regions, graph_breaks=breaks,
                                    compiles=compiles, fused_kernels=kernels)
@@ -237,3 +261,36 @@ def aten_ops_from_name(name: str) -> str:
         else:
             i += 1
     return ", ".join(dict.fromkeys(ops))
+
+
+def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
+    """(compile id, kernel name) -> the user's ``path:line`` it came from, from inductor's
+    provenance records in dynamo's metrics (``inductor_provenance``: JSON of
+    ``"name:handle"`` -> stack traces; present when provenance tracking was on)."""
+    import torch
+
+    global _TORCH_DIR
+    _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    out: dict[tuple[str, str], list[str]] = {}
+    for m in metrics:
+        for blob in getattr(m, "inductor_provenance", None) or ():
+            try:
+                traces = json.loads(blob)
+            except (TypeError, ValueError):
+                continue
+            for name, stacks in (traces.items() if isinstance(traces, dict) else ()):
+                where = out.setdefault((str(m.compile_id), name.rsplit(":", 1)[0]), [])
+                for stack in stacks:
+                    found = _FRAME_LINE.findall(str(stack))
+                    theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
+                    if found:  # the innermost frame outside torch: the user's line
+                        path, line = (theirs or found)[-1]
+                        if f"{path}:{line}" not in where:
+                            where.append(f"{path}:{line}")
+    return out
+
+
+def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]]) -> str:
+    """The user's lines of the kernel recorded as ``key`` (``graph_<n>_`` prefix or not)."""
+    name = re.sub(r"^graph_\d+_", "", key)
+    return "; ".join(lines.get((compile_id, name), []))

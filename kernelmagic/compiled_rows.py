@@ -95,7 +95,8 @@ class FusedKernelRow:
     ``time_total`` is device time for GPU kernels, CPU time for C++ kernels (recorded only
     where inductor's C++ kernel profiling was on when the kernel was compiled).
     ``aten_ops`` come from the generated code's ``Original ATen`` comment, else from the
-    kernel's descriptive name; ``source`` is the user's code where inductor records it.
+    kernel's descriptive name; ``source`` is the user's code where inductor records it
+    (its provenance tracking, on for compiles in kernelmagic's warm-up).
     """
 
     key: str
@@ -104,4 +105,5 @@ class FusedKernelRow:
     on_device: bool = False
     aten_ops: str = ""
     graph: str = ""  # the compiled graph (``graph_0``) the kernel belongs to
-    source: str = ""
+    source: str = ""  # the user's lines it came from: ``path:line; path:line``
+    compile_id: str = ""  # the compiled region it ran in

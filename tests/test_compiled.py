@@ -31,6 +31,7 @@ def with_break(x: torch.Tensor) -> torch.Tensor:
 
 
 BREAK_LINE = inspect.getsourcelines(with_break)[1] + 2
+SIN_LINE, COS_LINE = BREAK_LINE - 1, BREAK_LINE + 1
 
 
 def _rules(result: ProfileResult) -> set[str]:
@@ -94,6 +95,13 @@ def test_fused_kernel_lists_the_aten_ops_it_fused(broken):
     assert len(first) == 1
     assert "aten.mul" in by_ops[first[0]]
     assert any("aten.cos" in ops for ops in by_ops.values())
+    source = {k.key: k.source for k in broken.fused_kernels}
+    assert f"{__file__}:{SIN_LINE}" in source[first[0]].split("; ")  # inductor's provenance
+    (cos,) = [k for k in broken.fused_kernels if "aten.cos" in k.aten_ops]
+    assert cos.source == f"{__file__}:{COS_LINE}"
+    assert {k.compile_id for k in broken.fused_kernels} == {
+        r.compile_id for r in broken.compiled_regions}
+    assert f"test_compiled.py:{COS_LINE}" in text_report(broken)
     assert all(k.count == 3 and k.time_total > 0 and not k.on_device
                for k in broken.fused_kernels)
 
@@ -144,6 +152,7 @@ def test_dynamo_state_is_left_alone(mlp):
     before = {k: dict(v) for k, v in counters.items()}
     metrics = len(get_compilation_metrics())
     profile_flag = inductor_config.cpp.enable_kernel_profile
+    provenance = inductor_config.trace.provenance_tracking_level
     scalars = dynamo_config.capture_scalar_outputs
     with torch.no_grad():
         again = kernelmagic.profile(lambda: compiled(x), iters=2, warmup=1, name="again")
@@ -151,6 +160,7 @@ def test_dynamo_state_is_left_alone(mlp):
     assert {k: dict(v) for k, v in counters.items()} == before
     assert len(get_compilation_metrics()) == metrics
     assert inductor_config.cpp.enable_kernel_profile == profile_flag
+    assert inductor_config.trace.provenance_tracking_level == provenance
     assert dynamo_config.capture_scalar_outputs == scalars
     assert len(again.compiled_regions) == 1
     assert [c.phase for c in again.compiles] == ["before"]  # shown for its region

@@ -3,7 +3,7 @@ kernels inductor generated, and the compiles of the run."""
 
 from __future__ import annotations
 
-from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP
+from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
 from kernelmagic.render.table import Column, Table, summed, time_column
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
@@ -14,6 +14,15 @@ __all__ = ["compiled_note", "compiled_tables"]
 
 def _where(file: str, line: int) -> str:
     return f"{file.rsplit('/', 1)[-1]}:{line}" if file and line else ""
+
+
+def _lines(row: FusedKernelRow) -> str:
+    """``path:line; path:line`` as ``file.py:3, 4``: file names once, lines after them."""
+    by_file: dict[str, list[str]] = {}
+    for place in filter(None, row.source.split("; ")):
+        path, _, line = place.rpartition(":")
+        by_file.setdefault(path.rsplit("/", 1)[-1], []).append(line)
+    return "; ".join(f"{name}:{', '.join(lines)}" for name, lines in by_file.items())
 
 
 def _wall(result: ProfileResult) -> float:
@@ -79,6 +88,8 @@ def kernel_table(result: ProfileResult) -> Table:
         time_column("time_iter", "per iteration", lambda k: k.time_total / n),
         Column("aten", "aten ops fused", lambda k: k.aten_ops, lambda k: k.aten_ops,
                numeric=False, width=360),
+        Column("source", "from your lines", lambda k: k.source, _lines, numeric=False,
+               width=260),
     ]
     return Table(cols, list(result.fused_kernels), "time", noun="inductor kernels")
 

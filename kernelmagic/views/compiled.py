@@ -78,7 +78,8 @@ def compiled_view(table: EventTable, figures: Figures,
     owner = nearest_ancestor(table.parent, region)
     regions = _region_rows(table, figures, region & inside, graph, owner, region_match)
     breaks = _gaps(table, figures, graph, owner, region_match, max(len(windows), 1))
-    return CompiledView(regions=regions, breaks=breaks, kernels=_kernels(table, figures, inside))
+    kernels = _kernels(table, figures, inside, owner, region_match)
+    return CompiledView(regions=regions, breaks=breaks, kernels=kernels)
 
 
 def _compile_id(table: EventTable, i: int, found: list[Any]) -> str:
@@ -158,7 +159,8 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
     return sorted(rows, key=_id_order)
 
 
-def _kernels(table: EventTable, figures: Figures, inside: np.ndarray) -> list[FusedKernelRow]:
+def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.ndarray,
+             region_match: list[Any]) -> list[FusedKernelRow]:
     """Inductor's kernels in the iterations: GPU kernels by device time (not their launches'
     CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
     one row per name."""
@@ -168,11 +170,15 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray) -> list[Fu
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
     count: Counter[tuple[str, bool]] = Counter()
     time: Counter[tuple[str, bool]] = Counter()
+    region_of: dict[tuple[str, bool], str] = {}
     duration = (table.end - table.start) / 1e3
     for i in chosen.tolist():
         key = (table.names[int(table.name[i])], bool(on_device[i]))
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
+        host = int(table.launcher[i]) if on_device[i] else i
+        if key not in region_of and host >= 0 and owner[host] >= 0:
+            region_of[key] = _compile_id(table, int(owner[host]), region_match)
     rows = []
     on_gpu = {name for name, device in count if device}
     for (name, device), n in count.items():
@@ -181,5 +187,6 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray) -> list[Fu
         m = found[table.names.index(name)]
         rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device)],
                                    on_device=device,
-                                   graph=f"graph_{m[1]}" if m[1] is not None else ""))
+                                   graph=f"graph_{m[1]}" if m[1] is not None else "",
+                                   compile_id=region_of.get((name, device), "")))
     return sorted(rows, key=lambda r: (-r.time_total, r.key))
