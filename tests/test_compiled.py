@@ -39,11 +39,17 @@ def _rules(result: ProfileResult) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def broken() -> ProfileResult:
-    """``with_break`` compiled (first in the warm-up) and profiled."""
+def broken_trace(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("compiled") / "brk.json")
+
+
+@pytest.fixture(scope="module")
+def broken(broken_trace) -> ProfileResult:
+    """``with_break`` compiled (first in the warm-up) and profiled, its trace written."""
     fn = torch.compile(with_break, dynamic=False)
     x = torch.ones(4096)  # the same value each call: .item() returns one float
-    return kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk")
+    return kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk",
+                               trace=broken_trace)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +93,17 @@ def test_warmup_compiles_are_named_and_kept_out(broken):
     text = text_report(broken)
     assert "the warm-up's 2 compile(s) took" in text
     assert "[graph breaks]" in text and f"test_compiled.py:{BREAK_LINE}" in text
+    html = broken._repr_mimebundle_()["text/html"]
+    assert "graph breaks" in html and f"test_compiled.py:{BREAK_LINE}" in html
+
+
+def test_widget_lists_the_compiled_views(broken):
+    pytest.importorskip("ipywidgets")
+    from kernelmagic.render.widget import report_widget
+
+    box = report_widget(broken, None)
+    assert {"compiled", "graph breaks", "inductor kernels", "compiles"} <= set(box.km_views)
+    assert box.km_views["graph breaks"].table.rows == broken.graph_breaks
 
 
 def test_fused_kernel_lists_the_aten_ops_it_fused(broken):
@@ -111,6 +128,18 @@ def test_compiled_view_survives_json(broken):
     assert again == broken
     assert again.graph_breaks == broken.graph_breaks
     assert again.fused_kernels == broken.fused_kernels
+
+
+def test_a_trace_file_holds_the_same_regions_gaps_and_kernels(broken, broken_trace):
+    loaded = kernelmagic.load(broken_trace)
+    events = ("compile_id", "count", "cpu_time_total", "graph_time_total", "outermost")
+    assert ([[getattr(r, f) for f in events] for r in loaded.compiled_regions]
+            == [[getattr(r, f) for f in events] for r in broken.compiled_regions])
+    assert [(b.compile_id, b.gap_time_total, b.top_ops) for b in loaded.graph_breaks] == [
+        (b.compile_id, b.gap_time_total, b.top_ops) for b in broken.graph_breaks]
+    assert loaded.graph_breaks[0].reason == ""  # dynamo's records are not in a trace
+    assert [(k.key, k.time_total) for k in loaded.fused_kernels] == [
+        (k.key, k.time_total) for k in broken.fused_kernels]
 
 
 def test_recompile_inside_the_profiled_loop_names_the_guard():
