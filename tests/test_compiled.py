@@ -79,7 +79,9 @@ def test_graph_break_shows_two_regions_the_reason_and_the_line(broken):
     assert "capture_scalar_outputs" in gap.hint
     assert (gap.file, gap.line) == (__file__, BREAK_LINE)
     assert gap.code == "s = y.sum().item()  # the graph break"
-    assert "aten::item" in gap.top_ops
+    eager = [part.rsplit(" ", 2)[0] for part in gap.top_ops.split("; ")]
+    assert eager[-1] == "dynamo"  # its cache lookup and wrappers, after the eager ops
+    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-1])
     # the gap lies inside the outer region, outside its graphs
     assert 0 < gap.gap_time_total < outer.cpu_time_total - outer.graph_time_total
 
@@ -202,6 +204,7 @@ def test_view_on_a_hand_made_table():
         (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
         (Kind.OP, "graph_0_cpp_fused_mul_sin_0", 10, 20, 1),
         (Kind.OP, "aten::item", 30, 40, 1),
+        (Kind.OP, "TorchDynamo Cache Lookup", 41, 44, 1),
         (Kind.RANGE, "Torch-Compiled Region: 1/0", 45, 85, 1),
         (Kind.OP, "## Call CompiledFxGraph b ##", 50, 80, 1),
     )
@@ -213,12 +216,27 @@ def test_view_on_a_hand_made_table():
             inner.outermost) == ("1/0", 40.0, 30.0, False)
     (gap,) = view.breaks
     assert (gap.compile_id, gap.count, gap.gap_time_total) == ("0/0", 1, 25.0)
-    assert gap.top_ops == "aten::item 10.0 µs"
+    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs"
     (kernel,) = view.kernels
     assert (kernel.key, kernel.count, kernel.time_total, kernel.graph) == (
         "graph_0_cpp_fused_mul_sin_0", 1, 10.0, "graph_0")
     result = build_result(table, name="brk")
     assert result.compiled_regions == view.regions
+
+
+def test_config_is_restored_when_the_cell_raises():
+    from torch._inductor import config as inductor_config
+
+    before = (inductor_config.cpp.enable_kernel_profile,
+              inductor_config.trace.provenance_tracking_level)
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        kernelmagic.profile(fails, iters=1, warmup=1, name="fails")
+    assert (inductor_config.cpp.enable_kernel_profile,
+            inductor_config.trace.provenance_tracking_level) == before
 
 
 def test_no_compiled_code_no_view():
