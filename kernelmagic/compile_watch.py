@@ -62,7 +62,7 @@ _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
 #: there only), then restored: C++ kernels record themselves in the profile; provenance
 #: tracking records each kernel's source lines in dynamo's compilation metrics.
 _SWITCHED = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1}
-_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
 _TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
 
@@ -284,9 +284,10 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                     found = _FRAME_LINE.findall(str(stack))
                     theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
                     if found:  # the innermost frame outside torch: the user's line
-                        path, line = (theirs or found)[-1]
-                        if f"{path}:{line}" not in where:
-                            where.append(f"{path}:{line}")
+                        path, line, code = (theirs or found)[-1]
+                        place = f"{path}:{_current_line(path, int(line), code.strip())}"
+                        if place not in where:
+                            where.append(place)
     return out
 
 
@@ -294,3 +295,14 @@ def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]
     """The user's lines of the kernel recorded as ``key`` (``graph_<n>_`` prefix or not)."""
     name = re.sub(r"^graph_\d+_", "", key)
     return "; ".join(lines.get((compile_id, name), []))
+
+
+def _current_line(path: str, line: int, code: str) -> int:
+    """``line`` of ``path``, or where ``code`` is now: a graph from inductor's cache keeps
+    the lines of the file it was compiled from, which may have moved since."""
+    linecache.checkcache(path)
+    if not code or linecache.getline(path, line).strip() == code:
+        return line
+    lines = [x.strip() for x in linecache.getlines(path)]
+    moved = [i + 1 for i, x in enumerate(lines) if x == code]
+    return moved[0] if len(moved) == 1 else line

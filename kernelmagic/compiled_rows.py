@@ -56,6 +56,7 @@ class GraphBreakRow:
     line: int = 0
     code: str = ""
     top_ops: str = ""
+    gpu_idle_total: float = 0.0  # the GPU idle during the gaps (profiled GPU only)
 
     @property
     def key(self) -> str:

@@ -15,13 +15,14 @@ import torch
 import kernelmagic
 from kernelmagic.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
 from kernelmagic.events import Kind
-from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find
+from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
 from kernelmagic.render.text import text_report
 from kernelmagic.result import ProfileResult
 from kernelmagic.result_builder import build_result
+from kernelmagic.timing import format_us
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.tree import Figures
-from tests.fakes import cpu_result, table_of
+from tests.fakes import cpu_result, cuda_result, table_of
 
 
 def with_break(x: torch.Tensor) -> torch.Tensor:
@@ -224,6 +225,29 @@ def test_view_on_a_hand_made_table():
     assert result.compiled_regions == view.regions
 
 
+def test_gpu_idle_in_the_gap():
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 90, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "aten::item", 30, 40, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 50, 80, 1),
+        (Kind.KERNEL, "triton_poi_fused_mul_sin_0", 20, 35, 7, {"device": 0}),
+    )
+    (gap,) = compiled_view(table, Figures(table), []).breaks
+    assert (gap.gap_time_total, gap.gpu_idle_total) == (25.0, 15.0)  # busy 25-35 of 25-50
+
+
+def test_on_a_gpu_a_gap_costs_the_gpu_idle_in_it():
+    gap = GraphBreakRow("0/0", 10, 3000.0, reason="Unsupported Tensor.item() call",
+                        gpu_idle_total=2000.0, file="/a/cell.py", line=7)
+    result = cuda_result()
+    result = dataclasses.replace(result, graph_breaks=[gap], timings=[0.001] * result.iters)
+    (finding,) = [f for f in find(result) if f.rule == "graph_break"]
+    n = result.iters
+    assert f"the GPU idle for {format_us(2000.0 / n)} of it" in finding.evidence
+    assert finding.share == pytest.approx(2000.0 / n / wall_us(result))
+
+
 def test_config_is_restored_when_the_cell_raises():
     from torch._inductor import config as inductor_config
 
@@ -324,6 +348,22 @@ def test_descriptive_names_give_the_aten_ops():
     assert aten_ops_from_name("aten::mm") == ""
     assert split_reason("Broke\n  Explanation: x\n  Hint: do A\n  Hint: or B\n") == (
         "Broke", "do A or B")
+
+
+def test_kernel_lines_follow_code_that_moved(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    user = tmp_path / "cell.py"
+    user.write_text("import torch\n\n\ndef f(x):\n    y = torch.sin(x) * 2\n    return y\n")
+    stack = f'  File "{user}", line 2, in f\n    y = torch.sin(x) * 2\n        ^^^^\n'
+    metric = SimpleNamespace(compile_id="4/0", inductor_provenance={
+        json.dumps({"cpp_fused_mul_sin_0:1": [stack], "extern_kernels.mm:2": []})})
+    # cached at line 2, the line is now 5
+    assert _kernel_lines([metric]) == {("4/0", "cpp_fused_mul_sin_0"): [f"{user}:5"],
+                                       ("4/0", "extern_kernels.mm"): []}
 
 
 def test_triton_launch_records_do_not_double_the_kernels():

@@ -24,21 +24,27 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     iteration: its line, dynamo's reason and suggested fix, the time it costs."""
     if not result.graph_breaks:
         return None
-    worst = max(result.graph_breaks, key=lambda b: b.gap_time_total)
-    per_iter = worst.gap_time_total / max(result.iters, 1)
+    # On a GPU the gap costs what the GPU idles in it; on the CPU, all of it.
+    device = result.profiles_device
+    cost = (lambda b: b.gpu_idle_total) if device else (lambda b: b.gap_time_total)
+    worst = max(result.graph_breaks, key=cost)
+    n = max(result.iters, 1)
+    per_iter = cost(worst) / n
     share = of_wall(result, per_iter)
     if share < GRAPH_BREAK_SHARE:
         return None
     code = f" (`{worst.code}`)" if worst.code else ""
     others = len(result.graph_breaks) - 1
     more = f"; {others} more graph break(s) in the compiled view" if others > 0 else ""
+    took = (f"takes {format_us(worst.gap_time_total / n)} per iteration, the GPU idle for "
+            f"{format_us(per_iter)} of it ({share:.0%} of the iteration)" if device else
+            f"takes {format_us(per_iter)} per iteration, {share:.0%} of it")
     return Finding(
         rule="graph_break",
         title="A graph break splits the compiled code",
         evidence=(f"dynamo broke the graph at {_where(worst.file, worst.line)}{code}: "
                   f"{worst.reason or 'reason unknown'}; the gap between the compiled graphs "
-                  f"(eager ops and Python) takes {format_us(per_iter)} per iteration, "
-                  f"{share:.0%} of it{more}"),
+                  f"(eager ops and Python) {took}{more}"),
         suggestion=(worst.hint or "rewrite that line so dynamo can trace it, or move it "
                     "out of the compiled function"),
         share=share,
@@ -82,18 +88,26 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
 def mostly_eager(result: ProfileResult) -> Finding | None:
     """Compiled code ran, but its regions are under ``EAGER_SHARE`` of the iteration."""
     outer = [r for r in result.compiled_regions if r.outermost]
-    if not outer:
+    if not outer or wall_us(result) <= 0:
         return None
-    per_iter = sum(r.cpu_time_total for r in outer) / max(result.iters, 1)
-    share = of_wall(result, per_iter)
-    if share >= EAGER_SHARE or wall_us(result) <= 0:
+    n = max(result.iters, 1)
+    if result.profiles_device and result.self_device_time_total > 0:
+        # GPU work runs after its launch: compare the GPU work compiled regions launched.
+        mine = sum(r.device_time_total for r in outer) / n
+        total = result.self_device_time_total / n
+        share = min(1.0, mine / total)
+        what = "GPU work launched from compiled regions"
+    else:
+        mine, total = sum(r.cpu_time_total for r in outer) / n, wall_us(result)
+        share = of_wall(result, mine)
+        what = "compiled regions"
+    if share >= EAGER_SHARE:
         return None
     return Finding(
         rule="mostly_eager",
         title="Most of the cell still runs eager",
-        evidence=(f"compiled regions take {format_us(per_iter)} of "
-                  f"{format_us(wall_us(result))} per iteration ({share:.0%}); the rest runs "
-                  "outside torch.compile"),
+        evidence=(f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
+                  f"({share:.0%}); the rest runs outside torch.compile"),
         suggestion="compile the function that does the work (the model's forward or the "
                    "whole step), not a small part of it",
         share=1.0 - share,

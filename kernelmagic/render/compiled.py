@@ -75,6 +75,9 @@ def break_table(result: ProfileResult) -> Table:
         Column("top_ops", "in the gap (self CPU / it.)", lambda b: b.top_ops, lambda b: b.top_ops,
                numeric=False, width=360),
     ]
+    if result.profiles_device:
+        cols.insert(3, time_column("gpu_idle", "GPU idle in it / it.",
+                                   lambda b: b.gpu_idle_total / n))
     return Table(cols, list(result.graph_breaks), "gap_iter", noun="graph breaks")
 
 

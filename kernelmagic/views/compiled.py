@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from kernelmagic.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window, device_work
+from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
@@ -130,7 +131,8 @@ def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[tuple[int, ...], 
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
           found: list[Any], iters: int) -> list[GraphBreakRow]:
     """The gaps between consecutive graphs of one outermost region's call, per compile id
-    of the region whose graph ends before the gap; the ops in them per iteration."""
+    of the region whose graph ends before the gap; the ops in them per iteration, and how
+    long the GPU (when the table has GPU work) idled in them."""
     calls: dict[int, list[int]] = {}
     for g in np.flatnonzero(graph).tolist():
         top = int(owner[g])
@@ -144,7 +146,10 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
     op_starts = table.start[ops]
     total: Counter[str] = Counter()
     count: Counter[str] = Counter()
+    idle: Counter[str] = Counter()
     in_gap: dict[str, Counter[str]] = {}
+    gpu = np.flatnonzero(device_work(table))
+    work = Intervals(table, gpu) if gpu.size else None
     for top, graphs in calls.items():
         graphs.sort(key=lambda g: int(table.start[g]))
         for before, after in itertools.pairwise(graphs):
@@ -154,13 +159,15 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             cid = _compile_id(table, int(owner[before]), found)
             total[cid] += (hi - lo) / 1e3
             count[cid] += 1
+            if work is not None:
+                idle[cid] += (hi - lo - work.covered((lo, hi))) / 1e3
             names = in_gap.setdefault(cid, Counter())
             first, last = np.searchsorted(op_starts, [lo, hi])
             for o in ops[first:last].tolist():
                 if table.end[o] <= hi and table.tid[o] == table.tid[top]:
                     names[table.names[int(table.name[o])]] += float(figures.self_cpu[o])
     rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
-                          top_ops=_gap_ops(in_gap[cid], iters))
+                          top_ops=_gap_ops(in_gap[cid], iters), gpu_idle_total=idle[cid])
             for cid in total]
     return sorted(rows, key=_id_order)
 
