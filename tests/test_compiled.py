@@ -300,10 +300,14 @@ def test_cuda_triton_kernels_list_their_aten_ops():
     assert len(result.compiled_regions) == 2
     (gap,) = result.graph_breaks
     assert (gap.file, gap.line) == (__file__, BREAK_LINE)
+    assert 0 < gap.gpu_idle_total <= gap.gap_time_total  # .item() waits, then Python runs
     triton = [k for k in result.fused_kernels if k.on_device]
     assert triton and all(k.key.startswith("triton_") for k in triton)
+    assert len(triton) == len(result.fused_kernels)  # launches' CPU records are not rows
     sin = [k for k in triton if "aten.sin" in k.aten_ops]
     assert len(sin) == 1 and "aten.mul" in sin[0].aten_ops
+    assert f"{__file__}:{SIN_LINE}" in sin[0].source.split("; ")
+    assert {k.compile_id for k in triton} == {r.compile_id for r in result.compiled_regions}
     assert all(r.device_time_total > 0 for r in result.compiled_regions if r.outermost)
 
 

@@ -147,7 +147,7 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
     total: Counter[str] = Counter()
     count: Counter[str] = Counter()
     idle: Counter[str] = Counter()
-    in_gap: dict[str, Counter[str]] = {}
+    in_gap: dict[str, list[np.ndarray]] = {}
     gpu = np.flatnonzero(device_work(table))
     work = Intervals(table, gpu) if gpu.size else None
     for top, graphs in calls.items():
@@ -161,15 +161,23 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             count[cid] += 1
             if work is not None:
                 idle[cid] += (hi - lo - work.covered((lo, hi))) / 1e3
-            names = in_gap.setdefault(cid, Counter())
             first, last = np.searchsorted(op_starts, [lo, hi])
-            for o in ops[first:last].tolist():
-                if table.end[o] <= hi and table.tid[o] == table.tid[top]:
-                    names[table.names[int(table.name[o])]] += float(figures.self_cpu[o])
+            inside = ops[first:last]
+            inside = inside[(table.end[inside] <= hi) & (table.tid[inside] == table.tid[top])]
+            in_gap.setdefault(cid, []).append(inside)
     rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
-                          top_ops=_gap_ops(in_gap[cid], iters), gpu_idle_total=idle[cid])
+                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters),
+                          gpu_idle_total=idle[cid])
             for cid in total]
     return sorted(rows, key=_id_order)
+
+
+def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Counter[str]:
+    """The self CPU time of the events ``parts`` per name."""
+    idx = np.concatenate(parts)
+    sums = np.bincount(table.name[idx], weights=figures.self_cpu[idx],
+                       minlength=len(table.names))
+    return Counter({table.names[i]: float(sums[i]) for i in np.unique(table.name[idx]).tolist()})
 
 
 def _gap_ops(self_cpu: Counter[str], iters: int) -> str:
