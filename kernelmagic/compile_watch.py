@@ -180,14 +180,25 @@ def _with_reason(row: GraphBreakRow, c: CompileRow | None,
         return row
     reason, hint = split_reason(c.graph_break)
     file, line = "", 0
-    for record in reversed(records):
+    # A record's first frame is the compiled frame, at the line where it broke (named as
+    # the user's function, also in a resume function); its last, the code that broke. The
+    # compile's own break is the first line after where its code starts.
+    resume = _RESUME.match(c.function)
+    names = {c.function, resume[1]} if resume else {c.function}
+    best: tuple[int, int] | None = None
+    for order, record in enumerate(records):
         text = str(getattr(record, "reason", ""))
         stack = list(getattr(record, "user_stack", []) or [])
         if not stack or not (text.startswith(reason) or c.graph_break.startswith(text)):
             continue
-        if any(f.filename == c.file and f.name == c.function for f in stack):
+        top = stack[0]
+        at = int(top.lineno or 0)
+        if top.filename != c.file or top.name not in names or at < c.line:
+            continue
+        rank = (at - c.line if at > c.line else 1 << 30, -order)  # nearest; then latest
+        if best is None or rank < best:
+            best = rank
             file, line = stack[-1].filename, int(stack[-1].lineno or 0)
-            break
     code = linecache.getline(file, line).strip() if file and line else ""
     return dataclasses.replace(row, reason=reason, hint=hint, file=file, line=line, code=code)
 

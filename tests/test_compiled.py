@@ -370,6 +370,32 @@ def test_kernel_lines_follow_code_that_moved(tmp_path):
                                        ("4/0", "extern_kernels.mm"): []}
 
 
+def test_each_break_is_matched_to_the_compile_that_broke():
+    from traceback import FrameSummary
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _with_reason
+
+    why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
+
+    def record(*frames: tuple[str, int]) -> SimpleNamespace:
+        return SimpleNamespace(reason=why, user_stack=[
+            FrameSummary("/u/cell.py", line, name, lookup_line=False) for name, line in frames])
+
+    # f (from line 4) breaks at 6; its resume (from 6) calls inner at 8, which breaks at 3
+    records = [record(("f", 6)), record(("f", 8), ("inner", 3)), record(("inner", 3))]
+    row = GraphBreakRow("0/0", 1, 10.0)
+    at = {c.compile_id: _with_reason(row, c, records) for c in (
+        CompileRow("0/0", WARMUP, 1.0, "f", "/u/cell.py", 4, graph_break=why),
+        CompileRow("1/0", WARMUP, 1.0, "torch_dynamo_resume_in_f_at_6", "/u/cell.py", 6,
+                   graph_break=why),
+        CompileRow("2/0", WARMUP, 1.0, "inner", "/u/cell.py", 2, graph_break=why))}
+    assert [(at[c].line, at[c].reason, at[c].hint) for c in ("0/0", "1/0", "2/0")] == [
+        (6, "Unsupported Tensor.item() call", "capture scalars"),
+        (3, "Unsupported Tensor.item() call", "capture scalars"),
+        (3, "Unsupported Tensor.item() call", "capture scalars")]
+
+
 def test_triton_launch_records_do_not_double_the_kernels():
     launch = {"correlation": 7}
     table = table_of(
