@@ -14,6 +14,12 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.compiled_rows import (
+    CompiledRegionRow,
+    CompileRow,
+    FusedKernelRow,
+    GraphBreakRow,
+)
 from kernelmagic.counter_metrics import CounterRow
 from kernelmagic.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.options import SORT_KEYS
@@ -100,6 +106,11 @@ class ProfileResult:
     memory_alive: list[LiveBlockRow] = field(default_factory=list)
     memory_growth: list[MemoryGrowthRow] = field(default_factory=list)
     memory_note: str = ""  # why categories are missing, or where the run stopped (OOM)
+    # torch.compile (kernelmagic/compiled_rows.py): regions, graph breaks, compiles, kernels
+    compiled_regions: list[CompiledRegionRow] = field(default_factory=list)
+    graph_breaks: list[GraphBreakRow] = field(default_factory=list)
+    compiles: list[CompileRow] = field(default_factory=list)
+    fused_kernels: list[FusedKernelRow] = field(default_factory=list)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -261,6 +272,10 @@ class ProfileResult:
             "memory_alive": [asdict(x) for x in self.memory_alive],
             "memory_growth": [asdict(x) for x in self.memory_growth],
             "memory_note": self.memory_note,
+            "compiled_regions": [asdict(x) for x in self.compiled_regions],
+            "graph_breaks": [asdict(x) for x in self.graph_breaks],
+            "compiles": [asdict(x) for x in self.compiles],
+            "fused_kernels": [asdict(x) for x in self.fused_kernels],
         }
 
     def save(self, path: Any) -> Any:
@@ -344,6 +359,11 @@ class ProfileResult:
                 memory_alive=[LiveBlockRow(**x) for x in data.get("memory_alive", [])],
                 memory_growth=[MemoryGrowthRow(**x) for x in data.get("memory_growth", [])],
                 memory_note=str(data.get("memory_note", "")),
+                compiled_regions=[CompiledRegionRow(**x)
+                                  for x in data.get("compiled_regions", [])],
+                graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
+                compiles=[CompileRow(**x) for x in data.get("compiles", [])],
+                fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -12,6 +12,7 @@ from kernelmagic.events import EventTable, Window, device_work
 from kernelmagic.memory_rows import MemoryLedger
 from kernelmagic.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
+from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
@@ -85,6 +86,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                               None if memory_all else min(median, max(len(windows) - 1, 0)))
         memory.note = ledger.note
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
+    compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
         name=name,
         iters=len(timings),
@@ -114,4 +116,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         memory_alive=memory.alive,
         memory_growth=memory.growth,
         memory_note=memory.note,
+        compiled_regions=compiled.regions,
+        graph_breaks=compiled.breaks,
+        fused_kernels=compiled.kernels,
     )

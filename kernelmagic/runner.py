@@ -22,6 +22,7 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic import memory_categories, torch_compat
+from kernelmagic.compile_watch import Watch
 from kernelmagic.events import EventTable
 from kernelmagic.options import ProfileOptions
 from kernelmagic.progress import Progress, ProgressUpdate
@@ -149,6 +150,23 @@ def execute(fn: Callable[[], Any], run: Plan,
             source_file: str | None = None,
             progress: Progress | None = None,
             free_memory: bool = True) -> ProfileResult:
+    """``_execute`` with dynamo and inductor watched (``compile_watch.Watch``): the result
+    gets the compiled view's reasons and compiles; inductor's config is restored."""
+    __tracebackhide__ = True
+    watch = Watch()
+    try:
+        return _execute(fn, run, on_trace_ready, clock, source_file, progress, free_memory,
+                        watch)
+    finally:
+        watch.stop()
+
+
+def _execute(fn: Callable[[], Any], run: Plan,
+             on_trace_ready: Callable[[Any], None] | None = None,
+             clock: Callable[[], float] = time.perf_counter,
+             source_file: str | None = None,
+             progress: Progress | None = None,
+             free_memory: bool = True, watch: Watch | None = None) -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -184,6 +202,8 @@ def execute(fn: Callable[[], Any], run: Plan,
             if progress is not None:
                 progress.close()
     torch_compat.warm_profiler(run.profiles_device)
+    if watch is not None:
+        watch.profiling()
 
     timings: list[float] = []
     prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
@@ -233,6 +253,8 @@ def execute(fn: Callable[[], Any], run: Plan,
             gc.disable()
         result, table = _result(prof, run, timings, warmup_timings, device_peaks,
                                 source_file, progress, out_of_memory)
+        if watch is not None:
+            result = watch.annotate(result)
         if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()

@@ -19,6 +19,7 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
 - ``measurement``: a slow first run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
+- ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
@@ -32,6 +33,13 @@ from collections.abc import Callable
 
 from kernelmagic.findings.base import NAMED, Finding, wall_us
 from kernelmagic.findings.communication import COMM_BOUND_SHARE, communication_bound
+from kernelmagic.findings.compiled import (
+    EAGER_SHARE,
+    GRAPH_BREAK_SHARE,
+    graph_break_gap,
+    mostly_eager,
+    recompile_in_loop,
+)
 from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.gpu import (
@@ -90,16 +98,16 @@ from kernelmagic.result import ProfileResult
 
 __all__ = [
     "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
-    "DOMINANT_SHARE",
-    "DROPOUT_OPS", "DROPOUT_TRAINING", "ELEMENTWISE_AVG_US", "ELEMENTWISE_CALLS",
-    "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE", "LAUNCH_BOUND_BUSY",
-    "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK",
-    "NOISY_SPREAD", "REUSE_RATIO", "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US",
-    "SETUP_LAUNCH_US",
+    "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE", "ELEMENTWISE_AVG_US",
+    "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE",
+    "GRAPH_BREAK_SHARE", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS",
+    "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD", "REUSE_RATIO",
+    "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
     "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
     "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
     "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
-    "fusable_elementwise", "gpu_idle", "launch_bound", "noisy", "setup", "slow_warmup",
+    "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound",
+    "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
     "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
 ]
 __all__ += ["GROWTH_MIN_BYTES", "memory_growth"]
@@ -108,6 +116,7 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
     memory_growth,
+    graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
 ]
 
 

@@ -128,6 +128,9 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
                       "the raw records)."))
         if result.memory_growth:
             views.append(("memory growth", growth_table(result)))
+    from kernelmagic.render.compiled import compiled_tables
+
+    views += compiled_tables(result)  # torch.compile: empty unless compiled code ran
     return views
 
 
@@ -166,6 +169,10 @@ def view_notes(result: ProfileResult) -> list[str]:
     from kernelmagic.render.counters import capture_notes
 
     notes.extend(capture_notes(result))
+    from kernelmagic.render.compiled import compiled_note
+
+    if note := compiled_note(result):
+        notes.append(note)
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -1,0 +1,319 @@
+"""What dynamo and inductor did around a run (the torch side of the compiled view).
+
+Everything read here is process-wide torch state, read without changing it:
+
+- dynamo's compilation metrics (``torch._dynamo.utils.get_compilation_metrics()``, the
+  last 64 compiles): each compile's id, frame, duration, the guard that failed (a
+  recompile) and the graph break it hit. What happened *during* a run is the difference
+  between marks taken before the warm-up, before the profiled iterations and after them;
+  compiles from before the run are still shown for the regions the profile holds.
+- dynamo's graph-break records (``torch._dynamo.utils.graph_break_reasons``): each
+  break's reason and the user's stack, the innermost frame being the line that broke.
+- the code inductor generated (``torch._inductor.codecache.PyCodeCache``): each kernel's
+  ``Original ATen`` comment, else its descriptive name, says which aten ops it fused.
+
+- inductor's provenance records (``inductor_provenance`` in the same metrics): each
+  kernel's source stack traces, the user's lines it came from.
+
+Inductor's C++ kernels record themselves in a profile only when compiled with
+``cpp.enable_kernel_profile``, and the provenance records exist only when compiled with
+``trace.provenance_tracking_level``: ``Watch`` switches both on for the warm-up and the
+profiled iterations (so a function first compiled in the warm-up gets them; both are in
+inductor's cache key, so no cached graph without them is reused) and restores them after.
+Nothing here calls ``torch._dynamo.reset()`` or clears a counter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import linecache
+import os
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from kernelmagic.compiled_rows import (
+    BEFORE,
+    PROFILED,
+    WARMUP,
+    CompiledRegionRow,
+    CompileRow,
+    GraphBreakRow,
+)
+from kernelmagic.result import ProfileResult
+
+__all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]
+
+_DYNAMO = "torch._dynamo"
+_INDUCTOR_CONFIG = "torch._inductor.config"
+_KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.\w+\(", re.M)
+_ATEN_COMMENT = re.compile(r"Original ATen: \[([^\]]*)\]")
+#: ``# ... Original ATen: [aten.sin, aten.mul]`` then, within a few lines, ``kernel.run(``
+#: or ``kernel(``: the comment Triton's wrapper code writes above a launch.
+_LAUNCH_COMMENT = re.compile(
+    r"^\s*#[^\n]*Original ATen: \[([^\]]*)\][^\n]*\n(?:[^\n]*\n){0,3}?\s*(\w+)(?:\.run)?\(",
+    re.M)
+_AOT_ID = re.compile(r"^# AOT ID: \['(\d+)_", re.M)
+_FUSED_NAME = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton)_\w*?fused_(\w+?)(?:_\d+)?$")
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
+#: Inductor settings switched on for the warm-up and the profiled iterations (compiles
+#: there only), then restored: C++ kernels record themselves in the profile; provenance
+#: tracking records each kernel's source lines in dynamo's compilation metrics.
+_SWITCHED = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1}
+_FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
+_scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
+_TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
+
+
+def _metrics() -> list[Any]:
+    """Dynamo's compilation metrics, oldest first (none when dynamo was never imported)."""
+    if _DYNAMO not in sys.modules:
+        return []
+    from torch._dynamo import utils
+
+    get = getattr(utils, "get_compilation_metrics", None)
+    return list(get()) if get is not None else []
+
+
+def _break_records() -> list[Any]:
+    if _DYNAMO not in sys.modules:
+        return []
+    from torch._dynamo import utils
+
+    return list(getattr(utils, "graph_break_reasons", []))
+
+
+class Watch:
+    """Marks around a run: ``profiling()`` between warm-up and profiled iterations,
+    ``stop()`` after them (idempotent; also restores inductor's config)."""
+
+    def __init__(self) -> None:
+        self._before = {id(m) for m in _metrics()}
+        self._warmup: set[int] | None = None
+        self._restore: dict[str, Any] = {}
+        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: what it compiles now
+            config = sys.modules[_INDUCTOR_CONFIG]
+            for name, on in _SWITCHED.items():
+                part, _, field = name.rpartition(".")
+                holder = getattr(config, part, None)
+                if holder is not None and hasattr(holder, field):
+                    self._restore[name] = getattr(holder, field)
+                    if not getattr(holder, field):
+                        setattr(holder, field, on)
+
+    def profiling(self) -> None:
+        """Mark the end of the warm-up."""
+        self._warmup = {id(m) for m in _metrics()}
+
+    def stop(self) -> None:
+        """Put back what was switched for the run."""
+        if self._restore and _INDUCTOR_CONFIG in sys.modules:
+            config = sys.modules[_INDUCTOR_CONFIG]
+            for name, value in self._restore.items():
+                part, _, field = name.rpartition(".")
+                setattr(getattr(config, part), field, value)
+        self._restore = {}
+
+    def annotate(self, result: ProfileResult) -> ProfileResult:
+        """``result`` with the compiles of this run and of its regions, graph breaks'
+        reasons and lines, regions' frames and the kernels' aten ops."""
+        self.stop()
+        warmup = self._warmup if self._warmup is not None else {id(m) for m in _metrics()}
+        in_profile = {r.compile_id for r in result.compiled_regions}
+        in_profile |= {b.compile_id for b in result.graph_breaks}
+        records = _break_records()
+        compiles = []
+        for m in _metrics():
+            phase = (BEFORE if id(m) in self._before else WARMUP if id(m) in warmup
+                     else PROFILED)
+            if phase == BEFORE and str(m.compile_id) not in in_profile:
+                continue
+            compiles.append(_compile_row(m, phase))
+        if not compiles and not result.compiled_regions and not result.fused_kernels:
+            return result
+        by_id = {c.compile_id: c for c in compiles}
+        regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
+        breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
+        origins = kernel_origins()
+        lines = _kernel_lines(m for m in _metrics()
+                              if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})
+        kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key),
+                                       source=_source_of(k.key, k.compile_id, lines))
+                   for k in result.fused_kernels]
+        return dataclasses.replace(result, compiled_regions=regions, graph_breaks=breaks,
+                                   compiles=compiles, fused_kernels=kernels)
+
+
+def _compile_row(m: Any, phase: str) -> CompileRow:
+    duration = getattr(m, "duration_us", None)
+    seconds = (duration / 1e6 if duration is not None
+               else getattr(m, "entire_frame_compile_time_s", None) or 0.0)
+    restart = sorted(getattr(m, "restart_reasons", None) or [])
+    return CompileRow(compile_id=str(m.compile_id), phase=phase, duration_s=float(seconds),
+                      function=str(getattr(m, "co_name", "") or ""),
+                      file=str(getattr(m, "co_filename", "") or ""),
+                      line=int(getattr(m, "co_firstlineno", 0) or 0),
+                      recompile_reason=str(getattr(m, "recompile_reason", "") or ""),
+                      graph_break=restart[0] if restart else "")
+
+
+def _with_frame(row: CompiledRegionRow, c: CompileRow | None) -> CompiledRegionRow:
+    if c is None:
+        return row
+    return dataclasses.replace(row, function=c.function, file=c.file, line=c.line)
+
+
+def split_reason(text: str) -> tuple[str, str]:
+    """Dynamo's graph-break message as (reason, hint): its first line, its ``Hint:`` lines."""
+    lines = [x.strip() for x in text.strip().splitlines()]
+    hints = [x.removeprefix("Hint:").strip() for x in lines if x.startswith("Hint:")]
+    return (lines[0] if lines else ""), " ".join(hints)
+
+
+def _with_reason(row: GraphBreakRow, c: CompileRow | None,
+                 records: list[Any]) -> GraphBreakRow:
+    """The break's reason and hint (its compile's metrics) and the user's line (dynamo's
+    graph-break records, matched by reason and frame)."""
+    if c is None or not c.graph_break:
+        return row
+    reason, hint = split_reason(c.graph_break)
+    file, line = "", 0
+    # A record's first frame is the compiled frame, at the line where it broke (named as
+    # the user's function, also in a resume function); its last, the code that broke. The
+    # compile's own break is the first line after where its code starts.
+    resume = _RESUME.match(c.function)
+    names = {c.function, resume[1]} if resume else {c.function}
+    best: tuple[int, int] | None = None
+    for order, record in enumerate(records):
+        text = str(getattr(record, "reason", ""))
+        stack = list(getattr(record, "user_stack", []) or [])
+        if not stack or not (text.startswith(reason) or c.graph_break.startswith(text)):
+            continue
+        top = stack[0]
+        at = int(top.lineno or 0)
+        if top.filename != c.file or top.name not in names or at < c.line:
+            continue
+        rank = (at - c.line if at > c.line else 1 << 30, -order)  # nearest; then latest
+        if best is None or rank < best:
+            best = rank
+            file, line = stack[-1].filename, int(stack[-1].lineno or 0)
+    code = linecache.getline(file, line).strip() if file and line else ""
+    return dataclasses.replace(row, reason=reason, hint=hint, file=file, line=line, code=code)
+
+
+def _generated_files() -> Iterable[str]:
+    if "torch._inductor.codecache" not in sys.modules:
+        return []
+    from torch._inductor.codecache import PyCodeCache
+
+    modules = getattr(PyCodeCache, "modules", None)
+    if modules is None:  # older layouts: a dict of key -> module
+        modules = list(getattr(PyCodeCache, "cache", {}).values())
+    return [f for f in (getattr(m, "__file__", None) for m in modules) if f]
+
+
+def kernel_origins() -> dict[str, str]:
+    """Kernel name (as the profile records it) -> the aten ops it fused (``aten.sin,
+    aten.mul``), from the ``Original ATen`` comments of the code inductor generated."""
+    out: dict[str, str] = {}
+    for path in _generated_files():
+        if path not in _scanned:
+            _scanned[path] = _scan(path)
+        out.update(_scanned[path])
+    return out
+
+
+def _scan(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    graph = _AOT_ID.search(text)
+    aten_of: dict[str, str] = {}
+    last = 0
+    defined = []
+    for m in _KERNEL_DEF.finditer(text):  # the comment above a kernel's definition
+        defined.append(m[1])
+        comments = [x for x in text[last:m.start()].splitlines() if x.startswith("#")]
+        last = m.end()
+        aten = next((a[1] for a in map(_ATEN_COMMENT.search, reversed(comments)) if a), "")
+        if aten:
+            aten_of[m[1]] = aten.strip()
+    for m in _LAUNCH_COMMENT.finditer(text):  # the comment above its launch in call()
+        if m[2] in defined and m[2] not in aten_of:
+            aten_of[m[2]] = m[1].strip()
+    found = dict(aten_of)
+    if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
+        found.update({f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()})
+    return found
+
+
+def aten_ops_from_name(name: str) -> str:
+    """The aten ops a descriptive kernel name lists (``cpp_fused_mul_sin_0`` ->
+    ``aten.mul, aten.sin``): underscores split names, the longest aten op name wins."""
+    m = _FUSED_NAME.match(name)
+    if m is None:
+        return ""
+    import torch
+
+    parts = m[1].split("_")
+    ops: list[str] = []
+    i = 0
+    while i < len(parts):
+        for j in range(len(parts), i, -1):
+            candidate = "_".join(parts[i:j])
+            if candidate and hasattr(torch.ops.aten, candidate):
+                ops.append(f"aten.{candidate}")
+                i = j
+                break
+        else:
+            i += 1
+    return ", ".join(dict.fromkeys(ops))
+
+
+def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
+    """(compile id, kernel name) -> the user's ``path:line`` it came from, from inductor's
+    provenance records in dynamo's metrics (``inductor_provenance``: JSON of
+    ``"name:handle"`` -> stack traces; present when provenance tracking was on)."""
+    import torch
+
+    global _TORCH_DIR
+    _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    out: dict[tuple[str, str], list[str]] = {}
+    for m in metrics:
+        for blob in getattr(m, "inductor_provenance", None) or ():
+            try:
+                traces = json.loads(blob)
+            except (TypeError, ValueError):
+                continue
+            for name, stacks in (traces.items() if isinstance(traces, dict) else ()):
+                where = out.setdefault((str(m.compile_id), name.rsplit(":", 1)[0]), [])
+                for stack in stacks:
+                    found = _FRAME_LINE.findall(str(stack))
+                    theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
+                    if found:  # the innermost frame outside torch: the user's line
+                        path, line, code = (theirs or found)[-1]
+                        place = f"{path}:{_current_line(path, int(line), code.strip())}"
+                        if place not in where:
+                            where.append(place)
+    return out
+
+
+def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]]) -> str:
+    """The user's lines of the kernel recorded as ``key`` (``graph_<n>_`` prefix or not)."""
+    name = re.sub(r"^graph_\d+_", "", key)
+    return "; ".join(lines.get((compile_id, name), []))
+
+
+def _current_line(path: str, line: int, code: str) -> int:
+    """``line`` of ``path``, or where ``code`` is now: a graph from inductor's cache keeps
+    the lines of the file it was compiled from, which may have moved since."""
+    linecache.checkcache(path)
+    if not code or linecache.getline(path, line).strip() == code:
+        return line
+    lines = [x.strip() for x in linecache.getlines(path)]
+    moved = [i + 1 for i, x in enumerate(lines) if x == code]
+    return moved[0] if len(moved) == 1 else line

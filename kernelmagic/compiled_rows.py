@@ -1,0 +1,110 @@
+"""The rows of the compiled view (``torch.compile``): regions, graph breaks, compiles and
+the kernels inductor generated. Plain, frozen, JSON-friendly records; times in µs summed
+over the profiled iterations (like ``OpRow``), compile durations in seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: ``CompileRow.phase``: when a compile happened, as seen from this run.
+BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
+
+
+@dataclass(frozen=True)
+class CompiledRegionRow:
+    """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations.
+
+    ``cpu_time_total`` is the region's inclusive time; ``graph_time_total`` the time in
+    its own compiled graphs (``## Call CompiledFxGraph ##``, not a nested region's);
+    ``device_time_total`` the GPU work its graphs launched. ``function``, ``file`` and
+    ``line`` name the frame dynamo compiled (from its compilation metrics, when known).
+    """
+
+    compile_id: str
+    count: int
+    cpu_time_total: float
+    graph_time_total: float
+    device_time_total: float = 0.0
+    outermost: bool = True  # not inside another compiled region
+    function: str = ""
+    file: str = ""
+    line: int = 0
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables: its compile id."""
+        return self.compile_id
+
+
+@dataclass(frozen=True)
+class GraphBreakRow:
+    """A graph break and the gap it leaves: the time between one compiled graph's end and
+    the next graph's start inside the same call (eager ops and Python).
+
+    ``compile_id`` is the region whose graph ends before the gap (the frame whose compile
+    broke); ``reason`` and ``hint`` are dynamo's; ``file``/``line`` the user's code where
+    dynamo broke the graph; ``top_ops`` the eager ops in the gap, then dynamo's own work
+    around the graphs (``aten::item 1.2 µs; dynamo 9.8 µs``, self CPU per iteration).
+    """
+
+    compile_id: str
+    count: int
+    gap_time_total: float
+    reason: str = ""
+    hint: str = ""
+    file: str = ""
+    line: int = 0
+    code: str = ""
+    top_ops: str = ""
+    gpu_idle_total: float = 0.0  # the GPU idle during the gaps (profiled GPU only)
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables: its compile id."""
+        return self.compile_id
+
+
+@dataclass(frozen=True)
+class CompileRow:
+    """One compile dynamo did (its compilation metrics): before this run (shown for the
+    regions the profile holds), in the warm-up, or inside the profiled iterations.
+
+    ``recompile_reason`` is the guard that failed (a recompile); ``graph_break`` dynamo's
+    reason when this compile broke the graph.
+    """
+
+    compile_id: str
+    phase: str
+    duration_s: float
+    function: str = ""
+    file: str = ""
+    line: int = 0
+    recompile_reason: str = ""
+    graph_break: str = ""
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables: its compile id."""
+        return self.compile_id
+
+
+@dataclass(frozen=True)
+class FusedKernelRow:
+    """One kernel inductor generated (``triton_poi_fused_mul_sin_0``, a C++
+    ``cpp_fused_mul_sin_0``): its time and the aten ops it fused.
+
+    ``time_total`` is device time for GPU kernels, CPU time for C++ kernels (recorded only
+    where inductor's C++ kernel profiling was on when the kernel was compiled).
+    ``aten_ops`` come from the generated code's ``Original ATen`` comment, else from the
+    kernel's descriptive name; ``source`` is the user's code where inductor records it
+    (its provenance tracking, on for compiles in kernelmagic's warm-up).
+    """
+
+    key: str
+    count: int
+    time_total: float
+    on_device: bool = False
+    aten_ops: str = ""
+    graph: str = ""  # the compiled graph (``graph_0``) the kernel belongs to
+    source: str = ""  # the user's lines it came from: ``path:line; path:line``
+    compile_id: str = ""  # the compiled region it ran in

@@ -1,0 +1,155 @@
+"""The compiled view's tables and notes (``torch.compile``): regions, graph breaks, the
+kernels inductor generated, and the compiles of the run."""
+
+from __future__ import annotations
+
+from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+from kernelmagic.render.table import Column, Table, summed, time_column
+from kernelmagic.result import ProfileResult
+from kernelmagic.timing import format_us
+from kernelmagic.units import percent_of as _pct
+
+__all__ = ["compiled_note", "compiled_tables"]
+
+
+def _where(file: str, line: int) -> str:
+    return f"{file.rsplit('/', 1)[-1]}:{line}" if file and line else ""
+
+
+def _lines(row: FusedKernelRow) -> str:
+    """``path:line; path:line`` as ``file.py:3, 4``: file names once, lines after them."""
+    by_file: dict[str, list[str]] = {}
+    for place in filter(None, row.source.split("; ")):
+        path, _, line = place.rpartition(":")
+        by_file.setdefault(path.rsplit("/", 1)[-1], []).append(line)
+    return "; ".join(f"{name}:{', '.join(lines)}" for name, lines in by_file.items())
+
+
+def _wall(result: ProfileResult) -> float:
+    """The iteration's mean wall time, µs."""
+    parts = result.breakdown
+    if parts is not None and parts.wall > 0:
+        return parts.wall
+    return result.stats.mean * 1e6 if result.timings else 0.0
+
+
+def region_table(result: ProfileResult) -> Table:
+    """Each compiled region: calls, time per iteration inclusive and in its own graphs."""
+    n = max(result.iters, 1)
+    wall = _wall(result)
+    cols = [
+        Column("op", "compile id", lambda r: r.compile_id,
+               lambda r: r.compile_id + ("" if r.outermost else " (nested)"),
+               numeric=False, width=120),
+        Column("frame", "frame", lambda r: r.function,
+               lambda r: f"{r.function} {_where(r.file, r.line)}".strip(), numeric=False,
+               width=300),
+        Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}"),
+        time_column("cpu_iter", "per iteration", lambda r: r.cpu_time_total / n),
+        time_column("graph_iter", "in its graphs / it.", lambda r: r.graph_time_total / n),
+        Column("pct", "% iteration", lambda r: r.cpu_time_total,
+               lambda r: _pct(r.cpu_time_total / n, wall)),
+    ]
+    if result.profiles_device:
+        cols.insert(5, time_column("device", summed("device", result.iters),
+                                   lambda r: r.device_time_total))
+    return Table(cols, list(result.compiled_regions), "cpu_iter", noun="compiled regions")
+
+
+def break_table(result: ProfileResult) -> Table:
+    """Each graph break: the gap it leaves per iteration, where, why, dynamo's hint."""
+    n = max(result.iters, 1)
+    wall = _wall(result)
+    cols = [
+        Column("op", "after region", lambda b: b.compile_id, lambda b: b.compile_id,
+               numeric=False, width=100),
+        Column("where", "line", lambda b: _where(b.file, b.line),
+               lambda b: f"{_where(b.file, b.line)} {b.code}".strip(), numeric=False,
+               width=300),
+        time_column("gap_iter", "gap per iteration", lambda b: b.gap_time_total / n),
+        Column("pct", "% iteration", lambda b: b.gap_time_total,
+               lambda b: _pct(b.gap_time_total / n, wall)),
+        Column("reason", "reason", lambda b: b.reason, lambda b: b.reason, numeric=False,
+               width=360),
+        Column("hint", "hint", lambda b: b.hint, lambda b: b.hint, numeric=False, width=360),
+        Column("top_ops", "in the gap (self CPU / it.)", lambda b: b.top_ops, lambda b: b.top_ops,
+               numeric=False, width=360),
+    ]
+    if result.profiles_device:
+        cols.insert(3, time_column("gpu_idle", "GPU idle in it / it.",
+                                   lambda b: b.gpu_idle_total / n))
+    return Table(cols, list(result.graph_breaks), "gap_iter", noun="graph breaks")
+
+
+def kernel_table(result: ProfileResult) -> Table:
+    """Each kernel inductor generated, its time and the aten ops it fused."""
+    n = max(result.iters, 1)
+    cols = [
+        Column("op", "kernel", lambda k: k.key, lambda k: k.key, numeric=False, width=360),
+        Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
+        time_column("time", summed("time", result.iters), lambda k: k.time_total),
+        time_column("time_iter", "per iteration", lambda k: k.time_total / n),
+        Column("aten", "aten ops fused", lambda k: k.aten_ops, lambda k: k.aten_ops,
+               numeric=False, width=360),
+        Column("source", "from your lines", lambda k: k.source, _lines, numeric=False,
+               width=260),
+    ]
+    return Table(cols, list(result.fused_kernels), "time", noun="inductor kernels")
+
+
+def compile_table(result: ProfileResult) -> Table:
+    """The compiles of this run (and, marked ``before``, those of the profiled regions)."""
+    order = {c.compile_id: i for i, c in enumerate(result.compiles)}
+    cols = [
+        Column("op", "compile id", lambda c: c.compile_id, lambda c: c.compile_id,
+               numeric=False, width=100),
+        Column("phase", "when", lambda c: c.phase, lambda c: c.phase, numeric=False),
+        Column("frame", "frame", lambda c: c.function,
+               lambda c: f"{c.function} {_where(c.file, c.line)}".strip(), numeric=False,
+               width=300),
+        Column("seconds", "compile time", lambda c: c.duration_s,
+               lambda c: f"{c.duration_s:.2f} s"),
+        Column("guard", "recompiled because", lambda c: c.recompile_reason,
+               lambda c: c.recompile_reason.splitlines()[0] if c.recompile_reason else "",
+               numeric=False, width=420),
+        Column("order", "#", lambda c: -order[c.compile_id],
+               lambda c: str(order[c.compile_id] + 1), width=40),
+    ]
+    return Table(cols, list(result.compiles), "order", noun="compiles")
+
+
+def compiled_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    """(title, Table) for the compiled view; empty when no compiled code ran."""
+    views: list[tuple[str, object]] = []
+    if result.compiled_regions:
+        views.append(("compiled", region_table(result)))
+    if result.graph_breaks:
+        views.append(("graph breaks", break_table(result)))
+    if result.fused_kernels:
+        views.append(("inductor kernels", kernel_table(result)))
+    if any(c.phase != BEFORE for c in result.compiles):
+        views.append(("compiles", compile_table(result)))
+    return views
+
+
+def compiled_note(result: ProfileResult) -> str:
+    """One line: how much of the iteration ran compiled, and the compile time kept out of
+    the measurement (warm-up) or inside it (profiled iterations)."""
+    if not result.compiled_regions and not result.compiles:
+        return ""
+    n = max(result.iters, 1)
+    inside = sum(r.cpu_time_total for r in result.compiled_regions if r.outermost) / n
+    gaps = sum(b.gap_time_total for b in result.graph_breaks) / n
+    parts = [f"torch.compile: compiled regions {format_us(inside)} of "
+             f"{format_us(_wall(result))} per iteration"]
+    if gaps:
+        parts.append(f"graph-break gaps {format_us(gaps)}")
+    warm = [c for c in result.compiles if c.phase == WARMUP]
+    if warm:
+        parts.append(f"the warm-up's {len(warm)} compile(s) took "
+                     f"{sum(c.duration_s for c in warm):.2f} s (kept out of the measurement)")
+    late = [c for c in result.compiles if c.phase == PROFILED]
+    if late:
+        parts.append(f"WARNING: {len(late)} compile(s) ({sum(c.duration_s for c in late):.2f} s)"
+                     " ran inside the profiled iterations")
+    return "; ".join(parts)

@@ -1,0 +1,224 @@
+"""The compiled view (``torch.compile``): compiled regions, the gaps graph breaks leave
+between compiled graphs, and the kernels inductor generated, from the event table alone.
+
+Dynamo names each call of compiled code ``Torch-Compiled Region: <compile id>`` and
+inductor each run of a compiled graph ``## Call CompiledFxGraph <key> ##``. A frame that
+broke its graph runs its first graph, then the code dynamo could not compile (eagerly),
+then the resume function's region with the next graph, nested in the first region: the
+**gap** between two graphs of one outermost call is what the graph break costs.
+Dynamo's reasons, lines and compile times are not in the events: the runner adds them
+(``kernelmagic/compile_watch.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernelmagic.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
+from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window, device_work
+from kernelmagic.views.breakdown import Intervals
+from kernelmagic.views.ops import is_op
+from kernelmagic.views.tree import Figures, nearest_ancestor
+
+__all__ = ["DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
+           "compiled_view"]
+
+#: A compiled region's range name; group 1 is its compile id (``0/1``: frame 0, second
+#: compile; ``!0/1/0`` under compiled autograd).
+REGION = re.compile(r"^Torch-Compiled Region: (\S+)$")
+#: A compiled graph's run; group 1 is inductor's FX graph cache key.
+GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+#: A kernel inductor generated: Triton on GPUs, C++ (``graph_<n>_`` prefixed by its
+#: profiling record) on CPUs; group 1 is the graph's number, group 2 the kernel's name.
+KERNEL = re.compile(r"^(?:graph_(\d+)_)?((?:triton|cpp)_\w+)$")
+#: Eager ops named per gap.
+GAP_OPS = 4
+#: Dynamo's own work around a compiled graph (guards, wrappers): one entry of a gap's ops.
+DYNAMO_OVERHEAD = frozenset({"TorchDynamo Cache Lookup", "Pregraph bytecode",
+                             "AOTDispatcher Runtime Wrapper Prologue",
+                             "AOTDispatcher Runtime Wrapper Epilogue"})
+
+
+@dataclass(frozen=True)
+class CompiledView:
+    """What the events say about compiled code: regions, graph-break gaps, fused kernels."""
+
+    regions: list[CompiledRegionRow] = field(default_factory=list)
+    breaks: list[GraphBreakRow] = field(default_factory=list)
+    kernels: list[FusedKernelRow] = field(default_factory=list)
+
+
+def _matching(table: EventTable, pattern: re.Pattern[str]) -> tuple[np.ndarray, list[Any]]:
+    """Per name id: whether it matches ``pattern``, and the matches."""
+    found = [pattern.match(x) for x in table.names]
+    return np.fromiter((m is not None for m in found), dtype=bool, count=len(found)), found
+
+
+def _inside(table: EventTable, windows: list[Window]) -> np.ndarray:
+    """Events that start inside one of ``windows`` (all events without windows)."""
+    if not windows:
+        return np.ones(table.n, dtype=bool)
+    inside = np.zeros(table.n, dtype=bool)
+    for start, end in windows:
+        inside |= (table.start >= start) & (table.start < end)
+    return inside
+
+
+def compiled_view(table: EventTable, figures: Figures,
+                  windows: list[Window]) -> CompiledView:
+    """The compiled regions, graph-break gaps and inductor kernels of the iterations
+    ``windows``; an empty ``CompiledView`` when no compiled code ran."""
+    is_region_name, region_match = _matching(table, REGION)
+    on_cpu = (table.device < 0) & (table.kind != Kind.PYTHON)
+    inside = _inside(table, windows)
+    region = on_cpu & is_region_name[table.name]
+    if not (region & inside).any():
+        return CompiledView()
+    is_graph_name, _ = _matching(table, GRAPH_CALL)
+    graph = on_cpu & is_graph_name[table.name] & inside
+    owner = nearest_ancestor(table.parent, region)
+    regions = _region_rows(table, figures, region & inside, graph, owner, region_match)
+    breaks = _gaps(table, figures, graph, owner, region_match, max(len(windows), 1))
+    kernels = _kernels(table, figures, inside, owner, region_match)
+    return CompiledView(regions=regions, breaks=breaks, kernels=kernels)
+
+
+def _compile_id(table: EventTable, i: int, found: list[Any]) -> str:
+    return str(found[int(table.name[i])][1])
+
+
+def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph: np.ndarray,
+                 owner: np.ndarray, found: list[Any]) -> list[CompiledRegionRow]:
+    """One row per compile id: calls, inclusive time, own graphs' time, device time."""
+    duration = (table.end - table.start) / 1e3
+    graph_time: Counter[int] = Counter()
+    for g in np.flatnonzero(graph).tolist():
+        if owner[g] >= 0:
+            graph_time[int(owner[g])] += float(duration[g])
+    count: Counter[str] = Counter()
+    cpu: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    dev: Counter[str] = Counter()
+    outermost: dict[str, bool] = {}
+    idx = np.flatnonzero(region)
+    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    device = np.maximum(0.0, figures.device_total - figures.own_gpu_range)
+    for i in idx.tolist():
+        cid = _compile_id(table, i, found)
+        count[cid] += 1
+        cpu[cid] += float(figures.cpu_total[i])
+        own[cid] += graph_time[i]
+        dev[cid] += float(device[i])
+        outermost[cid] = outermost.get(cid, True) and bool(owner[i] < 0)
+    rows = [CompiledRegionRow(compile_id=cid, count=count[cid], cpu_time_total=cpu[cid],
+                              graph_time_total=own[cid], device_time_total=dev[cid],
+                              outermost=outermost[cid])
+            for cid in count]
+    return sorted(rows, key=_id_order)
+
+
+def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[tuple[int, ...], str]:
+    """Compile ids in numeric order (``2/0`` before ``10/0``)."""
+    return tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id
+
+
+def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
+          found: list[Any], iters: int) -> list[GraphBreakRow]:
+    """The gaps between consecutive graphs of one outermost region's call, per compile id
+    of the region whose graph ends before the gap; the ops in them per iteration, and how
+    long the GPU (when the table has GPU work) idled in them."""
+    calls: dict[int, list[int]] = {}
+    for g in np.flatnonzero(graph).tolist():
+        top = int(owner[g])
+        if top < 0:
+            continue
+        while owner[top] >= 0:
+            top = int(owner[top])
+        calls.setdefault(top, []).append(g)
+    ops = np.flatnonzero(is_op(table))
+    ops = ops[np.argsort(table.start[ops], kind="stable")]
+    op_starts = table.start[ops]
+    total: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    idle: Counter[str] = Counter()
+    in_gap: dict[str, list[np.ndarray]] = {}
+    gpu = np.flatnonzero(device_work(table))
+    work = Intervals(table, gpu) if gpu.size else None
+    for top, graphs in calls.items():
+        graphs.sort(key=lambda g: int(table.start[g]))
+        for before, after in itertools.pairwise(graphs):
+            lo, hi = int(table.end[before]), int(table.start[after])
+            if hi <= lo:
+                continue
+            cid = _compile_id(table, int(owner[before]), found)
+            total[cid] += (hi - lo) / 1e3
+            count[cid] += 1
+            if work is not None:
+                idle[cid] += (hi - lo - work.covered((lo, hi))) / 1e3
+            first, last = np.searchsorted(op_starts, [lo, hi])
+            inside = ops[first:last]
+            inside = inside[(table.end[inside] <= hi) & (table.tid[inside] == table.tid[top])]
+            in_gap.setdefault(cid, []).append(inside)
+    rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
+                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters),
+                          gpu_idle_total=idle[cid])
+            for cid in total]
+    return sorted(rows, key=_id_order)
+
+
+def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Counter[str]:
+    """The self CPU time of the events ``parts`` per name."""
+    idx = np.concatenate(parts)
+    sums = np.bincount(table.name[idx], weights=figures.self_cpu[idx],
+                       minlength=len(table.names))
+    return Counter({table.names[i]: float(sums[i]) for i in np.unique(table.name[idx]).tolist()})
+
+
+def _gap_ops(self_cpu: Counter[str], iters: int) -> str:
+    """The gap's eager ops, most self time first (``GAP_OPS`` of them), then dynamo's own
+    work summed: ``aten::item 1.2 µs; ...; dynamo 9.8 µs`` (per iteration)."""
+    dynamo = sum(t for name, t in self_cpu.items() if name in DYNAMO_OVERHEAD)
+    eager = Counter({name: t for name, t in self_cpu.items() if name not in DYNAMO_OVERHEAD})
+    parts = [f"{name} {t / iters:.1f} µs" for name, t in eager.most_common(GAP_OPS)]
+    if dynamo:
+        parts.append(f"dynamo {dynamo / iters:.1f} µs")
+    return "; ".join(parts)
+
+
+def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.ndarray,
+             region_match: list[Any]) -> list[FusedKernelRow]:
+    """Inductor's kernels in the iterations: GPU kernels by device time (not their launches'
+    CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
+    one row per name."""
+    is_kernel_name, found = _matching(table, KERNEL)
+    on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
+    on_cpu = (table.device < 0) & (table.kind == Kind.OP)
+    chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
+    count: Counter[tuple[str, bool]] = Counter()
+    time: Counter[tuple[str, bool]] = Counter()
+    region_of: dict[tuple[str, bool], str] = {}
+    duration = (table.end - table.start) / 1e3
+    for i in chosen.tolist():
+        key = (table.names[int(table.name[i])], bool(on_device[i]))
+        count[key] += 1
+        time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
+        host = int(table.launcher[i]) if on_device[i] else i
+        if key not in region_of and host >= 0 and owner[host] >= 0:
+            region_of[key] = _compile_id(table, int(owner[host]), region_match)
+    rows = []
+    on_gpu = {name for name, device in count if device}
+    for (name, device), n in count.items():
+        if not device and name in on_gpu:  # a Triton launch's CPU-side record: the GPU row
+            continue
+        m = found[table.names.index(name)]
+        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device)],
+                                   on_device=device,
+                                   graph=f"graph_{m[1]}" if m[1] is not None else "",
+                                   compile_id=region_of.get((name, device), "")))
+    return sorted(rows, key=lambda r: (-r.time_total, r.key))

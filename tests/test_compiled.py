@@ -1,0 +1,410 @@
+"""The compiled view (torch.compile): regions, graph breaks, recompiles, inductor kernels,
+findings, and the user's dynamo state left alone.
+
+Compiling is slow: each compiled workload is one module-scoped fixture, profiled once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import kernelmagic
+from kernelmagic.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
+from kernelmagic.events import Kind
+from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
+from kernelmagic.render.text import text_report
+from kernelmagic.result import ProfileResult
+from kernelmagic.result_builder import build_result
+from kernelmagic.timing import format_us
+from kernelmagic.views.compiled import compiled_view
+from kernelmagic.views.tree import Figures
+from tests.fakes import cpu_result, cuda_result, table_of
+
+
+def with_break(x: torch.Tensor) -> torch.Tensor:
+    y = torch.sin(x) * 2
+    s = y.sum().item()  # the graph break
+    return torch.cos(y) + s
+
+
+BREAK_LINE = inspect.getsourcelines(with_break)[1] + 2
+SIN_LINE, COS_LINE = BREAK_LINE - 1, BREAK_LINE + 1
+
+
+def _rules(result: ProfileResult) -> set[str]:
+    return {f.rule for f in find(result)}
+
+
+@pytest.fixture(scope="module")
+def broken_trace(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("compiled") / "brk.json")
+
+
+@pytest.fixture(scope="module")
+def broken(broken_trace) -> ProfileResult:
+    """``with_break`` compiled (first in the warm-up) and profiled, its trace written."""
+    fn = torch.compile(with_break, dynamic=False)
+    x = torch.ones(4096)  # the same value each call: .item() returns one float
+    return kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk",
+                               trace=broken_trace)
+
+
+@pytest.fixture(scope="module")
+def mlp() -> tuple[ProfileResult, torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 8))
+    compiled = torch.compile(model)
+    x = torch.randn(32, 64)
+    with torch.no_grad():
+        result = kernelmagic.profile(lambda: compiled(x), iters=3, warmup=1, name="mlp")
+    return result, compiled, x
+
+
+def test_graph_break_shows_two_regions_the_reason_and_the_line(broken):
+    regions = broken.compiled_regions
+    assert len(regions) == 2
+    outer, inner = regions
+    assert outer.outermost and not inner.outermost
+    assert outer.function == "with_break" and outer.file == __file__
+    assert inner.function == f"torch_dynamo_resume_in_with_break_at_{BREAK_LINE}"
+    assert all(r.count == 3 for r in regions)
+    assert all(0 < r.graph_time_total <= r.cpu_time_total for r in regions)
+    (gap,) = broken.graph_breaks
+    assert gap.compile_id == outer.compile_id and gap.count == 3
+    assert "Tensor.item()" in gap.reason
+    assert "capture_scalar_outputs" in gap.hint
+    assert (gap.file, gap.line) == (__file__, BREAK_LINE)
+    assert gap.code == "s = y.sum().item()  # the graph break"
+    eager = [part.rsplit(" ", 2)[0] for part in gap.top_ops.split("; ")]
+    assert eager[-1] == "dynamo"  # its cache lookup and wrappers, after the eager ops
+    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-1])
+    # the gap lies inside the outer region, outside its graphs
+    assert 0 < gap.gap_time_total < outer.cpu_time_total - outer.graph_time_total
+
+
+def test_warmup_compiles_are_named_and_kept_out(broken):
+    phases = {c.compile_id: c.phase for c in broken.compiles}
+    assert set(phases.values()) == {WARMUP}
+    assert set(phases) == {r.compile_id for r in broken.compiled_regions}
+    assert all(c.duration_s > 0 for c in broken.compiles)
+    assert "recompile" not in _rules(broken)
+    text = text_report(broken)
+    assert "the warm-up's 2 compile(s) took" in text
+    assert "[graph breaks]" in text and f"test_compiled.py:{BREAK_LINE}" in text
+    html = broken._repr_mimebundle_()["text/html"]
+    assert "graph breaks" in html and f"test_compiled.py:{BREAK_LINE}" in html
+
+
+def test_widget_lists_the_compiled_views(broken):
+    pytest.importorskip("ipywidgets")
+    from kernelmagic.render.widget import report_widget
+
+    box = report_widget(broken, None)
+    assert {"compiled", "graph breaks", "inductor kernels", "compiles"} <= set(box.km_views)
+    assert box.km_views["graph breaks"].table.rows == broken.graph_breaks
+
+
+def test_fused_kernel_lists_the_aten_ops_it_fused(broken):
+    by_ops = {k.key: k.aten_ops for k in broken.fused_kernels}
+    first = [k for k, ops in by_ops.items() if "aten.sin" in ops]
+    assert len(first) == 1
+    assert "aten.mul" in by_ops[first[0]]
+    assert any("aten.cos" in ops for ops in by_ops.values())
+    source = {k.key: k.source for k in broken.fused_kernels}
+    assert f"{__file__}:{SIN_LINE}" in source[first[0]].split("; ")  # inductor's provenance
+    (cos,) = [k for k in broken.fused_kernels if "aten.cos" in k.aten_ops]
+    assert cos.source == f"{__file__}:{COS_LINE}"
+    assert {k.compile_id for k in broken.fused_kernels} == {
+        r.compile_id for r in broken.compiled_regions}
+    assert f"test_compiled.py:{COS_LINE}" in text_report(broken)
+    assert all(k.count == 3 and k.time_total > 0 and not k.on_device
+               for k in broken.fused_kernels)
+
+
+def test_compiled_view_survives_json(broken):
+    again = ProfileResult.from_dict(broken.to_dict())
+    assert again == broken
+    assert again.graph_breaks == broken.graph_breaks
+    assert again.fused_kernels == broken.fused_kernels
+
+
+def test_a_trace_file_holds_the_same_regions_gaps_and_kernels(broken, broken_trace):
+    loaded = kernelmagic.load(broken_trace)
+    events = ("compile_id", "count", "cpu_time_total", "graph_time_total", "outermost")
+    assert ([[getattr(r, f) for f in events] for r in loaded.compiled_regions]
+            == [[getattr(r, f) for f in events] for r in broken.compiled_regions])
+    assert [(b.compile_id, b.gap_time_total, b.top_ops) for b in loaded.graph_breaks] == [
+        (b.compile_id, b.gap_time_total, b.top_ops) for b in broken.graph_breaks]
+    assert loaded.graph_breaks[0].reason == ""  # dynamo's records are not in a trace
+    assert [(k.key, k.time_total) for k in loaded.fused_kernels] == [
+        (k.key, k.time_total) for k in broken.fused_kernels]
+
+
+def test_recompile_inside_the_profiled_loop_names_the_guard():
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 3
+
+    fn = torch.compile(scaled, dynamic=False)
+    inputs = [torch.ones(8), torch.ones(16)]
+    calls = []
+
+    def step() -> None:
+        calls.append(None)
+        fn(inputs[len(calls) > 2])  # warm-up and the first iteration: 8; then 16
+
+    result = kernelmagic.profile(step, iters=3, warmup=1, name="rec")
+    late = [c for c in result.compiles if c.phase == PROFILED]
+    assert len(late) == 1
+    assert "size mismatch" in late[0].recompile_reason
+    (finding,) = [f for f in find(result) if f.rule == "recompile"]
+    assert "size mismatch" in finding.evidence and late[0].compile_id in finding.evidence
+    assert "WARNING: 1 compile(s)" in text_report(result)
+
+
+def test_clean_compiled_mlp_one_region_no_finding(mlp):
+    result, _, _ = mlp
+    assert len(result.compiled_regions) == 1
+    assert result.compiled_regions[0].outermost
+    assert result.graph_breaks == []
+    assert not _rules(result) & {"graph_break", "recompile", "mostly_eager"}
+    assert result.fused_kernels  # the relu (and bias) fused into a C++ kernel
+
+
+def test_dynamo_state_is_left_alone(mlp):
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.utils import counters, get_compilation_metrics
+    from torch._inductor import config as inductor_config
+
+    _, compiled, x = mlp
+    before = {k: dict(v) for k, v in counters.items()}
+    metrics = len(get_compilation_metrics())
+    profile_flag = inductor_config.cpp.enable_kernel_profile
+    provenance = inductor_config.trace.provenance_tracking_level
+    scalars = dynamo_config.capture_scalar_outputs
+    with torch.no_grad():
+        again = kernelmagic.profile(lambda: compiled(x), iters=2, warmup=1, name="again")
+        compiled(x)  # still compiled: no reset, no recompile
+    assert {k: dict(v) for k, v in counters.items()} == before
+    assert len(get_compilation_metrics()) == metrics
+    assert inductor_config.cpp.enable_kernel_profile == profile_flag
+    assert inductor_config.trace.provenance_tracking_level == provenance
+    assert dynamo_config.capture_scalar_outputs == scalars
+    assert len(again.compiled_regions) == 1
+    assert [c.phase for c in again.compiles] == ["before"]  # shown for its region
+
+
+def test_view_on_a_hand_made_table():
+    table = table_of(
+        (Kind.RANGE, "brk/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 90, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "graph_0_cpp_fused_mul_sin_0", 10, 20, 1),
+        (Kind.OP, "aten::item", 30, 40, 1),
+        (Kind.OP, "TorchDynamo Cache Lookup", 41, 44, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 45, 85, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 50, 80, 1),
+    )
+    view = compiled_view(table, Figures(table), [(0, 100_000)])
+    outer, inner = view.regions
+    assert (outer.compile_id, outer.count, outer.cpu_time_total, outer.graph_time_total,
+            outer.outermost) == ("0/0", 1, 89.0, 20.0, True)
+    assert (inner.compile_id, inner.cpu_time_total, inner.graph_time_total,
+            inner.outermost) == ("1/0", 40.0, 30.0, False)
+    (gap,) = view.breaks
+    assert (gap.compile_id, gap.count, gap.gap_time_total) == ("0/0", 1, 25.0)
+    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs"
+    (kernel,) = view.kernels
+    assert (kernel.key, kernel.count, kernel.time_total, kernel.graph) == (
+        "graph_0_cpp_fused_mul_sin_0", 1, 10.0, "graph_0")
+    result = build_result(table, name="brk")
+    assert result.compiled_regions == view.regions
+
+
+def test_gpu_idle_in_the_gap():
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 90, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "aten::item", 30, 40, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 50, 80, 1),
+        (Kind.KERNEL, "triton_poi_fused_mul_sin_0", 20, 35, 7, {"device": 0}),
+    )
+    (gap,) = compiled_view(table, Figures(table), []).breaks
+    assert (gap.gap_time_total, gap.gpu_idle_total) == (25.0, 15.0)  # busy 25-35 of 25-50
+
+
+def test_on_a_gpu_a_gap_costs_the_gpu_idle_in_it():
+    gap = GraphBreakRow("0/0", 10, 3000.0, reason="Unsupported Tensor.item() call",
+                        gpu_idle_total=2000.0, file="/a/cell.py", line=7)
+    result = cuda_result()
+    result = dataclasses.replace(result, graph_breaks=[gap], timings=[0.001] * result.iters)
+    (finding,) = [f for f in find(result) if f.rule == "graph_break"]
+    n = result.iters
+    assert f"the GPU idle for {format_us(2000.0 / n)} of it" in finding.evidence
+    assert finding.share == pytest.approx(2000.0 / n / wall_us(result))
+
+
+def test_config_is_restored_when_the_cell_raises():
+    from torch._inductor import config as inductor_config
+
+    before = (inductor_config.cpp.enable_kernel_profile,
+              inductor_config.trace.provenance_tracking_level)
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        kernelmagic.profile(fails, iters=1, warmup=1, name="fails")
+    assert (inductor_config.cpp.enable_kernel_profile,
+            inductor_config.trace.provenance_tracking_level) == before
+
+
+def test_no_compiled_code_no_view():
+    table = table_of((Kind.OP, "aten::add", 0, 10, 1))
+    assert compiled_view(table, Figures(table), [(0, 20_000)]).regions == []
+    assert "compiled" not in text_report(cpu_result())
+
+
+def test_findings_on_exact_numbers():
+    # 10 iterations of 1.0 ms (median); the gap 300 µs per iteration: 30%
+    gap = GraphBreakRow("0/0", 10, 3000.0, reason="Unsupported Tensor.item() call",
+                        hint="Set capture_scalar_outputs", file="/a/cell.py", line=7,
+                        code="s = y.item()")
+    result = cpu_result(graph_breaks=[gap])
+    (finding,) = [f for f in find(result) if f.rule == "graph_break"]
+    assert finding.share == pytest.approx(0.3, rel=0.1)
+    assert "/a/cell.py:7" in finding.evidence and "300 µs per iteration" in finding.evidence
+    assert finding.suggestion == "Set capture_scalar_outputs"
+    small = dataclasses.replace(gap, gap_time_total=GRAPH_BREAK_SHARE * 1000 * 10 / 2)
+    assert "graph_break" not in _rules(cpu_result(graph_breaks=[small]))
+    region = kernelmagic.compiled_rows.CompiledRegionRow(
+        "0/0", 10, cpu_time_total=EAGER_SHARE * 1000 * 10 / 5, graph_time_total=100.0)
+    eager = next(f for f in find(cpu_result(compiled_regions=[region]))
+                 if f.rule == "mostly_eager")
+    assert "100 µs of 1.03 ms per iteration (10%)" in eager.evidence
+    late = CompileRow("0/1", PROFILED, 0.5, function="f",
+                      recompile_reason="0/0: tensor 'x' size mismatch at index 0")
+    (rec,) = [f for f in find(cpu_result(compiles=[late])) if f.rule == "recompile"]
+    assert "tensor 'x' size mismatch" in rec.evidence and "0.50 s" in rec.evidence
+
+
+@pytest.mark.cuda
+def test_cuda_triton_kernels_list_their_aten_ops():
+    fn = torch.compile(with_break, dynamic=False)
+    x = torch.ones(4096, device="cuda")
+    result = kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="brk_cuda")
+    assert len(result.compiled_regions) == 2
+    (gap,) = result.graph_breaks
+    assert (gap.file, gap.line) == (__file__, BREAK_LINE)
+    assert 0 < gap.gpu_idle_total <= gap.gap_time_total  # .item() waits, then Python runs
+    triton = [k for k in result.fused_kernels if k.on_device]
+    assert triton and all(k.key.startswith("triton_") for k in triton)
+    assert len(triton) == len(result.fused_kernels)  # launches' CPU records are not rows
+    sin = [k for k in triton if "aten.sin" in k.aten_ops]
+    assert len(sin) == 1 and "aten.mul" in sin[0].aten_ops
+    assert f"{__file__}:{SIN_LINE}" in sin[0].source.split("; ")
+    assert {k.compile_id for k in triton} == {r.compile_id for r in result.compiled_regions}
+    assert all(r.device_time_total > 0 for r in result.compiled_regions if r.outermost)
+
+
+TRITON_CODE = '''# AOT ID: ['3_inference']
+# kernel path: /tmp/torchinductor/ab/cab.py
+# Topologically Sorted Source Nodes: [sin, y], Original ATen: [aten.sin, aten.mul]
+# Source node to ATen node mapping:
+#   sin => sin
+triton_poi_fused_mul_sin_0 = async_compile.triton('triton_poi_fused_mul_sin_0', """
+@triton.jit
+def triton_poi_fused_mul_sin_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    pass
+""", device_str='cuda')
+
+triton_red_fused_cos_sum_1 = async_compile.triton('triton_red_fused_cos_sum_1', """
+""")
+
+def call(args):
+        # Topologically Sorted Source Nodes: [cos, s], Original ATen: [aten.cos, aten.sum]
+        stream0 = get_raw_stream(0)
+        triton_red_fused_cos_sum_1.run(buf0, buf1, 1, 1000, stream=stream0)
+'''
+
+
+def test_generated_code_comments_give_each_kernel_its_aten_ops(tmp_path):
+    from kernelmagic.compile_watch import _scan
+
+    path = tmp_path / "generated.py"
+    path.write_text(TRITON_CODE)
+    found = _scan(str(path))
+    assert found["triton_poi_fused_mul_sin_0"] == "aten.sin, aten.mul"  # above the definition
+    assert found["triton_red_fused_cos_sum_1"] == "aten.cos, aten.sum"  # above the launch
+    assert found["graph_3_triton_poi_fused_mul_sin_0"] == "aten.sin, aten.mul"
+
+
+def test_descriptive_names_give_the_aten_ops():
+    from kernelmagic.compile_watch import aten_ops_from_name, split_reason
+
+    assert aten_ops_from_name("graph_0_cpp_fused_mul_sin_0") == "aten.mul, aten.sin"
+    assert aten_ops_from_name("triton_per_fused_native_layer_norm_2") == (
+        "aten.native_layer_norm")
+    assert aten_ops_from_name("aten::mm") == ""
+    assert split_reason("Broke\n  Explanation: x\n  Hint: do A\n  Hint: or B\n") == (
+        "Broke", "do A or B")
+
+
+def test_kernel_lines_follow_code_that_moved(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    user = tmp_path / "cell.py"
+    user.write_text("import torch\n\n\ndef f(x):\n    y = torch.sin(x) * 2\n    return y\n")
+    stack = f'  File "{user}", line 2, in f\n    y = torch.sin(x) * 2\n        ^^^^\n'
+    metric = SimpleNamespace(compile_id="4/0", inductor_provenance={
+        json.dumps({"cpp_fused_mul_sin_0:1": [stack], "extern_kernels.mm:2": []})})
+    # cached at line 2, the line is now 5
+    assert _kernel_lines([metric]) == {("4/0", "cpp_fused_mul_sin_0"): [f"{user}:5"],
+                                       ("4/0", "extern_kernels.mm"): []}
+
+
+def test_each_break_is_matched_to_the_compile_that_broke():
+    from traceback import FrameSummary
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _with_reason
+
+    why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
+
+    def record(*frames: tuple[str, int]) -> SimpleNamespace:
+        return SimpleNamespace(reason=why, user_stack=[
+            FrameSummary("/u/cell.py", line, name, lookup_line=False) for name, line in frames])
+
+    # f (from line 4) breaks at 6; its resume (from 6) calls inner at 8, which breaks at 3
+    records = [record(("f", 6)), record(("f", 8), ("inner", 3)), record(("inner", 3))]
+    row = GraphBreakRow("0/0", 1, 10.0)
+    at = {c.compile_id: _with_reason(row, c, records) for c in (
+        CompileRow("0/0", WARMUP, 1.0, "f", "/u/cell.py", 4, graph_break=why),
+        CompileRow("1/0", WARMUP, 1.0, "torch_dynamo_resume_in_f_at_6", "/u/cell.py", 6,
+                   graph_break=why),
+        CompileRow("2/0", WARMUP, 1.0, "inner", "/u/cell.py", 2, graph_break=why))}
+    assert [(at[c].line, at[c].reason, at[c].hint) for c in ("0/0", "1/0", "2/0")] == [
+        (6, "Unsupported Tensor.item() call", "capture scalars"),
+        (3, "Unsupported Tensor.item() call", "capture scalars"),
+        (3, "Unsupported Tensor.item() call", "capture scalars")]
+
+
+def test_triton_launch_records_do_not_double_the_kernels():
+    launch = {"correlation": 7}
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 50, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 40, 1),
+        (Kind.OP, "triton_poi_fused_mul_sin_0", 10, 20, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 12, 18, 1, launch),
+        (Kind.KERNEL, "triton_poi_fused_mul_sin_0", 30, 34, 7, {"device": 0, **launch}),
+    )
+    (kernel,) = compiled_view(table, Figures(table), []).kernels
+    assert (kernel.key, kernel.on_device, kernel.time_total) == (
+        "triton_poi_fused_mul_sin_0", True, 4.0)
