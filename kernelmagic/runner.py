@@ -259,7 +259,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
             if gc_was_enabled:
                 gc.enable()
             result = roofline_view(result, fn, table, run.profiles_device)
-        if opts.counters and interrupt is None:  # one more run, counters read per kernel
+        if opts.counters and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
             result = counters_view(result, fn)

@@ -39,6 +39,21 @@ def _rules(result: ProfileResult) -> set[str]:
     return {f.rule for f in find(result)}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_inductor_cache(tmp_path_factory):
+    """Compile into a cache of this module's own: a graph cached by a copy of these tests at
+    another path would name that path in its kernels' source lines."""
+    import os
+
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    yield
+    if saved is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+
+
 @pytest.fixture(scope="module")
 def broken_trace(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("compiled") / "brk.json")
