@@ -296,8 +296,9 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                     theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
                     if found:  # the innermost frame outside torch: the user's line
                         path, line, code = (theirs or found)[-1]
-                        place = f"{path}:{_current_line(path, int(line), code.strip())}"
-                        if place not in where:
+                        place = _current_place(path, int(line), code.strip(),
+                                               getattr(m, "co_filename", None) or "")
+                        if place and place not in where:
                             where.append(place)
     return out
 
@@ -308,12 +309,30 @@ def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]
     return "; ".join(lines.get((compile_id, name), []))
 
 
-def _current_line(path: str, line: int, code: str) -> int:
-    """``line`` of ``path``, or where ``code`` is now: a graph from inductor's cache keeps
-    the lines of the file it was compiled from, which may have moved since."""
+def _current_place(path: str, line: int, code: str, frame_file: str) -> str:
+    """``path:line`` as it reads now, or "" when it cannot be found again.
+
+    A graph loaded from inductor's cache keeps the stack of the code it was first compiled
+    from: another file (a notebook cell's file is named by its content) or other line
+    numbers. The recorded ``code`` is looked for first in the compiled frame's own file
+    (``frame_file``, current), then at ``path`` (a helper in another file); a line that
+    cannot be found again is left out rather than shown wrong.
+    """
+    for where in dict.fromkeys(p for p in (frame_file, path) if p):
+        found = _line_of(where, code, line if where == path else 0)
+        if found:
+            return f"{where}:{found}"
+    return ""
+
+
+def _line_of(path: str, code: str, hint: int) -> int:
+    """The line of ``path`` that reads ``code``: ``hint`` if it does, else the only such
+    line; 0 when there is none or several (or no ``code`` to check ``hint`` against)."""
     linecache.checkcache(path)
-    if not code or linecache.getline(path, line).strip() == code:
-        return line
+    if not code:
+        return hint if hint and linecache.getline(path, hint) else 0
+    if hint and linecache.getline(path, hint).strip() == code:
+        return hint
     lines = [x.strip() for x in linecache.getlines(path)]
     moved = [i + 1 for i, x in enumerate(lines) if x == code]
-    return moved[0] if len(moved) == 1 else line
+    return moved[0] if len(moved) == 1 else 0
