@@ -82,8 +82,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     memory = MemoryViews()
     if "memory" in wanted:
         ledger = memory_ledger if memory_ledger is not None else ledger_from_table(table)
-        memory = memory_views(table, windows, ledger,
-                              None if memory_all else min(median, max(len(windows) - 1, 0)))
+        shown = None if memory_all else min(median, max(len(windows) - 1, 0))
+        memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran

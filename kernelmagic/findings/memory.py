@@ -30,4 +30,5 @@ def memory_growth(result: ProfileResult) -> Finding | None:
         "find what keeps a reference to these tensors (a list appended to each step, a "
         "loss kept without .item() or .detach(), a cache); free it or store a Python "
         "number instead",
+        share=1.0,  # a leak: the run will run out of memory, however fast it is
     )

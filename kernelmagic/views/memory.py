@@ -79,9 +79,11 @@ def _levels(category: np.ndarray, delta: np.ndarray, lo: int, hi: int) -> np.nda
     return _levels_before(category, delta, lo) + np.cumsum(steps, axis=0)
 
 
-def _enclosing(table: EventTable, t: int, tid: int | None) -> tuple[str, str]:
+def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = None
+               ) -> tuple[str, str]:
     """(innermost op, innermost scope) around time ``t`` on thread ``tid``: the scope is the
-    backward function, module range or user range closest around it."""
+    backward function, module range or user range closest around it (not the ranges
+    kernelmagic opened for the run ``name``, nor a ``ProfilerStep#N``)."""
     around = (table.start <= t) & (table.end >= t) & (table.tid >= 0)
     if tid is not None:
         around &= table.tid == tid
@@ -99,7 +101,8 @@ def _enclosing(table: EventTable, t: int, tid: int | None) -> tuple[str, str]:
             scope = text
         elif MODULE_RANGE.match(text) is not None:
             scope = MODULE_RANGE.match(text)[1]  # type: ignore[index]
-        elif table.kind[i] == Kind.RANGE and not is_ours(text, None):
+        elif (table.kind[i] == Kind.RANGE and not is_ours(text, name)
+              and not is_ours(text, None) and not text.startswith("ProfilerStep#")):
             scope = text
         if op and scope:
             break
@@ -122,7 +125,7 @@ def _thin(points: list[MemoryPoint], keep: int) -> list[MemoryPoint]:
 
 
 def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
-                 show: int | None = 0) -> MemoryViews:
+                 show: int | None = 0, name: str | None = None) -> MemoryViews:
     """The memory rows of a run: timeline points of iteration ``show`` (None: all of them),
     each iteration's peak per device, the allocations alive at the highest peak of each
     device, and what every iteration kept to the end.
@@ -169,7 +172,8 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
             at = _levels_before(category, delta, k + 1)
             op, scope = ("", "")
             if rise > 0:
-                op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device))
+                op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device),
+                                       name)
             length = end - start
             out.peaks.append(MemoryPeakRow(
                 label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
