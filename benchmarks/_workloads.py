@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from workloads import Block, block_and_input
+from workloads import Block, block_and_input, training_step
 
 __all__ = ["BLOCK_STMT", "MANY_EVENTS_STMT", "Block", "block_and_input", "manual_profile",
            "training_step"]
@@ -38,23 +38,3 @@ with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU],
 
 #: 10,000 tiny ops per run: the "many events" cell.
 MANY_EVENTS_STMT = "a = t\nfor _ in range(LOOPS):\n    a = a.add(1).mul(0.5)"
-
-
-def training_step():  # type: ignore[no-untyped-def]
-    """The memory issue's training step: Linear 512->2048->512, AdamW, batch 64, CPU; a
-    zero-argument callable doing one step (forward, backward, optimizer step)."""
-    import torch
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(),
-                                torch.nn.Linear(2048, 512))
-    opt = torch.optim.AdamW(model.parameters())
-    x = torch.randn(64, 512)
-
-    def step() -> None:
-        opt.zero_grad()
-        loss = model(x).square().mean()
-        loss.backward()
-        opt.step()
-
-    return step

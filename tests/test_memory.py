@@ -10,6 +10,7 @@ import pytest
 import torch
 from fakes import table_of
 from IPython.utils.capture import capture_output
+from workloads import training_step
 
 import kernelmagic
 from kernelmagic import memory_categories, torch_compat
@@ -117,18 +118,7 @@ def test_uncategorised_ledger_from_the_table_gives_the_same_peak():
 def training():
     """The issue's training step (Linear 512->2048->512, AdamW, batch 64), profiled with
     --memory; the torch session is kept to compare with torch's own timeline."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(),
-                                torch.nn.Linear(2048, 512))
-    opt = torch.optim.AdamW(model.parameters())
-    x = torch.randn(64, 512)
-
-    def step() -> None:
-        opt.zero_grad()
-        loss = model(x).square().mean()
-        loss.backward()
-        opt.step()
-
+    step = training_step()
     held = {}
     result = kernelmagic.profile(step, iters=3, warmup=2, memory=True,
                                  on_trace_ready=lambda p: held.setdefault("prof", p))

@@ -1,6 +1,9 @@
-"""Small real workloads for the tests: the seed notebook's transformer Block."""
+"""Small real workloads for the tests and benchmarks: the seed notebook's transformer Block,
+and the memory issue's training step."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -26,3 +29,20 @@ class Block(nn.Module):
 def block_and_input(batch: int = 4, seq: int = 256, d: int = 512) -> tuple[Block, torch.Tensor]:
     torch.manual_seed(0)
     return Block(d=d).eval(), torch.randn(batch, seq, d)
+
+
+def training_step() -> Callable[[], None]:
+    """The memory issue's training step: Linear 512->2048->512, AdamW, batch 64, CPU; a
+    zero-argument callable doing one step (forward, backward, optimizer step)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 512))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(64, 512)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+
+    return step
