@@ -176,12 +176,15 @@ def _stable_lines(text: str) -> list[str]:
         after_title = i + 1 < len(lines) and set(lines[i + 1].replace(" ", "")) == {"-"}
         if line.startswith("[") or after_title:
             keep.append(line)
-    return [_VERDICT.sub(r"\1 <verdict> ·", masked(x)) for x in keep]
+    return [_RAISED.sub("", _VERDICT.sub(r"\1 <verdict> ·", masked(x))) for x in keep]
 
 
 #: A comparison's verdict ("1.84x faster, beyond the noise of both runs", "within the noise:
 #: ...") is that run's timing, like its figures: masked too.
 _VERDICT = re.compile(r"^(\S+ vs \S+:) .*? ·")
+#: The roofline's note that a roof was raised to an op's rate: whether it appears depends on
+#: how fast the machine was when the peaks were measured (a loaded CI machine measures less).
+_RAISED = re.compile(r"(?: · |; )[\w#, ]+ roofs? raised to the fastest op's rate \([^)]*\)")
 
 
 def _row_names(text: str) -> set[str]:
