@@ -232,6 +232,16 @@ def test_counter_run_reads_the_sessions_trace(tmp_path, monkeypatch):
     assert len(table.meta["counter_ranges"]) == 2
 
 
+def test_counter_session_asks_for_no_cuda_activity(monkeypatch):
+    # Kineto's range profiler refuses to run beside kernel tracing, so the session must
+    # not ask for ProfilerActivity.CUDA even where CUDA is available.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    prof = counter_run.counter_session(["dram__bytes_read.sum"])
+    assert prof.kineto_activities == {torch.profiler.ProfilerActivity.CPU}
+    assert prof.profiler_kind == torch.autograd.ProfilerState.KINETO
+    assert prof.experimental_config is not None
+
+
 def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     table = derive_links(read_table(_trace(tmp_path, kernels=False)))
     monkeypatch.setattr("kernelmagic.device_peaks.peaks",
