@@ -30,6 +30,10 @@ OCCUPANCY_METRIC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 #: What a live ``--counters`` run asks CUPTI for.
 LIVE_METRICS: tuple[str, ...] = (*FLOP_METRICS, TENSOR_METRIC, DRAM_READ_METRIC,
                                  DRAM_WRITE_METRIC, OCCUPANCY_METRIC)
+#: What a live run asks for again when CUPTI gave no ranges for ``LIVE_METRICS``: one metric
+#: the GPU lacks fails the whole range-profiler session, and the tensor-core and occupancy
+#: counters are the ones least sure to exist on every GPU.
+CORE_METRICS: tuple[str, ...] = (*FLOP_METRICS, DRAM_READ_METRIC, DRAM_WRITE_METRIC)
 #: Metrics summed over a kernel's calls (occupancy is averaged instead).
 SUMMED_METRICS = frozenset(LIVE_METRICS) - {OCCUPANCY_METRIC}
 PRECISIONS = ("fp64", "fp32", "fp16")

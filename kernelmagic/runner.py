@@ -322,7 +322,7 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     in one line. ``table_of(fn, metrics)`` and ``forbidden()`` are replaceable for tests.
     """
     from kernelmagic import counter_run
-    from kernelmagic.counter_metrics import LIVE_METRICS
+    from kernelmagic.counter_metrics import CORE_METRICS, LIVE_METRICS
     from kernelmagic.device_peaks import peaks
     from kernelmagic.views.counters import counter_ranges, counter_rows, join_note
 
@@ -330,13 +330,20 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     why_not = (forbidden or counter_run.counters_forbidden)()
     if why_not:
         return dataclasses.replace(result, views=views, counters_note=why_not)
-    try:
-        table = (table_of or counter_run.counter_table)(fn, LIVE_METRICS)
-    except Exception as exc:  # the cell ran fine: the counter session is at fault
-        note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
-                f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")
-        return dataclasses.replace(result, views=views, counters_note=note)
-    if not counter_ranges(table):
+    dropped = ""
+    # A metric the GPU lacks fails the whole session (no ranges, no error): ask once more
+    # without the least common ones before giving up.
+    for metrics in (LIVE_METRICS, CORE_METRICS):
+        try:
+            table = (table_of or counter_run.counter_table)(fn, metrics)
+        except Exception as exc:  # the cell ran fine: the counter session is at fault
+            note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
+                    f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")
+            return dataclasses.replace(result, views=views, counters_note=note)
+        if counter_ranges(table):
+            break
+        dropped = ", ".join(m for m in LIVE_METRICS if m not in CORE_METRICS)
+    else:
         note = ("no hardware counters: CUPTI gave none (this GPU or torch build lacks the "
                 "range profiler or the metrics, or the driver forbids counters: "
                 f"{counter_run.ENABLE_HINT})")
@@ -345,8 +352,10 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     # Counting replays each kernel: rates use the timed iterations' mean per run.
     kernel_time = {k.key: k.device_time_total / max(result.iters, 1) for k in result.kernels}
     rows = counter_rows(table, kernel_time=kernel_time, peak_bytes_per_s=bandwidth)
-    return dataclasses.replace(result, views=views, counters=rows,
-                               counters_note=join_note(table))
+    note = join_note(table)
+    if dropped:
+        note += f"; read without {dropped} (CUPTI gave no counters with them)"
+    return dataclasses.replace(result, views=views, counters=rows, counters_note=note)
 
 
 def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float],

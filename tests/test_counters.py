@@ -21,6 +21,7 @@ from kernelmagic.counter_metrics import (
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
     OCCUPANCY_METRIC,
+    TENSOR_METRIC,
     CounterRow,
 )
 from kernelmagic.events import derive_links
@@ -257,6 +258,30 @@ def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     assert rows["k0"].dram_peak_share == pytest.approx(1.5e6 / 5e-6 / 1e12)
     assert result.views == ["counters"] and result.timings == timed.timings
     assert "kernel launches in order" in result.counters_note
+
+
+def test_a_metric_the_gpu_lacks_costs_only_that_metric(tmp_path, monkeypatch):
+    # One unknown metric fails CUPTI's whole session (no ranges, no error): the run is
+    # asked again for the FLOP and DRAM counters alone, and the note names what was left out.
+    full = derive_links(read_table(_trace(tmp_path, kernels=False)))
+    empty = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=0)))
+    asked: list[list[str]] = []
+    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
+                        lambda device=None: kernelmagic.device_peaks.Peaks(
+                            device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
+
+    def table_of(fn, metrics):
+        asked.append(list(metrics))
+        return empty if TENSOR_METRIC in metrics else full
+
+    timed = _timed_result([KernelRow("k0", 2, 10.0), KernelRow("k1", 2, 40.0)])
+    result = runner.counters_view(timed, lambda: None, table_of=table_of, forbidden=lambda: "")
+    assert len(asked) == 2 and TENSOR_METRIC in asked[0]
+    assert TENSOR_METRIC not in asked[1] and OCCUPANCY_METRIC not in asked[1]
+    assert FFMA in asked[1] and DRAM_READ_METRIC in asked[1]
+    assert {r.key for r in result.counters} == {"k0", "k1"}
+    assert result.counters_note.endswith(
+        f"read without {TENSOR_METRIC}, {OCCUPANCY_METRIC} (CUPTI gave no counters with them)")
 
 
 def test_no_permission_no_crash(tmp_path):
