@@ -322,7 +322,7 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     in one line. ``table_of(fn, metrics)`` and ``forbidden()`` are replaceable for tests.
     """
     from kernelmagic import counter_run
-    from kernelmagic.counter_metrics import CORE_METRICS, LIVE_METRICS
+    from kernelmagic.counter_metrics import CORE_METRICS, LIVE_METRICS, MAX_RANGES
     from kernelmagic.device_peaks import peaks
     from kernelmagic.views.counters import counter_ranges, counter_rows, join_note
 
@@ -349,10 +349,14 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
                 f"{counter_run.ENABLE_HINT})")
         return dataclasses.replace(result, views=views, counters_note=note)
     bandwidth = peaks("cuda").bytes_per_s
-    # Counting replays each kernel: rates use the timed iterations' mean per run.
-    kernel_time = {k.key: k.device_time_total / max(result.iters, 1) for k in result.kernels}
-    rows = counter_rows(table, kernel_time=kernel_time, peak_bytes_per_s=bandwidth)
+    # Counting replays each kernel: rates use each kernel's mean time per call as timed,
+    # times the calls counted (fewer than a run's where CUPTI stopped at its range limit).
+    call_time = {k.key: k.device_time for k in result.kernels}
+    rows = counter_rows(table, call_time=call_time, peak_bytes_per_s=bandwidth)
     note = join_note(table)
+    if len(counter_ranges(table)) >= MAX_RANGES:
+        note += (f"; CUPTI counts at most {MAX_RANGES} kernels per session, so the kernels "
+                 "after them in the run are not counted")
     if dropped:
         note += f"; read without {dropped} (CUPTI gave no counters with them)"
     return dataclasses.replace(result, views=views, counters=rows, counters_note=note)

@@ -260,6 +260,30 @@ def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     assert "kernel launches in order" in result.counters_note
 
 
+def test_rates_hold_when_fewer_calls_were_counted_than_timed(tmp_path, monkeypatch):
+    # CUPTI stops counting at its range limit: a kernel timed 2 calls per run (10 µs each)
+    # but counted once gets the time of the one call counted, not of the run's two.
+    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
+                        lambda device=None: kernelmagic.device_peaks.Peaks(
+                            device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
+    table = derive_links(read_table(_trace(tmp_path, kernels=False)))
+    timed = _timed_result([KernelRow("k0", 4, 40.0), KernelRow("k1", 2, 40.0)])
+    result = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: table,
+                                  forbidden=lambda: "")
+    rows = {r.key: r for r in result.counters}
+    assert (rows["k0"].count, rows["k0"].time) == (1, 10.0)
+    assert rows["k0"].dram_bytes_per_s == pytest.approx(1.5e6 / 10e-6)
+    assert rows["k1"].time == 20.0
+    assert "at most" not in result.counters_note
+
+    full = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=1500)))
+    capped = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: full,
+                                  forbidden=lambda: "")
+    assert capped.counters_note.endswith("CUPTI counts at most 1500 kernels per session, so "
+                                         "the kernels after them in the run are not counted")
+    assert {r.key: r.time for r in capped.counters} == {"k0": 7500.0, "k1": 15000.0}
+
+
 def test_a_metric_the_gpu_lacks_costs_only_that_metric(tmp_path, monkeypatch):
     # One unknown metric fails CUPTI's whole session (no ranges, no error): the run is
     # asked again for the FLOP and DRAM counters alone, and the note names what was left out.
