@@ -182,6 +182,17 @@ def test_counts_that_differ_join_nothing_but_keep_the_counts(tmp_path):
     assert rows["k0"].launched_by == "" and rows["k0"].fp32_flops == 2010
 
 
+def test_ranges_at_cuptis_limit_join_the_first_launches(tmp_path, monkeypatch):
+    # Kineto's range profiler stops at its range limit: that many ranges are the first
+    # kernels run, so they join the first launches (here the limit is 2, launches 3).
+    monkeypatch.setattr("kernelmagic.counter_metrics.MAX_RANGES", 2)
+    table = derive_links(read_table(_trace(tmp_path, kernels=False, extra_launch=True)))
+    assert table.meta["counter_join"] == ("2 counter ranges joined to the first 2 kernel "
+                                          "launches in order (the trace has no kernel events)")
+    assert [r["correlation"] for r in table.meta["counter_ranges"]] == [7, 8]
+    assert {r.launched_by for r in counter_rows(table)} == {"aten::mm"}
+
+
 @pytest.mark.parametrize("floats", [False, True])
 def test_both_readers_give_equal_counter_ranges(tmp_path, floats):
     path = _trace(tmp_path, kernels=True, ranges=4, floats=floats)
