@@ -486,7 +486,10 @@ def test_roofline_chart_places_measured_kernels_beside_the_model(monkeypatch):
 
     rows = [_counted(key="gemm", fp32_flops=2e9, dram_read_bytes=1e6, time=10.0,
                      flops_per_s=2e14, dram_bytes_per_s=1e11),
-            _counted(key="counted, untimed", fp32_flops=1e6, dram_read_bytes=1e3)]
+            _counted(key="counted, untimed", fp32_flops=1e6, dram_read_bytes=1e3),
+            # A tensor-core GEMM: its FLOPs are not counted, only its instructions.
+            _counted(key="hmma gemm", fp32_flops=1e6, tensor_inst=5e6, dram_read_bytes=1e6,
+                     time=10.0, flops_per_s=1e11, dram_bytes_per_s=1e11, has_tensor=True)]
     result = ProfileResult(
         name="b", iters=1, warmup=0, device="cuda", rows=[], timings=[1e-4], counters=rows,
         views=["roofline", "counters"],

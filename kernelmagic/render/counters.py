@@ -102,8 +102,11 @@ MEASURED_COLOR = "#55A868"
 
 def measured_points(result: ProfileResult, k: int) -> list[CounterRow]:
     """The kernels the roofline chart places by measured numbers: those with FLOPs, DRAM
-    bytes and a time, most time first, at most ``k``."""
-    rows = [r for r in result.counters if r.flops > 0 and r.dram_bytes > 0 and r.time > 0]
+    bytes and a time, most time first, at most ``k``. Kernels that ran tensor-core
+    instructions are left out: their FLOPs are not counted (only the instructions), so
+    their measured FLOP/s and FLOP per byte would be far too low."""
+    rows = [r for r in result.counters if r.flops > 0 and r.dram_bytes > 0 and r.time > 0
+            and not r.tensor_inst]
     return sorted(rows, key=lambda r: -r.time)[:k]
 
 
