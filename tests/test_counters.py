@@ -433,6 +433,10 @@ def test_nsight_report_says_which_capture_and_copes_with_no_rows(fake_cuda):
     text = text_report(result)
     assert ("Nsight capture: cudaProfilerStart/Stop bracketed the 2 timed iterations inside "
             "the NVTX range 'cell'") in text
+    # The GPU was not watched: the summary claims no busy share and no row totals.
+    summary = result.summary().splitlines()[0]
+    assert summary.endswith(" · wall clock only (Nsight capture)")
+    assert "GPU busy" not in text and "self device" not in summary
     assert "Nsight capture" in html_report(result)
     result.findings()  # no rule trips over the empty rows
     from kernelmagic.render.bundle import mime_bundle
