@@ -344,9 +344,10 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
             break
         dropped = ", ".join(m for m in LIVE_METRICS if m not in CORE_METRICS)
     else:
-        note = ("no hardware counters: CUPTI gave none (this GPU or torch build lacks the "
-                "range profiler or the metrics, or the driver forbids counters: "
-                f"{counter_run.ENABLE_HINT})")
+        note = ("no hardware counters: CUPTI gave none (this torch build lacks Kineto's "
+                "CUPTI range profiler, as builds without it or with CUDA 13 do, or the GPU "
+                "lacks the metrics, or the driver forbids counters: "
+                f"{counter_run.ENABLE_HINT}); --nsight under ncu reads them instead")
         return dataclasses.replace(result, views=views, counters_note=note)
     bandwidth = peaks("cuda").bytes_per_s
     # Counting replays each kernel: rates use each kernel's mean time per call as timed,

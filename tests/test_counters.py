@@ -346,6 +346,7 @@ def test_no_permission_no_crash(tmp_path):
     none = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: empty,
                                 forbidden=lambda: "")
     assert none.counters_note.startswith("no hardware counters: CUPTI gave none")
+    assert none.counters_note.endswith("--nsight under ncu reads them instead")
     for result in (forbidden, failed, none):
         text = text_report(result)
         line = [x for x in text.splitlines() if "no hardware counters" in x
