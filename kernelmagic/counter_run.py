@@ -72,7 +72,7 @@ def counter_session(metrics: Sequence[str]) -> Any:
                                      experimental_config=config)
 
 
-def counter_table(fn: Callable[[], Any], metrics: Sequence[str],
+def counter_events(fn: Callable[[], Any], metrics: Sequence[str],
                   session: Callable[[Sequence[str]], Any] = counter_session) -> EventTable:
     """Run ``fn`` once under a counter session; the session's events as an ``EventTable``
     (read from its Chrome trace, counter ranges joined: ``sources/counter_ranges``).

@@ -335,7 +335,7 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     # without the least common ones before giving up.
     for metrics in (LIVE_METRICS, CORE_METRICS):
         try:
-            table = (table_of or counter_run.counter_table)(fn, metrics)
+            table = (table_of or counter_run.counter_events)(fn, metrics)
         except Exception as exc:  # the cell ran fine: the counter session is at fault
             note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
                     f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")

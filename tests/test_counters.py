@@ -239,7 +239,7 @@ def test_counter_run_reads_the_sessions_trace(tmp_path, monkeypatch):
         asked.append(list(metrics))
         return session
 
-    table = counter_run.counter_table(lambda: ran.append(1), ["m"], session=make)
+    table = counter_run.counter_events(lambda: ran.append(1), ["m"], session=make)
     assert ran == [1] and session.entered == 1 and asked == [["m"]]
     assert len(table.meta["counter_ranges"]) == 2
 

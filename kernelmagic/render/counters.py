@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.counter_metrics import CounterRow
+from kernelmagic.counter_metrics import PRECISIONS, CounterRow
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -34,7 +34,7 @@ def counter_table(result: ProfileResult) -> Table:
                lambda r: r.launched_by or NONE, numeric=False, width=200),
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=64),
     ]
-    for precision in ("fp64", "fp32", "fp16"):
+    for precision in PRECISIONS:
         attr = f"{precision}_flops"
         cols.append(Column(attr, f"{precision.upper()} FLOP",
                            lambda r, a=attr: getattr(r, a),

@@ -10,10 +10,10 @@ the k-th range is the k-th kernel run, and with kernels serialised that is the k
 launched. So the ranges are joined by order to the trace's kernel events when it has as
 many, else to its kernel launch calls (``cudaLaunchKernel``, ``cuLaunchKernel``, ...) when
 it has as many; each range then takes that event's correlation id, which survives every
-later cut of the table. Kineto's range profiler stops at ``counter_metrics.MAX_RANGES`` kernels: exactly
-that many ranges are the first kernels run, joined to the first kernels or launches. Any
-other count (or a CUDA graph launch, which runs many kernels from one call) joins nothing:
-the ranges keep their kernel names only.
+later cut of the table. Kineto's range profiler stops at ``counter_metrics.MAX_RANGES``
+kernels: exactly that many ranges are the first kernels run, joined to the first kernels or
+launches. Any other count (or a CUDA graph launch, which runs many kernels from one call)
+joins nothing: the ranges keep their kernel names only.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from kernelmagic.counter_metrics import (
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
     OCCUPANCY_METRIC,
+    PRECISIONS,
     SUMMED_METRICS,
     TENSOR_METRIC,
     CounterRow,
@@ -96,7 +97,7 @@ def counter_rows(table: EventTable, *, call_time: dict[str, float] | None = None
     rows = []
     for name, count in calls.items():
         s, has = sums[name], seen[name]
-        flops = {"fp64": 0.0, "fp32": 0.0, "fp16": 0.0}
+        flops = dict.fromkeys(PRECISIONS, 0.0)
         for metric, (precision, per_inst) in FLOP_METRICS.items():
             flops[precision] += s[metric] * per_inst
         dram = s[DRAM_READ_METRIC] + s[DRAM_WRITE_METRIC]
