@@ -262,7 +262,13 @@ def _execute(fn: Callable[[], Any], run: Plan,
         if opts.counters and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
-            result = counters_view(result, fn)
+            try:
+                result = counters_view(result, fn)
+            except KeyboardInterrupt as exc:  # the slow replayed run: keep the timed result
+                interrupt = exc
+                result = dataclasses.replace(
+                    result, views=[*result.views, "counters"],
+                    counters_note="no hardware counters: the counter run was interrupted")
     finally:
         if progress is not None:
             progress.close()

@@ -544,6 +544,27 @@ def test_nsight_ctrl_c_keeps_the_completed_iterations(fake_cuda):
     assert [x[0] for x in log] == ["start", "stop"]
 
 
+def test_ctrl_c_in_the_counter_run_keeps_the_timed_result(monkeypatch):
+    # The counter run serialises and replays every kernel: it is the slow part, and Ctrl-C
+    # there must not lose the timed iterations already measured.
+    monkeypatch.setattr(counter_run, "counters_forbidden", lambda: "")
+
+    def interrupted(fn, metrics):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(counter_run, "counter_events", interrupted)
+    options = ProfileOptions(iters=2, warmup=0, name="b", counters=True)
+    run = runner.Plan(options=options, profiles_device=False,
+                      sort=options.resolve_sort(False))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        runner.execute(lambda: torch.ones(4).add_(1), run)
+    partial = caught.value.result
+    assert len(partial.timings) == 2 and partial.rows and "counters" in partial.views
+    assert partial.counters == []
+    assert partial.counters_note == "no hardware counters: the counter run was interrupted"
+    assert not partial.interrupted_after  # every timed iteration ran
+
+
 def test_api_refuses_counters_and_nsight_on_the_cpu():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
