@@ -30,6 +30,13 @@ OCCUPANCY_METRIC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 #: What a live ``--counters`` run asks CUPTI for.
 LIVE_METRICS: tuple[str, ...] = (*FLOP_METRICS, TENSOR_METRIC, DRAM_READ_METRIC,
                                  DRAM_WRITE_METRIC, OCCUPANCY_METRIC)
+#: What a live run asks for again when CUPTI gave no ranges for ``LIVE_METRICS``: one metric
+#: the GPU lacks fails the whole range-profiler session, and the tensor-core and occupancy
+#: counters are the ones least sure to exist on every GPU.
+CORE_METRICS: tuple[str, ...] = (*FLOP_METRICS, DRAM_READ_METRIC, DRAM_WRITE_METRIC)
+#: The most kernels Kineto's range profiler counts in one per-kernel session (its default
+#: ``CUPTI_PROFILER_MAX_RANGES``, which torch gives no way to raise): later kernels go uncounted.
+MAX_RANGES = 1500
 #: Metrics summed over a kernel's calls (occupancy is averaged instead).
 SUMMED_METRICS = frozenset(LIVE_METRICS) - {OCCUPANCY_METRIC}
 PRECISIONS = ("fp64", "fp32", "fp16")
@@ -40,9 +47,10 @@ class CounterRow:
     """One kernel (by name) with its hardware counters, summed over ``count`` calls.
 
     Counts are over the calls read: one run of the block for ``--counters``, the whole
-    trace for a trace. ``time`` is the device time (µs) of those calls as timed (the
-    profiled iterations' mean per run for ``--counters``, since counting serialises and
-    replays kernels; the matching kernel events for a trace; 0 when unknown). FLOPs
+    trace for a trace. ``time`` is the device time (µs) of those calls as timed (for
+    ``--counters``, since counting serialises and replays kernels, the profiled iterations'
+    mean time per call times ``count``; the matching kernel events for a trace; 0 when
+    unknown). FLOPs
     are instructions x lanes, FMAs counted twice; ``tensor_inst`` are tensor-core
     instructions. ``dram_peak_share`` is the DRAM throughput over the device's peak
     bandwidth (0 when either is unknown); ``occupancy`` the mean achieved occupancy in %

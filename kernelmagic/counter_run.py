@@ -53,15 +53,26 @@ def counters_forbidden(params_path: str = _DRIVER_PARAMS) -> str:
 
 
 def counter_session(metrics: Sequence[str]) -> Any:
-    """A CUDA profiler session (not yet started) reading ``metrics`` per kernel."""
+    """A profiler session (not yet started) reading ``metrics`` per kernel.
+
+    It asks for CPU activities only, never ``ProfilerActivity.CUDA``: Kineto's CUPTI range
+    profiler refuses to start when kernel, memcpy or memset tracing is also requested
+    ("cannot run in combination with other cuda activity profilers",
+    ``CuptiRangeProfiler::configure``), and recent torch passes a CUDA activity's kernel
+    tracing on to Kineto beside the range profiler. The CPU activities (ops, and the
+    ``cudaLaunchKernel`` calls the ranges are joined to) are what a trace recorded with
+    profiler metrics holds. Kineto must already have CUPTI set up, as the timed session
+    before it (with CUDA activities) does: a first, CPU-only session would set Kineto up
+    without it.
+    """
     quiet_kineto_logs()
     config = torch._C._profiler._ExperimentalConfig(
         profiler_metrics=list(metrics), profiler_measure_per_kernel=True)
-    return autograd_profiler.profile(use_kineto=True, use_device="cuda",
+    return autograd_profiler.profile(use_kineto=True, use_device=None,
                                      experimental_config=config)
 
 
-def counter_table(fn: Callable[[], Any], metrics: Sequence[str],
+def counter_events(fn: Callable[[], Any], metrics: Sequence[str],
                   session: Callable[[Sequence[str]], Any] = counter_session) -> EventTable:
     """Run ``fn`` once under a counter session; the session's events as an ``EventTable``
     (read from its Chrome trace, counter ranges joined: ``sources/counter_ranges``).

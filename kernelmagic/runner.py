@@ -262,7 +262,13 @@ def _execute(fn: Callable[[], Any], run: Plan,
         if opts.counters and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
-            result = counters_view(result, fn)
+            try:
+                result = counters_view(result, fn)
+            except KeyboardInterrupt as exc:  # the slow replayed run: keep the timed result
+                interrupt = exc
+                result = dataclasses.replace(
+                    result, views=[*result.views, "counters"],
+                    counters_note="no hardware counters: the counter run was interrupted")
     finally:
         if progress is not None:
             progress.close()
@@ -322,7 +328,7 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     in one line. ``table_of(fn, metrics)`` and ``forbidden()`` are replaceable for tests.
     """
     from kernelmagic import counter_run
-    from kernelmagic.counter_metrics import LIVE_METRICS
+    from kernelmagic.counter_metrics import CORE_METRICS, LIVE_METRICS, MAX_RANGES
     from kernelmagic.device_peaks import peaks
     from kernelmagic.views.counters import counter_ranges, counter_rows, join_note
 
@@ -330,23 +336,37 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     why_not = (forbidden or counter_run.counters_forbidden)()
     if why_not:
         return dataclasses.replace(result, views=views, counters_note=why_not)
-    try:
-        table = (table_of or counter_run.counter_table)(fn, LIVE_METRICS)
-    except Exception as exc:  # the cell ran fine: the counter session is at fault
-        note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
-                f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")
-        return dataclasses.replace(result, views=views, counters_note=note)
-    if not counter_ranges(table):
-        note = ("no hardware counters: CUPTI gave none (this GPU or torch build lacks the "
-                "range profiler or the metrics, or the driver forbids counters: "
-                f"{counter_run.ENABLE_HINT})")
+    dropped = ""
+    # A metric the GPU lacks fails the whole session (no ranges, no error): ask once more
+    # without the least common ones before giving up.
+    for metrics in (LIVE_METRICS, CORE_METRICS):
+        try:
+            table = (table_of or counter_run.counter_events)(fn, metrics)
+        except Exception as exc:  # the cell ran fine: the counter session is at fault
+            note = (f"no hardware counters: the counter run failed ({type(exc).__name__}: "
+                    f"{exc}); {counter_run.ENABLE_HINT} if it is a permission error")
+            return dataclasses.replace(result, views=views, counters_note=note)
+        if counter_ranges(table):
+            break
+        dropped = ", ".join(m for m in LIVE_METRICS if m not in CORE_METRICS)
+    else:
+        note = ("no hardware counters: CUPTI gave none (this torch build lacks Kineto's "
+                "CUPTI range profiler, as builds without it or with CUDA 13 do, or the GPU "
+                "lacks the metrics, or the driver forbids counters: "
+                f"{counter_run.ENABLE_HINT}); --nsight under ncu reads them instead")
         return dataclasses.replace(result, views=views, counters_note=note)
     bandwidth = peaks("cuda").bytes_per_s
-    # Counting replays each kernel: rates use the timed iterations' mean per run.
-    kernel_time = {k.key: k.device_time_total / max(result.iters, 1) for k in result.kernels}
-    rows = counter_rows(table, kernel_time=kernel_time, peak_bytes_per_s=bandwidth)
-    return dataclasses.replace(result, views=views, counters=rows,
-                               counters_note=join_note(table))
+    # Counting replays each kernel: rates use each kernel's mean time per call as timed,
+    # times the calls counted (fewer than a run's where CUPTI stopped at its range limit).
+    call_time = {k.key: k.device_time for k in result.kernels}
+    rows = counter_rows(table, call_time=call_time, peak_bytes_per_s=bandwidth)
+    note = join_note(table)
+    if len(counter_ranges(table)) >= MAX_RANGES:
+        note += (f"; CUPTI counts at most {MAX_RANGES} kernels per session, so the kernels "
+                 "after them in the run are not counted")
+    if dropped:
+        note += f"; read without {dropped} (CUPTI gave no counters with them)"
+    return dataclasses.replace(result, views=views, counters=rows, counters_note=note)
 
 
 def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float],

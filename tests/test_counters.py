@@ -21,6 +21,7 @@ from kernelmagic.counter_metrics import (
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
     OCCUPANCY_METRIC,
+    TENSOR_METRIC,
     CounterRow,
 )
 from kernelmagic.events import derive_links
@@ -181,6 +182,17 @@ def test_counts_that_differ_join_nothing_but_keep_the_counts(tmp_path):
     assert rows["k0"].launched_by == "" and rows["k0"].fp32_flops == 2010
 
 
+def test_ranges_at_cuptis_limit_join_the_first_launches(tmp_path, monkeypatch):
+    # Kineto's range profiler stops at its range limit: that many ranges are the first
+    # kernels run, so they join the first launches (here the limit is 2, launches 3).
+    monkeypatch.setattr("kernelmagic.counter_metrics.MAX_RANGES", 2)
+    table = derive_links(read_table(_trace(tmp_path, kernels=False, extra_launch=True)))
+    assert table.meta["counter_join"] == ("2 counter ranges joined to the first 2 kernel "
+                                          "launches in order (the trace has no kernel events)")
+    assert [r["correlation"] for r in table.meta["counter_ranges"]] == [7, 8]
+    assert {r.launched_by for r in counter_rows(table)} == {"aten::mm"}
+
+
 @pytest.mark.parametrize("floats", [False, True])
 def test_both_readers_give_equal_counter_ranges(tmp_path, floats):
     path = _trace(tmp_path, kernels=True, ranges=4, floats=floats)
@@ -227,9 +239,19 @@ def test_counter_run_reads_the_sessions_trace(tmp_path, monkeypatch):
         asked.append(list(metrics))
         return session
 
-    table = counter_run.counter_table(lambda: ran.append(1), ["m"], session=make)
+    table = counter_run.counter_events(lambda: ran.append(1), ["m"], session=make)
     assert ran == [1] and session.entered == 1 and asked == [["m"]]
     assert len(table.meta["counter_ranges"]) == 2
+
+
+def test_counter_session_asks_for_no_cuda_activity(monkeypatch):
+    # Kineto's range profiler refuses to run beside kernel tracing, so the session must
+    # not ask for ProfilerActivity.CUDA even where CUDA is available.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    prof = counter_run.counter_session(["dram__bytes_read.sum"])
+    assert prof.kineto_activities == {torch.profiler.ProfilerActivity.CPU}
+    assert prof.profiler_kind == torch.autograd.ProfilerState.KINETO
+    assert prof.experimental_config is not None
 
 
 def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
@@ -247,6 +269,54 @@ def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     assert rows["k0"].dram_peak_share == pytest.approx(1.5e6 / 5e-6 / 1e12)
     assert result.views == ["counters"] and result.timings == timed.timings
     assert "kernel launches in order" in result.counters_note
+
+
+def test_rates_hold_when_fewer_calls_were_counted_than_timed(tmp_path, monkeypatch):
+    # CUPTI stops counting at its range limit: a kernel timed 2 calls per run (10 µs each)
+    # but counted once gets the time of the one call counted, not of the run's two.
+    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
+                        lambda device=None: kernelmagic.device_peaks.Peaks(
+                            device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
+    table = derive_links(read_table(_trace(tmp_path, kernels=False)))
+    timed = _timed_result([KernelRow("k0", 4, 40.0), KernelRow("k1", 2, 40.0)])
+    result = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: table,
+                                  forbidden=lambda: "")
+    rows = {r.key: r for r in result.counters}
+    assert (rows["k0"].count, rows["k0"].time) == (1, 10.0)
+    assert rows["k0"].dram_bytes_per_s == pytest.approx(1.5e6 / 10e-6)
+    assert rows["k1"].time == 20.0
+    assert "at most" not in result.counters_note
+
+    full = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=1500)))
+    capped = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: full,
+                                  forbidden=lambda: "")
+    assert capped.counters_note.endswith("CUPTI counts at most 1500 kernels per session, so "
+                                         "the kernels after them in the run are not counted")
+    assert {r.key: r.time for r in capped.counters} == {"k0": 7500.0, "k1": 15000.0}
+
+
+def test_a_metric_the_gpu_lacks_costs_only_that_metric(tmp_path, monkeypatch):
+    # One unknown metric fails CUPTI's whole session (no ranges, no error): the run is
+    # asked again for the FLOP and DRAM counters alone, and the note names what was left out.
+    full = derive_links(read_table(_trace(tmp_path, kernels=False)))
+    empty = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=0)))
+    asked: list[list[str]] = []
+    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
+                        lambda device=None: kernelmagic.device_peaks.Peaks(
+                            device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
+
+    def table_of(fn, metrics):
+        asked.append(list(metrics))
+        return empty if TENSOR_METRIC in metrics else full
+
+    timed = _timed_result([KernelRow("k0", 2, 10.0), KernelRow("k1", 2, 40.0)])
+    result = runner.counters_view(timed, lambda: None, table_of=table_of, forbidden=lambda: "")
+    assert len(asked) == 2 and TENSOR_METRIC in asked[0]
+    assert TENSOR_METRIC not in asked[1] and OCCUPANCY_METRIC not in asked[1]
+    assert FFMA in asked[1] and DRAM_READ_METRIC in asked[1]
+    assert {r.key for r in result.counters} == {"k0", "k1"}
+    assert result.counters_note.endswith(
+        f"read without {TENSOR_METRIC}, {OCCUPANCY_METRIC} (CUPTI gave no counters with them)")
 
 
 def test_no_permission_no_crash(tmp_path):
@@ -276,6 +346,7 @@ def test_no_permission_no_crash(tmp_path):
     none = runner.counters_view(timed, lambda: None, table_of=lambda fn, m: empty,
                                 forbidden=lambda: "")
     assert none.counters_note.startswith("no hardware counters: CUPTI gave none")
+    assert none.counters_note.endswith("--nsight under ncu reads them instead")
     for result in (forbidden, failed, none):
         text = text_report(result)
         line = [x for x in text.splitlines() if "no hardware counters" in x
@@ -363,6 +434,10 @@ def test_nsight_report_says_which_capture_and_copes_with_no_rows(fake_cuda):
     text = text_report(result)
     assert ("Nsight capture: cudaProfilerStart/Stop bracketed the 2 timed iterations inside "
             "the NVTX range 'cell'") in text
+    # The GPU was not watched: the summary claims no busy share and no row totals.
+    summary = result.summary().splitlines()[0]
+    assert summary.endswith(" · wall clock only (Nsight capture)")
+    assert "GPU busy" not in text and "self device" not in summary
     assert "Nsight capture" in html_report(result)
     result.findings()  # no rule trips over the empty rows
     from kernelmagic.render.bundle import mime_bundle
@@ -416,7 +491,10 @@ def test_roofline_chart_places_measured_kernels_beside_the_model(monkeypatch):
 
     rows = [_counted(key="gemm", fp32_flops=2e9, dram_read_bytes=1e6, time=10.0,
                      flops_per_s=2e14, dram_bytes_per_s=1e11),
-            _counted(key="counted, untimed", fp32_flops=1e6, dram_read_bytes=1e3)]
+            _counted(key="counted, untimed", fp32_flops=1e6, dram_read_bytes=1e3),
+            # A tensor-core GEMM: its FLOPs are not counted, only its instructions.
+            _counted(key="hmma gemm", fp32_flops=1e6, tensor_inst=5e6, dram_read_bytes=1e6,
+                     time=10.0, flops_per_s=1e11, dram_bytes_per_s=1e11, has_tensor=True)]
     result = ProfileResult(
         name="b", iters=1, warmup=0, device="cuda", rows=[], timings=[1e-4], counters=rows,
         views=["roofline", "counters"],
@@ -464,6 +542,27 @@ def test_nsight_ctrl_c_keeps_the_completed_iterations(fake_cuda):
     assert partial.capture == "nsight" and len(partial.timings) == 1
     assert partial.interrupted_after == 1 and partial.planned_iters == 4
     assert [x[0] for x in log] == ["start", "stop"]
+
+
+def test_ctrl_c_in_the_counter_run_keeps_the_timed_result(monkeypatch):
+    # The counter run serialises and replays every kernel: it is the slow part, and Ctrl-C
+    # there must not lose the timed iterations already measured.
+    monkeypatch.setattr(counter_run, "counters_forbidden", lambda: "")
+
+    def interrupted(fn, metrics):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(counter_run, "counter_events", interrupted)
+    options = ProfileOptions(iters=2, warmup=0, name="b", counters=True)
+    run = runner.Plan(options=options, profiles_device=False,
+                      sort=options.resolve_sort(False))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        runner.execute(lambda: torch.ones(4).add_(1), run)
+    partial = caught.value.result
+    assert len(partial.timings) == 2 and partial.rows and "counters" in partial.views
+    assert partial.counters == []
+    assert partial.counters_note == "no hardware counters: the counter run was interrupted"
+    assert not partial.interrupted_after  # every timed iteration ran
 
 
 def test_api_refuses_counters_and_nsight_on_the_cpu():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.counter_metrics import CounterRow
+from kernelmagic.counter_metrics import PRECISIONS, CounterRow
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -34,7 +34,7 @@ def counter_table(result: ProfileResult) -> Table:
                lambda r: r.launched_by or NONE, numeric=False, width=200),
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=64),
     ]
-    for precision in ("fp64", "fp32", "fp16"):
+    for precision in PRECISIONS:
         attr = f"{precision}_flops"
         cols.append(Column(attr, f"{precision.upper()} FLOP",
                            lambda r, a=attr: getattr(r, a),
@@ -102,8 +102,11 @@ MEASURED_COLOR = "#55A868"
 
 def measured_points(result: ProfileResult, k: int) -> list[CounterRow]:
     """The kernels the roofline chart places by measured numbers: those with FLOPs, DRAM
-    bytes and a time, most time first, at most ``k``."""
-    rows = [r for r in result.counters if r.flops > 0 and r.dram_bytes > 0 and r.time > 0]
+    bytes and a time, most time first, at most ``k``. Kernels that ran tensor-core
+    instructions are left out: their FLOPs are not counted (only the instructions), so
+    their measured FLOP/s and FLOP per byte would be far too low."""
+    rows = [r for r in result.counters if r.flops > 0 and r.dram_bytes > 0 and r.time > 0
+            and not r.tensor_inst]
     return sorted(rows, key=lambda r: -r.time)[:k]
 
 

@@ -28,7 +28,9 @@ def summary_line(result: ProfileResult) -> str:
         f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
         f"best {format_seconds(s.best)})",
     ]
-    if result.profiles_device:
+    if result.capture == "nsight":  # no profiler ran: nothing to say of busy time or rows
+        parts.append("wall clock only (Nsight capture)")
+    elif result.profiles_device:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
             busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0

@@ -10,8 +10,10 @@ the k-th range is the k-th kernel run, and with kernels serialised that is the k
 launched. So the ranges are joined by order to the trace's kernel events when it has as
 many, else to its kernel launch calls (``cudaLaunchKernel``, ``cuLaunchKernel``, ...) when
 it has as many; each range then takes that event's correlation id, which survives every
-later cut of the table. Any other count (or a CUDA graph launch, which runs many kernels
-from one call) joins nothing: the ranges keep their kernel names only.
+later cut of the table. Kineto's range profiler stops at ``counter_metrics.MAX_RANGES``
+kernels: exactly that many ranges are the first kernels run, joined to the first kernels or
+launches. Any other count (or a CUDA graph launch, which runs many kernels from one call)
+joins nothing: the ranges keep their kernel names only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelmagic import counter_metrics
 from kernelmagic.events import EventTable, Kind
 from kernelmagic.op_names import LAUNCH_CALLS
 from kernelmagic.sources.trace_numbers import Number
@@ -56,18 +59,21 @@ def join_ranges(table: EventTable, ranges: list[RawRange]) -> dict[str, Any]:
     graphs = any("Graph" in table.names[int(i)] for i in
                  np.unique(table.name[table.kind == Kind.RUNTIME]).tolist())
     n = len(ordered)
-    if kernels.size == n and n:
-        chosen, how = kernels, f"{n} counter ranges joined to the trace's {n} kernels in order"
-    elif launches.size == n and n and not graphs:
-        chosen, how = launches, (f"{n} counter ranges joined to the {n} kernel launches in "
-                                 "order (the trace has no kernel events)")
+    capped = n == counter_metrics.MAX_RANGES  # the profiler stopped counting: the first n kernels
+    if n and (kernels.size == n or (capped and kernels.size > n)):
+        chosen, how = kernels, (f"{n} counter ranges joined to the trace's "
+                                f"{'first ' if kernels.size > n else ''}{n} kernels in order")
+    elif n and not graphs and (launches.size == n or (capped and launches.size > n)):
+        chosen, how = launches, (f"{n} counter ranges joined to the "
+                                 f"{'first ' if launches.size > n else ''}{n} kernel launches "
+                                 "in order (the trace has no kernel events)")
     else:
         chosen = None
         how = (f"{n} counter ranges, {kernels.size} kernels and {launches.size} kernel "
                "launches: not joined (kernels are named, their ops unknown)")
     correlations = [0] * n
     if chosen is not None:
-        chosen = chosen[np.argsort(table.start[chosen], kind="stable")]
+        chosen = chosen[np.argsort(table.start[chosen], kind="stable")][:n]
         correlations = table.correlation[chosen].tolist()
     return {
         RANGES_KEY: [{"name": name, "metrics": metrics, "correlation": int(c)}

@@ -15,6 +15,7 @@ from kernelmagic.counter_metrics import (
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
     OCCUPANCY_METRIC,
+    PRECISIONS,
     SUMMED_METRICS,
     TENSOR_METRIC,
     CounterRow,
@@ -47,14 +48,15 @@ def _launching_op(table: EventTable, i: int) -> str:
     return ""
 
 
-def counter_rows(table: EventTable, *, kernel_time: dict[str, float] | None = None,
+def counter_rows(table: EventTable, *, call_time: dict[str, float] | None = None,
                  peak_bytes_per_s: float = 0.0) -> list[CounterRow]:
     """One ``CounterRow`` per kernel name, most DRAM traffic (then most FLOPs) first.
 
-    ``kernel_time`` (µs per kernel name, for the same calls the counters cover) gives the
-    rates; without it the time is that of the kernel events the ranges were joined to
-    (0 where the table has none: counts, no rates). ``peak_bytes_per_s`` (the device's
-    DRAM bandwidth; 0: unknown) gives ``dram_peak_share``.
+    ``call_time`` (µs per call of each kernel name, as timed elsewhere) gives the rates:
+    a row's time is that times the calls its counters cover, so the rates hold however
+    many calls were counted. Without it the time is that of the kernel events the ranges
+    were joined to (0 where the table has none: counts, no rates). ``peak_bytes_per_s``
+    (the device's DRAM bandwidth; 0: unknown) gives ``dram_peak_share``.
     """
     ranges = counter_ranges(table)
     if not ranges:
@@ -95,11 +97,12 @@ def counter_rows(table: EventTable, *, kernel_time: dict[str, float] | None = No
     rows = []
     for name, count in calls.items():
         s, has = sums[name], seen[name]
-        flops = {"fp64": 0.0, "fp32": 0.0, "fp16": 0.0}
+        flops = dict.fromkeys(PRECISIONS, 0.0)
         for metric, (precision, per_inst) in FLOP_METRICS.items():
             flops[precision] += s[metric] * per_inst
         dram = s[DRAM_READ_METRIC] + s[DRAM_WRITE_METRIC]
-        time = kernel_time.get(name, 0.0) if kernel_time is not None else joined_time[name]
+        time = (call_time.get(name, 0.0) * count if call_time is not None
+                else joined_time[name])
         seconds = time / 1e6
         has_dram = DRAM_READ_METRIC in has or DRAM_WRITE_METRIC in has
         bytes_per_s = dram / seconds if seconds > 0 and has_dram else 0.0
