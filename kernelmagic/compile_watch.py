@@ -77,6 +77,12 @@ def _metrics() -> list[Any]:
     return list(get()) if get is not None else []
 
 
+def _compiles() -> list[Any]:
+    """Dynamo's records of compiles, oldest first: its metrics less the runtime records
+    (``is_runtime``: autotuning at a compiled graph's call, not a compile)."""
+    return [m for m in _metrics() if not getattr(m, "is_runtime", None)]
+
+
 def _break_records() -> list[Any]:
     if _DYNAMO not in sys.modules:
         return []
@@ -85,13 +91,26 @@ def _break_records() -> list[Any]:
     return list(getattr(utils, "graph_break_reasons", []))
 
 
+class _Mark:
+    """The records dynamo held at one moment, kept alive: ``m in mark`` by identity."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self._records = records
+        self._ids = {id(m) for m in records}
+
+    def __contains__(self, record: object) -> bool:
+        return id(record) in self._ids
+
+
 class Watch:
     """Marks around a run: ``profiling()`` between warm-up and profiled iterations,
     ``stop()`` after them (idempotent; also restores inductor's config)."""
 
     def __init__(self) -> None:
-        self._before = {id(m) for m in _metrics()}
-        self._warmup: set[int] | None = None
+        # The marks hold the records themselves: dynamo drops records beyond its last 64,
+        # and a freed record's id() can be a new record's.
+        self._before = _Mark(_metrics())
+        self._warmup: _Mark | None = None
         self._restore: dict[str, Any] = {}
         if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: what it compiles now
             config = sys.modules[_INDUCTOR_CONFIG]
@@ -105,7 +124,7 @@ class Watch:
 
     def profiling(self) -> None:
         """Mark the end of the warm-up."""
-        self._warmup = {id(m) for m in _metrics()}
+        self._warmup = _Mark(_metrics())
 
     def stop(self) -> None:
         """Put back what was switched for the run."""
@@ -120,20 +139,24 @@ class Watch:
         """``result`` with the compiles of this run and of its regions, graph breaks'
         reasons and lines, regions' frames and the kernels' aten ops."""
         self.stop()
-        warmup = self._warmup if self._warmup is not None else {id(m) for m in _metrics()}
+        warmup = self._warmup if self._warmup is not None else _Mark(_metrics())
         in_profile = {r.compile_id for r in result.compiled_regions}
         in_profile |= {b.compile_id for b in result.graph_breaks}
         records = _break_records()
         compiles = []
-        for m in _metrics():
-            phase = (BEFORE if id(m) in self._before else WARMUP if id(m) in warmup
-                     else PROFILED)
+        for m in _compiles():
+            phase = (BEFORE if m in self._before else WARMUP if m in warmup else PROFILED)
             if phase == BEFORE and str(m.compile_id) not in in_profile:
                 continue
             compiles.append(_compile_row(m, phase))
         if not compiles and not result.compiled_regions and not result.fused_kernels:
             return result
-        by_id = {c.compile_id: c for c in compiles}
+        # A frame's forward compile names it; its backward's record (same id) does not.
+        by_id = {c.compile_id: c for c in compiles if not c.backward}
+        compiles = [dataclasses.replace(c, function=by_id[c.compile_id].function,
+                                        file=by_id[c.compile_id].file,
+                                        line=by_id[c.compile_id].line)
+                    if c.backward and c.compile_id in by_id else c for c in compiles]
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
         breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
         origins = kernel_origins()
@@ -156,7 +179,8 @@ def _compile_row(m: Any, phase: str) -> CompileRow:
                       file=str(getattr(m, "co_filename", "") or ""),
                       line=int(getattr(m, "co_firstlineno", 0) or 0),
                       recompile_reason=str(getattr(m, "recompile_reason", "") or ""),
-                      graph_break=restart[0] if restart else "")
+                      graph_break=restart[0] if restart else "",
+                      backward=getattr(m, "is_forward", None) is False)
 
 
 def _with_frame(row: CompiledRegionRow, c: CompileRow | None) -> CompiledRegionRow:

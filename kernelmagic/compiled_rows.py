@@ -70,7 +70,9 @@ class CompileRow:
     regions the profile holds), in the warm-up, or inside the profiled iterations.
 
     ``recompile_reason`` is the guard that failed (a recompile); ``graph_break`` dynamo's
-    reason when this compile broke the graph.
+    reason when this compile broke the graph. ``backward`` marks the compile of the
+    backward graph of ``compile_id``'s forward (done at its first backward call; its frame
+    is the forward's).
     """
 
     compile_id: str
@@ -81,6 +83,7 @@ class CompileRow:
     line: int = 0
     recompile_reason: str = ""
     graph_break: str = ""
+    backward: bool = False
 
     @property
     def key(self) -> str:

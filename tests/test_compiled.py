@@ -439,3 +439,64 @@ def test_a_cached_graphs_stale_lines_are_found_again_or_left_out(tmp_path):
     assert _current_place(str(now), 2, code, str(now)) == f"{now}:5"  # moved in its file
     assert _current_place(str(now), 5, code, str(now)) == f"{now}:5"
     assert _current_place(gone, 2, "z = torch.cos(x)", str(now)) == ""  # never shown wrong
+
+
+def _metric(compile_id: str, **fields) -> object:
+    """A compilation-metrics record as dynamo keeps one (the fields kernelmagic reads)."""
+    from types import SimpleNamespace
+
+    base = dict(compile_id=compile_id, co_name=None, co_filename=None, co_firstlineno=None,
+                duration_us=None, restart_reasons=None, recompile_reason=None,
+                is_forward=True, is_runtime=None, inductor_provenance=None)
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_a_lazy_backward_compile_does_not_hide_the_forward_record(monkeypatch):
+    """A training step's backward is compiled at its first call: a record of the same compile
+    id (``is_forward=False``, no frame, no graph break); a runtime record (autotuning) is not
+    a compile."""
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+    from kernelmagic.render.compiled import compile_table
+
+    why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
+    records: list[object] = []
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: [])
+    watch = compile_watch.Watch()
+    records += [_metric("0/0", co_name="f", co_filename="/u/cell.py", co_firstlineno=4,
+                        duration_us=2_000_000, restart_reasons={why}),
+                _metric("0/0", is_forward=False, duration_us=500_000),
+                _metric("0/0", is_runtime=True, duration_us=100_000)]
+    watch.profiling()
+    result = cpu_result(compiled_regions=[CompiledRegionRow("0/0", 10, 500.0, 100.0)],
+                        graph_breaks=[GraphBreakRow("0/0", 10, 300.0)])
+    out = watch.annotate(result)
+    assert (out.compiled_regions[0].function, out.compiled_regions[0].file) == (
+        "f", "/u/cell.py")
+    assert (out.graph_breaks[0].reason, out.graph_breaks[0].hint) == (
+        "Unsupported Tensor.item() call", "capture scalars")
+    assert [(c.compile_id, c.backward, c.function, c.duration_s) for c in out.compiles] == [
+        ("0/0", False, "f", 2.0), ("0/0", True, "f", 0.5)]
+    table = compile_table(out)
+    assert [table.column("order").show(c) for c in out.compiles] == ["1", "2"]
+    assert [table.column("op").show(c) for c in out.compiles] == ["0/0", "0/0 backward"]
+
+
+def test_a_compile_whose_record_reuses_an_evicted_records_memory_is_new(monkeypatch):
+    """Dynamo keeps the last 64 records: one dropped during the run is freed, and a new
+    record may take its place in memory (its ``id``); it is still this run's compile."""
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+
+    records: list[object] = [_metric("0/0", co_name="old", duration_us=1)]
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: [])
+    watch = compile_watch.Watch()
+    watch.profiling()
+    records.clear()  # evicted: nothing else holds it
+    for i in range(20):  # new records, one likely where the old one was
+        records.append(_metric(f"{i + 1}/0", co_name="new", duration_us=1))
+    result = cpu_result(compiled_regions=[CompiledRegionRow(f"{i + 1}/0", 10, 1.0, 1.0)
+                                          for i in range(20)])
+    assert {c.phase for c in watch.annotate(result).compiles} == {PROFILED}

@@ -99,9 +99,10 @@ def kernel_table(result: ProfileResult) -> Table:
 
 def compile_table(result: ProfileResult) -> Table:
     """The compiles of this run (and, marked ``before``, those of the profiled regions)."""
-    order = {c.compile_id: i for i, c in enumerate(result.compiles)}
+    order = {id(c): i for i, c in enumerate(result.compiles)}  # a compile id can repeat
     cols = [
-        Column("op", "compile id", lambda c: c.compile_id, lambda c: c.compile_id,
+        Column("op", "compile id", lambda c: c.compile_id,
+               lambda c: c.compile_id + (" backward" if c.backward else ""),
                numeric=False, width=100),
         Column("phase", "when", lambda c: c.phase, lambda c: c.phase, numeric=False),
         Column("frame", "frame", lambda c: c.function,
@@ -112,8 +113,8 @@ def compile_table(result: ProfileResult) -> Table:
         Column("guard", "recompiled because", lambda c: c.recompile_reason,
                lambda c: c.recompile_reason.splitlines()[0] if c.recompile_reason else "",
                numeric=False, width=420),
-        Column("order", "#", lambda c: -order[c.compile_id],
-               lambda c: str(order[c.compile_id] + 1), width=40),
+        Column("order", "#", lambda c: -order[id(c)], lambda c: str(order[id(c)] + 1),
+               width=40),
     ]
     return Table(cols, list(result.compiles), "order", noun="compiles")
 
