@@ -12,7 +12,10 @@ BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
 
 @dataclass(frozen=True)
 class CompiledRegionRow:
-    """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations.
+    """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations;
+    compile id ``backward``: the compiled graphs autograd ran outside any region (a
+    compiled function's backward), its time that of their autograd nodes
+    (``CompiledFunctionBackward``: the graph and its wrappers).
 
     ``cpu_time_total`` is the region's inclusive time; ``graph_time_total`` the time in
     its own compiled graphs (``## Call CompiledFxGraph ##``, not a nested region's);

@@ -500,3 +500,29 @@ def test_a_compile_whose_record_reuses_an_evicted_records_memory_is_new(monkeypa
     result = cpu_result(compiled_regions=[CompiledRegionRow(f"{i + 1}/0", 10, 1.0, 1.0)
                                           for i in range(20)])
     assert {c.phase for c in watch.annotate(result).compiles} == {PROFILED}
+
+
+def test_compiled_backward_graphs_count_as_compiled_code():
+    """A compiled training step runs its backward graphs from autograd, outside dynamo's
+    regions: they are compiled code, not eager (no mostly-eager finding)."""
+    table = table_of(
+        (Kind.RANGE, "step/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 30, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "graph_0_cpp_fused_mul_sin_0", 10, 20, 1),
+        (Kind.OP, "autograd::engine::evaluate_function: CompiledFunctionBackward", 35, 95, 1),
+        (Kind.OP, "CompiledFunctionBackward", 36, 94, 1),
+        (Kind.OP, "aten::zeros", 37, 40, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 45, 90, 1),
+        (Kind.OP, "graph_0_cpp_fused_cos_mul_0", 50, 80, 1),
+    )
+    view = compiled_view(table, Figures(table), [(0, 100_000)])
+    assert [(r.compile_id, r.count, r.cpu_time_total, r.graph_time_total, r.outermost)
+            for r in view.regions] == [("0/0", 1, 29.0, 20.0, True),
+                                       ("backward", 1, 58.0, 45.0, True)]
+    assert {k.key: k.compile_id for k in view.kernels} == {
+        "graph_0_cpp_fused_mul_sin_0": "0/0", "graph_0_cpp_fused_cos_mul_0": "backward"}
+    assert view.breaks == []
+    result = build_result(table, name="step")
+    assert "mostly_eager" not in _rules(result)  # 87 of 100 µs compiled
+    assert "compiled regions 87.0 µs of 100 µs" in text_report(result)

@@ -26,7 +26,7 @@ from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
-__all__ = ["DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
+__all__ = ["BACKWARD", "DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
            "compiled_view"]
 
 #: A compiled region's range name; group 1 is its compile id (``0/1``: frame 0, second
@@ -37,6 +37,11 @@ GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 #: A kernel inductor generated: Triton on GPUs, C++ (``graph_<n>_`` prefixed by its
 #: profiling record) on CPUs; group 1 is the graph's number, group 2 the kernel's name.
 KERNEL = re.compile(r"^(?:graph_(\d+)_)?((?:triton|cpp)_\w+)$")
+#: The row of compiled graphs run outside any region: autograd runs a compiled function's
+#: backward graphs (``CompiledFunctionBackward``) after dynamo's region has ended.
+BACKWARD = "backward"
+#: The autograd node that runs a compiled backward graph (its wrappers around the graph).
+BACKWARD_NODE = "CompiledFunctionBackward"
 #: Eager ops named per gap.
 GAP_OPS = 4
 #: Dynamo's own work around a compiled graph (guards, wrappers): one entry of a gap's ops.
@@ -120,12 +125,33 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
                               graph_time_total=own[cid], device_time_total=dev[cid],
                               outermost=outermost[cid])
             for cid in count]
+    outside = np.flatnonzero(graph & (owner < 0))  # the backward: compiled, not eager
+    if outside.size:
+        # Each graph's time in full: its autograd node's (wrappers included), else its own.
+        runs = sorted({_backward_node(table, g) for g in outside.tolist()})
+        rows.append(CompiledRegionRow(
+            compile_id=BACKWARD, count=len(runs),
+            cpu_time_total=float(figures.cpu_total[runs].sum()),
+            graph_time_total=float(duration[outside].sum()),
+            device_time_total=float(device[runs].sum()), outermost=True,
+            function="compiled graphs autograd ran"))
     return sorted(rows, key=_id_order)
 
 
-def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[tuple[int, ...], str]:
-    """Compile ids in numeric order (``2/0`` before ``10/0``)."""
-    return tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id
+def _backward_node(table: EventTable, graph: int) -> int:
+    """The ``BACKWARD_NODE`` around the compiled graph run ``graph``, else ``graph``."""
+    at = int(table.parent[graph])
+    while at >= 0:
+        if table.names[int(table.name[at])] == BACKWARD_NODE:
+            return at
+        at = int(table.parent[at])
+    return graph
+
+
+def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[bool, tuple[int, ...], str]:
+    """Compile ids in numeric order (``2/0`` before ``10/0``), the backward row last."""
+    return (row.compile_id == BACKWARD,
+            tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id)
 
 
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
@@ -209,8 +235,9 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
         host = int(table.launcher[i]) if on_device[i] else i
-        if key not in region_of and host >= 0 and owner[host] >= 0:
-            region_of[key] = _compile_id(table, int(owner[host]), region_match)
+        if key not in region_of and host >= 0:
+            region_of[key] = (_compile_id(table, int(owner[host]), region_match)
+                              if owner[host] >= 0 else BACKWARD)
     rows = []
     on_gpu = {name for name, device in count if device}
     for (name, device), n in count.items():
