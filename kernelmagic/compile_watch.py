@@ -20,6 +20,9 @@ Inductor's C++ kernels record themselves in a profile only when compiled with
 ``trace.provenance_tracking_level``: ``Watch`` switches both on for the warm-up and the
 profiled iterations (so a function first compiled in the warm-up gets them; both are in
 inductor's cache key, so no cached graph without them is reused) and restores them after.
+Before any torch.compile (inductor's config not imported: the cell may be the first to
+compile), it sets the environment variables the config reads at its import instead, and
+after the run removes them and puts the settings back off.
 Nothing here calls ``torch._dynamo.reset()`` or clears a counter.
 """
 
@@ -62,6 +65,13 @@ _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
 #: there only), then restored: C++ kernels record themselves in the profile; provenance
 #: tracking records each kernel's source lines in dynamo's compilation metrics.
 _SWITCHED = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1}
+#: The environment variables inductor's config reads those settings from when it is
+#: imported (the first one is set to "1" when none is set), and the value each setting
+#: has without them: a run that starts before any torch.compile switches them on this way.
+_SWITCH_ENV = {"cpp.enable_kernel_profile": (("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE",),
+                                             False),
+               "trace.provenance_tracking_level": (("INDUCTOR_PROVENANCE",
+                                                    "TORCH_COMPILE_DEBUG"), 0)}
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
 _TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
@@ -112,7 +122,13 @@ class Watch:
         self._before = _Mark(_metrics())
         self._warmup: _Mark | None = None
         self._restore: dict[str, Any] = {}
-        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: what it compiles now
+        self._env: list[str] = []  # the settings switched through the environment
+        if _INDUCTOR_CONFIG not in sys.modules:  # torch.compile's first use may be the cell's
+            for name, (names, _) in _SWITCH_ENV.items():
+                if not any(n in os.environ for n in names):
+                    os.environ[names[0]] = "1"
+                    self._env.append(name)
+        else:  # a torch.compile exists: what it compiles now
             config = sys.modules[_INDUCTOR_CONFIG]
             for name, on in _SWITCHED.items():
                 part, _, field = name.rpartition(".")
@@ -128,6 +144,15 @@ class Watch:
 
     def stop(self) -> None:
         """Put back what was switched for the run."""
+        config = sys.modules.get(_INDUCTOR_CONFIG)
+        for name in self._env:  # the config imported during the run read them: off again
+            names, off = _SWITCH_ENV[name]
+            os.environ.pop(names[0], None)
+            part, _, field = name.rpartition(".")
+            holder = getattr(config, part, None)
+            if holder is not None and getattr(holder, field, off) == _SWITCHED[name]:
+                setattr(holder, field, off)
+        self._env = []
         if self._restore and _INDUCTOR_CONFIG in sys.modules:
             config = sys.modules[_INDUCTOR_CONFIG]
             for name, value in self._restore.items():

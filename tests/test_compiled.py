@@ -526,3 +526,47 @@ def test_compiled_backward_graphs_count_as_compiled_code():
     result = build_result(table, name="step")
     assert "mostly_eager" not in _rules(result)  # 87 of 100 µs compiled
     assert "compiled regions 87.0 µs of 100 µs" in text_report(result)
+
+
+LAZY_COMPILE = '''
+import os, sys
+import torch
+import kernelmagic
+
+def f(x):
+    return torch.sin(x) * 2
+
+x = torch.ones(64)
+box = {}
+
+def cell():  # a cell that compiles: torch.compile's first use in this process
+    box.setdefault("fn", torch.compile(f, dynamic=False))(x)
+
+kernelmagic.profile(lambda: x + 1, iters=1, warmup=1, name="eager")
+assert "torch._dynamo" not in sys.modules  # no torch.compile used: dynamo never imported
+assert "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE" not in os.environ
+result = kernelmagic.profile(cell, iters=2, warmup=1, name="lazy")
+from torch._inductor import config
+print([(k.aten_ops, k.source.rsplit(":", 1)[-1]) for k in result.fused_kernels])
+print(config.cpp.enable_kernel_profile, config.trace.provenance_tracking_level,
+      "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE" in os.environ, "INDUCTOR_PROVENANCE" in os.environ)
+'''
+
+
+def test_a_cell_that_first_uses_torch_compile_gets_its_kernels(tmp_path):
+    """Inductor's config is imported by the cell's own torch.compile, after the run began:
+    kernel profiling and provenance still apply to its compile, and are off again after.
+    A profile without torch.compile imports no dynamo."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "lazy.py"
+    script.write_text(LAZY_COMPILE)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", "INDUCTOR_PROVENANCE",
+                        "TORCH_COMPILE_DEBUG")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=600, check=True).stdout.splitlines()
+    assert out == ["[('aten.mul, aten.sin', '7')]", "False 0 False False"]  # line 7: f's
