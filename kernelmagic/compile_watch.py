@@ -345,8 +345,10 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                     theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
                     if found:  # the innermost frame outside torch: the user's line
                         path, line, code = (theirs or found)[-1]
+                        # the outermost: the compiled frame, in its file at compile time
                         place = _current_place(path, int(line), code.strip(),
-                                               getattr(m, "co_filename", None) or "")
+                                               getattr(m, "co_filename", None) or "",
+                                               (theirs or found)[0][0])
                         if place and place not in where:
                             where.append(place)
     return out
@@ -358,16 +360,20 @@ def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]
     return "; ".join(lines.get((compile_id, name), []))
 
 
-def _current_place(path: str, line: int, code: str, frame_file: str) -> str:
+def _current_place(path: str, line: int, code: str, frame_file: str,
+                   compiled_from: str | None = None) -> str:
     """``path:line`` as it reads now, or "" when it cannot be found again.
 
     A graph loaded from inductor's cache keeps the stack of the code it was first compiled
     from: another file (a notebook cell's file is named by its content) or other line
-    numbers. The recorded ``code`` is looked for first in the compiled frame's own file
-    (``frame_file``, current), then at ``path`` (a helper in another file); a line that
-    cannot be found again is left out rather than shown wrong.
+    numbers. A line in the file the graph was compiled from (``compiled_from``, the
+    recorded stack's outermost file; ``path`` when not given) is looked for first in the
+    compiled frame's own file (``frame_file``, current), then at ``path``; a line in another
+    file (a helper's) only there. A line that cannot be found again is left out rather
+    than shown wrong.
     """
-    for where in dict.fromkeys(p for p in (frame_file, path) if p):
+    in_frame = compiled_from is None or path == compiled_from
+    for where in dict.fromkeys(p for p in (frame_file if in_frame else "", path) if p):
         found = _line_of(where, code, line if where == path else 0)
         if found:
             return f"{where}:{found}"

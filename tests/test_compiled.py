@@ -570,3 +570,23 @@ def test_a_cell_that_first_uses_torch_compile_gets_its_kernels(tmp_path):
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                          text=True, timeout=600, check=True).stdout.splitlines()
     assert out == ["[('aten.mul, aten.sin', '7')]", "False 0 False False"]  # line 7: f's
+
+
+def test_a_helpers_line_is_not_moved_into_the_compiled_frames_file(tmp_path):
+    """A kernel from a helper in another file keeps the helper's line, even where the
+    compiled frame's file holds the same code elsewhere."""
+    import json
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("import torch\ndef act(x):\n    return torch.sin(x) * 2\n")
+    cell = tmp_path / "cell.py"
+    cell.write_text("from helpers import act\ndef f(x):\n    return act(x)\n"
+                    "def unused(x):\n    return torch.sin(x) * 2\n")
+    stack = (f'  File "{cell}", line 3, in f\n    return act(x)\n'
+             f'  File "{helpers}", line 3, in act\n    return torch.sin(x) * 2\n')
+    metric = SimpleNamespace(compile_id="0/0", co_filename=str(cell), inductor_provenance={
+        json.dumps({"cpp_fused_mul_sin_0:1": [stack]})})
+    assert _kernel_lines([metric]) == {("0/0", "cpp_fused_mul_sin_0"): [f"{helpers}:3"]}
