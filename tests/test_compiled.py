@@ -98,8 +98,9 @@ def test_graph_break_shows_two_regions_the_reason_and_the_line(broken):
     assert (gap.file, gap.line) == (__file__, BREAK_LINE)
     assert gap.code == "s = y.sum().item()  # the graph break"
     eager = [part.rsplit(" ", 2)[0] for part in gap.top_ops.split("; ")]
-    assert eager[-1] == "dynamo"  # its cache lookup and wrappers, after the eager ops
-    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-1])
+    # its cache lookup and wrappers, then the Python no op recorded, after the eager ops
+    assert eager[-2:] == ["dynamo", "Python"]
+    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-2])
     # the gap lies inside the outer region, outside its graphs
     assert 0 < gap.gap_time_total < outer.cpu_time_total - outer.graph_time_total
 
@@ -234,7 +235,7 @@ def test_view_on_a_hand_made_table():
             inner.outermost) == ("1/0", 40.0, 30.0, False)
     (gap,) = view.breaks
     assert (gap.compile_id, gap.count, gap.gap_time_total) == ("0/0", 1, 25.0)
-    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs"
+    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs; Python 12.0 µs"
     (kernel,) = view.kernels
     assert (kernel.key, kernel.count, kernel.time_total, kernel.graph) == (
         "graph_0_cpp_fused_mul_sin_0", 1, 10.0, "graph_0")
@@ -590,3 +591,22 @@ def test_a_helpers_line_is_not_moved_into_the_compiled_frames_file(tmp_path):
     metric = SimpleNamespace(compile_id="0/0", co_filename=str(cell), inductor_provenance={
         json.dumps({"cpp_fused_mul_sin_0:1": [stack]})})
     assert _kernel_lines([metric]) == {("0/0", "cpp_fused_mul_sin_0"): [f"{helpers}:3"]}
+
+
+def test_the_gaps_listing_adds_up_to_the_gap():
+    """The gap's eager ops (the first ``GAP_OPS``, then the others summed), dynamo's work
+    and the Python between them (no op recorded) add up to the gap."""
+    events = [(Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 200, 1),
+              (Kind.OP, "## Call CompiledFxGraph a ##", 1, 10, 1)]
+    at = 20
+    for i, us in enumerate((30, 20, 10, 8, 6, 4)):  # six eager ops: 78 µs
+        events.append((Kind.OP, f"aten::op{i}", at, at + us, 1))
+        at += us + 2
+    events += [(Kind.OP, "TorchDynamo Cache Lookup", 120, 125, 1),
+               (Kind.OP, "## Call CompiledFxGraph b ##", 150, 190, 1)]
+    table = table_of(*events)
+    (gap,) = compiled_view(table, Figures(table), [(0, 300_000)]).breaks
+    assert gap.gap_time_total == 140.0
+    assert gap.top_ops == ("aten::op0 30.0 µs; aten::op1 20.0 µs; aten::op2 10.0 µs; "
+                           "aten::op3 8.0 µs; 2 other ops 10.0 µs; dynamo 5.0 µs; "
+                           "Python 57.0 µs")

@@ -192,7 +192,8 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             inside = inside[(table.end[inside] <= hi) & (table.tid[inside] == table.tid[top])]
             in_gap.setdefault(cid, []).append(inside)
     rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
-                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters),
+                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters,
+                                           total[cid]),
                           gpu_idle_total=idle[cid])
             for cid in total]
     return sorted(rows, key=_id_order)
@@ -206,14 +207,23 @@ def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Co
     return Counter({table.names[i]: float(sums[i]) for i in np.unique(table.name[idx]).tolist()})
 
 
-def _gap_ops(self_cpu: Counter[str], iters: int) -> str:
-    """The gap's eager ops, most self time first (``GAP_OPS`` of them), then dynamo's own
-    work summed: ``aten::item 1.2 µs; ...; dynamo 9.8 µs`` (per iteration)."""
+def _gap_ops(self_cpu: Counter[str], iters: int, gap: float) -> str:
+    """What the gaps (``gap`` µs in all) held, per iteration, adding up to them: the eager
+    ops, most self time first (``GAP_OPS`` of them, the others summed), dynamo's own work
+    summed, then the time no op recorded (Python, yours and dynamo's):
+    ``aten::item 1.2 µs; ...; 3 other ops 0.9 µs; dynamo 9.8 µs; Python 20.1 µs``."""
     dynamo = sum(t for name, t in self_cpu.items() if name in DYNAMO_OVERHEAD)
     eager = Counter({name: t for name, t in self_cpu.items() if name not in DYNAMO_OVERHEAD})
-    parts = [f"{name} {t / iters:.1f} µs" for name, t in eager.most_common(GAP_OPS)]
+    named = eager.most_common(GAP_OPS)
+    parts = [f"{name} {t / iters:.1f} µs" for name, t in named]
+    if len(eager) > len(named):
+        rest = sum(eager.values()) - sum(t for _, t in named)
+        parts.append(f"{len(eager) - len(named)} other ops {rest / iters:.1f} µs")
     if dynamo:
         parts.append(f"dynamo {dynamo / iters:.1f} µs")
+    python = gap - sum(self_cpu.values())
+    if python > 0:
+        parts.append(f"Python {python / iters:.1f} µs")
     return "; ".join(parts)
 
 
