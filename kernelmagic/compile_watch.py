@@ -46,6 +46,7 @@ from kernelmagic.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.result import ProfileResult
+from kernelmagic.views.compiled import id_order
 
 __all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]
 
@@ -183,7 +184,14 @@ class Watch:
                                         line=by_id[c.compile_id].line)
                     if c.backward and c.compile_id in by_id else c for c in compiles]
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
-        breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
+        # A break after a frame's last graph leaves no gap between two graphs: no gap row
+        # from the events, a row of its own (count 0) for its reason and line.
+        gapless = [GraphBreakRow(compile_id=r.compile_id, count=0, gap_time_total=0.0)
+                   for r in result.compiled_regions
+                   if r.compile_id in by_id and by_id[r.compile_id].graph_break
+                   and r.compile_id not in {b.compile_id for b in result.graph_breaks}]
+        breaks = sorted((_with_reason(b, by_id.get(b.compile_id), records)
+                         for b in [*result.graph_breaks, *gapless]), key=id_order)
         origins = kernel_origins()
         lines = _kernel_lines(m for m in _metrics()
                               if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})

@@ -42,7 +42,8 @@ class CompiledRegionRow:
 @dataclass(frozen=True)
 class GraphBreakRow:
     """A graph break and the gap it leaves: the time between one compiled graph's end and
-    the next graph's start inside the same call (eager ops and Python).
+    the next graph's start inside the same call (eager ops and Python). ``count`` 0: a
+    break after the frame's last graph, no gap between two graphs to measure.
 
     ``compile_id`` is the region whose graph ends before the gap (the frame whose compile
     broke); ``reason`` and ``hint`` are dynamo's; ``file``/``line`` the user's code where

@@ -610,3 +610,30 @@ def test_the_gaps_listing_adds_up_to_the_gap():
     assert gap.top_ops == ("aten::op0 30.0 µs; aten::op1 20.0 µs; aten::op2 10.0 µs; "
                            "aten::op3 8.0 µs; 2 other ops 10.0 µs; dynamo 5.0 µs; "
                            "Python 57.0 µs")
+
+
+def test_a_graph_break_with_no_graph_after_it_is_still_listed(monkeypatch):
+    """A frame that breaks after its last graph (a ``print`` before ``return``) leaves no gap
+    between two graphs: the break is still a row, with its reason and line, and no gap."""
+    from traceback import FrameSummary
+    from types import SimpleNamespace
+
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+
+    why = "Failed to trace builtin operator\n  Hint: Avoid calling builtin `print`"
+    records = [_metric("0/0", co_name="f", co_filename="/u/cell.py", co_firstlineno=4,
+                       duration_us=1_000_000, restart_reasons={why})]
+    breaks = [SimpleNamespace(reason=why, user_stack=[
+        FrameSummary("/u/cell.py", 6, "f", lookup_line=False)])]
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: list(breaks))
+    watch = compile_watch.Watch()
+    result = cpu_result(compiled_regions=[CompiledRegionRow("0/0", 10, 500.0, 100.0)])
+    (row,) = watch.annotate(result).graph_breaks
+    assert (row.compile_id, row.count, row.gap_time_total, row.reason, row.hint, row.file,
+            row.line) == ("0/0", 0, 0.0, "Failed to trace builtin operator",
+                          "Avoid calling builtin `print`", "/u/cell.py", 6)
+    text = text_report(dataclasses.replace(result, graph_breaks=[row]))
+    assert "[graph breaks]" in text and "no gap" in text
+    assert "graph-break gaps" not in text

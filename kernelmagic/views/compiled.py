@@ -27,7 +27,7 @@ from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 __all__ = ["BACKWARD", "DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
-           "compiled_view"]
+           "compiled_view", "id_order"]
 
 #: A compiled region's range name; group 1 is its compile id (``0/1``: frame 0, second
 #: compile; ``!0/1/0`` under compiled autograd).
@@ -135,7 +135,7 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
             graph_time_total=float(duration[outside].sum()),
             device_time_total=float(device[runs].sum()), outermost=True,
             function="compiled graphs autograd ran"))
-    return sorted(rows, key=_id_order)
+    return sorted(rows, key=id_order)
 
 
 def _backward_node(table: EventTable, graph: int) -> int:
@@ -148,7 +148,7 @@ def _backward_node(table: EventTable, graph: int) -> int:
     return graph
 
 
-def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[bool, tuple[int, ...], str]:
+def id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[bool, tuple[int, ...], str]:
     """Compile ids in numeric order (``2/0`` before ``10/0``), the backward row last."""
     return (row.compile_id == BACKWARD,
             tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id)
@@ -196,7 +196,7 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
                                            total[cid]),
                           gpu_idle_total=idle[cid])
             for cid in total]
-    return sorted(rows, key=_id_order)
+    return sorted(rows, key=id_order)
 
 
 def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Counter[str]:
