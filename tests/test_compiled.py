@@ -637,3 +637,27 @@ def test_a_graph_break_with_no_graph_after_it_is_still_listed(monkeypatch):
     text = text_report(dataclasses.replace(result, graph_breaks=[row]))
     assert "[graph breaks]" in text and "no gap" in text
     assert "graph-break gaps" not in text
+
+
+def test_same_named_triton_kernels_of_two_graphs_are_rows_of_their_regions():
+    """Triton kernels are named per graph (``triton_poi_fused_add_0`` in each graph that
+    has one): a kernel's row is its name in its region, so its lines are that graph's."""
+    table = table_of(
+        (Kind.RANGE, "step/iter 0", 0, 200, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 190, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 40, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 10, 12, 1, {"correlation": 1}),
+        (Kind.OP, "aten::item", 45, 50, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 60, 180, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 70, 170, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 80, 82, 1, {"correlation": 2}),
+        (Kind.KERNEL, "triton_poi_fused_add_0", 20, 24, 7, {"device": 0, "correlation": 1}),
+        (Kind.KERNEL, "triton_poi_fused_add_0", 90, 96, 7, {"device": 0, "correlation": 2}),
+    )
+    kernels = compiled_view(table, Figures(table), [(0, 200_000)]).kernels
+    assert sorted((k.key, k.compile_id, k.count, k.time_total) for k in kernels) == [
+        ("triton_poi_fused_add_0", "0/0", 1, 4.0), ("triton_poi_fused_add_0", "1/0", 1, 6.0)]
+    from kernelmagic.render.compiled import kernel_table
+
+    table = kernel_table(cpu_result(fused_kernels=kernels))
+    assert sorted(table.column("region").show(k) for k in kernels) == ["0/0", "1/0"]

@@ -88,6 +88,8 @@ def kernel_table(result: ProfileResult) -> Table:
     n = max(result.iters, 1)
     cols = [
         Column("op", "kernel", lambda k: k.key, lambda k: k.key, numeric=False, width=360),
+        Column("region", "region", lambda k: k.compile_id, lambda k: k.compile_id,
+               numeric=False, width=100),
         Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
         time_column("time", summed("time", result.iters), lambda k: k.time_total),
         time_column("time_iter", "per iteration", lambda k: k.time_total / n),

@@ -231,31 +231,30 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
              region_match: list[Any]) -> list[FusedKernelRow]:
     """Inductor's kernels in the iterations: GPU kernels by device time (not their launches'
     CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
-    one row per name."""
+    one row per name and region (Triton kernels are named per graph: two graphs can
+    each have a ``triton_poi_fused_add_0``)."""
     is_kernel_name, found = _matching(table, KERNEL)
     on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
-    count: Counter[tuple[str, bool]] = Counter()
-    time: Counter[tuple[str, bool]] = Counter()
-    region_of: dict[tuple[str, bool], str] = {}
+    count: Counter[tuple[str, bool, str]] = Counter()
+    time: Counter[tuple[str, bool, str]] = Counter()
     duration = (table.end - table.start) / 1e3
     for i in chosen.tolist():
-        key = (table.names[int(table.name[i])], bool(on_device[i]))
+        host = int(table.launcher[i]) if on_device[i] else i
+        region = ("" if host < 0 else BACKWARD if owner[host] < 0
+                  else _compile_id(table, int(owner[host]), region_match))
+        key = (table.names[int(table.name[i])], bool(on_device[i]), region)
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
-        host = int(table.launcher[i]) if on_device[i] else i
-        if key not in region_of and host >= 0:
-            region_of[key] = (_compile_id(table, int(owner[host]), region_match)
-                              if owner[host] >= 0 else BACKWARD)
     rows = []
-    on_gpu = {name for name, device in count if device}
-    for (name, device), n in count.items():
+    on_gpu = {name for name, device, _ in count if device}
+    for (name, device, region), n in count.items():
         if not device and name in on_gpu:  # a Triton launch's CPU-side record: the GPU row
             continue
         m = found[table.names.index(name)]
-        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device)],
+        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device, region)],
                                    on_device=device,
                                    graph=f"graph_{m[1]}" if m[1] is not None else "",
-                                   compile_id=region_of.get((name, device), "")))
-    return sorted(rows, key=lambda r: (-r.time_total, r.key))
+                                   compile_id=region))
+    return sorted(rows, key=lambda r: (-r.time_total, r.key, r.compile_id))
