@@ -4,6 +4,7 @@ kernels inductor generated, and the compiles of the run."""
 from __future__ import annotations
 
 from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
@@ -25,18 +26,10 @@ def _lines(row: FusedKernelRow) -> str:
     return "; ".join(f"{name}:{', '.join(lines)}" for name, lines in by_file.items())
 
 
-def _wall(result: ProfileResult) -> float:
-    """The iteration's mean wall time, µs."""
-    parts = result.breakdown
-    if parts is not None and parts.wall > 0:
-        return parts.wall
-    return result.stats.mean * 1e6 if result.timings else 0.0
-
-
 def region_table(result: ProfileResult) -> Table:
     """Each compiled region: calls, time per iteration inclusive and in its own graphs."""
     n = max(result.iters, 1)
-    wall = _wall(result)
+    wall = wall_us(result)
     cols = [
         Column("op", "compile id", lambda r: r.compile_id,
                lambda r: r.compile_id + ("" if r.outermost else " (nested)"),
@@ -59,7 +52,7 @@ def region_table(result: ProfileResult) -> Table:
 def break_table(result: ProfileResult) -> Table:
     """Each graph break: the gap it leaves per iteration, where, why, dynamo's hint."""
     n = max(result.iters, 1)
-    wall = _wall(result)
+    wall = wall_us(result)
     cols = [
         Column("op", "after region", lambda b: b.compile_id, lambda b: b.compile_id,
                numeric=False, width=100),
@@ -146,7 +139,7 @@ def compiled_note(result: ProfileResult) -> str:
     inside = sum(r.cpu_time_total for r in result.compiled_regions if r.outermost) / n
     gaps = sum(b.gap_time_total for b in result.graph_breaks) / n
     parts = [f"torch.compile: compiled regions {format_us(inside)} of "
-             f"{format_us(_wall(result))} per iteration"]
+             f"{format_us(wall_us(result))} per iteration"]
     if gaps:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]
