@@ -377,12 +377,13 @@ def _current_place(path: str, line: int, code: str, frame_file: str,
     numbers. A line in the file the graph was compiled from (``compiled_from``, the
     recorded stack's outermost file; ``path`` when not given) is looked for first in the
     compiled frame's own file (``frame_file``, current), then at ``path``; a line in another
-    file (a helper's) only there. A line that cannot be found again is left out rather
-    than shown wrong.
+    file (a helper's) only there. In each file: at ``line`` if it reads ``code``, else
+    the only line that does. A line that cannot be found again is left out rather than
+    shown wrong.
     """
     in_frame = compiled_from is None or path == compiled_from
     for where in dict.fromkeys(p for p in (frame_file if in_frame else "", path) if p):
-        found = _line_of(where, code, line if where == path else 0)
+        found = _line_of(where, code, line)
         if found:
             return f"{where}:{found}"
     return ""

@@ -661,3 +661,18 @@ def test_same_named_triton_kernels_of_two_graphs_are_rows_of_their_regions():
 
     table = kernel_table(cpu_result(fused_kernels=kernels))
     assert sorted(table.column("region").show(k) for k in kernels) == ["0/0", "1/0"]
+
+
+def test_a_cached_graphs_repeated_line_is_found_in_the_frames_file(tmp_path):
+    """A graph cached from another copy of the file (still there) names that copy; a line
+    whose code the frame's file holds twice is taken at its recorded number when that
+    number reads the same code, not from the other copy."""
+    from kernelmagic.compile_watch import _current_place
+
+    text = ("import torch\n\n\ndef g(x):\n    x = torch.sin(x) * 2\n"
+            "    x = torch.sin(x) * 2\n    return x\n")
+    now, then = tmp_path / "now.py", tmp_path / "then.py"
+    now.write_text(text)
+    then.write_text(text)
+    code = "x = torch.sin(x) * 2"
+    assert _current_place(str(then), 6, code, str(now), str(then)) == f"{now}:6"
