@@ -45,9 +45,10 @@ class GraphBreakRow:
     the next graph's start inside the same call (eager ops and Python). ``count`` 0: a
     break after the frame's last graph, no gap between two graphs to measure.
 
-    ``compile_id`` is the region whose graph ends before the gap (the frame whose compile
-    broke); ``reason`` and ``hint`` are dynamo's; ``file``/``line`` the user's code where
-    dynamo broke the graph; ``top_ops`` what the gap held, adding up to it: the eager ops
+    ``compile_id`` is the innermost region around the graphs on both sides of the gap
+    (the frame whose compile broke; its resume function runs nested in it); ``reason``
+    and ``hint`` are dynamo's; ``file``/``line`` the user's code where dynamo broke the
+    graph; ``top_ops`` what the gap held, adding up to it: the eager ops
     in it, then dynamo's own work around the graphs, then the time no op recorded
     (``aten::item 1.2 µs; dynamo 9.8 µs; Python 20.1 µs``, self CPU per iteration).
     """

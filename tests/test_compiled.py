@@ -676,3 +676,18 @@ def test_a_cached_graphs_repeated_line_is_found_in_the_frames_file(tmp_path):
     then.write_text(text)
     code = "x = torch.sin(x) * 2"
     assert _current_place(str(then), 6, code, str(now), str(then)) == f"{now}:6"
+
+
+def test_a_compiled_call_inside_a_gap_does_not_take_the_break():
+    """Code after a graph break that calls another compiled function (its own region, no
+    break of its own): both gaps around that function's graph are the breaking frame's."""
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 200, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 20, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 40, 70, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 45, 65, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 100, 190, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 110, 180, 1),
+    )
+    breaks = compiled_view(table, Figures(table), []).breaks
+    assert [(b.compile_id, b.count, b.gap_time_total) for b in breaks] == [("0/0", 2, 70.0)]

@@ -54,7 +54,7 @@ def break_table(result: ProfileResult) -> Table:
     n = max(result.iters, 1)
     wall = wall_us(result)
     cols = [
-        Column("op", "after region", lambda b: b.compile_id, lambda b: b.compile_id,
+        Column("op", "region", lambda b: b.compile_id, lambda b: b.compile_id,
                numeric=False, width=100),
         Column("where", "line", lambda b: _where(b.file, b.line),
                lambda b: f"{_where(b.file, b.line)} {b.code}".strip(), numeric=False,

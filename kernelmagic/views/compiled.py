@@ -157,8 +157,9 @@ def id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[bool, tuple[int, .
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
           found: list[Any], iters: int) -> list[GraphBreakRow]:
     """The gaps between consecutive graphs of one outermost region's call, per compile id
-    of the region whose graph ends before the gap; the ops in them per iteration, and how
-    long the GPU (when the table has GPU work) idled in them."""
+    of the innermost region around both graphs (the frame that broke: the resume function
+    runs nested in it, and so does a compiled function its eager code calls); the ops in
+    them per iteration, and how long the GPU (when the table has GPU work) idled in them."""
     calls: dict[int, list[int]] = {}
     for g in np.flatnonzero(graph).tolist():
         top = int(owner[g])
@@ -182,7 +183,8 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             lo, hi = int(table.end[before]), int(table.start[after])
             if hi <= lo:
                 continue
-            cid = _compile_id(table, int(owner[before]), found)
+            cid = _compile_id(table, _enclosing(owner, int(owner[before]),
+                                                int(owner[after])), found)
             total[cid] += (hi - lo) / 1e3
             count[cid] += 1
             if work is not None:
@@ -197,6 +199,20 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
                           gpu_idle_total=idle[cid])
             for cid in total]
     return sorted(rows, key=id_order)
+
+
+def _enclosing(owner: np.ndarray, first: int, second: int) -> int:
+    """The innermost of the regions ``first``, ``second`` and those around them that holds
+    both (``owner`` of a region: the region around it)."""
+    around = set()
+    at = second
+    while at >= 0:
+        around.add(at)
+        at = int(owner[at])
+    at = first
+    while at >= 0 and at not in around:
+        at = int(owner[at])
+    return at if at >= 0 else first
 
 
 def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Counter[str]:
