@@ -691,3 +691,21 @@ def test_a_compiled_call_inside_a_gap_does_not_take_the_break():
     )
     breaks = compiled_view(table, Figures(table), []).breaks
     assert [(b.compile_id, b.count, b.gap_time_total) for b in breaks] == [("0/0", 2, 70.0)]
+
+
+def test_a_region_called_both_nested_and_on_its_own_counts_its_own_calls():
+    """A compiled function called on its own and from another region's eager code: its
+    calls on their own are compiled time of the iteration, its nested calls are not again."""
+    table = table_of(
+        (Kind.RANGE, "cell/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 50, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 1, 5, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 10, 20, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 11, 19, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 60, 80, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 61, 79, 1),
+    )
+    regions = compiled_view(table, Figures(table), [(0, 100_000)]).regions
+    assert [(r.compile_id, r.count, r.cpu_time_total, r.outermost) for r in regions] == [
+        ("0/0", 1, 50.0, True), ("2/0", 1, 20.0, True), ("2/0", 1, 10.0, False)]
+    assert "compiled regions 70.0 µs of 100 µs" in text_report(build_result(table, name="cell"))

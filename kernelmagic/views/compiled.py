@@ -100,31 +100,31 @@ def _compile_id(table: EventTable, i: int, found: list[Any]) -> str:
 
 def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph: np.ndarray,
                  owner: np.ndarray, found: list[Any]) -> list[CompiledRegionRow]:
-    """One row per compile id: calls, inclusive time, own graphs' time, device time."""
+    """One row per compile id, and per outermost or nested (a function can be called on
+    its own and from another region's code): calls, inclusive time, own graphs' time,
+    device time."""
     duration = (table.end - table.start) / 1e3
     graph_time: Counter[int] = Counter()
     for g in np.flatnonzero(graph).tolist():
         if owner[g] >= 0:
             graph_time[int(owner[g])] += float(duration[g])
-    count: Counter[str] = Counter()
-    cpu: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    dev: Counter[str] = Counter()
-    outermost: dict[str, bool] = {}
+    count: Counter[tuple[str, bool]] = Counter()
+    cpu: Counter[tuple[str, bool]] = Counter()
+    own: Counter[tuple[str, bool]] = Counter()
+    dev: Counter[tuple[str, bool]] = Counter()
     idx = np.flatnonzero(region)
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     device = np.maximum(0.0, figures.device_total - figures.own_gpu_range)
     for i in idx.tolist():
-        cid = _compile_id(table, i, found)
-        count[cid] += 1
-        cpu[cid] += float(figures.cpu_total[i])
-        own[cid] += graph_time[i]
-        dev[cid] += float(device[i])
-        outermost[cid] = outermost.get(cid, True) and bool(owner[i] < 0)
-    rows = [CompiledRegionRow(compile_id=cid, count=count[cid], cpu_time_total=cpu[cid],
-                              graph_time_total=own[cid], device_time_total=dev[cid],
-                              outermost=outermost[cid])
-            for cid in count]
+        key = (_compile_id(table, i, found), bool(owner[i] < 0))
+        count[key] += 1
+        cpu[key] += float(figures.cpu_total[i])
+        own[key] += graph_time[i]
+        dev[key] += float(device[i])
+    rows = [CompiledRegionRow(compile_id=cid, count=count[cid, outer],
+                              cpu_time_total=cpu[cid, outer], graph_time_total=own[cid, outer],
+                              device_time_total=dev[cid, outer], outermost=outer)
+            for cid, outer in count]
     outside = np.flatnonzero(graph & (owner < 0))  # the backward: compiled, not eager
     if outside.size:
         # Each graph's time in full: its autograd node's (wrappers included), else its own.
@@ -148,10 +148,13 @@ def _backward_node(table: EventTable, graph: int) -> int:
     return graph
 
 
-def id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[bool, tuple[int, ...], str]:
-    """Compile ids in numeric order (``2/0`` before ``10/0``), the backward row last."""
+def id_order(row: CompiledRegionRow | GraphBreakRow
+             ) -> tuple[bool, tuple[int, ...], str, bool]:
+    """Compile ids in numeric order (``2/0`` before ``10/0``), the backward row last; a
+    region's calls on their own before its nested ones."""
     return (row.compile_id == BACKWARD,
-            tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id)
+            tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id,
+            not getattr(row, "outermost", True))
 
 
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
