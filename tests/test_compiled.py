@@ -709,3 +709,27 @@ def test_a_region_called_both_nested_and_on_its_own_counts_its_own_calls():
     assert [(r.compile_id, r.count, r.cpu_time_total, r.outermost) for r in regions] == [
         ("0/0", 1, 50.0, True), ("2/0", 1, 20.0, True), ("2/0", 1, 10.0, False)]
     assert "compiled regions 70.0 µs of 100 µs" in text_report(build_result(table, name="cell"))
+
+
+def test_config_is_restored_after_ctrl_c_and_a_profile_inside_the_warm_up():
+    from torch._inductor import config as inductor_config
+
+    def flags() -> tuple[bool, int]:
+        return (inductor_config.cpp.enable_kernel_profile,
+                inductor_config.trace.provenance_tracking_level)
+
+    before = flags()
+    seen = []
+
+    def cell() -> None:
+        seen.append(flags())
+        if len(seen) == 1:  # the warm-up: a profile of its own (no profiler runs yet)
+            kernelmagic.profile(lambda: None, iters=1, warmup=0, name="inner")
+            seen.append(flags())
+        else:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kernelmagic.profile(cell, iters=2, warmup=1, name="outer")
+    assert seen[0] == seen[1] == (True, 1)  # switched on for the run, kept by the inner
+    assert flags() == before
