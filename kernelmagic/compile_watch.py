@@ -186,10 +186,10 @@ class Watch:
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
         # A break after a frame's last graph leaves no gap between two graphs: no gap row
         # from the events, a row of its own (count 0) for its reason and line.
-        gapless = [GraphBreakRow(compile_id=r.compile_id, count=0, gap_time_total=0.0)
-                   for r in result.compiled_regions
-                   if r.compile_id in by_id and by_id[r.compile_id].graph_break
-                   and r.compile_id not in {b.compile_id for b in result.graph_breaks}]
+        gapless = [GraphBreakRow(compile_id=cid, count=0, gap_time_total=0.0)
+                   for cid in dict.fromkeys(r.compile_id for r in result.compiled_regions)
+                   if cid in by_id and by_id[cid].graph_break
+                   and cid not in {b.compile_id for b in result.graph_breaks}]
         breaks = sorted((_with_reason(b, by_id.get(b.compile_id), records)
                          for b in [*result.graph_breaks, *gapless]), key=id_order)
         origins = kernel_origins()

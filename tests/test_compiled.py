@@ -629,7 +629,9 @@ def test_a_graph_break_with_no_graph_after_it_is_still_listed(monkeypatch):
     monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
     monkeypatch.setattr(compile_watch, "_break_records", lambda: list(breaks))
     watch = compile_watch.Watch()
-    result = cpu_result(compiled_regions=[CompiledRegionRow("0/0", 10, 500.0, 100.0)])
+    result = cpu_result(compiled_regions=[  # called on its own and nested: one break
+        CompiledRegionRow("0/0", 10, 500.0, 100.0),
+        CompiledRegionRow("0/0", 10, 400.0, 100.0, outermost=False)])
     (row,) = watch.annotate(result).graph_breaks
     assert (row.compile_id, row.count, row.gap_time_total, row.reason, row.hint, row.file,
             row.line) == ("0/0", 0, 0.0, "Failed to trace builtin operator",
