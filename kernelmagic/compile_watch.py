@@ -334,13 +334,17 @@ def aten_ops_from_name(name: str) -> str:
 def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
     """(compile id, kernel name) -> the user's ``path:line`` it came from, from inductor's
     provenance records in dynamo's metrics (``inductor_provenance``: JSON of
-    ``"name:handle"`` -> stack traces; present when provenance tracking was on)."""
+    ``"name:handle"`` -> stack traces; present when provenance tracking was on). Forward
+    compiles only: a backward's record has its forward's compile id and kernel names of
+    its own graph, which can be the forward's (``cpp_fused_mul_0``)."""
     import torch
 
     global _TORCH_DIR
     _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
     out: dict[tuple[str, str], list[str]] = {}
     for m in metrics:
+        if getattr(m, "is_forward", None) is False:  # a backward's kernels: not a region's
+            continue
         for blob in getattr(m, "inductor_provenance", None) or ():
             try:
                 traces = json.loads(blob)

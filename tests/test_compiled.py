@@ -735,3 +735,23 @@ def test_config_is_restored_after_ctrl_c_and_a_profile_inside_the_warm_up():
         kernelmagic.profile(cell, iters=2, warmup=1, name="outer")
     assert seen[0] == seen[1] == (True, 1)  # switched on for the run, kept by the inner
     assert flags() == before
+
+
+def test_a_forward_kernel_takes_no_lines_from_the_backward_of_its_compile(tmp_path):
+    """The backward's record has the forward's compile id, and its kernels are named per
+    graph too (``cpp_fused_mul_0`` in both): a forward kernel's lines are the forward's."""
+    import json
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    cell = tmp_path / "cell.py"
+    cell.write_text("def f(x):\n    y = x * 2\n    return y * y\n")
+
+    def provenance(line: int) -> set[str]:
+        code = cell.read_text().splitlines()[line - 1].strip()
+        stack = f'  File "{cell}", line {line}, in f\n    {code}\n'
+        return {json.dumps({"cpp_fused_mul_0:1": [stack]})}
+
+    forward = _metric("0/0", co_filename=str(cell), inductor_provenance=provenance(2))
+    backward = _metric("0/0", is_forward=False, inductor_provenance=provenance(3))
+    assert _kernel_lines([forward, backward]) == {("0/0", "cpp_fused_mul_0"): [f"{cell}:2"]}
