@@ -20,6 +20,9 @@ Inductor's C++ kernels record themselves in a profile only when compiled with
 ``trace.provenance_tracking_level``: ``Watch`` switches both on for the warm-up and the
 profiled iterations (so a function first compiled in the warm-up gets them; both are in
 inductor's cache key, so no cached graph without them is reused) and restores them after.
+Before any torch.compile (inductor's config not imported: the cell may be the first to
+compile), it sets the environment variables the config reads at its import instead, and
+after the run removes them and puts the settings back off.
 Nothing here calls ``torch._dynamo.reset()`` or clears a counter.
 """
 
@@ -43,6 +46,7 @@ from kernelmagic.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.result import ProfileResult
+from kernelmagic.views.compiled import id_order
 
 __all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]
 
@@ -62,6 +66,13 @@ _RESUME = re.compile(r"^torch_dynamo_resume_in_(\w+)_at_(\d+)$")
 #: there only), then restored: C++ kernels record themselves in the profile; provenance
 #: tracking records each kernel's source lines in dynamo's compilation metrics.
 _SWITCHED = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1}
+#: The environment variables inductor's config reads those settings from when it is
+#: imported (the first one is set to "1" when none is set), and the value each setting
+#: has without them: a run that starts before any torch.compile switches them on this way.
+_SWITCH_ENV = {"cpp.enable_kernel_profile": (("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE",),
+                                             False),
+               "trace.provenance_tracking_level": (("INDUCTOR_PROVENANCE",
+                                                    "TORCH_COMPILE_DEBUG"), 0)}
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
 _TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
@@ -77,6 +88,12 @@ def _metrics() -> list[Any]:
     return list(get()) if get is not None else []
 
 
+def _compiles() -> list[Any]:
+    """Dynamo's records of compiles, oldest first: its metrics less the runtime records
+    (``is_runtime``: autotuning at a compiled graph's call, not a compile)."""
+    return [m for m in _metrics() if not getattr(m, "is_runtime", None)]
+
+
 def _break_records() -> list[Any]:
     if _DYNAMO not in sys.modules:
         return []
@@ -85,15 +102,34 @@ def _break_records() -> list[Any]:
     return list(getattr(utils, "graph_break_reasons", []))
 
 
+class _Mark:
+    """The records dynamo held at one moment, kept alive: ``m in mark`` by identity."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self._records = records
+        self._ids = {id(m) for m in records}
+
+    def __contains__(self, record: object) -> bool:
+        return id(record) in self._ids
+
+
 class Watch:
     """Marks around a run: ``profiling()`` between warm-up and profiled iterations,
     ``stop()`` after them (idempotent; also restores inductor's config)."""
 
     def __init__(self) -> None:
-        self._before = {id(m) for m in _metrics()}
-        self._warmup: set[int] | None = None
+        # The marks hold the records themselves: dynamo drops records beyond its last 64,
+        # and a freed record's id() can be a new record's.
+        self._before = _Mark(_metrics())
+        self._warmup: _Mark | None = None
         self._restore: dict[str, Any] = {}
-        if _INDUCTOR_CONFIG in sys.modules:  # a torch.compile exists: what it compiles now
+        self._env: list[str] = []  # the settings switched through the environment
+        if _INDUCTOR_CONFIG not in sys.modules:  # torch.compile's first use may be the cell's
+            for name, (names, _) in _SWITCH_ENV.items():
+                if not any(n in os.environ for n in names):
+                    os.environ[names[0]] = "1"
+                    self._env.append(name)
+        else:  # a torch.compile exists: what it compiles now
             config = sys.modules[_INDUCTOR_CONFIG]
             for name, on in _SWITCHED.items():
                 part, _, field = name.rpartition(".")
@@ -105,10 +141,19 @@ class Watch:
 
     def profiling(self) -> None:
         """Mark the end of the warm-up."""
-        self._warmup = {id(m) for m in _metrics()}
+        self._warmup = _Mark(_metrics())
 
     def stop(self) -> None:
         """Put back what was switched for the run."""
+        config = sys.modules.get(_INDUCTOR_CONFIG)
+        for name in self._env:  # the config imported during the run read them: off again
+            names, off = _SWITCH_ENV[name]
+            os.environ.pop(names[0], None)
+            part, _, field = name.rpartition(".")
+            holder = getattr(config, part, None)
+            if holder is not None and getattr(holder, field, off) == _SWITCHED[name]:
+                setattr(holder, field, off)
+        self._env = []
         if self._restore and _INDUCTOR_CONFIG in sys.modules:
             config = sys.modules[_INDUCTOR_CONFIG]
             for name, value in self._restore.items():
@@ -120,22 +165,33 @@ class Watch:
         """``result`` with the compiles of this run and of its regions, graph breaks'
         reasons and lines, regions' frames and the kernels' aten ops."""
         self.stop()
-        warmup = self._warmup if self._warmup is not None else {id(m) for m in _metrics()}
+        warmup = self._warmup if self._warmup is not None else _Mark(_metrics())
         in_profile = {r.compile_id for r in result.compiled_regions}
         in_profile |= {b.compile_id for b in result.graph_breaks}
         records = _break_records()
         compiles = []
-        for m in _metrics():
-            phase = (BEFORE if id(m) in self._before else WARMUP if id(m) in warmup
-                     else PROFILED)
+        for m in _compiles():
+            phase = (BEFORE if m in self._before else WARMUP if m in warmup else PROFILED)
             if phase == BEFORE and str(m.compile_id) not in in_profile:
                 continue
             compiles.append(_compile_row(m, phase))
         if not compiles and not result.compiled_regions and not result.fused_kernels:
             return result
-        by_id = {c.compile_id: c for c in compiles}
+        # A frame's forward compile names it; its backward's record (same id) does not.
+        by_id = {c.compile_id: c for c in compiles if not c.backward}
+        compiles = [dataclasses.replace(c, function=by_id[c.compile_id].function,
+                                        file=by_id[c.compile_id].file,
+                                        line=by_id[c.compile_id].line)
+                    if c.backward and c.compile_id in by_id else c for c in compiles]
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
-        breaks = [_with_reason(b, by_id.get(b.compile_id), records) for b in result.graph_breaks]
+        # A break after a frame's last graph leaves no gap between two graphs: no gap row
+        # from the events, a row of its own (count 0) for its reason and line.
+        gapless = [GraphBreakRow(compile_id=cid, count=0, gap_time_total=0.0)
+                   for cid in dict.fromkeys(r.compile_id for r in result.compiled_regions)
+                   if cid in by_id and by_id[cid].graph_break
+                   and cid not in {b.compile_id for b in result.graph_breaks}]
+        breaks = sorted((_with_reason(b, by_id.get(b.compile_id), records)
+                         for b in [*result.graph_breaks, *gapless]), key=id_order)
         origins = kernel_origins()
         lines = _kernel_lines(m for m in _metrics()
                               if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})
@@ -156,7 +212,8 @@ def _compile_row(m: Any, phase: str) -> CompileRow:
                       file=str(getattr(m, "co_filename", "") or ""),
                       line=int(getattr(m, "co_firstlineno", 0) or 0),
                       recompile_reason=str(getattr(m, "recompile_reason", "") or ""),
-                      graph_break=restart[0] if restart else "")
+                      graph_break=restart[0] if restart else "",
+                      backward=getattr(m, "is_forward", None) is False)
 
 
 def _with_frame(row: CompiledRegionRow, c: CompileRow | None) -> CompiledRegionRow:
@@ -277,13 +334,17 @@ def aten_ops_from_name(name: str) -> str:
 def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
     """(compile id, kernel name) -> the user's ``path:line`` it came from, from inductor's
     provenance records in dynamo's metrics (``inductor_provenance``: JSON of
-    ``"name:handle"`` -> stack traces; present when provenance tracking was on)."""
+    ``"name:handle"`` -> stack traces; present when provenance tracking was on). Forward
+    compiles only: a backward's record has its forward's compile id and kernel names of
+    its own graph, which can be the forward's (``cpp_fused_mul_0``)."""
     import torch
 
     global _TORCH_DIR
     _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
     out: dict[tuple[str, str], list[str]] = {}
     for m in metrics:
+        if getattr(m, "is_forward", None) is False:  # a backward's kernels: not a region's
+            continue
         for blob in getattr(m, "inductor_provenance", None) or ():
             try:
                 traces = json.loads(blob)
@@ -296,8 +357,10 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                     theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
                     if found:  # the innermost frame outside torch: the user's line
                         path, line, code = (theirs or found)[-1]
+                        # the outermost: the compiled frame, in its file at compile time
                         place = _current_place(path, int(line), code.strip(),
-                                               getattr(m, "co_filename", None) or "")
+                                               getattr(m, "co_filename", None) or "",
+                                               (theirs or found)[0][0])
                         if place and place not in where:
                             where.append(place)
     return out
@@ -309,17 +372,22 @@ def _source_of(key: str, compile_id: str, lines: dict[tuple[str, str], list[str]
     return "; ".join(lines.get((compile_id, name), []))
 
 
-def _current_place(path: str, line: int, code: str, frame_file: str) -> str:
+def _current_place(path: str, line: int, code: str, frame_file: str,
+                   compiled_from: str | None = None) -> str:
     """``path:line`` as it reads now, or "" when it cannot be found again.
 
     A graph loaded from inductor's cache keeps the stack of the code it was first compiled
     from: another file (a notebook cell's file is named by its content) or other line
-    numbers. The recorded ``code`` is looked for first in the compiled frame's own file
-    (``frame_file``, current), then at ``path`` (a helper in another file); a line that
-    cannot be found again is left out rather than shown wrong.
+    numbers. A line in the file the graph was compiled from (``compiled_from``, the
+    recorded stack's outermost file; ``path`` when not given) is looked for first in the
+    compiled frame's own file (``frame_file``, current), then at ``path``; a line in another
+    file (a helper's) only there. In each file: at ``line`` if it reads ``code``, else
+    the only line that does. A line that cannot be found again is left out rather than
+    shown wrong.
     """
-    for where in dict.fromkeys(p for p in (frame_file, path) if p):
-        found = _line_of(where, code, line if where == path else 0)
+    in_frame = compiled_from is None or path == compiled_from
+    for where in dict.fromkeys(p for p in (frame_file if in_frame else "", path) if p):
+        found = _line_of(where, code, line)
         if found:
             return f"{where}:{found}"
     return ""

@@ -12,7 +12,10 @@ BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
 
 @dataclass(frozen=True)
 class CompiledRegionRow:
-    """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations.
+    """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations;
+    compile id ``backward``: the compiled graphs autograd ran outside any region (a
+    compiled function's backward), its time that of their autograd nodes
+    (``CompiledFunctionBackward``: the graph and its wrappers).
 
     ``cpu_time_total`` is the region's inclusive time; ``graph_time_total`` the time in
     its own compiled graphs (``## Call CompiledFxGraph ##``, not a nested region's);
@@ -39,12 +42,15 @@ class CompiledRegionRow:
 @dataclass(frozen=True)
 class GraphBreakRow:
     """A graph break and the gap it leaves: the time between one compiled graph's end and
-    the next graph's start inside the same call (eager ops and Python).
+    the next graph's start inside the same call (eager ops and Python). ``count`` 0: a
+    break after the frame's last graph, no gap between two graphs to measure.
 
-    ``compile_id`` is the region whose graph ends before the gap (the frame whose compile
-    broke); ``reason`` and ``hint`` are dynamo's; ``file``/``line`` the user's code where
-    dynamo broke the graph; ``top_ops`` the eager ops in the gap, then dynamo's own work
-    around the graphs (``aten::item 1.2 µs; dynamo 9.8 µs``, self CPU per iteration).
+    ``compile_id`` is the innermost region around the graphs on both sides of the gap
+    (the frame whose compile broke; its resume function runs nested in it); ``reason``
+    and ``hint`` are dynamo's; ``file``/``line`` the user's code where dynamo broke the
+    graph; ``top_ops`` what the gap held, adding up to it: the eager ops
+    in it, then dynamo's own work around the graphs, then the time no op recorded
+    (``aten::item 1.2 µs; dynamo 9.8 µs; Python 20.1 µs``, self CPU per iteration).
     """
 
     compile_id: str
@@ -70,7 +76,9 @@ class CompileRow:
     regions the profile holds), in the warm-up, or inside the profiled iterations.
 
     ``recompile_reason`` is the guard that failed (a recompile); ``graph_break`` dynamo's
-    reason when this compile broke the graph.
+    reason when this compile broke the graph. ``backward`` marks the compile of the
+    backward graph of ``compile_id``'s forward (done at its first backward call; its frame
+    is the forward's).
     """
 
     compile_id: str
@@ -81,6 +89,7 @@ class CompileRow:
     line: int = 0
     recompile_reason: str = ""
     graph_break: str = ""
+    backward: bool = False
 
     @property
     def key(self) -> str:

@@ -98,8 +98,9 @@ def test_graph_break_shows_two_regions_the_reason_and_the_line(broken):
     assert (gap.file, gap.line) == (__file__, BREAK_LINE)
     assert gap.code == "s = y.sum().item()  # the graph break"
     eager = [part.rsplit(" ", 2)[0] for part in gap.top_ops.split("; ")]
-    assert eager[-1] == "dynamo"  # its cache lookup and wrappers, after the eager ops
-    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-1])
+    # its cache lookup and wrappers, then the Python no op recorded, after the eager ops
+    assert eager[-2:] == ["dynamo", "Python"]
+    assert {"aten::item", "aten::_local_scalar_dense"} <= set(eager[:-2])
     # the gap lies inside the outer region, outside its graphs
     assert 0 < gap.gap_time_total < outer.cpu_time_total - outer.graph_time_total
 
@@ -234,7 +235,7 @@ def test_view_on_a_hand_made_table():
             inner.outermost) == ("1/0", 40.0, 30.0, False)
     (gap,) = view.breaks
     assert (gap.compile_id, gap.count, gap.gap_time_total) == ("0/0", 1, 25.0)
-    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs"
+    assert gap.top_ops == "aten::item 10.0 µs; dynamo 3.0 µs; Python 12.0 µs"
     (kernel,) = view.kernels
     assert (kernel.key, kernel.count, kernel.time_total, kernel.graph) == (
         "graph_0_cpp_fused_mul_sin_0", 1, 10.0, "graph_0")
@@ -439,3 +440,318 @@ def test_a_cached_graphs_stale_lines_are_found_again_or_left_out(tmp_path):
     assert _current_place(str(now), 2, code, str(now)) == f"{now}:5"  # moved in its file
     assert _current_place(str(now), 5, code, str(now)) == f"{now}:5"
     assert _current_place(gone, 2, "z = torch.cos(x)", str(now)) == ""  # never shown wrong
+
+
+def _metric(compile_id: str, **fields) -> object:
+    """A compilation-metrics record as dynamo keeps one (the fields kernelmagic reads)."""
+    from types import SimpleNamespace
+
+    base = dict(compile_id=compile_id, co_name=None, co_filename=None, co_firstlineno=None,
+                duration_us=None, restart_reasons=None, recompile_reason=None,
+                is_forward=True, is_runtime=None, inductor_provenance=None)
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_a_lazy_backward_compile_does_not_hide_the_forward_record(monkeypatch):
+    """A training step's backward is compiled at its first call: a record of the same compile
+    id (``is_forward=False``, no frame, no graph break); a runtime record (autotuning) is not
+    a compile."""
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+    from kernelmagic.render.compiled import compile_table
+
+    why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
+    records: list[object] = []
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: [])
+    watch = compile_watch.Watch()
+    records += [_metric("0/0", co_name="f", co_filename="/u/cell.py", co_firstlineno=4,
+                        duration_us=2_000_000, restart_reasons={why}),
+                _metric("0/0", is_forward=False, duration_us=500_000),
+                _metric("0/0", is_runtime=True, duration_us=100_000)]
+    watch.profiling()
+    result = cpu_result(compiled_regions=[CompiledRegionRow("0/0", 10, 500.0, 100.0)],
+                        graph_breaks=[GraphBreakRow("0/0", 10, 300.0)])
+    out = watch.annotate(result)
+    assert (out.compiled_regions[0].function, out.compiled_regions[0].file) == (
+        "f", "/u/cell.py")
+    assert (out.graph_breaks[0].reason, out.graph_breaks[0].hint) == (
+        "Unsupported Tensor.item() call", "capture scalars")
+    assert [(c.compile_id, c.backward, c.function, c.duration_s) for c in out.compiles] == [
+        ("0/0", False, "f", 2.0), ("0/0", True, "f", 0.5)]
+    table = compile_table(out)
+    assert [table.column("order").show(c) for c in out.compiles] == ["1", "2"]
+    assert [table.column("op").show(c) for c in out.compiles] == ["0/0", "0/0 backward"]
+
+
+def test_a_compile_whose_record_reuses_an_evicted_records_memory_is_new(monkeypatch):
+    """Dynamo keeps the last 64 records: one dropped during the run is freed, and a new
+    record may take its place in memory (its ``id``); it is still this run's compile."""
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+
+    records: list[object] = [_metric("0/0", co_name="old", duration_us=1)]
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: [])
+    watch = compile_watch.Watch()
+    watch.profiling()
+    records.clear()  # evicted: nothing else holds it
+    for i in range(20):  # new records, one likely where the old one was
+        records.append(_metric(f"{i + 1}/0", co_name="new", duration_us=1))
+    result = cpu_result(compiled_regions=[CompiledRegionRow(f"{i + 1}/0", 10, 1.0, 1.0)
+                                          for i in range(20)])
+    assert {c.phase for c in watch.annotate(result).compiles} == {PROFILED}
+
+
+def test_compiled_backward_graphs_count_as_compiled_code():
+    """A compiled training step runs its backward graphs from autograd, outside dynamo's
+    regions: they are compiled code, not eager (no mostly-eager finding)."""
+    table = table_of(
+        (Kind.RANGE, "step/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 30, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 25, 1),
+        (Kind.OP, "graph_0_cpp_fused_mul_sin_0", 10, 20, 1),
+        (Kind.OP, "autograd::engine::evaluate_function: CompiledFunctionBackward", 35, 95, 1),
+        (Kind.OP, "CompiledFunctionBackward", 36, 94, 1),
+        (Kind.OP, "aten::zeros", 37, 40, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 45, 90, 1),
+        (Kind.OP, "graph_0_cpp_fused_cos_mul_0", 50, 80, 1),
+    )
+    view = compiled_view(table, Figures(table), [(0, 100_000)])
+    assert [(r.compile_id, r.count, r.cpu_time_total, r.graph_time_total, r.outermost)
+            for r in view.regions] == [("0/0", 1, 29.0, 20.0, True),
+                                       ("backward", 1, 58.0, 45.0, True)]
+    assert {k.key: k.compile_id for k in view.kernels} == {
+        "graph_0_cpp_fused_mul_sin_0": "0/0", "graph_0_cpp_fused_cos_mul_0": "backward"}
+    assert view.breaks == []
+    result = build_result(table, name="step")
+    assert "mostly_eager" not in _rules(result)  # 87 of 100 µs compiled
+    assert "compiled regions 87.0 µs of 100 µs" in text_report(result)
+
+
+LAZY_COMPILE = '''
+import os, sys
+import torch
+import kernelmagic
+
+def f(x):
+    return torch.sin(x) * 2
+
+x = torch.ones(64)
+box = {}
+
+def cell():  # a cell that compiles: torch.compile's first use in this process
+    box.setdefault("fn", torch.compile(f, dynamic=False))(x)
+
+kernelmagic.profile(lambda: x + 1, iters=1, warmup=1, name="eager")
+assert "torch._dynamo" not in sys.modules  # no torch.compile used: dynamo never imported
+assert "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE" not in os.environ
+result = kernelmagic.profile(cell, iters=2, warmup=1, name="lazy")
+from torch._inductor import config
+print([(k.aten_ops, k.source.rsplit(":", 1)[-1]) for k in result.fused_kernels])
+print(config.cpp.enable_kernel_profile, config.trace.provenance_tracking_level,
+      "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE" in os.environ, "INDUCTOR_PROVENANCE" in os.environ)
+'''
+
+
+def test_a_cell_that_first_uses_torch_compile_gets_its_kernels(tmp_path):
+    """Inductor's config is imported by the cell's own torch.compile, after the run began:
+    kernel profiling and provenance still apply to its compile, and are off again after.
+    A profile without torch.compile imports no dynamo."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "lazy.py"
+    script.write_text(LAZY_COMPILE)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", "INDUCTOR_PROVENANCE",
+                        "TORCH_COMPILE_DEBUG")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=600, check=True).stdout.splitlines()
+    assert out == ["[('aten.mul, aten.sin', '7')]", "False 0 False False"]  # line 7: f's
+
+
+def test_a_helpers_line_is_not_moved_into_the_compiled_frames_file(tmp_path):
+    """A kernel from a helper in another file keeps the helper's line, even where the
+    compiled frame's file holds the same code elsewhere."""
+    import json
+    from types import SimpleNamespace
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("import torch\ndef act(x):\n    return torch.sin(x) * 2\n")
+    cell = tmp_path / "cell.py"
+    cell.write_text("from helpers import act\ndef f(x):\n    return act(x)\n"
+                    "def unused(x):\n    return torch.sin(x) * 2\n")
+    stack = (f'  File "{cell}", line 3, in f\n    return act(x)\n'
+             f'  File "{helpers}", line 3, in act\n    return torch.sin(x) * 2\n')
+    metric = SimpleNamespace(compile_id="0/0", co_filename=str(cell), inductor_provenance={
+        json.dumps({"cpp_fused_mul_sin_0:1": [stack]})})
+    assert _kernel_lines([metric]) == {("0/0", "cpp_fused_mul_sin_0"): [f"{helpers}:3"]}
+
+
+def test_the_gaps_listing_adds_up_to_the_gap():
+    """The gap's eager ops (the first ``GAP_OPS``, then the others summed), dynamo's work
+    and the Python between them (no op recorded) add up to the gap."""
+    events = [(Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 200, 1),
+              (Kind.OP, "## Call CompiledFxGraph a ##", 1, 10, 1)]
+    at = 20
+    for i, us in enumerate((30, 20, 10, 8, 6, 4)):  # six eager ops: 78 µs
+        events.append((Kind.OP, f"aten::op{i}", at, at + us, 1))
+        at += us + 2
+    events += [(Kind.OP, "TorchDynamo Cache Lookup", 120, 125, 1),
+               (Kind.OP, "## Call CompiledFxGraph b ##", 150, 190, 1)]
+    table = table_of(*events)
+    (gap,) = compiled_view(table, Figures(table), [(0, 300_000)]).breaks
+    assert gap.gap_time_total == 140.0
+    assert gap.top_ops == ("aten::op0 30.0 µs; aten::op1 20.0 µs; aten::op2 10.0 µs; "
+                           "aten::op3 8.0 µs; 2 other ops 10.0 µs; dynamo 5.0 µs; "
+                           "Python 57.0 µs")
+
+
+def test_a_graph_break_with_no_graph_after_it_is_still_listed(monkeypatch):
+    """A frame that breaks after its last graph (a ``print`` before ``return``) leaves no gap
+    between two graphs: the break is still a row, with its reason and line, and no gap."""
+    from traceback import FrameSummary
+    from types import SimpleNamespace
+
+    from kernelmagic import compile_watch
+    from kernelmagic.compiled_rows import CompiledRegionRow
+
+    why = "Failed to trace builtin operator\n  Hint: Avoid calling builtin `print`"
+    records = [_metric("0/0", co_name="f", co_filename="/u/cell.py", co_firstlineno=4,
+                       duration_us=1_000_000, restart_reasons={why})]
+    breaks = [SimpleNamespace(reason=why, user_stack=[
+        FrameSummary("/u/cell.py", 6, "f", lookup_line=False)])]
+    monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
+    monkeypatch.setattr(compile_watch, "_break_records", lambda: list(breaks))
+    watch = compile_watch.Watch()
+    result = cpu_result(compiled_regions=[  # called on its own and nested: one break
+        CompiledRegionRow("0/0", 10, 500.0, 100.0),
+        CompiledRegionRow("0/0", 10, 400.0, 100.0, outermost=False)])
+    (row,) = watch.annotate(result).graph_breaks
+    assert (row.compile_id, row.count, row.gap_time_total, row.reason, row.hint, row.file,
+            row.line) == ("0/0", 0, 0.0, "Failed to trace builtin operator",
+                          "Avoid calling builtin `print`", "/u/cell.py", 6)
+    text = text_report(dataclasses.replace(result, graph_breaks=[row]))
+    assert "[graph breaks]" in text and "no gap" in text
+    assert "graph-break gaps" not in text
+
+
+def test_same_named_triton_kernels_of_two_graphs_are_rows_of_their_regions():
+    """Triton kernels are named per graph (``triton_poi_fused_add_0`` in each graph that
+    has one): a kernel's row is its name in its region, so its lines are that graph's."""
+    table = table_of(
+        (Kind.RANGE, "step/iter 0", 0, 200, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 1, 190, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 40, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 10, 12, 1, {"correlation": 1}),
+        (Kind.OP, "aten::item", 45, 50, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 60, 180, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 70, 170, 1),
+        (Kind.RUNTIME, "cuLaunchKernel", 80, 82, 1, {"correlation": 2}),
+        (Kind.KERNEL, "triton_poi_fused_add_0", 20, 24, 7, {"device": 0, "correlation": 1}),
+        (Kind.KERNEL, "triton_poi_fused_add_0", 90, 96, 7, {"device": 0, "correlation": 2}),
+    )
+    kernels = compiled_view(table, Figures(table), [(0, 200_000)]).kernels
+    assert sorted((k.key, k.compile_id, k.count, k.time_total) for k in kernels) == [
+        ("triton_poi_fused_add_0", "0/0", 1, 4.0), ("triton_poi_fused_add_0", "1/0", 1, 6.0)]
+    from kernelmagic.render.compiled import kernel_table
+
+    table = kernel_table(cpu_result(fused_kernels=kernels))
+    assert sorted(table.column("region").show(k) for k in kernels) == ["0/0", "1/0"]
+
+
+def test_a_cached_graphs_repeated_line_is_found_in_the_frames_file(tmp_path):
+    """A graph cached from another copy of the file (still there) names that copy; a line
+    whose code the frame's file holds twice is taken at its recorded number when that
+    number reads the same code, not from the other copy."""
+    from kernelmagic.compile_watch import _current_place
+
+    text = ("import torch\n\n\ndef g(x):\n    x = torch.sin(x) * 2\n"
+            "    x = torch.sin(x) * 2\n    return x\n")
+    now, then = tmp_path / "now.py", tmp_path / "then.py"
+    now.write_text(text)
+    then.write_text(text)
+    code = "x = torch.sin(x) * 2"
+    assert _current_place(str(then), 6, code, str(now), str(then)) == f"{now}:6"
+
+
+def test_a_compiled_call_inside_a_gap_does_not_take_the_break():
+    """Code after a graph break that calls another compiled function (its own region, no
+    break of its own): both gaps around that function's graph are the breaking frame's."""
+    table = table_of(
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 200, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 5, 20, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 40, 70, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 45, 65, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 1/0", 100, 190, 1),
+        (Kind.OP, "## Call CompiledFxGraph b ##", 110, 180, 1),
+    )
+    breaks = compiled_view(table, Figures(table), []).breaks
+    assert [(b.compile_id, b.count, b.gap_time_total) for b in breaks] == [("0/0", 2, 70.0)]
+
+
+def test_a_region_called_both_nested_and_on_its_own_counts_its_own_calls():
+    """A compiled function called on its own and from another region's eager code: its
+    calls on their own are compiled time of the iteration, its nested calls are not again."""
+    table = table_of(
+        (Kind.RANGE, "cell/iter 0", 0, 100, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 0/0", 0, 50, 1),
+        (Kind.OP, "## Call CompiledFxGraph a ##", 1, 5, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 10, 20, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 11, 19, 1),
+        (Kind.RANGE, "Torch-Compiled Region: 2/0", 60, 80, 1),
+        (Kind.OP, "## Call CompiledFxGraph k ##", 61, 79, 1),
+    )
+    regions = compiled_view(table, Figures(table), [(0, 100_000)]).regions
+    assert [(r.compile_id, r.count, r.cpu_time_total, r.outermost) for r in regions] == [
+        ("0/0", 1, 50.0, True), ("2/0", 1, 20.0, True), ("2/0", 1, 10.0, False)]
+    assert "compiled regions 70.0 µs of 100 µs" in text_report(build_result(table, name="cell"))
+
+
+def test_config_is_restored_after_ctrl_c_and_a_profile_inside_the_warm_up():
+    from torch._inductor import config as inductor_config
+
+    def flags() -> tuple[bool, int]:
+        return (inductor_config.cpp.enable_kernel_profile,
+                inductor_config.trace.provenance_tracking_level)
+
+    before = flags()
+    seen = []
+
+    def cell() -> None:
+        seen.append(flags())
+        if len(seen) == 1:  # the warm-up: a profile of its own (no profiler runs yet)
+            kernelmagic.profile(lambda: None, iters=1, warmup=0, name="inner")
+            seen.append(flags())
+        else:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kernelmagic.profile(cell, iters=2, warmup=1, name="outer")
+    assert seen[0] == seen[1] == (True, 1)  # switched on for the run, kept by the inner
+    assert flags() == before
+
+
+def test_a_forward_kernel_takes_no_lines_from_the_backward_of_its_compile(tmp_path):
+    """The backward's record has the forward's compile id, and its kernels are named per
+    graph too (``cpp_fused_mul_0`` in both): a forward kernel's lines are the forward's."""
+    import json
+
+    from kernelmagic.compile_watch import _kernel_lines
+
+    cell = tmp_path / "cell.py"
+    cell.write_text("def f(x):\n    y = x * 2\n    return y * y\n")
+
+    def provenance(line: int) -> set[str]:
+        code = cell.read_text().splitlines()[line - 1].strip()
+        stack = f'  File "{cell}", line {line}, in f\n    {code}\n'
+        return {json.dumps({"cpp_fused_mul_0:1": [stack]})}
+
+    forward = _metric("0/0", co_filename=str(cell), inductor_provenance=provenance(2))
+    backward = _metric("0/0", is_forward=False, inductor_provenance=provenance(3))
+    assert _kernel_lines([forward, backward]) == {("0/0", "cpp_fused_mul_0"): [f"{cell}:2"]}

@@ -4,6 +4,7 @@ kernels inductor generated, and the compiles of the run."""
 from __future__ import annotations
 
 from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
 from kernelmagic.result import ProfileResult
 from kernelmagic.timing import format_us
@@ -25,18 +26,10 @@ def _lines(row: FusedKernelRow) -> str:
     return "; ".join(f"{name}:{', '.join(lines)}" for name, lines in by_file.items())
 
 
-def _wall(result: ProfileResult) -> float:
-    """The iteration's mean wall time, µs."""
-    parts = result.breakdown
-    if parts is not None and parts.wall > 0:
-        return parts.wall
-    return result.stats.mean * 1e6 if result.timings else 0.0
-
-
 def region_table(result: ProfileResult) -> Table:
     """Each compiled region: calls, time per iteration inclusive and in its own graphs."""
     n = max(result.iters, 1)
-    wall = _wall(result)
+    wall = wall_us(result)
     cols = [
         Column("op", "compile id", lambda r: r.compile_id,
                lambda r: r.compile_id + ("" if r.outermost else " (nested)"),
@@ -59,16 +52,18 @@ def region_table(result: ProfileResult) -> Table:
 def break_table(result: ProfileResult) -> Table:
     """Each graph break: the gap it leaves per iteration, where, why, dynamo's hint."""
     n = max(result.iters, 1)
-    wall = _wall(result)
+    wall = wall_us(result)
     cols = [
-        Column("op", "after region", lambda b: b.compile_id, lambda b: b.compile_id,
+        Column("op", "region", lambda b: b.compile_id, lambda b: b.compile_id,
                numeric=False, width=100),
         Column("where", "line", lambda b: _where(b.file, b.line),
                lambda b: f"{_where(b.file, b.line)} {b.code}".strip(), numeric=False,
                width=300),
-        time_column("gap_iter", "gap per iteration", lambda b: b.gap_time_total / n),
+        Column("gap_iter", "gap per iteration", lambda b: b.gap_time_total / n,
+               lambda b: format_us(b.gap_time_total / n) if b.count else "no gap",
+               width=144),
         Column("pct", "% iteration", lambda b: b.gap_time_total,
-               lambda b: _pct(b.gap_time_total / n, wall)),
+               lambda b: _pct(b.gap_time_total / n, wall) if b.count else ""),
         Column("reason", "reason", lambda b: b.reason, lambda b: b.reason, numeric=False,
                width=360),
         Column("hint", "hint", lambda b: b.hint, lambda b: b.hint, numeric=False, width=360),
@@ -86,6 +81,8 @@ def kernel_table(result: ProfileResult) -> Table:
     n = max(result.iters, 1)
     cols = [
         Column("op", "kernel", lambda k: k.key, lambda k: k.key, numeric=False, width=360),
+        Column("region", "region", lambda k: k.compile_id, lambda k: k.compile_id,
+               numeric=False, width=100),
         Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
         time_column("time", summed("time", result.iters), lambda k: k.time_total),
         time_column("time_iter", "per iteration", lambda k: k.time_total / n),
@@ -99,9 +96,10 @@ def kernel_table(result: ProfileResult) -> Table:
 
 def compile_table(result: ProfileResult) -> Table:
     """The compiles of this run (and, marked ``before``, those of the profiled regions)."""
-    order = {c.compile_id: i for i, c in enumerate(result.compiles)}
+    order = {id(c): i for i, c in enumerate(result.compiles)}  # a compile id can repeat
     cols = [
-        Column("op", "compile id", lambda c: c.compile_id, lambda c: c.compile_id,
+        Column("op", "compile id", lambda c: c.compile_id,
+               lambda c: c.compile_id + (" backward" if c.backward else ""),
                numeric=False, width=100),
         Column("phase", "when", lambda c: c.phase, lambda c: c.phase, numeric=False),
         Column("frame", "frame", lambda c: c.function,
@@ -112,8 +110,8 @@ def compile_table(result: ProfileResult) -> Table:
         Column("guard", "recompiled because", lambda c: c.recompile_reason,
                lambda c: c.recompile_reason.splitlines()[0] if c.recompile_reason else "",
                numeric=False, width=420),
-        Column("order", "#", lambda c: -order[c.compile_id],
-               lambda c: str(order[c.compile_id] + 1), width=40),
+        Column("order", "#", lambda c: -order[id(c)], lambda c: str(order[id(c)] + 1),
+               width=40),
     ]
     return Table(cols, list(result.compiles), "order", noun="compiles")
 
@@ -141,7 +139,7 @@ def compiled_note(result: ProfileResult) -> str:
     inside = sum(r.cpu_time_total for r in result.compiled_regions if r.outermost) / n
     gaps = sum(b.gap_time_total for b in result.graph_breaks) / n
     parts = [f"torch.compile: compiled regions {format_us(inside)} of "
-             f"{format_us(_wall(result))} per iteration"]
+             f"{format_us(wall_us(result))} per iteration"]
     if gaps:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]

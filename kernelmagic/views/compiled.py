@@ -26,8 +26,8 @@ from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
-__all__ = ["DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
-           "compiled_view"]
+__all__ = ["BACKWARD", "DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
+           "compiled_view", "id_order"]
 
 #: A compiled region's range name; group 1 is its compile id (``0/1``: frame 0, second
 #: compile; ``!0/1/0`` under compiled autograd).
@@ -37,6 +37,11 @@ GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 #: A kernel inductor generated: Triton on GPUs, C++ (``graph_<n>_`` prefixed by its
 #: profiling record) on CPUs; group 1 is the graph's number, group 2 the kernel's name.
 KERNEL = re.compile(r"^(?:graph_(\d+)_)?((?:triton|cpp)_\w+)$")
+#: The row of compiled graphs run outside any region: autograd runs a compiled function's
+#: backward graphs (``CompiledFunctionBackward``) after dynamo's region has ended.
+BACKWARD = "backward"
+#: The autograd node that runs a compiled backward graph (its wrappers around the graph).
+BACKWARD_NODE = "CompiledFunctionBackward"
 #: Eager ops named per gap.
 GAP_OPS = 4
 #: Dynamo's own work around a compiled graph (guards, wrappers): one entry of a gap's ops.
@@ -95,44 +100,69 @@ def _compile_id(table: EventTable, i: int, found: list[Any]) -> str:
 
 def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph: np.ndarray,
                  owner: np.ndarray, found: list[Any]) -> list[CompiledRegionRow]:
-    """One row per compile id: calls, inclusive time, own graphs' time, device time."""
+    """One row per compile id, and per outermost or nested (a function can be called on
+    its own and from another region's code): calls, inclusive time, own graphs' time,
+    device time."""
     duration = (table.end - table.start) / 1e3
     graph_time: Counter[int] = Counter()
     for g in np.flatnonzero(graph).tolist():
         if owner[g] >= 0:
             graph_time[int(owner[g])] += float(duration[g])
-    count: Counter[str] = Counter()
-    cpu: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    dev: Counter[str] = Counter()
-    outermost: dict[str, bool] = {}
+    count: Counter[tuple[str, bool]] = Counter()
+    cpu: Counter[tuple[str, bool]] = Counter()
+    own: Counter[tuple[str, bool]] = Counter()
+    dev: Counter[tuple[str, bool]] = Counter()
     idx = np.flatnonzero(region)
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     device = np.maximum(0.0, figures.device_total - figures.own_gpu_range)
     for i in idx.tolist():
-        cid = _compile_id(table, i, found)
-        count[cid] += 1
-        cpu[cid] += float(figures.cpu_total[i])
-        own[cid] += graph_time[i]
-        dev[cid] += float(device[i])
-        outermost[cid] = outermost.get(cid, True) and bool(owner[i] < 0)
-    rows = [CompiledRegionRow(compile_id=cid, count=count[cid], cpu_time_total=cpu[cid],
-                              graph_time_total=own[cid], device_time_total=dev[cid],
-                              outermost=outermost[cid])
-            for cid in count]
-    return sorted(rows, key=_id_order)
+        key = (_compile_id(table, i, found), bool(owner[i] < 0))
+        count[key] += 1
+        cpu[key] += float(figures.cpu_total[i])
+        own[key] += graph_time[i]
+        dev[key] += float(device[i])
+    rows = [CompiledRegionRow(compile_id=cid, count=count[cid, outer],
+                              cpu_time_total=cpu[cid, outer], graph_time_total=own[cid, outer],
+                              device_time_total=dev[cid, outer], outermost=outer)
+            for cid, outer in count]
+    outside = np.flatnonzero(graph & (owner < 0))  # the backward: compiled, not eager
+    if outside.size:
+        # Each graph's time in full: its autograd node's (wrappers included), else its own.
+        runs = sorted({_backward_node(table, g) for g in outside.tolist()})
+        rows.append(CompiledRegionRow(
+            compile_id=BACKWARD, count=len(runs),
+            cpu_time_total=float(figures.cpu_total[runs].sum()),
+            graph_time_total=float(duration[outside].sum()),
+            device_time_total=float(device[runs].sum()), outermost=True,
+            function="compiled graphs autograd ran"))
+    return sorted(rows, key=id_order)
 
 
-def _id_order(row: CompiledRegionRow | GraphBreakRow) -> tuple[tuple[int, ...], str]:
-    """Compile ids in numeric order (``2/0`` before ``10/0``)."""
-    return tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id
+def _backward_node(table: EventTable, graph: int) -> int:
+    """The ``BACKWARD_NODE`` around the compiled graph run ``graph``, else ``graph``."""
+    at = int(table.parent[graph])
+    while at >= 0:
+        if table.names[int(table.name[at])] == BACKWARD_NODE:
+            return at
+        at = int(table.parent[at])
+    return graph
+
+
+def id_order(row: CompiledRegionRow | GraphBreakRow
+             ) -> tuple[bool, tuple[int, ...], str, bool]:
+    """Compile ids in numeric order (``2/0`` before ``10/0``), the backward row last; a
+    region's calls on their own before its nested ones."""
+    return (row.compile_id == BACKWARD,
+            tuple(int(x) for x in re.findall(r"\d+", row.compile_id)), row.compile_id,
+            not getattr(row, "outermost", True))
 
 
 def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndarray,
           found: list[Any], iters: int) -> list[GraphBreakRow]:
     """The gaps between consecutive graphs of one outermost region's call, per compile id
-    of the region whose graph ends before the gap; the ops in them per iteration, and how
-    long the GPU (when the table has GPU work) idled in them."""
+    of the innermost region around both graphs (the frame that broke: the resume function
+    runs nested in it, and so does a compiled function its eager code calls); the ops in
+    them per iteration, and how long the GPU (when the table has GPU work) idled in them."""
     calls: dict[int, list[int]] = {}
     for g in np.flatnonzero(graph).tolist():
         top = int(owner[g])
@@ -156,7 +186,8 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             lo, hi = int(table.end[before]), int(table.start[after])
             if hi <= lo:
                 continue
-            cid = _compile_id(table, int(owner[before]), found)
+            cid = _compile_id(table, _enclosing(owner, int(owner[before]),
+                                                int(owner[after])), found)
             total[cid] += (hi - lo) / 1e3
             count[cid] += 1
             if work is not None:
@@ -166,10 +197,25 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
             inside = inside[(table.end[inside] <= hi) & (table.tid[inside] == table.tid[top])]
             in_gap.setdefault(cid, []).append(inside)
     rows = [GraphBreakRow(compile_id=cid, count=count[cid], gap_time_total=total[cid],
-                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters),
+                          top_ops=_gap_ops(_by_name(table, figures, in_gap[cid]), iters,
+                                           total[cid]),
                           gpu_idle_total=idle[cid])
             for cid in total]
-    return sorted(rows, key=_id_order)
+    return sorted(rows, key=id_order)
+
+
+def _enclosing(owner: np.ndarray, first: int, second: int) -> int:
+    """The innermost of the regions ``first``, ``second`` and those around them that holds
+    both (``owner`` of a region: the region around it)."""
+    around = set()
+    at = second
+    while at >= 0:
+        around.add(at)
+        at = int(owner[at])
+    at = first
+    while at >= 0 and at not in around:
+        at = int(owner[at])
+    return at if at >= 0 else first
 
 
 def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Counter[str]:
@@ -180,14 +226,23 @@ def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Co
     return Counter({table.names[i]: float(sums[i]) for i in np.unique(table.name[idx]).tolist()})
 
 
-def _gap_ops(self_cpu: Counter[str], iters: int) -> str:
-    """The gap's eager ops, most self time first (``GAP_OPS`` of them), then dynamo's own
-    work summed: ``aten::item 1.2 µs; ...; dynamo 9.8 µs`` (per iteration)."""
+def _gap_ops(self_cpu: Counter[str], iters: int, gap: float) -> str:
+    """What the gaps (``gap`` µs in all) held, per iteration, adding up to them: the eager
+    ops, most self time first (``GAP_OPS`` of them, the others summed), dynamo's own work
+    summed, then the time no op recorded (Python, yours and dynamo's):
+    ``aten::item 1.2 µs; ...; 3 other ops 0.9 µs; dynamo 9.8 µs; Python 20.1 µs``."""
     dynamo = sum(t for name, t in self_cpu.items() if name in DYNAMO_OVERHEAD)
     eager = Counter({name: t for name, t in self_cpu.items() if name not in DYNAMO_OVERHEAD})
-    parts = [f"{name} {t / iters:.1f} µs" for name, t in eager.most_common(GAP_OPS)]
+    named = eager.most_common(GAP_OPS)
+    parts = [f"{name} {t / iters:.1f} µs" for name, t in named]
+    if len(eager) > len(named):
+        rest = sum(eager.values()) - sum(t for _, t in named)
+        parts.append(f"{len(eager) - len(named)} other ops {rest / iters:.1f} µs")
     if dynamo:
         parts.append(f"dynamo {dynamo / iters:.1f} µs")
+    python = gap - sum(self_cpu.values())
+    if python > 0:
+        parts.append(f"Python {python / iters:.1f} µs")
     return "; ".join(parts)
 
 
@@ -195,30 +250,30 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
              region_match: list[Any]) -> list[FusedKernelRow]:
     """Inductor's kernels in the iterations: GPU kernels by device time (not their launches'
     CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
-    one row per name."""
+    one row per name and region (Triton kernels are named per graph: two graphs can
+    each have a ``triton_poi_fused_add_0``)."""
     is_kernel_name, found = _matching(table, KERNEL)
     on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
-    count: Counter[tuple[str, bool]] = Counter()
-    time: Counter[tuple[str, bool]] = Counter()
-    region_of: dict[tuple[str, bool], str] = {}
+    count: Counter[tuple[str, bool, str]] = Counter()
+    time: Counter[tuple[str, bool, str]] = Counter()
     duration = (table.end - table.start) / 1e3
     for i in chosen.tolist():
-        key = (table.names[int(table.name[i])], bool(on_device[i]))
+        host = int(table.launcher[i]) if on_device[i] else i
+        region = ("" if host < 0 else BACKWARD if owner[host] < 0
+                  else _compile_id(table, int(owner[host]), region_match))
+        key = (table.names[int(table.name[i])], bool(on_device[i]), region)
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
-        host = int(table.launcher[i]) if on_device[i] else i
-        if key not in region_of and host >= 0 and owner[host] >= 0:
-            region_of[key] = _compile_id(table, int(owner[host]), region_match)
     rows = []
-    on_gpu = {name for name, device in count if device}
-    for (name, device), n in count.items():
+    on_gpu = {name for name, device, _ in count if device}
+    for (name, device, region), n in count.items():
         if not device and name in on_gpu:  # a Triton launch's CPU-side record: the GPU row
             continue
         m = found[table.names.index(name)]
-        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device)],
+        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device, region)],
                                    on_device=device,
                                    graph=f"graph_{m[1]}" if m[1] is not None else "",
-                                   compile_id=region_of.get((name, device), "")))
-    return sorted(rows, key=lambda r: (-r.time_total, r.key))
+                                   compile_id=region))
+    return sorted(rows, key=lambda r: (-r.time_total, r.key, r.compile_id))
