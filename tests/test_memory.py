@@ -3,6 +3,7 @@ memory, trace files, and agreement with torch's own MemoryProfileTimeline."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -417,3 +418,20 @@ def test_the_rise_is_the_raw_records_even_when_the_ledger_sizes_differ():
     peak = memory_views(table, windows, ledger).peaks[0]
     assert peak.rise == 6 * MIB == peak_memory(table, windows[:1])  # the note's figure
     assert (peak.t_us, peak.temporary, peak.total) == (30.0, 3 * MIB, 15 * MIB)
+
+
+def test_growth_that_differs_between_iterations_is_not_said_to_be_the_same_each_time():
+    table, ledger, windows = _synthetic()
+    # The second iteration keeps 3 MiB where the first kept 1 MiB: 2 MiB on average.
+    kept = [i for i, b in enumerate(ledger.blocks) if b.op == "aten::empty"][1]
+    ledger.blocks[kept] = dataclasses.replace(ledger.blocks[kept], nbytes=3 * MIB)
+    (grow,) = memory_views(table, windows, ledger).growth
+    assert (grow.per_iter, grow.least, grow.most, grow.total) == (2 * MIB, MIB, 3 * MIB, 4 * MIB)
+    from fakes import cpu_result
+
+    finding = memory_growth(cpu_result(iters=2, memory_growth=[grow]))
+    assert "allocated in each" not in finding.evidence
+    assert finding.evidence.startswith(
+        "4.00 MiB allocated over the 2 profiled iterations (2.00 MiB per iteration on "
+        "average) is still held at the end: 2.00 MiB per iteration on average (1.00 MiB to "
+        "3.00 MiB) from aten::empty at train.py:9 (CPU)")

@@ -232,6 +232,6 @@ def _growth(ledger: MemoryLedger, device: int, windows: list[Window],
                 count[key] = count.get(key, 0) + 1
                 break
     rows = [MemoryGrowthRow(label, op, source, sum(v) / len(windows), len(windows),
-                            count[(op, source)], float(sum(v)))
+                            count[(op, source)], float(sum(v)), float(min(v)), float(max(v)))
             for (op, source), v in kept.items() if all(x > 0 for x in v)]
     return sorted(rows, key=lambda r: -r.total)
