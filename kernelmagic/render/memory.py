@@ -17,9 +17,14 @@ COLOURS = ("#2e7d32", "#daa520", "#555555", "#d62728", "#1f4fbf", "#4169e1", "#9
 
 
 def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
-    """Per device, the iteration's peak with the largest rise (the peak note's figure)."""
+    """Per device, the iteration's peak with the largest rise (the peak note's figure):
+    on the CPU not the first iteration's when there are others, as
+    ``views.timeline.peak_iterations`` says (its rise reads high)."""
+    several = {r.device for r in result.memory_peaks if r.iteration > 0}
     best: dict[str, MemoryPeakRow] = {}
     for row in result.memory_peaks:
+        if row.device == "CPU" and row.iteration == 0 and row.device in several:
+            continue
         if row.device not in best or row.rise > best[row.device].rise:
             best[row.device] = row
     return list(best.values())
@@ -30,8 +35,10 @@ def _mib(n: float) -> str:
 
 
 def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
-    """``CPU peak 41.2 MiB (+16.0 MiB in the iteration) during aten::mm in AddmmBackward0,
-    63% into iteration 2: parameters 8.0, ... MiB``."""
+    """``CPU memory peak 41.2 MiB (+16.0 MiB in the iteration) during aten::mm in
+    AddmmBackward0, 63% into iteration 2: parameters 8.0, ... MiB``; for an iteration that
+    never rose above its start, ``CPU memory 41.2 MiB at the start of iteration 2, never
+    higher in it: ...``."""
     where = f" during {row.op}" if row.op else ""
     if row.scope:
         where += f" in {row.scope}"
@@ -39,6 +46,9 @@ def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
     parts = [f"{CATEGORY_WORDS[c]} {_mib(getattr(row, c))}" for c in CATEGORIES
              if getattr(row, c) >= 0.05 * 2**20]
     makeup = (": " + ", ".join(parts) + " MiB") if parts else ""
+    if row.rise <= 0:  # nothing rose above the level the iteration started at
+        return (f"{row.device} memory {format_bytes(row.total)} at the start of {it}, "
+                f"never higher in it{makeup}")
     return (f"{row.device} memory peak {format_bytes(row.total)} "
             f"(+{format_bytes(row.rise)} in the iteration){where}, "
             f"{row.fraction:.0%} into {it}{makeup}")

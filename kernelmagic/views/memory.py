@@ -133,6 +133,8 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     ``windows`` are the iterations (ns from the table's origin), in order. Each peak's
     moment and rise are the table's raw records' (as ``timeline.peak_memory`` reads them,
     so the peak note agrees); its make-up by category is the ledger's at that moment.
+    The alive rows are taken at the highest peak among ``timeline.peak_iterations`` (on
+    the CPU not the first of several iterations, whose rise reads high).
     """
     out = MemoryViews()
     if not windows or ledger.time.size == 0:
@@ -179,7 +181,8 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
                 label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
                 length / 1000.0, op, scope, float(at.sum()), float(rise),
                 *map(float, at.tolist())))
-            if best is None or rise > best[0]:
+            trusted = device >= 0 or i > 0 or len(windows) < 2  # views/timeline.py
+            if trusted and (best is None or rise > best[0]):
                 best = (rise, i, k)
         if best is not None and ledger.blocks:
             _, i, k = best
