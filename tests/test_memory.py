@@ -469,3 +469,37 @@ def test_training_step_peak_rise_is_the_steady_iterations(training):
     assert peak.iteration > 0
     assert [p.rise for p in result.memory_peaks[1:]] == [peak.rise] * 2
     assert result.memory_peaks[0].rise - peak.rise == 8 * MIB + 2 * 1024 + 8 * 1024
+
+
+def test_out_of_memory_keeps_the_note_that_categories_are_missing(monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a private torch class changed")
+
+    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        kernelmagic.profile(_runs_out_on(run=1 + 2), iters=4, warmup=1, memory=True)
+    note = info.value.result.memory_note
+    assert note.startswith("OutOfMemoryError in iteration 1: the report runs up to the failure")
+    assert "; categories unavailable: torch's memory analysis failed (KeyError" in note
+
+
+def test_out_of_memory_counts_the_failed_iterations_device_peak(monkeypatch):
+    # A GPU run, its device stood in for by the CPU: the allocator's peak rises 1 MiB more
+    # each iteration, and the one that fails rose highest before failing.
+    from kernelmagic import runner
+    from kernelmagic.options import ProfileOptions
+
+    real = torch_compat.new_profiler
+    monkeypatch.setattr(torch_compat, "new_profiler",
+                        lambda device, **kw: real(False, **kw))
+    monkeypatch.setattr(torch_compat, "warm_profiler", lambda device: None)
+    monkeypatch.setattr(torch_compat, "reset_device_peak", lambda: 0.0)
+    rises = iter([1 * MIB, 2 * MIB, 3 * MIB, 4 * MIB])
+    monkeypatch.setattr(torch_compat, "device_peak", lambda baseline: next(rises))
+    plan = runner.Plan(ProfileOptions(iters=5, warmup=1, memory=True), profiles_device=True,
+                       sort="self_device")
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        runner.execute(_runs_out_on(run=1 + 3), plan)
+    result = info.value.result
+    assert result.iters == 3
+    assert result.peak_memory["device"] == 3 * MIB  # iteration 2, the one that failed
