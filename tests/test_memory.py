@@ -503,3 +503,15 @@ def test_out_of_memory_counts_the_failed_iterations_device_peak(monkeypatch):
     result = info.value.result
     assert result.iters == 3
     assert result.peak_memory["device"] == 3 * MIB  # iteration 2, the one that failed
+
+
+def test_a_peak_outside_any_op_names_the_innermost_scope():
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (30, 4 * MIB), (45, -4 * MIB)]]
+    table = table_of(
+        (Kind.RANGE, "profile/iter 0", 0, 100, 1),
+        (Kind.RANGE, "my phase", 10, 60, 1),
+        (Kind.RANGE, "module: ff (Sequential)", 20, 50, 1),
+        (Kind.RANGE, "module: ff.0 (Linear)", 25, 40, 1), *mem)
+    (peak,) = memory_views(table, [(0, 100 * US)], ledger_from_table(table)).peaks
+    assert (peak.t_us, peak.op, peak.scope) == (30.0, "", "ff.0")

@@ -92,21 +92,31 @@ def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = No
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
-        if table.kind[i] == Kind.OP and not op and not text.startswith(_BACKWARD) \
+        if table.kind[i] == Kind.OP and not text.startswith(_BACKWARD) \
                 and not _NODE.match(text):
-            op = text
-        elif text.startswith(_BACKWARD):
-            scope = text[len(_BACKWARD):]
-        elif _NODE.match(text):
-            scope = text
-        elif MODULE_RANGE.match(text) is not None:
-            scope = MODULE_RANGE.match(text)[1]  # type: ignore[index]
-        elif (table.kind[i] == Kind.RANGE and not is_ours(text, name)
-              and not is_ours(text, None) and not text.startswith("ProfilerStep#")):
-            scope = text
+            op = op or text
+        elif not scope:  # the innermost scope, never an outer one found after it
+            scope = _scope_name(text, table.kind[i] == Kind.RANGE, name)
         if op and scope:
             break
     return op, scope
+
+
+def _scope_name(text: str, is_range: bool, name: str | None) -> str:
+    """What an op or range called ``text`` names as a peak's scope: the backward function,
+    the ``--modules`` module path, a user range; "" for anything else (other ops,
+    kernelmagic's own ranges, ``ProfilerStep#N``)."""
+    if text.startswith(_BACKWARD):
+        return text[len(_BACKWARD):]
+    if _NODE.match(text):
+        return text
+    module = MODULE_RANGE.match(text)
+    if module is not None:
+        return str(module[1])
+    if (is_range and not is_ours(text, name) and not is_ours(text, None)
+            and not text.startswith("ProfilerStep#")):
+        return text
+    return ""
 
 
 def _thread_at(table: EventTable, t: int, device: int) -> int | None:
