@@ -515,3 +515,15 @@ def test_a_peak_outside_any_op_names_the_innermost_scope():
         (Kind.RANGE, "module: ff.0 (Linear)", 25, 40, 1), *mem)
     (peak,) = memory_views(table, [(0, 100 * US)], ledger_from_table(table)).peaks
     assert (peak.t_us, peak.op, peak.scope) == (30.0, "", "ff.0")
+
+
+def test_a_trace_that_frees_memory_from_before_it_never_reads_below_zero():
+    # A CUDA trace records the free of a block allocated before it started (-2 MiB), so its
+    # raw running sum starts below zero: at least 2 MiB existed before, counted "unknown".
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n, "device": 0}) for t, n in [
+        (10, -2 * MIB), (20, MIB), (30, -MIB)]]
+    table = table_of((Kind.RANGE, "profile/iter 0", 0, 100, 1), *mem)
+    views = memory_views(table, [(0, 100 * US)], ledger_from_table(table))
+    assert [p.total for p in views.points] == [2 * MIB, 0, MIB, 0, 0]
+    (peak,) = views.peaks  # the iteration never rose above the 2 MiB it started with
+    assert (peak.device, peak.total, peak.rise, peak.unknown) == ("cuda:0", 2 * MIB, 0, 2 * MIB)

@@ -53,14 +53,29 @@ def device_label(device: int) -> str:
 
 def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
     """The table's ``[memory]`` records as an uncategorised ledger (every change "unknown",
-    no blocks followed): what a trace, or a run whose category analysis failed, holds."""
+    no blocks followed): what a trace, or a run whose category analysis failed, holds.
+
+    Where a device's running sum falls below zero (a GPU allocator records frees of
+    blocks allocated before profiling), the least that must have existed before is one
+    change at ``BEFORE``, as torch's own timeline counts such frees' blocks as
+    pre-existing; so no level reads below zero."""
     mem = np.flatnonzero(table.kind == Kind.MEMORY)
     mem = mem[np.argsort(table.start[mem], kind="stable")]
-    return MemoryLedger(time=table.start[mem].astype(np.int64),
-                        device=table.device[mem].astype(np.int16),
-                        category=np.full(mem.size, UNKNOWN, dtype=np.int8),
-                        delta=table.nbytes[mem].astype(np.int64),
-                        block=np.full(mem.size, -1, dtype=np.int32),
+    time = table.start[mem].astype(np.int64)
+    device = table.device[mem].astype(np.int16)
+    delta = table.nbytes[mem].astype(np.int64)
+    before = []
+    for d in sorted(set(device.tolist())):
+        lowest = int(np.cumsum(delta[device == d]).min())
+        if lowest < 0:
+            before.append((d, -lowest))
+    if before:
+        time = np.concatenate([np.full(len(before), BEFORE, dtype=np.int64), time])
+        device = np.concatenate([np.asarray([d for d, _ in before], dtype=np.int16), device])
+        delta = np.concatenate([np.asarray([n for _, n in before], dtype=np.int64), delta])
+    return MemoryLedger(time=time, device=device,
+                        category=np.full(time.size, UNKNOWN, dtype=np.int8), delta=delta,
+                        block=np.full(time.size, -1, dtype=np.int32),
                         categorised=False, note=note)
 
 
