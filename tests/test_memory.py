@@ -527,3 +527,17 @@ def test_a_trace_that_frees_memory_from_before_it_never_reads_below_zero():
     assert [p.total for p in views.points] == [2 * MIB, 0, MIB, 0, 0]
     (peak,) = views.peaks  # the iteration never rose above the 2 MiB it started with
     assert (peak.device, peak.total, peak.rise, peak.unknown) == ("cuda:0", 2 * MIB, 0, 2 * MIB)
+
+
+def test_alive_table_sorts_blocks_from_before_profiling_first_by_when():
+    from fakes import cpu_result
+
+    from kernelmagic.memory_rows import LiveBlockRow
+    from kernelmagic.render.memory import alive_table
+
+    rows = [LiveBlockRow("CPU", MIB, "activation", "", "", "aten::relu", "", 10.0, False),
+            LiveBlockRow("CPU", MIB, "gradient", "", "", "aten::mm", "", -50.0, False),
+            LiveBlockRow("CPU", MIB, "parameter", "", "", "", "", 0.0, True)]
+    table = alive_table(cpu_result(memory_alive=rows))
+    oldest_first = table.sorted_rows("created", descending=False)
+    assert [r.category for r in oldest_first] == ["parameter", "gradient", "activation"]

@@ -4,6 +4,7 @@ table), what each iteration keeps, and the timeline stacked by category (SVG).""
 from __future__ import annotations
 
 from html import escape
+from math import inf
 
 from kernelmagic.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
 from kernelmagic.render.table import Column, Table
@@ -74,7 +75,7 @@ def alive_table(result: ProfileResult) -> Table:
         Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
                width=150),
         Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
-        Column("created", "allocated at", lambda r: r.created_us,
+        Column("created", "allocated at", lambda r: -inf if r.before_profiling else r.created_us,
                lambda r: "before" if r.before_profiling else format_us(r.created_us),
                width=100),
         Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
