@@ -28,6 +28,7 @@ _NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT
 
 
 def _code(category: Any) -> int:
+    """The index into ``CATEGORIES`` of torch's ``Category`` (``None``: "unknown")."""
     if category is None:
         return UNKNOWN
     return CATEGORIES.index(_NAMES.get(category.name, "unknown"))
@@ -111,7 +112,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     delta: list[int] = []
     owner: list[int] = []
     block_of: dict[Any, int] = {}
-    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key]
+    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key, t_ns]
 
     def change(t: int, dev: int, cat: Any, nbytes: int, key: Any) -> None:
         time.append(BEFORE if t < 0 else t - origin)

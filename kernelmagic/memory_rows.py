@@ -64,7 +64,6 @@ class MemoryLedger:
     delta: np.ndarray
     block: np.ndarray
     blocks: list[MemoryBlock] = field(default_factory=list)
-    categorised: bool = True  # False: every change "unknown" (a trace, or analysis failed)
     note: str = ""  # why categories are missing, when they are
 
 

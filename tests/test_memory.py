@@ -545,3 +545,21 @@ def test_alive_table_sorts_blocks_from_before_profiling_first_by_when():
     table = alive_table(cpu_result(memory_alive=rows))
     oldest_first = table.sorted_rows("created", descending=False)
     assert [r.category for r in oldest_first] == ["parameter", "gradient", "activation"]
+
+
+def test_alive_rows_take_the_category_of_the_version_alive_at_the_peak():
+    # A 4 MiB block made as an activation becomes a gradient at 20 µs (a new version:
+    # a pair of changes summing to zero); the peak at 30 µs sees the gradient.
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (10, 4 * MIB), (30, 2 * MIB), (35, -2 * MIB)]]
+    table = table_of((Kind.RANGE, "profile/iter 0", 0, 100, 1), *mem)
+    blocks = [MemoryBlock(-1, 4 * MIB, 10 * US, NEVER, op="aten::mm"),
+              MemoryBlock(-1, 2 * MIB, 30 * US, 35 * US, op="aten::add")]
+    ledger = _ledger([(10, "activation", 4 * MIB, 0), (20, "activation", -4 * MIB, 0),
+                      (20, "gradient", 4 * MIB, 0), (30, "temporary", 2 * MIB, 1),
+                      (35, "temporary", -2 * MIB, 1)], blocks)
+    views = memory_views(table, [(0, 100 * US)], ledger)
+    assert [(r.op, r.category, r.nbytes) for r in views.alive] == [
+        ("aten::mm", "gradient", 4 * MIB), ("aten::add", "temporary", 2 * MIB)]
+    (peak,) = views.peaks
+    assert (peak.gradient, peak.activation, peak.temporary) == (4 * MIB, 0, 2 * MIB)

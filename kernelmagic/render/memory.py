@@ -98,7 +98,8 @@ def growth_table(result: ProfileResult) -> Table:
                lambda r: format_bytes(r.per_iter), width=150),
         Column("least", "least", lambda r: r.least, lambda r: format_bytes(r.least), width=90),
         Column("most", "most", lambda r: r.most, lambda r: format_bytes(r.most), width=90),
-        Column("blocks", "allocations", lambda r: r.blocks, lambda r: f"{r.blocks:,}"),
+        Column("blocks", "allocations (all iterations)", lambda r: r.blocks,
+               lambda r: f"{r.blocks:,}", width=170),
         Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
                width=70),
     ]

@@ -75,8 +75,7 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
         delta = np.concatenate([np.asarray([n for _, n in before], dtype=np.int64), delta])
     return MemoryLedger(time=time, device=device,
                         category=np.full(time.size, UNKNOWN, dtype=np.int8), delta=delta,
-                        block=np.full(time.size, -1, dtype=np.int32),
-                        categorised=False, note=note)
+                        block=np.full(time.size, -1, dtype=np.int32), note=note)
 
 
 def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarray:
@@ -226,9 +225,12 @@ def _alive(ledger: MemoryLedger, sel: np.ndarray, k: int, start: int,
     owners = ledger.block[upto]
     held = np.zeros(len(ledger.blocks), dtype=np.int64)
     np.add.at(held, owners[owners >= 0], ledger.delta[upto][owners >= 0])
+    # Each block's category is its last rising change's (the version alive at the peak):
+    # numpy leaves repeated indices' assignment order open, so pick that change explicitly.
     category = np.full(len(ledger.blocks), UNKNOWN, dtype=np.int8)
-    rising = (owners >= 0) & (ledger.delta[upto] > 0)
-    category[owners[rising]] = ledger.category[upto][rising]  # the last version's wins
+    rising = np.flatnonzero((owners >= 0) & (ledger.delta[upto] > 0))[::-1]
+    latest, first = np.unique(owners[rising], return_index=True)
+    category[latest] = ledger.category[upto][rising[first]]
     live = np.flatnonzero(held > 0)
     live = live[np.argsort(-held[live], kind="stable")][:ALIVE_ROWS]
     rows = []
