@@ -91,7 +91,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     profile = MemoryProfile(results)
     categories = profile._categories
     shapes: dict[Any, tuple[str, str]] = {}
-    created_in: dict[int, tuple[str, str]] = {}  # allocation start ns -> (op, user line)
+    created_in: dict[Any, tuple[str, str]] = {}  # TensorKey -> (op, user line)
     for event in profile._op_tree.dfs():
         kind = event.typed[0]
         if kind == _EventType.TorchOp:
@@ -103,8 +103,10 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
                             dtype = str(meta.dtype).replace("torch.", "")
                             shapes[key] = (str(list(meta.sizes)), dtype)
         elif kind == _EventType.Allocation and event.typed[1].alloc_size > 0:
-            line = _user_line(event, is_library) if is_library is not None else ""
-            created_in[event.start_time_ns] = (_creator(event), line)
+            allocated = TensorKey.from_allocation(event.typed[1])
+            if allocated is not None:  # keyed by the tensor: two may share a timestamp
+                line = _user_line(event, is_library) if is_library is not None else ""
+                created_in[allocated] = (_creator(event), line)
 
     time: list[int] = []
     device: list[int] = []
@@ -112,7 +114,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     delta: list[int] = []
     owner: list[int] = []
     block_of: dict[Any, int] = {}
-    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key, t_ns]
+    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key]
 
     def change(t: int, dev: int, cat: Any, nbytes: int, key: Any) -> None:
         time.append(BEFORE if t < 0 else t - origin)
@@ -129,7 +131,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
         cat = categories.get(key, version) if tensor else None
         if tensor and action in (Action.PREEXISTING, Action.CREATE) and key not in block_of:
             block_of[key] = len(spans)
-            spans.append([dev, int(nbytes), BEFORE if t < 0 else t - origin, NEVER, key, t])
+            spans.append([dev, int(nbytes), BEFORE if t < 0 else t - origin, NEVER, key])
         if action in (Action.PREEXISTING, Action.CREATE):
             change(t, dev, cat, nbytes, key if tensor else None)
         elif action == Action.INCREMENT_VERSION:
@@ -142,9 +144,9 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
             if tensor and key in block_of:
                 spans[block_of[key]][3] = t - origin
     blocks = []
-    for dev, nbytes, created, freed, key, t in spans:
+    for dev, nbytes, created, freed, key in spans:
         shape, dtype = shapes.get(key, ("", ""))
-        op, source = created_in.get(t, ("", ""))
+        op, source = created_in.get(key, ("", ""))
         blocks.append(MemoryBlock(dev, nbytes, created, freed, shape, dtype, op, source))
     return MemoryLedger(time=np.asarray(time, dtype=np.int64),
                         device=np.asarray(device, dtype=np.int16),
