@@ -182,17 +182,20 @@ def quiet_unknown_blocks() -> Iterator[None]:
         on_fd2 = False
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
-        if on_fd2:
-            sys.stderr = open(os.dup(saved), "w", buffering=1,
-                              encoding=getattr(original, "encoding", None),
-                              errors=getattr(original, "errors", None))
-        try:
+        ours = None  # the stand-in for Python's stderr, while it is in place
+        try:  # from here on, whatever fails, fd 2 and sys.stderr are given back
+            if on_fd2:
+                ours = open(os.dup(saved), "w", buffering=1,
+                            encoding=getattr(original, "encoding", None),
+                            errors=getattr(original, "errors", None))
+                sys.stderr = ours
             yield
         finally:
-            if on_fd2:
-                replaced, sys.stderr = sys.stderr, original
+            if ours is not None:
+                if sys.stderr is ours:  # one the cell set itself stays
+                    sys.stderr = original
                 with contextlib.suppress(OSError, ValueError):
-                    replaced.close()
+                    ours.close()
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 sys.stderr.flush()
             os.dup2(saved, 2)

@@ -563,3 +563,40 @@ def test_alive_rows_take_the_category_of_the_version_alive_at_the_peak():
         ("aten::mm", "gradient", 4 * MIB), ("aten::add", "temporary", 2 * MIB)]
     (peak,) = views.peaks
     assert (peak.gradient, peak.activation, peak.temporary) == (4 * MIB, 0, 2 * MIB)
+
+
+def test_quiet_unknown_blocks_gives_fd2_back_when_it_cannot_copy_stderr(monkeypatch):
+    # Python's stderr writing to fd 2 (a terminal); the copy of fd 2 for it fails (too many
+    # open files): the error surfaces and fd 2 is the process's stderr again, not the file.
+    import sys
+
+    before = os.fstat(2)
+    terminal = open(2, "w", closefd=False)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    real_dup = os.dup
+    calls = []
+
+    def dup(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(24, "Too many open files")
+        return real_dup(fd)
+
+    monkeypatch.setattr(os, "dup", dup)
+    with pytest.raises(OSError, match="Too many open files"):
+        with memory_categories.quiet_unknown_blocks():
+            pass
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    assert sys.stderr is terminal
+
+
+def test_quiet_unknown_blocks_leaves_a_stderr_the_cell_set_itself(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", open(2, "w", closefd=False))
+    with open(tmp_path / "log.txt", "w") as log:
+        with memory_categories.quiet_unknown_blocks():
+            assert sys.stderr.fileno() != 2  # the stand-in writes to the real stderr
+            sys.stderr = log  # the cell sends its own messages elsewhere
+        assert sys.stderr is log and not log.closed
