@@ -646,3 +646,11 @@ def test_tensors_no_op_took_as_input_are_followed_too():
     (peak,) = highest_peaks(result)
     assert sorted((r.nbytes, r.category, r.op) for r in result.memory_alive) == [
         (4000, "unknown", "aten::empty")] * (peak.iteration + 1)
+
+
+def test_an_ops_output_kept_in_a_list_is_growth():
+    x = torch.randn(1000)
+    kept = []
+    result = kernelmagic.profile(lambda: kept.append(x * 2), iters=3, warmup=1, memory=True)
+    assert [(g.op, g.per_iter, g.blocks) for g in result.memory_growth] == [
+        ("aten::mul", 4000, 3)]
