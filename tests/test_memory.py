@@ -654,3 +654,12 @@ def test_an_ops_output_kept_in_a_list_is_growth():
     result = kernelmagic.profile(lambda: kept.append(x * 2), iters=3, warmup=1, memory=True)
     assert [(g.op, g.per_iter, g.blocks) for g in result.memory_growth] == [
         ("aten::mul", 4000, 3)]
+
+
+def test_peak_makeup_of_a_small_cell_is_in_kib_not_left_out():
+    from kernelmagic.memory_rows import MemoryPeakRow
+
+    row = MemoryPeakRow("CPU", 0, 5.0, 0.5, 10.0, "aten::mm", "", total=11 * 1024 + 12,
+                        rise=3 * 1024, parameter=8 * 1024, activation=3 * 1024, temporary=12)
+    assert peak_sentence(row).endswith(
+        "50% into the iteration: parameters 8.0, activations 3.0 KiB")

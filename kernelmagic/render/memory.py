@@ -31,8 +31,8 @@ def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
     return list(best.values())
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:.1f}"
+#: The make-up's unit: the largest the largest category fills at least once.
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 
 
 def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
@@ -44,9 +44,11 @@ def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
     if row.scope:
         where += f" in {row.scope}"
     it = f"iteration {row.iteration}" if iterations > 1 else "the iteration"
-    parts = [f"{CATEGORY_WORDS[c]} {_mib(getattr(row, c))}" for c in CATEGORIES
-             if getattr(row, c) >= 0.05 * 2**20]
-    makeup = (": " + ", ".join(parts) + " MiB") if parts else ""
+    largest = max(getattr(row, c) for c in CATEGORIES)
+    unit, size = next(((u, n) for u, n in _UNITS if largest >= n), _UNITS[-1])
+    parts = [f"{CATEGORY_WORDS[c]} {getattr(row, c) / size:.1f}" for c in CATEGORIES
+             if getattr(row, c) >= 0.05 * size]
+    makeup = (": " + ", ".join(parts) + f" {unit}") if parts else ""
     if row.rise <= 0:  # nothing rose above the level the iteration started at
         return (f"{row.device} memory {format_bytes(row.total)} at the start of {it}, "
                 f"never higher in it{makeup}")
