@@ -28,6 +28,7 @@ _NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT
 
 
 def _code(category: Any) -> int:
+    """The index into ``CATEGORIES`` of torch's ``Category`` (``None``: "unknown")."""
     if category is None:
         return UNKNOWN
     return CATEGORIES.index(_NAMES.get(category.name, "unknown"))
@@ -90,7 +91,18 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     profile = MemoryProfile(results)
     categories = profile._categories
     shapes: dict[Any, tuple[str, str]] = {}
-    created_in: dict[int, tuple[str, str]] = {}  # allocation start ns -> (op, user line)
+    created_in: dict[Any, tuple[str, str]] = {}  # TensorKey -> (op, user line)
+    # Blocks torch ties to no tensor (a tensor no op ever took as an input: torch.empty,
+    # a last op's output kept in a list) are one anonymous key in torch's timeline; they
+    # are followed here by address, as torch's timeline pairs their allocation and free.
+    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, op, line]
+    live_untied: dict[tuple[int, int], int] = {}  # (address, device) -> span
+    untied_at: dict[tuple[Any, ...], list[int]] = {}  # (action, t, device, bytes) -> spans
+
+    def created_by(event: Any) -> tuple[str, str]:
+        line = _user_line(event, is_library) if is_library is not None else ""
+        return _creator(event), line
+
     for event in profile._op_tree.dfs():
         kind = event.typed[0]
         if kind == _EventType.TorchOp:
@@ -101,9 +113,30 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
                         if key is not None and key not in shapes:
                             dtype = str(meta.dtype).replace("torch.", "")
                             shapes[key] = (str(list(meta.sizes)), dtype)
-        elif kind == _EventType.Allocation and event.typed[1].alloc_size > 0:
-            line = _user_line(event, is_library) if is_library is not None else ""
-            created_in[event.start_time_ns] = (_creator(event), line)
+        elif kind == _EventType.Allocation:
+            fields = event.typed[1]
+            allocated = TensorKey.from_allocation(fields)
+            if allocated is not None:  # keyed by the tensor: two may share a timestamp
+                if fields.alloc_size > 0:
+                    created_in[allocated] = created_by(event)
+                continue
+            dev = _device(fields.device)
+            if dev is None:
+                continue
+            t, size, where = event.start_time_ns, int(fields.alloc_size), (fields.ptr, dev)
+            if size > 0:
+                if where not in live_untied:  # else torch counts a new version: no change
+                    live_untied[where] = len(spans)
+                    untied_at.setdefault((Action.CREATE, t, dev, size), []).append(len(spans))
+                    spans.append([dev, size, t - origin, NEVER, *created_by(event)])
+                continue
+            b = live_untied.pop(where, None)
+            if b is None:  # allocated before profiling: torch counts it from the start
+                b = len(spans)
+                untied_at.setdefault((Action.PREEXISTING, -1, dev, -size), []).append(b)
+                spans.append([dev, -size, BEFORE, NEVER, "", ""])
+            spans[b][3] = t - origin
+            untied_at.setdefault((Action.DESTROY, t, dev, -size), []).append(b)
 
     time: list[int] = []
     device: list[int] = []
@@ -111,14 +144,14 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     delta: list[int] = []
     owner: list[int] = []
     block_of: dict[Any, int] = {}
-    spans: list[list[Any]] = []  # per block: [device, bytes, created, freed, key]
+    tensor_of: dict[int, Any] = {}  # span -> TensorKey
 
-    def change(t: int, dev: int, cat: Any, nbytes: int, key: Any) -> None:
+    def change(t: int, dev: int, cat: Any, nbytes: int, b: int) -> None:
         time.append(BEFORE if t < 0 else t - origin)
         device.append(dev)
         category.append(_code(cat))
         delta.append(int(nbytes))
-        owner.append(block_of.get(key, -1))
+        owner.append(b)
 
     for t, action, (key, version), nbytes in profile.timeline:
         dev = _device(key.device)
@@ -128,22 +161,28 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
         cat = categories.get(key, version) if tensor else None
         if tensor and action in (Action.PREEXISTING, Action.CREATE) and key not in block_of:
             block_of[key] = len(spans)
-            spans.append([dev, int(nbytes), BEFORE if t < 0 else t - origin, NEVER, key, t])
+            tensor_of[len(spans)] = key
+            op, line = created_in.get(key, ("", ""))
+            spans.append([dev, int(nbytes), BEFORE if t < 0 else t - origin, NEVER, op, line])
+        if tensor:
+            b = block_of.get(key, -1)
+        else:
+            waiting = untied_at.get((action, t, dev, abs(int(nbytes))))
+            b = waiting.pop(0) if waiting else -1
         if action in (Action.PREEXISTING, Action.CREATE):
-            change(t, dev, cat, nbytes, key if tensor else None)
+            change(t, dev, cat, nbytes, b)
         elif action == Action.INCREMENT_VERSION:
             after = categories.get(key, version + 1) if tensor else None
             if _code(after) != _code(cat):
-                change(t, dev, cat, -nbytes, key if tensor else None)
-                change(t, dev, after, nbytes, key if tensor else None)
+                change(t, dev, cat, -nbytes, b)
+                change(t, dev, after, nbytes, b)
         elif action == Action.DESTROY:
-            change(t, dev, cat, -abs(nbytes), key if tensor else None)
-            if tensor and key in block_of:
-                spans[block_of[key]][3] = t - origin
+            change(t, dev, cat, -abs(nbytes), b)
+            if tensor and b >= 0:
+                spans[b][3] = t - origin
     blocks = []
-    for dev, nbytes, created, freed, key, t in spans:
-        shape, dtype = shapes.get(key, ("", ""))
-        op, source = created_in.get(t, ("", ""))
+    for b, (dev, nbytes, created, freed, op, source) in enumerate(spans):
+        shape, dtype = shapes.get(tensor_of.get(b), ("", ""))
         blocks.append(MemoryBlock(dev, nbytes, created, freed, shape, dtype, op, source))
     return MemoryLedger(time=np.asarray(time, dtype=np.int64),
                         device=np.asarray(device, dtype=np.int16),
@@ -179,17 +218,20 @@ def quiet_unknown_blocks() -> Iterator[None]:
         on_fd2 = False
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
-        if on_fd2:
-            sys.stderr = open(os.dup(saved), "w", buffering=1,
-                              encoding=getattr(original, "encoding", None),
-                              errors=getattr(original, "errors", None))
-        try:
+        ours = None  # the stand-in for Python's stderr, while it is in place
+        try:  # from here on, whatever fails, fd 2 and sys.stderr are given back
+            if on_fd2:
+                ours = open(os.dup(saved), "w", buffering=1,
+                            encoding=getattr(original, "encoding", None),
+                            errors=getattr(original, "errors", None))
+                sys.stderr = ours
             yield
         finally:
-            if on_fd2:
-                replaced, sys.stderr = sys.stderr, original
+            if ours is not None:
+                if sys.stderr is ours:  # one the cell set itself stays
+                    sys.stderr = original
                 with contextlib.suppress(OSError, ValueError):
-                    replaced.close()
+                    ours.close()
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 sys.stderr.flush()
             os.dup2(saved, 2)

@@ -64,7 +64,6 @@ class MemoryLedger:
     delta: np.ndarray
     block: np.ndarray
     blocks: list[MemoryBlock] = field(default_factory=list)
-    categorised: bool = True  # False: every change "unknown" (a trace, or analysis failed)
     note: str = ""  # why categories are missing, when they are
 
 
@@ -140,10 +139,12 @@ class MemoryGrowthRow:
     device: str
     op: str
     source: str
-    per_iter: float  # bytes kept per iteration
-    iterations: int  # iterations that kept some
+    per_iter: float  # bytes kept per iteration, on average (``total / iterations``)
+    iterations: int  # iterations that kept some (every profiled one)
     blocks: int  # allocations kept, all iterations
     total: float  # bytes kept, all iterations
+    least: float = 0.0  # bytes kept by the iteration that kept the least
+    most: float = 0.0  # bytes kept by the iteration that kept the most
 
     @property
     def key(self) -> str:

@@ -245,6 +245,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
                     # as far as it ran.
                     out_of_memory = exc
                     timings.append(clock() - start)
+                    if device_peaks is not None:  # the failed iteration's rise counts too
+                        device_peaks.append(torch_compat.device_peak(baseline))
             if progress is not None:
                 progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
@@ -459,9 +461,10 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         result.planned_iters = opts.iters
     if out_of_memory is not None:
         first = str(out_of_memory).strip().splitlines()[0] if str(out_of_memory).strip() else ""
-        result.memory_note = (f"{type(out_of_memory).__name__} in iteration "
-                              f"{len(timings) - 1}: the report runs up to the failure"
-                              + (f" ({first})" if first else ""))
+        failed = (f"{type(out_of_memory).__name__} in iteration {len(timings) - 1}: the "
+                  "report runs up to the failure" + (f" ({first})" if first else ""))
+        # The analysis' own note (categories unavailable) stays after it.
+        result.memory_note = "; ".join(n for n in (failed, result.memory_note) if n)
     if run.profiles_device:
         result.gpu_runtime = torch_compat.gpu_runtime()
     return result, table

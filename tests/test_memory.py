@@ -3,6 +3,7 @@ memory, trace files, and agreement with torch's own MemoryProfileTimeline."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -20,6 +21,7 @@ from kernelmagic.memory_rows import BEFORE, CATEGORIES, NEVER, MemoryBlock, Memo
 from kernelmagic.render.memory import highest_peaks, memory_svg, peak_sentence
 from kernelmagic.render.text import text_report
 from kernelmagic.result import ProfileResult
+from kernelmagic.units import format_bytes
 from kernelmagic.views.memory import ledger_from_table, memory_views
 from kernelmagic.views.timeline import peak_memory
 
@@ -79,10 +81,12 @@ def test_peak_alive_and_growth_on_a_synthetic_run():
     assert first.total == 14 * MIB
     # The second iteration starts 1 MiB higher (the first one kept it).
     assert (second.total, second.rise, second.unknown) == (15 * MIB, 6 * MIB, MIB)
-    # Alive at the highest peak (the first, equal rises: the earlier wins).
-    assert [(r.nbytes, r.category, r.op) for r in views.alive] == [
-        (8 * MIB, "parameter", ""), (4 * MIB, "activation", "aten::relu"),
-        (2 * MIB, "temporary", "aten::mm")]
+    # Alive at the highest peak: equal rises, and on the CPU the first of several
+    # iterations is not taken (its rise can read high: views.timeline.peak_iterations),
+    # so the second's, with the 1 MiB the first kept.
+    assert [(r.nbytes, r.category, r.op, r.created_us) for r in views.alive] == [
+        (8 * MIB, "parameter", "", 0.0), (4 * MIB, "activation", "aten::relu", 10.0),
+        (2 * MIB, "temporary", "aten::mm", 30.0), (MIB, "unknown", "aten::empty", -50.0)]
     assert views.alive[0].before_profiling and views.alive[1].created_us == 10.0
     # The timeline of iteration 0: its start, each change, its end.
     totals = [p.total for p in views.points]
@@ -379,7 +383,9 @@ def test_a_failing_category_analysis_leaves_the_raw_timeline(monkeypatch):
                                          "failed (KeyError")
     assert [p.rise for p in result.memory_peaks] == [2 * MIB, 2 * MIB]
     assert all(p.unknown == p.total for p in result.memory_timeline)
-    assert f"Memory: {result.memory_note}" in text_report(result)
+    text = text_report(result)
+    assert f"Memory: {result.memory_note}" in text
+    assert "No allocation could be followed to the peak (a trace, or a run whose category" in text
 
 
 def test_ctrl_c_under_memory_reports_the_completed_iterations():
@@ -417,3 +423,243 @@ def test_the_rise_is_the_raw_records_even_when_the_ledger_sizes_differ():
     peak = memory_views(table, windows, ledger).peaks[0]
     assert peak.rise == 6 * MIB == peak_memory(table, windows[:1])  # the note's figure
     assert (peak.t_us, peak.temporary, peak.total) == (30.0, 3 * MIB, 15 * MIB)
+
+
+def test_growth_that_differs_between_iterations_is_not_said_to_be_the_same_each_time():
+    table, ledger, windows = _synthetic()
+    # The second iteration keeps 3 MiB where the first kept 1 MiB: 2 MiB on average.
+    kept = [i for i, b in enumerate(ledger.blocks) if b.op == "aten::empty"][1]
+    ledger.blocks[kept] = dataclasses.replace(ledger.blocks[kept], nbytes=3 * MIB)
+    (grow,) = memory_views(table, windows, ledger).growth
+    assert (grow.per_iter, grow.least, grow.most, grow.total) == (2 * MIB, MIB, 3 * MIB, 4 * MIB)
+    from fakes import cpu_result
+
+    finding = memory_growth(cpu_result(iters=2, memory_growth=[grow]))
+    assert "allocated in each" not in finding.evidence
+    assert finding.evidence.startswith(
+        "4.00 MiB allocated over the 2 profiled iterations (2.00 MiB per iteration on "
+        "average) is still held at the end: 2.00 MiB per iteration on average (1.00 MiB to "
+        "3.00 MiB) from aten::empty at train.py:9 (CPU)")
+
+
+def test_the_first_iterations_unseen_frees_do_not_make_the_cpu_peak():
+    # Each call frees the 4 MiB the previous one made, then makes 4 MiB again: allocated
+    # memory never rises above an iteration's start. torch's CPU allocator records no free
+    # of a block made before profiling (the warm-up's), so iteration 0 alone reads +4 MiB.
+    state = [torch.empty(2**20)]
+
+    def replace() -> None:
+        state[0] = None
+        state[0] = torch.empty(2**20)
+
+    result = kernelmagic.profile(replace, iters=3, warmup=1, memory=True)
+    # 4 MiB, unless the allocator still holds a size for that address from an earlier
+    # profiled session (it forgets none freed while not profiling): then the free shows.
+    assert [p.rise for p in result.memory_peaks] in ([4 * MIB, 0, 0], [0, 0, 0])
+    assert result.peak_memory["cpu"] == 0
+    (peak,) = highest_peaks(result)
+    assert (peak.iteration, peak.rise) == (1, 0)
+    assert peak_sentence(peak, result.iters) == (
+        f"CPU memory {format_bytes(peak.total)} at the start of iteration 1, never higher "
+        "in it: unknown 4.0 MiB")
+    assert "+4.00 MiB" not in text_report(result)
+
+
+def test_training_step_peak_rise_is_the_steady_iterations(training):
+    result, _ = training
+    # zero_grad frees the gradients (8 MiB) first; the first iteration cannot see that
+    # for the warm-up's gradients, so it alone read +16 MiB.
+    (peak,) = highest_peaks(result)
+    assert peak.iteration > 0
+    assert [p.rise for p in result.memory_peaks[1:]] == [peak.rise] * 2
+    assert peak.rise < 9 * MIB  # the 8 MiB of gradients, freed first, made again
+
+
+def test_out_of_memory_keeps_the_note_that_categories_are_missing(monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a private torch class changed")
+
+    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        kernelmagic.profile(_runs_out_on(run=1 + 2), iters=4, warmup=1, memory=True)
+    note = info.value.result.memory_note
+    assert note.startswith("OutOfMemoryError in iteration 1: the report runs up to the failure")
+    assert "; categories unavailable: torch's memory analysis failed (KeyError" in note
+
+
+def test_out_of_memory_counts_the_failed_iterations_device_peak(monkeypatch):
+    # A GPU run, its device stood in for by the CPU: the allocator's peak rises 1 MiB more
+    # each iteration, and the one that fails rose highest before failing.
+    from kernelmagic import runner
+    from kernelmagic.options import ProfileOptions
+
+    real = torch_compat.new_profiler
+    monkeypatch.setattr(torch_compat, "new_profiler",
+                        lambda device, **kw: real(False, **kw))
+    monkeypatch.setattr(torch_compat, "warm_profiler", lambda device: None)
+    monkeypatch.setattr(torch_compat, "reset_device_peak", lambda: 0.0)
+    rises = iter([1 * MIB, 2 * MIB, 3 * MIB, 4 * MIB])
+    monkeypatch.setattr(torch_compat, "device_peak", lambda baseline: next(rises))
+    plan = runner.Plan(ProfileOptions(iters=5, warmup=1, memory=True), profiles_device=True,
+                       sort="self_device")
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        runner.execute(_runs_out_on(run=1 + 3), plan)
+    result = info.value.result
+    assert result.iters == 3
+    assert result.peak_memory["device"] == 3 * MIB  # iteration 2, the one that failed
+
+
+def test_a_peak_outside_any_op_names_the_innermost_scope():
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (30, 4 * MIB), (45, -4 * MIB)]]
+    table = table_of(
+        (Kind.RANGE, "profile/iter 0", 0, 100, 1),
+        (Kind.RANGE, "my phase", 10, 60, 1),
+        (Kind.RANGE, "module: ff (Sequential)", 20, 50, 1),
+        (Kind.RANGE, "module: ff.0 (Linear)", 25, 40, 1), *mem)
+    (peak,) = memory_views(table, [(0, 100 * US)], ledger_from_table(table)).peaks
+    assert (peak.t_us, peak.op, peak.scope) == (30.0, "", "ff.0")
+
+
+def test_a_trace_that_frees_memory_from_before_it_never_reads_below_zero():
+    # A CUDA trace records the free of a block allocated before it started (-2 MiB), so its
+    # raw running sum starts below zero: at least 2 MiB existed before, counted "unknown".
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n, "device": 0}) for t, n in [
+        (10, -2 * MIB), (20, MIB), (30, -MIB)]]
+    table = table_of((Kind.RANGE, "profile/iter 0", 0, 100, 1), *mem)
+    views = memory_views(table, [(0, 100 * US)], ledger_from_table(table))
+    assert [p.total for p in views.points] == [2 * MIB, 0, MIB, 0, 0]
+    (peak,) = views.peaks  # the iteration never rose above the 2 MiB it started with
+    assert (peak.device, peak.total, peak.rise, peak.unknown) == ("cuda:0", 2 * MIB, 0, 2 * MIB)
+
+
+def test_alive_table_sorts_blocks_from_before_profiling_first_by_when():
+    from fakes import cpu_result
+
+    from kernelmagic.memory_rows import LiveBlockRow
+    from kernelmagic.render.memory import alive_table
+
+    rows = [LiveBlockRow("CPU", MIB, "activation", "", "", "aten::relu", "", 10.0, False),
+            LiveBlockRow("CPU", MIB, "gradient", "", "", "aten::mm", "", -50.0, False),
+            LiveBlockRow("CPU", MIB, "parameter", "", "", "", "", 0.0, True)]
+    table = alive_table(cpu_result(memory_alive=rows))
+    oldest_first = table.sorted_rows("created", descending=False)
+    assert [r.category for r in oldest_first] == ["parameter", "gradient", "activation"]
+
+
+def test_alive_rows_take_the_category_of_the_version_alive_at_the_peak():
+    # A 4 MiB block made as an activation becomes a gradient at 20 µs (a new version:
+    # a pair of changes summing to zero); the peak at 30 µs sees the gradient.
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (10, 4 * MIB), (30, 2 * MIB), (35, -2 * MIB)]]
+    table = table_of((Kind.RANGE, "profile/iter 0", 0, 100, 1), *mem)
+    blocks = [MemoryBlock(-1, 4 * MIB, 10 * US, NEVER, op="aten::mm"),
+              MemoryBlock(-1, 2 * MIB, 30 * US, 35 * US, op="aten::add")]
+    ledger = _ledger([(10, "activation", 4 * MIB, 0), (20, "activation", -4 * MIB, 0),
+                      (20, "gradient", 4 * MIB, 0), (30, "temporary", 2 * MIB, 1),
+                      (35, "temporary", -2 * MIB, 1)], blocks)
+    views = memory_views(table, [(0, 100 * US)], ledger)
+    assert [(r.op, r.category, r.nbytes) for r in views.alive] == [
+        ("aten::mm", "gradient", 4 * MIB), ("aten::add", "temporary", 2 * MIB)]
+    (peak,) = views.peaks
+    assert (peak.gradient, peak.activation, peak.temporary) == (4 * MIB, 0, 2 * MIB)
+
+
+def test_quiet_unknown_blocks_gives_fd2_back_when_it_cannot_copy_stderr(monkeypatch):
+    # Python's stderr writing to fd 2 (a terminal); the copy of fd 2 for it fails (too many
+    # open files): the error surfaces and fd 2 is the process's stderr again, not the file.
+    import sys
+
+    before = os.fstat(2)
+    terminal = open(2, "w", closefd=False)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    real_dup = os.dup
+    calls = []
+
+    def dup(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(24, "Too many open files")
+        return real_dup(fd)
+
+    monkeypatch.setattr(os, "dup", dup)
+    with pytest.raises(OSError, match="Too many open files"):
+        with memory_categories.quiet_unknown_blocks():
+            pass
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    assert sys.stderr is terminal
+
+
+def test_quiet_unknown_blocks_leaves_a_stderr_the_cell_set_itself(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", open(2, "w", closefd=False))
+    with open(tmp_path / "log.txt", "w") as log:
+        with memory_categories.quiet_unknown_blocks():
+            assert sys.stderr.fileno() != 2  # the stand-in writes to the real stderr
+            sys.stderr = log  # the cell sends its own messages elsewhere
+        assert sys.stderr is log and not log.closed
+
+
+def test_a_first_iteration_that_reads_high_is_not_the_cpu_peak():
+    # Iteration 0 frees a 4 MiB block from before profiling (no record on the CPU), then
+    # makes 4 MiB: it reads +4 MiB. Iterations 1 and 2 free the previous one's and make
+    # another: +0. The peak note, the sentence and the alive table skip iteration 0.
+    mem = [(Kind.MEMORY, "[memory]", t, t, 1, {"nbytes": n}) for t, n in [
+        (50, 4 * MIB), (110, -4 * MIB), (150, 4 * MIB), (210, -4 * MIB), (250, 4 * MIB)]]
+    table = table_of(*[(Kind.RANGE, f"profile/iter {i}", 100 * i, 100 * i + 100, 1)
+                       for i in range(3)], *mem)
+    windows = [(0, 100 * US), (100 * US, 200 * US), (200 * US, 300 * US)]
+    blocks = [MemoryBlock(-1, 4 * MIB, t * US, (t + 60) * US if t < 250 else NEVER,
+                          op="aten::empty") for t in (50, 150, 250)]
+    ledger = _ledger([(50, "activation", 4 * MIB, 0), (110, "activation", -4 * MIB, 0),
+                      (150, "activation", 4 * MIB, 1), (210, "activation", -4 * MIB, 1),
+                      (250, "activation", 4 * MIB, 2)], blocks)
+    views = memory_views(table, windows, ledger)
+    assert [p.rise for p in views.peaks] == [4 * MIB, 0, 0]
+    assert peak_memory(table, windows) == 0
+    assert peak_memory(table, windows[:1]) == 4 * MIB  # one iteration: nothing to prefer
+    from fakes import cpu_result
+
+    (peak,) = highest_peaks(cpu_result(iters=3, memory_peaks=views.peaks))
+    assert (peak.iteration, peak.rise) == (1, 0)
+    # Alive at iteration 1's start: the block iteration 0 made (50 µs before it began).
+    assert [(r.nbytes, r.created_us) for r in views.alive] == [(4 * MIB, -50.0)]
+
+
+def test_tensors_no_op_took_as_input_are_followed_too():
+    # torch ties a tensor only an op's input names to a tensor; one made by torch.empty and
+    # kept (or a last op's output kept in a list) is an anonymous block in its timeline.
+    kept = []
+
+    def leaky() -> None:
+        kept.append(torch.empty(1000))  # the line the finding names
+
+    line = leaky.__code__.co_firstlineno + 1
+    result = kernelmagic.profile(leaky, iters=4, warmup=1, memory=True, stack=True)
+    (grow,) = result.memory_growth
+    assert (grow.op, grow.per_iter, grow.blocks) == ("aten::empty", 4000, 4)
+    assert grow.source == f"{os.path.basename(__file__)}:{line}"
+    assert memory_growth(result) is not None
+    # Alive at the peak: the three kept before that iteration and its own, "unknown".
+    (peak,) = highest_peaks(result)
+    assert sorted((r.nbytes, r.category, r.op) for r in result.memory_alive) == [
+        (4000, "unknown", "aten::empty")] * (peak.iteration + 1)
+
+
+def test_an_ops_output_kept_in_a_list_is_growth():
+    x = torch.randn(1000)
+    kept = []
+    result = kernelmagic.profile(lambda: kept.append(x * 2), iters=3, warmup=1, memory=True)
+    assert [(g.op, g.per_iter, g.blocks) for g in result.memory_growth] == [
+        ("aten::mul", 4000, 3)]
+
+
+def test_peak_makeup_of_a_small_cell_is_in_kib_not_left_out():
+    from kernelmagic.memory_rows import MemoryPeakRow
+
+    row = MemoryPeakRow("CPU", 0, 5.0, 0.5, 10.0, "aten::mm", "", total=11 * 1024 + 12,
+                        rise=3 * 1024, parameter=8 * 1024, activation=3 * 1024, temporary=12)
+    assert peak_sentence(row).endswith(
+        "50% into the iteration: parameters 8.0, activations 3.0 KiB")

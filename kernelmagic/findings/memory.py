@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from kernelmagic.findings.base import NAMED, Finding
+from kernelmagic.memory_rows import MemoryGrowthRow
 from kernelmagic.result import ProfileResult
 from kernelmagic.units import format_bytes
 
 #: Bytes kept per iteration below which growth is not reported (a few scalars kept by
 #: a logging list are not worth a finding).
 GROWTH_MIN_BYTES = 1024
+
+
+def _kept(row: MemoryGrowthRow) -> str:
+    """``"3.91 KiB per iteration"``, or with the range when iterations kept different
+    amounts: ``"256.75 KiB per iteration on average (1.00 KiB to 1.00 MiB)"``."""
+    text = f"{format_bytes(row.per_iter)} per iteration"
+    if row.least != row.most:
+        text += (f" on average ({format_bytes(row.least)} to {format_bytes(row.most)})")
+    return text
 
 
 def memory_growth(result: ProfileResult) -> Finding | None:
@@ -19,14 +29,18 @@ def memory_growth(result: ProfileResult) -> Finding | None:
         return None
     rows.sort(key=lambda r: -r.per_iter)
     per_iter = sum(r.per_iter for r in rows)
-    named = "; ".join(
-        f"{format_bytes(r.per_iter)} per iteration from {r.op or 'an unknown op'}"
-        + (f" at {r.source}" if r.source else "") + f" ({r.device})"
-        for r in rows[:NAMED])
+    named = "; ".join(f"{_kept(r)} from {r.op or 'an unknown op'}"
+                      + (f" at {r.source}" if r.source else "") + f" ({r.device})"
+                      for r in rows[:NAMED])
+    n = rows[0].iterations
+    if all(r.least == r.most for r in rows):  # the same bytes every iteration
+        kept = f"{format_bytes(per_iter)} allocated in each of the {n} profiled iterations"
+    else:
+        kept = (f"{format_bytes(sum(r.total for r in rows))} allocated over the {n} profiled "
+                f"iterations ({format_bytes(per_iter)} per iteration on average)")
     return Finding(
         "memory_growth", "Memory grows every iteration",
-        f"{format_bytes(per_iter)} allocated in each of the {rows[0].iterations} profiled "
-        f"iterations is still held at the end: {named}",
+        f"{kept} is still held at the end: {named}",
         "find what keeps a reference to these tensors (a list appended to each step, a "
         "loss kept without .item() or .detach(), a cache); free it or store a Python "
         "number instead",

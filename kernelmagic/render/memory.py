@@ -4,6 +4,7 @@ table), what each iteration keeps, and the timeline stacked by category (SVG).""
 from __future__ import annotations
 
 from html import escape
+from math import inf
 
 from kernelmagic.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
 from kernelmagic.render.table import Column, Table
@@ -17,28 +18,40 @@ COLOURS = ("#2e7d32", "#daa520", "#555555", "#d62728", "#1f4fbf", "#4169e1", "#9
 
 
 def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
-    """Per device, the iteration's peak with the largest rise (the peak note's figure)."""
+    """Per device, the iteration's peak with the largest rise (the peak note's figure):
+    on the CPU not the first iteration's when there are others, as
+    ``views.timeline.peak_iterations`` says (its rise reads high)."""
+    several = {r.device for r in result.memory_peaks if r.iteration > 0}
     best: dict[str, MemoryPeakRow] = {}
     for row in result.memory_peaks:
+        if row.device == "CPU" and row.iteration == 0 and row.device in several:
+            continue
         if row.device not in best or row.rise > best[row.device].rise:
             best[row.device] = row
     return list(best.values())
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:.1f}"
+#: The make-up's unit: the largest the largest category fills at least once.
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 
 
 def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
-    """``CPU peak 41.2 MiB (+16.0 MiB in the iteration) during aten::mm in AddmmBackward0,
-    63% into iteration 2: parameters 8.0, ... MiB``."""
+    """``CPU memory peak 41.2 MiB (+16.0 MiB in the iteration) during aten::mm in
+    AddmmBackward0, 63% into iteration 2: parameters 8.0, ... MiB``; for an iteration that
+    never rose above its start, ``CPU memory 41.2 MiB at the start of iteration 2, never
+    higher in it: ...``."""
     where = f" during {row.op}" if row.op else ""
     if row.scope:
         where += f" in {row.scope}"
     it = f"iteration {row.iteration}" if iterations > 1 else "the iteration"
-    parts = [f"{CATEGORY_WORDS[c]} {_mib(getattr(row, c))}" for c in CATEGORIES
-             if getattr(row, c) >= 0.05 * 2**20]
-    makeup = (": " + ", ".join(parts) + " MiB") if parts else ""
+    largest = max(getattr(row, c) for c in CATEGORIES)
+    unit, size = next(((u, n) for u, n in _UNITS if largest >= n), _UNITS[-1])
+    parts = [f"{CATEGORY_WORDS[c]} {getattr(row, c) / size:.1f}" for c in CATEGORIES
+             if getattr(row, c) >= 0.05 * size]
+    makeup = (": " + ", ".join(parts) + f" {unit}") if parts else ""
+    if row.rise <= 0:  # nothing rose above the level the iteration started at
+        return (f"{row.device} memory {format_bytes(row.total)} at the start of {it}, "
+                f"never higher in it{makeup}")
     return (f"{row.device} memory peak {format_bytes(row.total)} "
             f"(+{format_bytes(row.rise)} in the iteration){where}, "
             f"{row.fraction:.0%} into {it}{makeup}")
@@ -64,7 +77,7 @@ def alive_table(result: ProfileResult) -> Table:
         Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
                width=150),
         Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
-        Column("created", "allocated at", lambda r: r.created_us,
+        Column("created", "allocated at", lambda r: -inf if r.before_profiling else r.created_us,
                lambda r: "before" if r.before_profiling else format_us(r.created_us),
                width=100),
         Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
@@ -83,9 +96,12 @@ def growth_table(result: ProfileResult) -> Table:
                width=220),
         Column("source", "line", lambda r: r.source, lambda r: r.source, numeric=False,
                width=160),
-        Column("per_iter", "kept per iteration", lambda r: r.per_iter,
-               lambda r: format_bytes(r.per_iter), width=130),
-        Column("blocks", "allocations", lambda r: r.blocks, lambda r: f"{r.blocks:,}"),
+        Column("per_iter", "kept per iteration (mean)", lambda r: r.per_iter,
+               lambda r: format_bytes(r.per_iter), width=150),
+        Column("least", "least", lambda r: r.least, lambda r: format_bytes(r.least), width=90),
+        Column("most", "most", lambda r: r.most, lambda r: format_bytes(r.most), width=90),
+        Column("blocks", "allocations (all iterations)", lambda r: r.blocks,
+               lambda r: f"{r.blocks:,}", width=170),
         Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
                width=70),
     ]

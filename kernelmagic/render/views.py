@@ -124,8 +124,8 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
         from kernelmagic.render.memory import alive_table, growth_table
 
         views.append(("memory", alive_table(result) if result.memory_alive else
-                      "No allocation could be followed to the peak (a trace holds only "
-                      "the raw records)."))
+                      "No allocation could be followed to the peak (a trace, or a run "
+                      "whose category analysis failed, holds only the raw records)."))
         if result.memory_growth:
             views.append(("memory growth", growth_table(result)))
     from kernelmagic.render.compiled import compiled_tables

@@ -53,15 +53,29 @@ def device_label(device: int) -> str:
 
 def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
     """The table's ``[memory]`` records as an uncategorised ledger (every change "unknown",
-    no blocks followed): what a trace, or a run whose category analysis failed, holds."""
+    no blocks followed): what a trace, or a run whose category analysis failed, holds.
+
+    Where a device's running sum falls below zero (a GPU allocator records frees of
+    blocks allocated before profiling), the least that must have existed before is one
+    change at ``BEFORE``, as torch's own timeline counts such frees' blocks as
+    pre-existing; so no level reads below zero."""
     mem = np.flatnonzero(table.kind == Kind.MEMORY)
     mem = mem[np.argsort(table.start[mem], kind="stable")]
-    return MemoryLedger(time=table.start[mem].astype(np.int64),
-                        device=table.device[mem].astype(np.int16),
-                        category=np.full(mem.size, UNKNOWN, dtype=np.int8),
-                        delta=table.nbytes[mem].astype(np.int64),
-                        block=np.full(mem.size, -1, dtype=np.int32),
-                        categorised=False, note=note)
+    time = table.start[mem].astype(np.int64)
+    device = table.device[mem].astype(np.int16)
+    delta = table.nbytes[mem].astype(np.int64)
+    before = []
+    for d in sorted(set(device.tolist())):
+        lowest = int(np.cumsum(delta[device == d]).min())
+        if lowest < 0:
+            before.append((d, -lowest))
+    if before:
+        time = np.concatenate([np.full(len(before), BEFORE, dtype=np.int64), time])
+        device = np.concatenate([np.asarray([d for d, _ in before], dtype=np.int16), device])
+        delta = np.concatenate([np.asarray([n for _, n in before], dtype=np.int64), delta])
+    return MemoryLedger(time=time, device=device,
+                        category=np.full(time.size, UNKNOWN, dtype=np.int8), delta=delta,
+                        block=np.full(time.size, -1, dtype=np.int32), note=note)
 
 
 def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarray:
@@ -92,21 +106,31 @@ def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = No
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
-        if table.kind[i] == Kind.OP and not op and not text.startswith(_BACKWARD) \
+        if table.kind[i] == Kind.OP and not text.startswith(_BACKWARD) \
                 and not _NODE.match(text):
-            op = text
-        elif text.startswith(_BACKWARD):
-            scope = text[len(_BACKWARD):]
-        elif _NODE.match(text):
-            scope = text
-        elif MODULE_RANGE.match(text) is not None:
-            scope = MODULE_RANGE.match(text)[1]  # type: ignore[index]
-        elif (table.kind[i] == Kind.RANGE and not is_ours(text, name)
-              and not is_ours(text, None) and not text.startswith("ProfilerStep#")):
-            scope = text
+            op = op or text
+        elif not scope:  # the innermost scope, never an outer one found after it
+            scope = _scope_name(text, table.kind[i] == Kind.RANGE, name)
         if op and scope:
             break
     return op, scope
+
+
+def _scope_name(text: str, is_range: bool, name: str | None) -> str:
+    """What an op or range called ``text`` names as a peak's scope: the backward function,
+    the ``--modules`` module path, a user range; "" for anything else (other ops,
+    kernelmagic's own ranges, ``ProfilerStep#N``)."""
+    if text.startswith(_BACKWARD):
+        return text[len(_BACKWARD):]
+    if _NODE.match(text):
+        return text
+    module = MODULE_RANGE.match(text)
+    if module is not None:
+        return str(module[1])
+    if (is_range and not is_ours(text, name) and not is_ours(text, None)
+            and not text.startswith("ProfilerStep#")):
+        return text
+    return ""
 
 
 def _thread_at(table: EventTable, t: int, device: int) -> int | None:
@@ -133,6 +157,8 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     ``windows`` are the iterations (ns from the table's origin), in order. Each peak's
     moment and rise are the table's raw records' (as ``timeline.peak_memory`` reads them,
     so the peak note agrees); its make-up by category is the ledger's at that moment.
+    The alive rows are taken at the highest peak among ``timeline.peak_iterations`` (on
+    the CPU not the first of several iterations, whose rise reads high).
     """
     out = MemoryViews()
     if not windows or ledger.time.size == 0:
@@ -179,7 +205,8 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
                 label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
                 length / 1000.0, op, scope, float(at.sum()), float(rise),
                 *map(float, at.tolist())))
-            if best is None or rise > best[0]:
+            trusted = device >= 0 or i > 0 or len(windows) < 2  # views/timeline.py
+            if trusted and (best is None or rise > best[0]):
                 best = (rise, i, k)
         if best is not None and ledger.blocks:
             _, i, k = best
@@ -198,9 +225,12 @@ def _alive(ledger: MemoryLedger, sel: np.ndarray, k: int, start: int,
     owners = ledger.block[upto]
     held = np.zeros(len(ledger.blocks), dtype=np.int64)
     np.add.at(held, owners[owners >= 0], ledger.delta[upto][owners >= 0])
+    # Each block's category is its last rising change's (the version alive at the peak):
+    # numpy leaves repeated indices' assignment order open, so pick that change explicitly.
     category = np.full(len(ledger.blocks), UNKNOWN, dtype=np.int8)
-    rising = (owners >= 0) & (ledger.delta[upto] > 0)
-    category[owners[rising]] = ledger.category[upto][rising]  # the last version's wins
+    rising = np.flatnonzero((owners >= 0) & (ledger.delta[upto] > 0))[::-1]
+    latest, first = np.unique(owners[rising], return_index=True)
+    category[latest] = ledger.category[upto][rising[first]]
     live = np.flatnonzero(held > 0)
     live = live[np.argsort(-held[live], kind="stable")][:ALIVE_ROWS]
     rows = []
@@ -232,6 +262,6 @@ def _growth(ledger: MemoryLedger, device: int, windows: list[Window],
                 count[key] = count.get(key, 0) + 1
                 break
     rows = [MemoryGrowthRow(label, op, source, sum(v) / len(windows), len(windows),
-                            count[(op, source)], float(sum(v)))
+                            count[(op, source)], float(sum(v)), float(min(v)), float(max(v)))
             for (op, source), v in kept.items() if all(x > 0 for x in v)]
     return sorted(rows, key=lambda r: -r.total)

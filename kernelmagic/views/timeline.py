@@ -33,11 +33,23 @@ def timeline(table: EventTable, window: Window) -> list[Span]:
     return sorted(spans, key=lambda sp: (sp.lane != "CPU", sp.lane, sp.start))
 
 
+def peak_iterations(windows: list[Window], on_device: bool = False) -> list[Window]:
+    """The iterations whose memory rise can be trusted: on a GPU all of them; on the CPU
+    all but the first when there are several. torch's CPU allocator reports a free only
+    for blocks allocated while profiling (it prints "Memory block of unknown size was
+    allocated before the profiling started" instead), so what the first profiled
+    iteration frees of the warm-up's tensors (gradients set to None, a replaced output)
+    is never subtracted and its rise reads high by that much."""
+    return list(windows) if on_device or len(windows) < 2 else list(windows[1:])
+
+
 def peak_memory(table: EventTable, windows: list[Window], on_device: bool = False) -> float:
     """Largest rise of allocated CPU (or device) memory within any iteration (bytes).
 
     The running sum of every allocation and free inside the iteration's window
-    (inclusive), from the raw memory records; the peak is its largest value.
+    (inclusive), from the raw memory records; the peak is its largest value. On the CPU
+    the first of several iterations is left out (``peak_iterations``): its frees of
+    blocks made before profiling are not recorded, so its rise reads too high.
     """
     where = table.device >= 0 if on_device else table.device < 0
     mem = np.flatnonzero((table.kind == Kind.MEMORY) & where)
@@ -47,7 +59,7 @@ def peak_memory(table: EventTable, windows: list[Window], on_device: bool = Fals
     when = table.start[mem]
     delta = table.nbytes[mem]
     peak = 0
-    for start, end in windows:
+    for start, end in peak_iterations(windows, on_device):
         lo, hi = np.searchsorted(when, start, "left"), np.searchsorted(when, end, "right")
         if hi > lo:
             peak = max(peak, int(np.cumsum(delta[lo:hi]).max()))
