@@ -44,6 +44,12 @@ def unexplained_kind(key: str, flops: float, reached: float) -> str | None:
     """The kind of work (``UNEXPLAINED_PATTERNS``) the roofline cannot explain, else None."""
     if flops > 0 or not OVERHEAD_FRACTION <= reached < UNEXPLAINED_REACH:
         return None
+    return work_kind(key)
+
+
+def work_kind(key: str) -> str | None:
+    """The kind in ``UNEXPLAINED_PATTERNS`` op ``key``'s name says (after ``aten::`` and
+    leading underscores), else None."""
     name = key.rsplit("::", 1)[-1].lstrip("_")
     return next((kind for kind, pattern in UNEXPLAINED_PATTERNS.items()
                  if pattern.match(name)), None)

@@ -10,7 +10,7 @@ import torch
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic import findings
+from kernelmagic import findings, roofline_bounds
 from kernelmagic.findings import roofline as roofline_findings
 from kernelmagic.result import KernelRow, OpRow, ProfileResult
 from kernelmagic.rows import Breakdown, RangeRow, RooflineRow
@@ -394,10 +394,11 @@ def with_roofline(rows):
 
 
 def test_random_sorting_and_indexing_are_not_memory_bound():
-    rows = [roof("aten::bernoulli_", 5000.0), roof("aten::sort", 2000.0),
-            roof("aten::index_select", 1000.0), roof("aten::add", 2000.0, 1e6, reach=0.5)]
+    rows = [roof("aten::bernoulli_", 5000.0, bound="unexplained"),
+            roof("aten::sort", 2000.0, bound="unexplained"),
+            roof("aten::index_select", 1000.0, bound="unexplained"),
+            roof("aten::add", 2000.0, 1e6, reach=0.5)]
     result = with_roofline(rows)
-    assert [roofline_findings.bound_of(r) for r in rows] == ["unexplained"] * 3 + ["memory"]
     assert roofline_findings.memory_bound(result) is None  # 20%, not 100%
     f = roofline_findings.unexplained_by_roofline(result)
     assert f is not None and f.share == pytest.approx(0.8)
@@ -412,17 +413,21 @@ def test_random_sorting_and_indexing_are_not_memory_bound():
 
 
 def test_unexplained_needs_no_flops_a_low_reach_and_a_known_name():
-    assert roofline_findings.unexplained_kind(roof("aten::normal_", 1.0, flops=1e6)) is None
-    assert roofline_findings.unexplained_kind(roof("aten::bernoulli_", 1.0, reach=0.6)) is None
-    assert roofline_findings.unexplained_kind(roof("aten::sort", 1.0, reach=0.001,
-                                                   bound="overhead")) is None
-    assert roofline_findings.unexplained_kind(roof("aten::copy_", 1.0)) is None
-    assert roofline_findings.unexplained_kind(roof("aten::_unique2", 1.0)) == "sorting"
-    assert roofline_findings.unexplained_kind(roof("aten::randperm", 1.0)) == "random numbers"
-    assert roofline_findings.unexplained_kind(roof("aten::nonzero", 1.0)) == "indexing"
-    # A view that classifies the op itself is taken at its word.
-    assert roofline_findings.unexplained_kind(roof("aten::gather", 1.0, reach=0.5,
-                                                   bound="unexplained")) == "indexing"
-    small = with_roofline([roof("aten::bernoulli_", 100.0), roof("aten::add", 900.0, 1e6,
-                                                                 reach=0.5)])
+    kind = roofline_bounds.unexplained_kind  # (key, FLOPs per call, share of the roof reached)
+    assert [kind(k, 0.0, 0.02) for k in ("aten::bernoulli_", "aten::sort",
+                                         "aten::index_select", "aten::add")] == \
+        ["random numbers", "sorting", "indexing", None]
+    assert kind("aten::normal_", 1e6, 0.02) is None
+    assert kind("aten::bernoulli_", 0.0, 0.6) is None
+    assert kind("aten::sort", 0.0, 0.001) is None  # under 1% of both roofs: overhead
+    assert kind("aten::copy_", 0.0, 0.02) is None
+    assert kind("aten::_unique2", 0.0, 0.02) == "sorting"
+    assert kind("aten::randperm", 0.0, 0.02) == "random numbers"
+    assert kind("aten::nonzero", 0.0, 0.02) == "indexing"
+    # The finding reads the bound the roofline gave each row; a memory-bound row stays one.
+    held = with_roofline([roof("aten::gather", 900.0), roof("aten::add", 100.0, 1e6, reach=0.5)])
+    assert roofline_findings.unexplained_by_roofline(held) is None
+    assert roofline_findings.memory_bound(held).share == pytest.approx(0.1)
+    small = with_roofline([roof("aten::bernoulli_", 100.0, bound="unexplained"),
+                           roof("aten::add", 900.0, 1e6, reach=0.5)])
     assert roofline_findings.unexplained_by_roofline(small) is None  # 10% of op time

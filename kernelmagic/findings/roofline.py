@@ -3,23 +3,20 @@ its remedy. Each rule is a pure function of a ``ProfileResult``, like the other 
 ``kernelmagic.findings.find`` lists these with the rest, by the share of the iteration
 each explains.
 
-**Unexplained by the roofline.** An op with no FLOPs counted that reaches at least
-``OVERHEAD_FRACTION`` but under ``UNEXPLAINED_REACH`` of the memory roof, and whose name
-says it draws random numbers, sorts or indexes (``UNEXPLAINED_KINDS``), is limited by
-neither roof: by the generator's arithmetic (not counted as FLOPs), by comparisons and
-data-dependent moves, or by scattered reads. Its ``bound`` reads ``unexplained`` here
-(``bound_of``), not ``memory``: ``memory_bound`` leaves it out and
-``unexplained_by_roofline`` names it.
+**Unexplained by the roofline.** Rows whose ``bound`` is ``unexplained``
+(``kernelmagic/roofline_bounds.py`` decides: no FLOPs, far below the memory roof, and a
+name that says random numbers, sorting or indexing) are limited by neither roof: by the
+generator's arithmetic (not counted as FLOPs), by comparisons and data-dependent moves, or
+by scattered reads. ``unexplained_by_roofline`` names them, with ``REMEDIES`` for each kind.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from kernelmagic.findings.base import Finding, wall_us
+from kernelmagic.findings.base import Finding, of_wall
 from kernelmagic.result import ProfileResult
-from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_PATTERNS, UNEXPLAINED_REACH
+from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.rows import RooflineRow
 from kernelmagic.units import si
 
@@ -30,53 +27,34 @@ LOW_PRECISION_GAIN = 2.0  # or in float32 where the bf16/fp16 roof is this many 
 UNEXPLAINED_SHARE = 0.2   # unexplained ops holding at least this share of op time
 NAMED = 3                 # ops named in a finding's evidence
 
-#: Op name patterns (after ``aten::`` and leading underscores) of work the roofline does
-#: not model, with what the time goes to and what to try.
-UNEXPLAINED_KINDS: dict[str, tuple[re.Pattern[str], str]] = {
-    "random numbers": (
-        UNEXPLAINED_PATTERNS["random numbers"],
-        "for dropout at inference, model.eval() removes it; otherwise draw fewer random "
-        "numbers, or let torch.compile fuse dropout's mask into its neighbours"),
-    "sorting": (
-        UNEXPLAINED_PATTERNS["sorting"],
-        "sort less: topk or kthvalue instead of a full sort, sort once outside the loop, "
-        "or avoid unique (it sorts and synchronises)"),
-    "indexing": (
-        UNEXPLAINED_PATTERNS["indexing"],
-        "index contiguous tensors with sorted indices; replace nonzero/masked_select "
-        "(they synchronise and give data-dependent shapes) with masks and torch.where"),
+#: What to try for each kind of work the roofline does not model
+#: (``kernelmagic.roofline_bounds.UNEXPLAINED_PATTERNS``).
+REMEDIES: dict[str, str] = {
+    "random numbers": "for dropout at inference, model.eval() removes it; otherwise draw "
+                      "fewer random numbers, or let torch.compile fuse dropout's mask into "
+                      "its neighbours",
+    "sorting": "sort less: topk or kthvalue instead of a full sort, sort once outside the "
+               "loop, or avoid unique (it sorts and synchronises)",
+    "indexing": "index contiguous tensors with sorted indices; replace nonzero/masked_select "
+                "(they synchronise and give data-dependent shapes) with masks and torch.where",
 }
 
 
-def unexplained_kind(row: RooflineRow) -> str | None:
-    """``row``'s kind in ``UNEXPLAINED_KINDS`` when the roofline cannot explain it, else None."""
-    far_below = OVERHEAD_FRACTION <= row.roof_share < UNEXPLAINED_REACH
-    if row.bound != "unexplained" and (row.flops > 0 or not far_below):
-        return None
-    name = row.key.rsplit("::", 1)[-1].lstrip("_")
-    return next((kind for kind, (pattern, _) in UNEXPLAINED_KINDS.items()
-                 if pattern.match(name)), None)
-
-
-def bound_of(row: RooflineRow) -> str:
-    """``row.bound``, or ``"unexplained"`` (see the module docstring)."""
-    return "unexplained" if unexplained_kind(row) else row.bound
-
-
 def _in(result: ProfileResult, bound: str) -> tuple[list[RooflineRow], float]:
-    rows = [r for r in result.roofline if bound_of(r) == bound]
-    total = sum(r.time for r in result.roofline)
-    return rows, sum(r.time for r in rows) / total if total > 0 else 0.0
+    """The rows of ``bound``, and their share of op time."""
+    rows = [r for r in result.roofline if r.bound == bound]
+    return rows, result.roofline_verdict.get(bound, 0.0)
 
 
 def _share_of_iteration(result: ProfileResult, rows: list[RooflineRow]) -> float:
     """The rows' time per iteration over the iteration (at most 1)."""
-    wall = wall_us(result)
-    per_iter = sum(r.time for r in rows) / result.iters
-    return min(1.0, per_iter / wall) if wall > 0 else 0.0
+    return of_wall(result, sum(r.time for r in rows) / result.iters)
 
 
-def _names(rows: list[RooflineRow], total: float, show: Callable[[RooflineRow], str]) -> str:
+def _names(result: ProfileResult, rows: list[RooflineRow],
+           show: Callable[[RooflineRow], str]) -> str:
+    """The first ``NAMED`` rows, each with its share of op time and ``show(row)``."""
+    total = sum(r.time for r in result.roofline)
     return ", ".join(f"{r.key} {r.time / total:.0%} ({show(r)})" for r in rows[:NAMED])
 
 
@@ -84,10 +62,9 @@ def memory_bound(result: ProfileResult) -> Finding | None:
     rows, share = _in(result, "memory")
     if share < REGIME_SHARE:
         return None
-    total = sum(r.time for r in result.roofline)
     peak = float(result.roofline_peaks.get("bytes_per_s", 0.0))
-    named = _names(rows, total, lambda r: f"{si(r.bytes_per_s, 'B/s')}, "
-                                          f"{r.bytes_per_s / peak:.0%} of the memory roof"
+    named = _names(result, rows, lambda r: f"{si(r.bytes_per_s, 'B/s')}, "
+                                           f"{r.bytes_per_s / peak:.0%} of the memory roof"
                    if peak else si(r.bytes_per_s, "B/s"))
     return Finding(
         "memory_bound", "Most of the time is memory-bound",
@@ -102,10 +79,9 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
     rows, share = _in(result, "overhead")
     if share < REGIME_SHARE:
         return None
-    total = sum(r.time for r in result.roofline)
     calls = sum(r.count for r in rows) / result.iters
     per_call = sum(r.time for r in rows) / max(1, sum(r.count for r in rows))
-    named = _names(rows, total, lambda r: f"{r.roof_share:.2%} of its nearer roof")
+    named = _names(result, rows, lambda r: f"{r.roof_share:.2%} of its nearer roof")
     return Finding(
         "overhead_bound", "Most of the time is overhead, not work",
         f"{share:.0%} of op time is in ops that reach under {OVERHEAD_FRACTION:.0%} of both "
@@ -151,10 +127,9 @@ def unexplained_by_roofline(result: ProfileResult) -> Finding | None:
     rows, share = _in(result, "unexplained")
     if share < UNEXPLAINED_SHARE or not rows:
         return None
-    total = sum(r.time for r in result.roofline)
-    kinds = {r.key: unexplained_kind(r) or "" for r in rows}
-    named = _names(rows, total, lambda r: f"{kinds[r.key]}, {r.roof_share:.1%} of the memory "
-                                          "roof")
+    kinds = {r.key: work_kind(r.key) or "" for r in rows}
+    named = _names(result, rows, lambda r: f"{kinds[r.key]}, {r.roof_share:.1%} of the "
+                                           "memory roof")
     order = sorted({k for k in kinds.values() if k},
                    key=lambda k: -sum(r.time for r in rows if kinds[r.key] == k))
     return Finding(
@@ -163,7 +138,7 @@ def unexplained_by_roofline(result: ProfileResult) -> Finding | None:
         f"{UNEXPLAINED_REACH:.0%} of the memory roof: {named}; they are bound by neither "
         f"roof but by {' and '.join(order)}, so neither fusing for bandwidth nor lower "
         "precision is the fix",
-        "; ".join(UNEXPLAINED_KINDS[k][1] for k in order), _share_of_iteration(result, rows))
+        "; ".join(REMEDIES[k] for k in order), _share_of_iteration(result, rows))
 
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
