@@ -91,6 +91,11 @@ def test_plurals_and_no_warm_up_part_without_warm_up():
     assert " · 10 iterations (+3 warm-up) · " in three.summary()
     lines = cpu_result().table(limit=5).splitlines()
     assert lines[-1] == "... 1 more op (result.table(None) lists all)"
+    from kernelmagic.render.html import static_table_html
+    from kernelmagic.render.table import op_table
+
+    assert static_table_html(op_table(cpu_result()), limit=5).endswith(">1 more op not shown.</p>")
+    assert static_table_html(op_table(cpu_result()), limit=4).endswith(">2 more ops not shown.</p>")
 
 
 def test_counts_round_before_choosing_their_prefix():

@@ -82,8 +82,7 @@ def static_table_html(table: Table, limit: int | None = 50) -> str:
     more = ""
     if len(rows) > len(shown):
         more = (f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
-                f"{len(rows) - len(shown):,} more "
-                f"{table.noun if len(rows) - len(shown) != 1 else table.noun[:-1]} not shown.</p>")
+                f"{table.more(len(rows) - len(shown))} not shown.</p>")
     return table_html(table, shown) + more
 
 

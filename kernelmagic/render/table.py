@@ -37,6 +37,10 @@ class Table:
     sort_column: str
     noun: str = "ops"
 
+    def more(self, n: int) -> str:
+        """``n`` rows not shown, counted in the table's noun: ``1 more op``, ``1,234 more ops``."""
+        return f"{n:,} more {self.noun[:-1] if n == 1 else self.noun}"
+
     def column(self, column_id: str) -> Column:
         for col in self.columns:
             if col.id == column_id:

@@ -91,9 +91,7 @@ def render_table(table: Table, limit: int | None = 25, column_id: str | None = N
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     if len(rows) > len(shown):
-        rest = len(rows) - len(shown)
-        noun = table.noun if rest != 1 else table.noun[:-1]  # "1 more op", "2 more ops"
-        lines.append(f"... {rest:,} more {noun}{more_hint}")
+        lines.append(f"... {table.more(len(rows) - len(shown))}{more_hint}")
     if not rows:
         lines.append(f"(no {table.noun} were recorded)")
     return "\n".join(lines)
