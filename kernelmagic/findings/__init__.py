@@ -100,17 +100,17 @@ __all__ = [
     "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
     "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE", "ELEMENTWISE_AVG_US",
     "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE",
-    "GRAPH_BREAK_SHARE", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS",
-    "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD", "REUSE_RATIO",
+    "GRAPH_BREAK_SHARE", "GROWTH_MIN_BYTES", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO",
+    "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD",
+    "REUSE_RATIO",
     "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
     "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
     "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
     "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
-    "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound",
+    "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound", "memory_growth",
     "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
     "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
 ]
-__all__ += ["GROWTH_MIN_BYTES", "memory_growth"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
