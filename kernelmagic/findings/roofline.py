@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelmagic.findings.base import Finding, of_wall
+from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.result import ProfileResult
 from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.rows import RooflineRow
@@ -25,7 +25,6 @@ COMPUTE_SHARE = 0.3       # compute-bound ops' share of time worth a precision h
 COMPUTE_FAR = 0.5         # compute-bound ops reaching less than this share of their roof
 LOW_PRECISION_GAIN = 2.0  # or in float32 where the bf16/fp16 roof is this many times higher
 UNEXPLAINED_SHARE = 0.2   # unexplained ops holding at least this share of op time
-NAMED = 3                 # ops named in a finding's evidence
 
 #: What to try for each kind of work the roofline does not model
 #: (``kernelmagic.roofline_bounds.UNEXPLAINED_PATTERNS``).
