@@ -13,7 +13,6 @@ stop) are left out of the result (``within_iterations``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,12 +118,10 @@ def inferred_matmul_precision(table: EventTable) -> str:
     return ""
 
 
-def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
-               keep: Callable[[EventTable, Iterations], None] | None = None) -> ProfileResult:
+def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
     """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
 
-    ``timeline=False`` leaves that view out; ``keep(table, iterations)`` receives the
-    table the result was built from (many ranks summarise it: ``kernelmagic/ranks/``).
+    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/ranks/``).
     """
     from kernelmagic.events import derive_links
     from kernelmagic.result_builder import build_result
@@ -156,6 +153,4 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
         result.views.append("counters")
     if result.profiles_device:
         result.gpu_runtime = gpu_runtime(table)
-    if keep is not None:
-        keep(table, iterations)
     return result
