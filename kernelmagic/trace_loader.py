@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, device_work, select
+from kernelmagic.events import EventTable, Kind, select
 from kernelmagic.op_names import is_fp32_gemm
 from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
@@ -65,11 +65,6 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     if keep.all():
         return table
     return select(table, keep)
-
-
-def has_device_work(table: EventTable) -> bool:
-    """Whether the trace holds GPU kernels, copies or memsets."""
-    return bool(device_work(table).any())
 
 
 def supported_views(table: EventTable) -> list[str]:
@@ -140,7 +135,6 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
         views=[v for v in supported_views(table) if timeline or v != "timeline"],
         iterations=iterations.windows,
         timings=iterations.timings,
-        device="cuda" if has_device_work(table) else "cpu",
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
     )
