@@ -13,13 +13,12 @@ stop) are left out of the result (``within_iterations``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, device_work, select
+from kernelmagic.events import EventTable, Kind, select
 from kernelmagic.op_names import is_fp32_gemm
 from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.result import ProfileResult
@@ -68,11 +67,6 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     return select(table, keep)
 
 
-def has_device_work(table: EventTable) -> bool:
-    """Whether the trace holds GPU kernels, copies or memsets."""
-    return bool(device_work(table).any())
-
-
 def supported_views(table: EventTable) -> list[str]:
     """The deeper views this trace holds data for (``--trace`` keeps what was recorded).
 
@@ -119,12 +113,10 @@ def inferred_matmul_precision(table: EventTable) -> str:
     return ""
 
 
-def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
-               keep: Callable[[EventTable, Iterations], None] | None = None) -> ProfileResult:
+def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
     """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
 
-    ``timeline=False`` leaves that view out; ``keep(table, iterations)`` receives the
-    table the result was built from (many ranks summarise it: ``kernelmagic/ranks/``).
+    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/ranks/``).
     """
     from kernelmagic.events import derive_links
     from kernelmagic.result_builder import build_result
@@ -143,7 +135,6 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
         views=[v for v in supported_views(table) if timeline or v != "timeline"],
         iterations=iterations.windows,
         timings=iterations.timings,
-        device="cuda" if has_device_work(table) else "cpu",
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
     )
@@ -156,6 +147,4 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
         result.views.append("counters")
     if result.profiles_device:
         result.gpu_runtime = gpu_runtime(table)
-    if keep is not None:
-        keep(table, iterations)
     return result

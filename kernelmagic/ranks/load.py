@@ -22,7 +22,6 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernelmagic.events import EventTable
 from kernelmagic.ranks.result import ManyRanksResult
 from kernelmagic.ranks.summary import RankSummary, summarize
 from kernelmagic.result import ProfileResult
@@ -74,17 +73,14 @@ def parse_rank(path: str) -> Parsed:
     try:
         from kernelmagic.sources.trace_file import NotATrace
         from kernelmagic.trace_loader import load_trace
-        from kernelmagic.views.iterations import Iterations
 
-        kept: list[tuple[EventTable, Iterations]] = []
         try:
             # Without the timeline: it holds one span per event of a step, so it would
             # grow with the trace on the client (load the rank's file alone to see it).
-            result = load_trace(source, timeline=False, keep=lambda *both: kept.append(both))
+            result = load_trace(source, timeline=False)
         except NotATrace:
             return Parsed(None, None, f"{source}: a kernelmagic profile, not a trace")
-        table, _ = kept[0]  # (the result holds the breakdown of its iterations)
-        meta = table.meta
+        meta = result.distributed  # the trace's rank, world_size and backend
         rank = _rank_of(meta, source)
         world = meta.get("world_size")
         summary = summarize(

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelmagic.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.events import EventTable, Kind, TableBuilder
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
@@ -63,10 +62,10 @@ class Columns(TableBuilder):
         self.lanes = 0  # named lanes so far
         self.counter_ranges: list[RawRange] = []  # cuda_profiler_range events (counters)
 
-    def add_counters(self, cat: Any, name: Any, start: int, args: Any) -> None:
+    def add_counters(self, name: Any, start: int, args: Any) -> None:
         """Keep a ``cuda_profiler_range`` event's metric values (``--counters``); both
-        readers call this for every complete event after ``add_op``."""
-        if cat == COUNTER_CATEGORY and type(name) is str:
+        readers call this, after ``add_op``, for each complete event of that category."""
+        if type(name) is str:
             self.counter_ranges.append((start, name, metric_values(args)))
 
     def tid_of(self, tid: Any) -> int:

@@ -114,7 +114,7 @@ def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = Non
                   if type(e) is complete and e.cat == COUNTER_CATEGORY]
         range_starts = _ns_column([e.ts for _, e in ranges])
         for (i, e), start in zip(ranges, range_starts, strict=True):
-            cols.add_counters(e.cat, e.name, start, counter_args[i])
+            cols.add_counters(e.name, start, counter_args[i])
 
 
 def _counter_args(data: bytes) -> list[Any]:

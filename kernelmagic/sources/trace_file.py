@@ -29,11 +29,12 @@ __all__ = ["TRACE_SUFFIXES", "NotATrace", "TraceFileError", "find_traces", "is_p
            "read_table", "trace_meta"]
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-_PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.profile"')
+_PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.(?:profile|ranks)"')
 
 
 def is_profile_json(path: Path) -> bool:
-    """Whether ``path`` starts like a kernelmagic profile (``{"format": "kernelmagic.profile"``)."""
+    """Whether ``path`` starts like a saved kernelmagic result (``{"format":
+    "kernelmagic.profile"`` or ``"kernelmagic.ranks"``): read as JSON, not as a trace."""
     try:
         with open(path, "rb") as raw:
             head = raw.read(4096)

@@ -227,7 +227,7 @@ class StreamReader:
                    event.get("tid"), event.get("pid"), args.get("device"), args.get("stream"),
                    args.get("correlation"), args.get("flops"), args.get("Input Dims"))
             if cat == counter_category:
-                add_counters(cat, event["name"], start, args)
+                add_counters(event["name"], start, args)
 
         return add
 
