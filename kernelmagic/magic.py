@@ -27,14 +27,11 @@ TAKES_VALUE: dict[str, bool] = {}
 
 class option(argument):  # lower case: a decorator, beside magic_arguments' ``argument``
     """``magic_arguments.argument`` that also records in ``TAKES_VALUE`` whether each of
-    its option strings takes a value: argparse's own answer, from the action it adds."""
-
-    def __init__(self, *flags: str, **settings: Any) -> None:
-        super().__init__(*flags, **settings)
-        self.flags, self.settings = flags, settings
+    its option strings takes a value: argparse's own answer, from the action it adds.
+    (``argument`` keeps its flags and settings as ``args`` and ``kwds``.)"""
 
     def add_to_parser(self, parser: Any, group: Any) -> None:
-        action = (parser if group is None else group).add_argument(*self.flags, **self.settings)
+        action = (parser if group is None else group).add_argument(*self.args, **self.kwds)
         TAKES_VALUE.update(dict.fromkeys(action.option_strings, action.nargs != 0))
 
 

@@ -26,6 +26,7 @@ from kernelmagic.memory_rows import (
     MemoryPoint,
 )
 from kernelmagic.range_names import MODULE_RANGE, is_ours
+from kernelmagic.views.timeline import peak_iterations
 
 #: Timeline points kept per iteration and device (the peak always among them).
 MAX_POINTS = 1500
@@ -174,6 +175,9 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         raw_total = np.cumsum(raw.delta[raw_at])
         label = device_label(device)
         best: tuple[float, int, int] | None = None  # (rise, iteration, change index)
+        # The iterations whose rise can be trusted are the last ones (on the CPU not the
+        # first of several): those ``peak_iterations`` keeps, as the peak note does.
+        untrusted = len(windows) - len(peak_iterations(windows, on_device=device >= 0))
         for i, (start, end) in enumerate(windows):
             lo = int(np.searchsorted(when, start, "left"))
             hi = int(np.searchsorted(when, end, "right"))
@@ -205,8 +209,7 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
                 label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
                 length / 1000.0, op, scope, float(at.sum()), float(rise),
                 *map(float, at.tolist())))
-            trusted = device >= 0 or i > 0 or len(windows) < 2  # views/timeline.py
-            if trusted and (best is None or rise > best[0]):
+            if i >= untrusted and (best is None or rise > best[0]):
                 best = (rise, i, k)
         if best is not None and ledger.blocks:
             _, i, k = best
