@@ -75,7 +75,6 @@ _SWITCH_ENV = {"cpp.enable_kernel_profile": (("TORCHINDUCTOR_CPP_ENABLE_KERNEL_P
                                                     "TORCH_COMPILE_DEBUG"), 0)}
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
-_TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
 
 
 def _metrics() -> list[Any]:
@@ -339,8 +338,7 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
     its own graph, which can be the forward's (``cpp_fused_mul_0``)."""
     import torch
 
-    global _TORCH_DIR
-    _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    torch_dir = os.path.dirname(torch.__file__) + os.sep  # torch's own files: not the user's
     out: dict[tuple[str, str], list[str]] = {}
     for m in metrics:
         if getattr(m, "is_forward", None) is False:  # a backward's kernels: not a region's
@@ -354,7 +352,7 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                 where = out.setdefault((str(m.compile_id), name.rsplit(":", 1)[0]), [])
                 for stack in stacks:
                     found = _FRAME_LINE.findall(str(stack))
-                    theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
+                    theirs = [f for f in found if not f[0].startswith(torch_dir)]
                     if found:  # the innermost frame outside torch: the user's line
                         path, line, code = (theirs or found)[-1]
                         # the outermost: the compiled frame, in its file at compile time
