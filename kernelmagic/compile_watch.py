@@ -165,8 +165,8 @@ class Watch:
         reasons and lines, regions' frames and the kernels' aten ops."""
         self.stop()
         warmup = self._warmup if self._warmup is not None else _Mark(_metrics())
-        in_profile = {r.compile_id for r in result.compiled_regions}
-        in_profile |= {b.compile_id for b in result.graph_breaks}
+        with_gap = {b.compile_id for b in result.graph_breaks}
+        in_profile = {r.compile_id for r in result.compiled_regions} | with_gap
         records = _break_records()
         compiles = []
         for m in _compiles():
@@ -188,12 +188,12 @@ class Watch:
         gapless = [GraphBreakRow(compile_id=cid, count=0, gap_time_total=0.0)
                    for cid in dict.fromkeys(r.compile_id for r in result.compiled_regions)
                    if cid in by_id and by_id[cid].graph_break
-                   and cid not in {b.compile_id for b in result.graph_breaks}]
+                   and cid not in with_gap]
         breaks = sorted((_with_reason(b, by_id.get(b.compile_id), records)
                          for b in [*result.graph_breaks, *gapless]), key=id_order)
         origins = kernel_origins()
-        lines = _kernel_lines(m for m in _metrics()
-                              if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})
+        kernel_ids = {k.compile_id for k in result.fused_kernels}
+        lines = _kernel_lines(m for m in _metrics() if str(m.compile_id) in kernel_ids)
         kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key),
                                        source=_source_of(k.key, k.compile_id, lines))
                    for k in result.fused_kernels]
