@@ -75,7 +75,6 @@ _SWITCH_ENV = {"cpp.enable_kernel_profile": (("TORCHINDUCTOR_CPP_ENABLE_KERNEL_P
                                                     "TORCH_COMPILE_DEBUG"), 0)}
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
-_TORCH_DIR = "\0"  # torch's own files (set on first use): not the user's lines
 
 
 def _metrics() -> list[Any]:
@@ -166,8 +165,8 @@ class Watch:
         reasons and lines, regions' frames and the kernels' aten ops."""
         self.stop()
         warmup = self._warmup if self._warmup is not None else _Mark(_metrics())
-        in_profile = {r.compile_id for r in result.compiled_regions}
-        in_profile |= {b.compile_id for b in result.graph_breaks}
+        with_gap = {b.compile_id for b in result.graph_breaks}
+        in_profile = {r.compile_id for r in result.compiled_regions} | with_gap
         records = _break_records()
         compiles = []
         for m in _compiles():
@@ -189,12 +188,12 @@ class Watch:
         gapless = [GraphBreakRow(compile_id=cid, count=0, gap_time_total=0.0)
                    for cid in dict.fromkeys(r.compile_id for r in result.compiled_regions)
                    if cid in by_id and by_id[cid].graph_break
-                   and cid not in {b.compile_id for b in result.graph_breaks}]
+                   and cid not in with_gap]
         breaks = sorted((_with_reason(b, by_id.get(b.compile_id), records)
                          for b in [*result.graph_breaks, *gapless]), key=id_order)
         origins = kernel_origins()
-        lines = _kernel_lines(m for m in _metrics()
-                              if str(m.compile_id) in {k.compile_id for k in result.fused_kernels})
+        kernel_ids = {k.compile_id for k in result.fused_kernels}
+        lines = _kernel_lines(m for m in _metrics() if str(m.compile_id) in kernel_ids)
         kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key),
                                        source=_source_of(k.key, k.compile_id, lines))
                    for k in result.fused_kernels]
@@ -339,8 +338,7 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
     its own graph, which can be the forward's (``cpp_fused_mul_0``)."""
     import torch
 
-    global _TORCH_DIR
-    _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    torch_dir = os.path.dirname(torch.__file__) + os.sep  # torch's own files: not the user's
     out: dict[tuple[str, str], list[str]] = {}
     for m in metrics:
         if getattr(m, "is_forward", None) is False:  # a backward's kernels: not a region's
@@ -354,7 +352,7 @@ def _kernel_lines(metrics: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
                 where = out.setdefault((str(m.compile_id), name.rsplit(":", 1)[0]), [])
                 for stack in stacks:
                     found = _FRAME_LINE.findall(str(stack))
-                    theirs = [f for f in found if not f[0].startswith(_TORCH_DIR)]
+                    theirs = [f for f in found if not f[0].startswith(torch_dir)]
                     if found:  # the innermost frame outside torch: the user's line
                         path, line, code = (theirs or found)[-1]
                         # the outermost: the compiled frame, in its file at compile time

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 
 import pytest
 import torch
@@ -145,7 +146,7 @@ def test_fused_kernel_lists_the_aten_ops_it_fused(broken):
 
 
 def test_compiled_view_survives_json(broken):
-    again = ProfileResult.from_dict(broken.to_dict())
+    again = ProfileResult.from_dict(json.loads(json.dumps(broken.to_dict())))
     assert again == broken
     assert again.graph_breaks == broken.graph_breaks
     assert again.fused_kernels == broken.fused_kernels

@@ -256,14 +256,14 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
     on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
-    count: Counter[tuple[str, bool, str]] = Counter()
-    time: Counter[tuple[str, bool, str]] = Counter()
+    count: Counter[tuple[int, bool, str]] = Counter()  # (name id, on device, region)
+    time: Counter[tuple[int, bool, str]] = Counter()
     duration = (table.end - table.start) / 1e3
     for i in chosen.tolist():
         host = int(table.launcher[i]) if on_device[i] else i
         region = ("" if host < 0 else BACKWARD if owner[host] < 0
                   else _compile_id(table, int(owner[host]), region_match))
-        key = (table.names[int(table.name[i])], bool(on_device[i]), region)
+        key = (int(table.name[i]), bool(on_device[i]), region)
         count[key] += 1
         time[key] += float(duration[i] if on_device[i] else figures.cpu_total[i])
     rows = []
@@ -271,8 +271,9 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
     for (name, device, region), n in count.items():
         if not device and name in on_gpu:  # a Triton launch's CPU-side record: the GPU row
             continue
-        m = found[table.names.index(name)]
-        rows.append(FusedKernelRow(key=name, count=n, time_total=time[(name, device, region)],
+        m = found[name]
+        rows.append(FusedKernelRow(key=table.names[name], count=n,
+                                   time_total=time[(name, device, region)],
                                    on_device=device,
                                    graph=f"graph_{m[1]}" if m[1] is not None else "",
                                    compile_id=region))
