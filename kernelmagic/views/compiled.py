@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kernelmagic.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
-from kernelmagic.events import DEVICE_WORK, EventTable, Kind, Window, device_work
+from kernelmagic.events import EventTable, Kind, Window, device_work
 from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
@@ -253,7 +253,7 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
     one row per name and region (Triton kernels are named per graph: two graphs can
     each have a ``triton_poi_fused_add_0``)."""
     is_kernel_name, found = _matching(table, KERNEL)
-    on_device = np.isin(table.kind, np.asarray(DEVICE_WORK, dtype=np.int8))
+    on_device = device_work(table)
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))
     count: Counter[tuple[int, bool, str]] = Counter()  # (name id, on device, region)
