@@ -100,7 +100,7 @@ def notebook_progress() -> None:
     runner's progress calls between iterations are measured too. The bar itself only
     appears after a second, so a sub-second cell still shows nothing.
     """
-    from kernelmagic import progress
+    from kernelmagic.live import progress
 
     progress.sink_for_shell = lambda shell: progress.WidgetSink()
 
@@ -233,7 +233,7 @@ def post_breakdown(body: Callable[[], Any], iters: int = 10, warmup: int = 3,
     ``events`` in the table (``n_events``). Needs an active InteractiveShell for the
     widget to be built.
     """
-    from kernelmagic import runner
+    from kernelmagic.live import runner
     from kernelmagic.render.bundle import mime_bundle
 
     ends: list[float] = []

@@ -89,8 +89,8 @@ class _TimedEvents:
 def ours(prof: Any, result: Any) -> tuple[float, int, float]:
     """kernelmagic's post-processing of ``prof``: (seconds, events, of which seconds in
     torch's ``kineto_results.events()``)."""
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     timed = _TimedEvents(prof)
     gc.collect()

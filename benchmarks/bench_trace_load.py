@@ -55,7 +55,7 @@ print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "both": t2 - t0,
 
 #: What ``kernelmagic.load`` imports on first use (``import kernelmagic`` itself is lazy):
 #: imported before the clock starts, as HTA's modules are on its side.
-KM_PRELOAD = "import kernelmagic.storage, kernelmagic.trace_loader, " \
+KM_PRELOAD = "import kernelmagic.io.storage, kernelmagic.io.traces, " \
              "kernelmagic.sources.trace_fast, kernelmagic.findings"
 #: The standard library's reader alone: msgspec made unimportable.
 NO_MSGSPEC = "sys.modules['msgspec'] = None"

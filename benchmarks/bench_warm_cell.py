@@ -85,7 +85,7 @@ def main() -> None:
     print(f"    kernelmagic display bundle: {', '.join(kinds)}")
     c.run_cell(MANUAL_CELL)
 
-    from kernelmagic import progress
+    from kernelmagic.live import progress
 
     with_progress = progress.sink_for_shell
 

@@ -83,7 +83,7 @@ def wide_cell(calls: list[tuple[Any, int]], x: torch.Tensor):
 
 
 def synthetic_result(n: int = 1000):
-    from kernelmagic.result import OpRow, ProfileResult
+    from kernelmagic.results.result import OpRow, ProfileResult
 
     rng = random.Random(0)
     rows = []
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     c.header("bench_wide: >= 300 distinct ops (render, end-to-ready) and re-sorting 1,000 rows")
-    from kernelmagic import runner
+    from kernelmagic.live import runner
     from kernelmagic.render.bundle import WIDGET_MIME, mime_bundle
     from kernelmagic.render.widget import report_widget
 

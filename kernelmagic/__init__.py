@@ -18,25 +18,25 @@ __all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileR
            "__version__", "compare", "load", "peaks", "profile", "set_peaks"]
 
 if TYPE_CHECKING:
-    from kernelmagic.compare import Comparison, compare
-    from kernelmagic.device_peaks import peaks, set_peaks
-    from kernelmagic.options import ProfileOptions
-    from kernelmagic.ranks.result import ManyRanksResult
-    from kernelmagic.result import OpRow, ProfileResult
-    from kernelmagic.runner import profile
-    from kernelmagic.storage import load
+    from kernelmagic.core.options import ProfileOptions
+    from kernelmagic.io.storage import load
+    from kernelmagic.live.device_peaks import peaks, set_peaks
+    from kernelmagic.live.runner import profile
+    from kernelmagic.results.compare import Comparison, compare
+    from kernelmagic.results.ranks import ManyRanksResult
+    from kernelmagic.results.result import OpRow, ProfileResult
 
 _LAZY = {
-    "profile": "kernelmagic.runner",
-    "ProfileOptions": "kernelmagic.options",
-    "ProfileResult": "kernelmagic.result",
-    "OpRow": "kernelmagic.result",
-    "load": "kernelmagic.storage",
-    "compare": "kernelmagic.compare",
-    "Comparison": "kernelmagic.compare",
-    "ManyRanksResult": "kernelmagic.ranks.result",
-    "peaks": "kernelmagic.device_peaks",
-    "set_peaks": "kernelmagic.device_peaks",
+    "profile": "kernelmagic.live.runner",
+    "ProfileOptions": "kernelmagic.core.options",
+    "ProfileResult": "kernelmagic.results.result",
+    "OpRow": "kernelmagic.results.result",
+    "load": "kernelmagic.io.storage",
+    "compare": "kernelmagic.results.compare",
+    "Comparison": "kernelmagic.results.compare",
+    "ManyRanksResult": "kernelmagic.results.ranks",
+    "peaks": "kernelmagic.live.device_peaks",
+    "set_peaks": "kernelmagic.live.device_peaks",
 }
 
 # A line magic that had our name before we loaded (restored on unload).
@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext kernelmagic``: registers ``%%profile`` and ``%profile``."""
-    from kernelmagic.kineto_env import quiet_kineto_logs
+    from kernelmagic.live.kineto_env import quiet_kineto_logs
     from kernelmagic.magic import ProfileMagics
 
     # Kineto reads its log level at the process's first profile: set it now.

@@ -17,7 +17,7 @@ import dataclasses
 import sys
 import warnings
 
-from kernelmagic.options import SORT_KEYS
+from kernelmagic.core.options import SORT_KEYS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from kernelmagic.errors import ProfileFileError
-    from kernelmagic.result import ProfileResult
-    from kernelmagic.storage import load
+    from kernelmagic.core.errors import ProfileFileError
+    from kernelmagic.io.storage import load
+    from kernelmagic.results.result import ProfileResult
 
     if getattr(args, "limit", 1) < 1:
         return _fail("--limit must be at least 1")

@@ -1,4 +1,4 @@
-"""The ``%%profile`` / ``%profile`` magic: a thin adapter over ``kernelmagic.runner``.
+"""The ``%%profile`` / ``%profile`` magic: a thin adapter over ``kernelmagic.live.runner``.
 
 It parses the line, validates options (bad ones become a one-line ``UsageError``),
 compiles the cell once so tracebacks show its lines, runs it in the user namespace,
@@ -18,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from kernelmagic.options import ProfileOptions, check_variable_name
+from kernelmagic.core.options import ProfileOptions, check_variable_name
 
 #: Every option string of the magic, and whether it takes a value (``split_line`` reads
 #: it): filled by ``option`` as the options are declared on ``ProfileMagics.profile``.
@@ -141,7 +141,7 @@ class ProfileMagics(Magics):
             raise UsageError(str(exc)) from None
         baseline = self._baseline(args.compare) if args.compare is not None else None
 
-        from kernelmagic import runner  # imports torch on first use
+        from kernelmagic.live import runner  # imports torch on first use
 
         try:
             plan = runner.plan(options)
@@ -150,7 +150,7 @@ class ProfileMagics(Magics):
         code = self._compile(source)
         fn = runner.as_callable(code, self.shell.user_global_ns, self.shell.user_ns,
                                 loop_runner=getattr(self.shell, "loop_runner", None))
-        from kernelmagic.progress import Progress, WidgetSink, sink_for_shell
+        from kernelmagic.live.progress import Progress, WidgetSink, sink_for_shell
 
         sink = sink_for_shell(self.shell)
         progress = Progress(sink) if sink is not None else None
@@ -190,11 +190,11 @@ class ProfileMagics(Magics):
             return
         from IPython.display import display
 
-        from kernelmagic.progress import WidgetSink
+        from kernelmagic.live.progress import WidgetSink
         from kernelmagic.render.bundle import mime_bundle
 
         if args.gather:  # rank 0: all ranks; the other ranks: their one-line summary
-            from kernelmagic.ranks.result import ManyRanksResult
+            from kernelmagic.results.ranks import ManyRanksResult
 
             if isinstance(result, ManyRanksResult):
                 from kernelmagic.render.ranks import mime_bundle as ranks_bundle
@@ -207,7 +207,7 @@ class ProfileMagics(Magics):
         if not (isinstance(sink, WidgetSink) and sink.replace(bundle)):
             display(bundle, raw=True)
         if baseline is not None:
-            from kernelmagic.compare import compare
+            from kernelmagic.results.compare import compare
 
             before, label = baseline
             after_label = args.save if args.save is not None and args.name is None else ""
@@ -218,8 +218,8 @@ class ProfileMagics(Magics):
         a result saved under that name (labelled with it) first, else a file path."""
         if target in self.saved:
             return self.saved[target], target
-        from kernelmagic.result import ProfileResult
-        from kernelmagic.storage import load
+        from kernelmagic.io.storage import load
+        from kernelmagic.results.result import ProfileResult
 
         if not os.path.exists(target):
             known = ", ".join(sorted(self.saved)) or "none yet"
@@ -321,7 +321,7 @@ def _trim_heap_in_background() -> threading.Thread:
     ``malloc_trim`` costs 2-4 ms even on small profiles; called through ctypes it runs
     without the GIL, so the cell ends at once while the trim finishes beside it.
     """
-    from kernelmagic import torch_compat
+    from kernelmagic.live import torch_compat
 
     thread = threading.Thread(target=torch_compat.return_freed_memory, name="kernelmagic-trim",
                               daemon=True)

@@ -1,7 +1,7 @@
 """Stand-ins for torch's raw Kineto results, to feed both torch's parse and ours.
 
 ``FakeEvent`` answers every method ``torch.autograd.profiler.profile._parse_kineto_results``
-and ``kernelmagic/sources/live.py`` call, so a CUDA session can be described by hand on a
+and ``kernelmagic/live/session.py`` call, so a CUDA session can be described by hand on a
 machine without a GPU and torch's own ``key_averages()`` computed from it.
 """
 

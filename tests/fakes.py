@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kernelmagic.events import EventTable, TableBuilder, derive_links
-from kernelmagic.result import OpRow, ProfileResult
+from kernelmagic.core.events import EventTable, TableBuilder, derive_links
+from kernelmagic.results.result import OpRow, ProfileResult
 
 US = 1000  # ns
 

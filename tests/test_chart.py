@@ -12,9 +12,9 @@ from fakes import cpu_result, cuda_result
 from matplotlib.colors import to_rgba
 from PIL import Image
 
+from kernelmagic.core.rows import OpRow
 from kernelmagic.render import chart
 from kernelmagic.render.chart import chart_png, chart_texts
-from kernelmagic.rows import OpRow
 
 BAR = tuple(round(c * 255) for c in to_rgba(chart.BAR))
 INK = tuple(round(c * 255) for c in to_rgba(chart.INK))

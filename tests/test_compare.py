@@ -8,9 +8,9 @@ import pytest
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic.compare import OpDelta
-from kernelmagic.result import OpRow
-from kernelmagic.storage import ProfileFileError
+from kernelmagic.io.storage import ProfileFileError
+from kernelmagic.results.compare import OpDelta
+from kernelmagic.results.result import OpRow
 
 
 def faster():

@@ -14,13 +14,13 @@ import pytest
 import torch
 
 import kernelmagic
-from kernelmagic.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
-from kernelmagic.events import Kind
+from kernelmagic.core.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
+from kernelmagic.core.events import Kind
+from kernelmagic.core.timing import format_us
 from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
 from kernelmagic.render.text import text_report
-from kernelmagic.result import ProfileResult
-from kernelmagic.result_builder import build_result
-from kernelmagic.timing import format_us
+from kernelmagic.results.builder import build_result
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.tree import Figures
 from tests.fakes import cpu_result, cuda_result, table_of
@@ -300,7 +300,7 @@ def test_findings_on_exact_numbers():
     assert finding.suggestion == "Set capture_scalar_outputs"
     small = dataclasses.replace(gap, gap_time_total=GRAPH_BREAK_SHARE * 1000 * 10 / 2)
     assert "graph_break" not in _rules(cpu_result(graph_breaks=[small]))
-    region = kernelmagic.compiled_rows.CompiledRegionRow(
+    region = kernelmagic.core.compiled_rows.CompiledRegionRow(
         "0/0", 10, cpu_time_total=EAGER_SHARE * 1000 * 10 / 5, graph_time_total=100.0)
     eager = next(f for f in find(cpu_result(compiled_regions=[region]))
                  if f.rule == "mostly_eager")
@@ -352,7 +352,7 @@ def call(args):
 
 
 def test_generated_code_comments_give_each_kernel_its_aten_ops(tmp_path):
-    from kernelmagic.compile_watch import _scan
+    from kernelmagic.live.compile_watch import _scan
 
     path = tmp_path / "generated.py"
     path.write_text(TRITON_CODE)
@@ -363,7 +363,7 @@ def test_generated_code_comments_give_each_kernel_its_aten_ops(tmp_path):
 
 
 def test_descriptive_names_give_the_aten_ops():
-    from kernelmagic.compile_watch import aten_ops_from_name, split_reason
+    from kernelmagic.live.compile_watch import aten_ops_from_name, split_reason
 
     assert aten_ops_from_name("graph_0_cpp_fused_mul_sin_0") == "aten.mul, aten.sin"
     assert aten_ops_from_name("triton_per_fused_native_layer_norm_2") == (
@@ -377,7 +377,7 @@ def test_kernel_lines_follow_code_that_moved(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from kernelmagic.compile_watch import _kernel_lines
+    from kernelmagic.live.compile_watch import _kernel_lines
 
     user = tmp_path / "cell.py"
     user.write_text("import torch\n\n\ndef f(x):\n    y = torch.sin(x) * 2\n    return y\n")
@@ -393,7 +393,7 @@ def test_each_break_is_matched_to_the_compile_that_broke():
     from traceback import FrameSummary
     from types import SimpleNamespace
 
-    from kernelmagic.compile_watch import _with_reason
+    from kernelmagic.live.compile_watch import _with_reason
 
     why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
 
@@ -431,7 +431,7 @@ def test_triton_launch_records_do_not_double_the_kernels():
 
 def test_a_cached_graphs_stale_lines_are_found_again_or_left_out(tmp_path):
     """A graph from inductor's cache names the file and lines it was first compiled from."""
-    from kernelmagic.compile_watch import _current_place
+    from kernelmagic.live.compile_watch import _current_place
 
     now = tmp_path / "cell_now.py"
     now.write_text("import torch\n\n\ndef g(x):\n    y = torch.sin(x) * 2\n    return y\n")
@@ -457,8 +457,8 @@ def test_a_lazy_backward_compile_does_not_hide_the_forward_record(monkeypatch):
     """A training step's backward is compiled at its first call: a record of the same compile
     id (``is_forward=False``, no frame, no graph break); a runtime record (autotuning) is not
     a compile."""
-    from kernelmagic import compile_watch
-    from kernelmagic.compiled_rows import CompiledRegionRow
+    from kernelmagic.core.compiled_rows import CompiledRegionRow
+    from kernelmagic.live import compile_watch
     from kernelmagic.render.compiled import compile_table
 
     why = "Unsupported Tensor.item() call\n  Hint: capture scalars"
@@ -488,8 +488,8 @@ def test_a_lazy_backward_compile_does_not_hide_the_forward_record(monkeypatch):
 def test_a_compile_whose_record_reuses_an_evicted_records_memory_is_new(monkeypatch):
     """Dynamo keeps the last 64 records: one dropped during the run is freed, and a new
     record may take its place in memory (its ``id``); it is still this run's compile."""
-    from kernelmagic import compile_watch
-    from kernelmagic.compiled_rows import CompiledRegionRow
+    from kernelmagic.core.compiled_rows import CompiledRegionRow
+    from kernelmagic.live import compile_watch
 
     records: list[object] = [_metric("0/0", co_name="old", duration_us=1)]
     monkeypatch.setattr(compile_watch, "_metrics", lambda: list(records))
@@ -580,7 +580,7 @@ def test_a_helpers_line_is_not_moved_into_the_compiled_frames_file(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from kernelmagic.compile_watch import _kernel_lines
+    from kernelmagic.live.compile_watch import _kernel_lines
 
     helpers = tmp_path / "helpers.py"
     helpers.write_text("import torch\ndef act(x):\n    return torch.sin(x) * 2\n")
@@ -619,8 +619,8 @@ def test_a_graph_break_with_no_graph_after_it_is_still_listed(monkeypatch):
     from traceback import FrameSummary
     from types import SimpleNamespace
 
-    from kernelmagic import compile_watch
-    from kernelmagic.compiled_rows import CompiledRegionRow
+    from kernelmagic.core.compiled_rows import CompiledRegionRow
+    from kernelmagic.live import compile_watch
 
     why = "Failed to trace builtin operator\n  Hint: Avoid calling builtin `print`"
     records = [_metric("0/0", co_name="f", co_filename="/u/cell.py", co_firstlineno=4,
@@ -670,7 +670,7 @@ def test_a_cached_graphs_repeated_line_is_found_in_the_frames_file(tmp_path):
     """A graph cached from another copy of the file (still there) names that copy; a line
     whose code the frame's file holds twice is taken at its recorded number when that
     number reads the same code, not from the other copy."""
-    from kernelmagic.compile_watch import _current_place
+    from kernelmagic.live.compile_watch import _current_place
 
     text = ("import torch\n\n\ndef g(x):\n    x = torch.sin(x) * 2\n"
             "    x = torch.sin(x) * 2\n    return x\n")
@@ -743,7 +743,7 @@ def test_a_forward_kernel_takes_no_lines_from_the_backward_of_its_compile(tmp_pa
     graph too (``cpp_fused_mul_0`` in both): a forward kernel's lines are the forward's."""
     import json
 
-    from kernelmagic.compile_watch import _kernel_lines
+    from kernelmagic.live.compile_watch import _kernel_lines
 
     cell = tmp_path / "cell.py"
     cell.write_text("def f(x):\n    y = x * 2\n    return y * y\n")

@@ -15,8 +15,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import kernelmagic
-from kernelmagic import counter_run, runner, torch_compat
-from kernelmagic.counter_metrics import (
+from kernelmagic.core.counter_metrics import (
     DRAM_READ_METRIC,
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
@@ -24,14 +23,15 @@ from kernelmagic.counter_metrics import (
     TENSOR_METRIC,
     CounterRow,
 )
-from kernelmagic.events import derive_links
+from kernelmagic.core.events import derive_links
+from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.rows import KernelRow, RooflineRow
 from kernelmagic.findings import find
 from kernelmagic.findings.counters import dram_near_peak, poor_reuse
-from kernelmagic.options import ProfileOptions
+from kernelmagic.live import counter_run, runner, torch_compat
 from kernelmagic.render.html import html_report
 from kernelmagic.render.text import text_report
-from kernelmagic.result import ProfileResult
-from kernelmagic.rows import KernelRow, RooflineRow
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources import trace_fast
 from kernelmagic.sources.trace_file import read_table
 from kernelmagic.views.counters import counter_rows
@@ -185,7 +185,7 @@ def test_counts_that_differ_join_nothing_but_keep_the_counts(tmp_path):
 def test_ranges_at_cuptis_limit_join_the_first_launches(tmp_path, monkeypatch):
     # Kineto's range profiler stops at its range limit: that many ranges are the first
     # kernels run, so they join the first launches (here the limit is 2, launches 3).
-    monkeypatch.setattr("kernelmagic.counter_metrics.MAX_RANGES", 2)
+    monkeypatch.setattr("kernelmagic.core.counter_metrics.MAX_RANGES", 2)
     table = derive_links(read_table(_trace(tmp_path, kernels=False, extra_launch=True)))
     assert table.meta["counter_join"] == ("2 counter ranges joined to the first 2 kernel "
                                           "launches in order (the trace has no kernel events)")
@@ -256,8 +256,8 @@ def test_counter_session_asks_for_no_cuda_activity(monkeypatch):
 
 def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     table = derive_links(read_table(_trace(tmp_path, kernels=False)))
-    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
-                        lambda device=None: kernelmagic.device_peaks.Peaks(
+    monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
+                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
     # Timed: k0 10 µs and k1 40 µs over 2 iterations -> 5 and 20 µs per run.
     timed = _timed_result([KernelRow("k0", 2, 10.0, "aten::mm"),
@@ -274,8 +274,8 @@ def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
 def test_rates_hold_when_fewer_calls_were_counted_than_timed(tmp_path, monkeypatch):
     # CUPTI stops counting at its range limit: a kernel timed 2 calls per run (10 µs each)
     # but counted once gets the time of the one call counted, not of the run's two.
-    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
-                        lambda device=None: kernelmagic.device_peaks.Peaks(
+    monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
+                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
     table = derive_links(read_table(_trace(tmp_path, kernels=False)))
     timed = _timed_result([KernelRow("k0", 4, 40.0), KernelRow("k1", 2, 40.0)])
@@ -301,8 +301,8 @@ def test_a_metric_the_gpu_lacks_costs_only_that_metric(tmp_path, monkeypatch):
     full = derive_links(read_table(_trace(tmp_path, kernels=False)))
     empty = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=0)))
     asked: list[list[str]] = []
-    monkeypatch.setattr("kernelmagic.device_peaks.peaks",
-                        lambda device=None: kernelmagic.device_peaks.Peaks(
+    monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
+                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
 
     def table_of(fn, metrics):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kernelmagic
-from kernelmagic import torch_compat
+from kernelmagic.live import torch_compat
 
 pytestmark = pytest.mark.cuda
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from fakes import US, table_of
 
-from kernelmagic.events import NO_PARENT, Kind
-from kernelmagic.result import KernelRow, OpRow
-from kernelmagic.result_builder import build_result
+from kernelmagic.core.events import NO_PARENT, Kind
+from kernelmagic.results.builder import build_result
+from kernelmagic.results.result import KernelRow, OpRow
 from kernelmagic.views import SYNC_RANGE
 from kernelmagic.views.ops import kernel_rows, op_rows
 from kernelmagic.views.tree import Figures

@@ -8,8 +8,8 @@ from fakes import cpu_result
 
 import kernelmagic
 from kernelmagic import findings
-from kernelmagic.result import KernelRow, OpRow, ProfileResult
-from kernelmagic.timing import format_seconds
+from kernelmagic.core.timing import format_seconds
+from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
 
 
 def gpu(rows, kernels=(), timings=(0.001,) * 10, precision="highest", warmup=()):

@@ -8,10 +8,11 @@ import dataclasses
 import pytest
 from fakes import cpu_result, cuda_result
 
-from kernelmagic import frames
-from kernelmagic.compare import compare
-from kernelmagic.ranks import ManyRanksResult, RankSummary
-from kernelmagic.rows import Breakdown, KernelRow, Span
+from kernelmagic.core.rows import Breakdown, KernelRow, Span
+from kernelmagic.io import frames
+from kernelmagic.results.compare import compare
+from kernelmagic.results.rank_summary import RankSummary
+from kernelmagic.results.ranks import ManyRanksResult
 
 pd = pytest.importorskip("pandas")
 

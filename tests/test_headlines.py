@@ -10,10 +10,11 @@ import torch
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic import findings, roofline_bounds
+from kernelmagic import findings
+from kernelmagic.core import roofline_bounds
+from kernelmagic.core.rows import Breakdown, RangeRow, RooflineRow
 from kernelmagic.findings import roofline as roofline_findings
-from kernelmagic.result import KernelRow, OpRow, ProfileResult
-from kernelmagic.rows import Breakdown, RangeRow, RooflineRow
+from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).parents[2] / "shared" / "traces"

@@ -7,9 +7,9 @@ import torch
 from IPython.utils.capture import capture_output
 
 import kernelmagic
-from kernelmagic import torch_compat
+from kernelmagic.live import torch_compat
 from kernelmagic.render.bundle import WIDGET_MIME
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 
 def interrupted_on(run: int, adds_before: int = 2):
@@ -95,8 +95,8 @@ def test_cut_short_iteration_leaves_the_table_with_its_gpu_work_and_other_thread
     """On a hand-made CUDA-like table: the cut range, its ops (any depth), the kernels
     they launched, another thread's op inside its span and its memory records go; the
     completed iteration and the outer range stay, and the views see one iteration."""
-    from kernelmagic.events import Kind, TableBuilder, derive_links
-    from kernelmagic.result_builder import build_result
+    from kernelmagic.core.events import Kind, TableBuilder, derive_links
+    from kernelmagic.results.builder import build_result
     from kernelmagic.views.partial import without_range
 
     b = TableBuilder()

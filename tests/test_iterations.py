@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fakes import US, table_of
 
-from kernelmagic.events import Kind
+from kernelmagic.core.events import Kind
 from kernelmagic.views.iterations import Iterations, find_iterations, iteration_windows
 
 
@@ -82,7 +82,7 @@ def test_a_live_table_gives_its_iteration_ranges_with_or_without_the_name():
     import torch
 
     import kernelmagic
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
 
     a = torch.randn(32, 32)
     held = []

@@ -44,7 +44,7 @@ def is_op_row(avg) -> bool:
 def ranges_that_own_time(prof, name: str) -> set[str]:
     """The user ranges torch recorded with no op anywhere under them (and some time), or
     with GPU work of their own: kernelmagic makes them rows, with torch's figures."""
-    from kernelmagic.range_names import is_ours
+    from kernelmagic.core.range_names import is_ours
 
     def has_op_below(e) -> bool:
         return any((not c.is_user_annotation and not getattr(c, "is_python_function", False))
@@ -393,8 +393,8 @@ def test_cuda_session_rows_equal_torchs_parse():
     events, and every row must equal its ``key_averages()``."""
     from fake_kineto import session, torch_profile
 
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     events = _cuda_session()
     table = table_from_session(session(events))
@@ -436,8 +436,8 @@ def test_range_gpu_copy_with_a_launch_id_is_no_op_device_time(accessor, monkeypa
     (aten::reshape had 433.8 us of device time for torch's 41.9)."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     def op(name, start, end, corr):
         return FakeEvent(name, start, end, corr=corr)
@@ -481,8 +481,8 @@ def test_same_name_only_children_dropped_as_torch_does():
     """torch's ``_remove_dup_nodes`` on chains of same-name only children, with GPU work."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     def op(name, start, end, corr):
         return FakeEvent(name, start, end, corr=corr)
@@ -516,8 +516,8 @@ def test_events_ending_after_their_parent_and_instants_as_torch_does():
     """Partial overlaps take the stack sweep's path; instants and Python frames are nodes."""
     from fake_kineto import FakeEvent, session, torch_profile
 
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     def op(name, start, end, corr, tid=1):
         return FakeEvent(name, start, end, tid=tid, corr=corr)
@@ -566,7 +566,7 @@ def test_activity_types_without_torchs_accessor_match_it():
     works the activity out from the device type, the range flag and names: on a real CPU
     training step (Python frames, memory, ranges) and on the CUDA session above (runtime
     calls, kernels, memcpy, memset, GPU-side range, overhead) it agrees with torch 2.13's."""
-    from kernelmagic.sources.live import activity_types
+    from kernelmagic.live.session import activity_types
 
     for events in (_real_session_events(), _cuda_session()):
         expected = [e.activity_type() for e in events]
@@ -577,7 +577,7 @@ def test_activity_types_without_torchs_accessor_match_it():
 def test_table_without_activity_type_is_the_same_table(monkeypatch):
     from fake_kineto import FakeEvent, session
 
-    from kernelmagic.sources import live
+    from kernelmagic.live import session as live
 
     events = _cuda_session()
     with_accessor = live.table_from_session(session(events))
@@ -593,8 +593,8 @@ def test_nccl_range_that_launches_a_kernel_is_a_row():
     device time), so the rows' self device time adds up to all the GPU work."""
     from fake_kineto import CUDA, FakeEvent, session, torch_profile
 
-    from kernelmagic.result_builder import build_result
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.results.builder import build_result
 
     events = [
         FakeEvent("nccl", 0, 1000, corr=1, activity="user_annotation", user=True),

@@ -13,7 +13,7 @@ import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from kernelmagic import torch_compat
+from kernelmagic.live import torch_compat
 from kernelmagic.magic import split_line
 from kernelmagic.render.bundle import WIDGET_MIME
 
@@ -252,7 +252,7 @@ def test_long_table_shows_top_rows_and_more_on_request():
 
     from kernelmagic.render.table import op_table
     from kernelmagic.render.widget import SortableTable
-    from kernelmagic.result import OpRow
+    from kernelmagic.results.result import OpRow
 
     rows = [OpRow(f"op{i:04d}", 1, float(i), float(i)) for i in range(1000)]
     table = SortableTable(op_table(cpu_result(rows=rows)), page=25)
@@ -273,7 +273,7 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     from fakes import cpu_result
 
     from kernelmagic.render.widget import report_widget
-    from kernelmagic.result import OpRow
+    from kernelmagic.results.result import OpRow
 
     sent: list[tuple[str, object]] = []
     monkeypatch.setattr(ipywidgets.Widget, "send_state",
@@ -351,7 +351,7 @@ def test_exception_in_cell_shows_cell_traceback_and_next_run_works(ip):
     assert cap.outputs == [], "no half-made report"
     tb = ANSI.sub("", cap.stdout + cap.stderr)
     assert "raise ValueError('boom')" in tb and "explode()" in tb
-    assert "kernelmagic/runner.py" not in tb, "our frames are hidden"
+    assert "kernelmagic/live/runner.py" not in tb, "our frames are hidden"
     assert not torch_compat.profiler_running()
     res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
     assert res.success and len(cap.outputs) == 1
@@ -458,7 +458,7 @@ def test_save_then_compare_shows_report_and_comparison(ip, monkeypatch):
     # Injected timings: the runner's clock (replaceable for tests) is one that only the cells
     # move, 62.5 ms a run for "slow" and 2**-10 s for "fast", so the verdict is exactly 64x
     # whatever else the machine does. The ops are real: 8 matmuls against one.
-    from kernelmagic import runner
+    from kernelmagic.live import runner
 
     clock = SimpleNamespace(now=0.0)
     execute = runner.execute

@@ -14,14 +14,14 @@ from IPython.utils.capture import capture_output
 from workloads import training_step
 
 import kernelmagic
-from kernelmagic import memory_categories, torch_compat
-from kernelmagic.events import Kind
+from kernelmagic.core.events import Kind
+from kernelmagic.core.memory_rows import BEFORE, CATEGORIES, NEVER, MemoryBlock, MemoryLedger
+from kernelmagic.core.units import format_bytes
 from kernelmagic.findings import memory_growth
-from kernelmagic.memory_rows import BEFORE, CATEGORIES, NEVER, MemoryBlock, MemoryLedger
+from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.render.memory import highest_peaks, memory_svg, peak_sentence
 from kernelmagic.render.text import text_report
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_bytes
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.memory import ledger_from_table, memory_views
 from kernelmagic.views.timeline import peak_memory
 
@@ -490,8 +490,8 @@ def test_out_of_memory_keeps_the_note_that_categories_are_missing(monkeypatch):
 def test_out_of_memory_counts_the_failed_iterations_device_peak(monkeypatch):
     # A GPU run, its device stood in for by the CPU: the allocator's peak rises 1 MiB more
     # each iteration, and the one that fails rose highest before failing.
-    from kernelmagic import runner
-    from kernelmagic.options import ProfileOptions
+    from kernelmagic.core.options import ProfileOptions
+    from kernelmagic.live import runner
 
     real = torch_compat.new_profiler
     monkeypatch.setattr(torch_compat, "new_profiler",
@@ -536,7 +536,7 @@ def test_a_trace_that_frees_memory_from_before_it_never_reads_below_zero():
 def test_alive_table_sorts_blocks_from_before_profiling_first_by_when():
     from fakes import cpu_result
 
-    from kernelmagic.memory_rows import LiveBlockRow
+    from kernelmagic.core.memory_rows import LiveBlockRow
     from kernelmagic.render.memory import alive_table
 
     rows = [LiveBlockRow("CPU", MIB, "activation", "", "", "aten::relu", "", 10.0, False),
@@ -657,7 +657,7 @@ def test_an_ops_output_kept_in_a_list_is_growth():
 
 
 def test_peak_makeup_of_a_small_cell_is_in_kib_not_left_out():
-    from kernelmagic.memory_rows import MemoryPeakRow
+    from kernelmagic.core.memory_rows import MemoryPeakRow
 
     row = MemoryPeakRow("CPU", 0, 5.0, 0.5, 10.0, "aten::mm", "", total=11 * 1024 + 12,
                         rise=3 * 1024, parameter=8 * 1024, activation=3 * 1024, temporary=12)

@@ -1,6 +1,6 @@
 import pytest
 
-from kernelmagic.options import SORT_KEYS, ProfileOptions, check_variable_name
+from kernelmagic.core.options import SORT_KEYS, ProfileOptions, check_variable_name
 
 
 def test_defaults():

@@ -9,10 +9,10 @@ import torch
 from IPython.utils.capture import capture_output
 
 import kernelmagic
-from kernelmagic import progress as km_progress
-from kernelmagic import runner
-from kernelmagic.options import ProfileOptions
-from kernelmagic.progress import LineSink, Progress, ProgressUpdate, WidgetSink
+from kernelmagic.core.options import ProfileOptions
+from kernelmagic.live import progress as km_progress
+from kernelmagic.live import runner
+from kernelmagic.live.progress import LineSink, Progress, ProgressUpdate, WidgetSink
 from kernelmagic.render.bundle import WIDGET_MIME
 
 

@@ -28,16 +28,16 @@ from kernelmagic.findings.ranks import (
     straggler,
     straggler_spread,
 )
-from kernelmagic.ranks import (
+from kernelmagic.io.ranks import (
     DuplicateRank,
-    ManyRanksResult,
     RanksError,
     RankSkipped,
-    RankSummary,
     WorldSizeMismatch,
     load_ranks,
     parse_rank,
 )
+from kernelmagic.results.rank_summary import RankSummary
+from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.sources.trace_file import TraceFileError
 
 
@@ -315,7 +315,7 @@ def test_save_and_load_round_trip(many, tmp_path, monkeypatch):
         raise AssertionError("a saved result went through a trace reader")
 
     # Read as the saved result it is, never parsed as a trace first.
-    monkeypatch.setattr("kernelmagic.trace_loader.read_table", no_trace_reader)
+    monkeypatch.setattr("kernelmagic.io.traces.read_table", no_trace_reader)
     back = kernelmagic.load(path)
     assert isinstance(back, ManyRanksResult) and back == many
     assert back.findings() == many.findings()

@@ -10,20 +10,20 @@ import torch.nn.functional as F
 from fakes import cpu_result, table_of
 
 import kernelmagic
-from kernelmagic import device_peaks as peaks_mod
-from kernelmagic.device_peaks import Peaks, datasheet
-from kernelmagic.events import Kind
+from kernelmagic.core.events import Kind
+from kernelmagic.core.rows import RooflineRow
 from kernelmagic.findings.roofline import compute_far_from_peak, memory_bound, overhead_bound
-from kernelmagic.op_counter import count_ops, tensor_bytes
-from kernelmagic.result import ProfileResult
-from kernelmagic.roofline import (
+from kernelmagic.live import device_peaks as peaks_mod
+from kernelmagic.live.device_peaks import Peaks, datasheet
+from kernelmagic.live.op_counter import count_ops, tensor_bytes
+from kernelmagic.live.roofline import (
     OVERHEAD_FRACTION,
     attribute_times,
     build_rows,
     classify,
     ops_to_open,
 )
-from kernelmagic.rows import RooflineRow
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.ops import SYNC_RANGE, op_rows, outer_window
 from kernelmagic.views.tree import Figures
 
@@ -273,7 +273,7 @@ def test_ops_above_formula_ops_are_opened():
 
 
 def test_rows_rates_and_raised_roofs():
-    from kernelmagic.op_counter import OpCount
+    from kernelmagic.live.op_counter import OpCount
 
     counts = {"aten::add": OpCount("aten::add", calls=2, flops=2e6, bytes=24e6, dtype="float32")}
     rows, used = build_rows({"aten::add": 1000.0, "aten::linear": 10.0},
@@ -288,7 +288,7 @@ def test_rows_rates_and_raised_roofs():
 
 def test_random_numbers_sorting_and_indexing_are_unexplained_not_memory_bound():
     """No FLOPs counted and a few % of the memory roof: the roofline cannot explain them."""
-    from kernelmagic.op_counter import OpCount
+    from kernelmagic.live.op_counter import OpCount
     from kernelmagic.render.roofline import verdict_line
 
     counts = {k: OpCount(k, calls=1, flops=0.0, bytes=1e6, dtype="float32")

@@ -7,8 +7,8 @@ import torch
 from workloads import block_and_input
 
 import kernelmagic
-from kernelmagic import runner, torch_compat
-from kernelmagic.options import ProfileOptions
+from kernelmagic.core.options import ProfileOptions
+from kernelmagic.live import runner, torch_compat
 
 
 @pytest.fixture(scope="module")

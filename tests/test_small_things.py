@@ -15,16 +15,16 @@ from IPython.utils.capture import capture_output
 from ranks_data import RANKS
 
 import kernelmagic
-from kernelmagic.advice import (
+from kernelmagic.render.names import ELLIPSIS, NAME_WIDTH, short_names, simplify, tell_apart
+from kernelmagic.results.advice import (
     at_least_iterations,
     more_iterations,
     record,
     timing_warning,
     warm_up,
 )
-from kernelmagic.compare import compare
-from kernelmagic.render.names import ELLIPSIS, NAME_WIDTH, short_names, simplify, tell_apart
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.compare import compare
+from kernelmagic.results.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
 MI250 = DATA / "mi250_rocm.json.gz"
@@ -166,7 +166,7 @@ def test_device_label_of_live_results():
 def test_live_runtime_follows_torch_build(monkeypatch):
     import torch
 
-    from kernelmagic import torch_compat
+    from kernelmagic.live import torch_compat
 
     monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
     assert torch_compat.gpu_runtime() == "rocm"

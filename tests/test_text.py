@@ -2,7 +2,7 @@
 
 from fakes import cpu_result, cuda_result
 
-from kernelmagic.rows import Breakdown
+from kernelmagic.core.rows import Breakdown
 
 CPU_TABLE = """\
 op                         calls  self CPU (10 it.)  total CPU (10 it.)  CPU per call  % self CPU
@@ -99,7 +99,7 @@ def test_plurals_and_no_warm_up_part_without_warm_up():
 
 
 def test_counts_round_before_choosing_their_prefix():
-    from kernelmagic.units import format_count, si
+    from kernelmagic.core.units import format_count, si
 
     assert format_count(999.7e9) == "1 T"  # not "1e+03 G"
     assert format_count(999.4e9) == "999 G"

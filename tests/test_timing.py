@@ -1,6 +1,6 @@
 import pytest
 
-from kernelmagic.timing import TimingStats, format_seconds, format_us
+from kernelmagic.core.timing import TimingStats, format_seconds, format_us
 
 
 def test_stats_exact():

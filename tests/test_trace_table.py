@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from trace_json import dumps, raw, write_trace
 
-from kernelmagic.events import Kind
+from kernelmagic.core.events import Kind
 from kernelmagic.sources import json_scanner, trace_file
 from kernelmagic.sources.trace_file import read_table
 

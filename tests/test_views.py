@@ -16,7 +16,7 @@ from workloads import block_and_input
 import kernelmagic
 from kernelmagic.render.table import op_table
 from kernelmagic.render.views import view_notes
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 
 def cell(source: str, filename: str = "<cell-views>"):
@@ -135,7 +135,7 @@ def test_user_ranges_breakdown():
 
 
 def test_timeline_of_one_iteration():
-    from kernelmagic.sources.live import table_from_session
+    from kernelmagic.live.session import table_from_session
     from kernelmagic.views import iteration_windows
 
     a = torch.randn(128, 128)

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from workloads import block_and_input
 
 import kernelmagic
-from kernelmagic.range_names import SYNC_RANGE
+from kernelmagic.core.range_names import SYNC_RANGE
 
 FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
           "device_time_total", "self_cpu_memory_usage", "cpu_memory_usage",

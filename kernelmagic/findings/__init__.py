@@ -5,7 +5,7 @@ A finding carries ``share``, the fraction of the iteration it explains; ``find``
 the findings by it, largest first (ties: the order of ``RULES``), so a report leads with
 the biggest problem it can see. Thresholds are module constants so the README and the
 tests can name them; the op and call names the rules recognise are in
-``kernelmagic/op_names.py``.
+``kernelmagic/core/op_names.py``.
 
 One module per subject, each importing only ``base`` and the subjects it defers to:
 
@@ -31,6 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kernelmagic.core.op_names import (
+    BATCH_NORM_TRAINING,
+    DATA_LOADER,
+    DROPOUT_OPS,
+    DROPOUT_TRAINING,
+    ELEMENTWISE_OPS,
+    LAUNCH_CALLS,
+    MATMUL_OPS,
+    SETUP_CALLS,
+    SYNC_OPS,
+    WAIT_CALLS,
+)
 from kernelmagic.findings.base import NAMED, Finding, wall_us
 from kernelmagic.findings.communication import COMM_BOUND_SHARE, communication_bound
 from kernelmagic.findings.compiled import (
@@ -82,19 +94,7 @@ from kernelmagic.findings.startup import (
     startup_in_window,
 )
 from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
-from kernelmagic.op_names import (
-    BATCH_NORM_TRAINING,
-    DATA_LOADER,
-    DROPOUT_OPS,
-    DROPOUT_TRAINING,
-    ELEMENTWISE_OPS,
-    LAUNCH_CALLS,
-    MATMUL_OPS,
-    SETUP_CALLS,
-    SYNC_OPS,
-    WAIT_CALLS,
-)
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 __all__ = [
     "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelmagic.result import OpRow, ProfileResult
+from kernelmagic.results.result import OpRow, ProfileResult
 
 NAMED = 3  # ops or calls named in a finding's evidence
 

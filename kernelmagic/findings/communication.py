@@ -3,9 +3,9 @@ the same name (``findings/ranks.py``) uses the same threshold."""
 
 from __future__ import annotations
 
+from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding, per_iter_self
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_us
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 
 COMM_BOUND_SHARE = 0.2        # exposed communication above this fraction of the iteration

@@ -2,14 +2,14 @@
 inside the measured loop, a cell that mostly still runs eager.
 
 The figures come from the compiled view (``kernelmagic/views/compiled.py``, reasons and
-compiles from ``kernelmagic/compile_watch.py``)."""
+compiles from ``kernelmagic/live/compile_watch.py``)."""
 
 from __future__ import annotations
 
-from kernelmagic.compiled_rows import PROFILED
+from kernelmagic.core.compiled_rows import PROFILED
+from kernelmagic.core.timing import format_us
 from kernelmagic.findings.base import Finding, of_wall, wall_us
-from kernelmagic.result import ProfileResult
-from kernelmagic.timing import format_us
+from kernelmagic.results.result import ProfileResult
 
 GRAPH_BREAK_SHARE = 0.05  # a graph break's gap: share of the iteration worth naming
 EAGER_SHARE = 0.5  # compiled regions below this share of the iteration: mostly eager

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from kernelmagic.core.units import si
 from kernelmagic.findings.base import Finding, of_wall
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import si
+from kernelmagic.results.result import ProfileResult
 
 NEAR_PEAK = 0.7  # a kernel's DRAM throughput / peak bandwidth that is "near the peak"
 NEAR_PEAK_MIN_TIME = 0.05  # ...and its share of the counted kernels' time (not a blip)

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelmagic.advice import record
-from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
-from kernelmagic.findings.startup import setup, unexplained_idle
-from kernelmagic.op_names import (
+from kernelmagic.core.op_names import (
     DATA_LOADER,
     LAUNCH_CALLS,
     MATMUL_OPS,
@@ -22,8 +19,11 @@ from kernelmagic.op_names import (
     is_fp32_gemm,
     is_runtime_call,
 )
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_us
+from kernelmagic.core.units import format_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.startup import setup, unexplained_idle
+from kernelmagic.results.advice import record
+from kernelmagic.results.result import ProfileResult
 
 GPU_IDLE_SHARE = 0.5          # GPU idle (beyond set-up) above this fraction of the iteration
 CAUSE_SHARE = 0.01            # CPU causes of GPU idle below this fraction are not named

@@ -4,10 +4,10 @@ iterations too spread to trust (``noisy``). Neither explains any of the iteratio
 
 from __future__ import annotations
 
-from kernelmagic.advice import more_iterations
+from kernelmagic.core.units import format_seconds
 from kernelmagic.findings.base import Finding
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_seconds
+from kernelmagic.results.advice import more_iterations
+from kernelmagic.results.result import ProfileResult
 
 SLOW_WARMUP_RATIO = 5.0       # first warm-up run vs steady median
 NOISY_SPREAD = 0.15           # IQR / median above this is noisy

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from kernelmagic.core.memory_rows import MemoryGrowthRow
+from kernelmagic.core.units import format_bytes
 from kernelmagic.findings.base import NAMED, Finding
-from kernelmagic.memory_rows import MemoryGrowthRow
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_bytes
+from kernelmagic.results.result import ProfileResult
 
 #: Bytes kept per iteration below which growth is not reported (a few scalars kept by
 #: a logging list are not worth a finding).

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
+from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
+from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
-from kernelmagic.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_us
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 
 DOMINANT_SHARE = 0.5          # one op's share of self time

@@ -24,12 +24,12 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import COMM_BOUND_SHARE
-from kernelmagic.units import format_us
 
 if TYPE_CHECKING:
-    from kernelmagic.ranks.summary import RankSummary
+    from kernelmagic.results.rank_summary import RankSummary
 
 STRAGGLER_IQR_FACTOR = 1.5
 STRAGGLER_MIN_SHARE = 0.05

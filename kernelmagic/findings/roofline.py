@@ -4,7 +4,7 @@ its remedy. Each rule is a pure function of a ``ProfileResult``, like the other 
 each explains.
 
 **Unexplained by the roofline.** Rows whose ``bound`` is ``unexplained``
-(``kernelmagic/roofline_bounds.py`` decides: no FLOPs, far below the memory roof, and a
+(``kernelmagic/core/roofline_bounds.py`` decides: no FLOPs, far below the memory roof, and a
 name that says random numbers, sorting or indexing) are limited by neither roof: by the
 generator's arithmetic (not counted as FLOPs), by comparisons and data-dependent moves, or
 by scattered reads. ``unexplained_by_roofline`` names them, with ``REMEDIES`` for each kind.
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
+from kernelmagic.core.rows import RooflineRow
+from kernelmagic.core.units import si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
-from kernelmagic.result import ProfileResult
-from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
-from kernelmagic.rows import RooflineRow
-from kernelmagic.units import si
+from kernelmagic.results.result import ProfileResult
 
 REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this share of time
 COMPUTE_SHARE = 0.3       # compute-bound ops' share of time worth a precision hint
@@ -27,7 +27,7 @@ LOW_PRECISION_GAIN = 2.0  # or in float32 where the bf16/fp16 roof is this many 
 UNEXPLAINED_SHARE = 0.2   # unexplained ops holding at least this share of op time
 
 #: What to try for each kind of work the roofline does not model
-#: (``kernelmagic.roofline_bounds.UNEXPLAINED_PATTERNS``).
+#: (``kernelmagic.core.roofline_bounds.UNEXPLAINED_PATTERNS``).
 REMEDIES: dict[str, str] = {
     "random numbers": "for dropout at inference, model.eval() removes it; otherwise draw "
                       "fewer random numbers, or let torch.compile fuse dropout's mask into "

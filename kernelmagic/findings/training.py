@@ -5,10 +5,10 @@ in training mode. ``dominant_op`` does not point at the ops this rule explains.
 
 from __future__ import annotations
 
+from kernelmagic.core.op_names import BATCH_NORM_TRAINING, DROPOUT_OPS, DROPOUT_TRAINING
+from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding, of_wall, wall_us
-from kernelmagic.op_names import BATCH_NORM_TRAINING, DROPOUT_OPS, DROPOUT_TRAINING
-from kernelmagic.result import ProfileResult
-from kernelmagic.units import format_us
+from kernelmagic.results.result import ProfileResult
 
 TRAIN_MODE_SHARE = 0.1        # training-mode dropout/batch norm above this fraction
 

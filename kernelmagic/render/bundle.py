@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from kernelmagic.render.text import text_report
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

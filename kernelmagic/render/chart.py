@@ -9,9 +9,9 @@ import threading
 import zlib
 from typing import Any
 
+from kernelmagic.core.timing import format_us
 from kernelmagic.render.table import row_label
-from kernelmagic.result import OpRow, ProfileResult
-from kernelmagic.timing import format_us
+from kernelmagic.results.result import OpRow, ProfileResult
 
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.

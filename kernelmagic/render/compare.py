@@ -5,9 +5,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelmagic.compare import Comparison, OpDelta
+from kernelmagic.core.timing import format_seconds, format_us
 from kernelmagic.render.table import Column, Table, name_column, time_column
-from kernelmagic.timing import format_seconds, format_us
+from kernelmagic.results.compare import Comparison, OpDelta
 
 
 def _signed(us: float) -> str:

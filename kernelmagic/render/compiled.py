@@ -3,12 +3,12 @@ kernels inductor generated, and the compiles of the run."""
 
 from __future__ import annotations
 
-from kernelmagic.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+from kernelmagic.core.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import percent_of as _pct
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
-from kernelmagic.result import ProfileResult
-from kernelmagic.timing import format_us
-from kernelmagic.units import percent_of as _pct
+from kernelmagic.results.result import ProfileResult
 
 __all__ = ["compiled_note", "compiled_tables"]
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.counter_metrics import PRECISIONS, CounterRow
+from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_count, si
+from kernelmagic.core.units import percent as _pct
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
-from kernelmagic.result import ProfileResult
-from kernelmagic.timing import format_us
-from kernelmagic.units import format_count, si
-from kernelmagic.units import percent as _pct
+from kernelmagic.results.result import ProfileResult
 
 NONE = "—"
 

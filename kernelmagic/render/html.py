@@ -8,7 +8,7 @@ from typing import Any
 
 from kernelmagic.render.table import Table, op_table
 from kernelmagic.render.text import summary_line
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 # Colours follow the front end's theme: JupyterLab's variables, then VS Code's and
 # Colab's, then whatever the output area inherits. Greys are translucent, so they read
@@ -96,8 +96,8 @@ def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
 
 
 def summary_html(result: ProfileResult) -> str:
-    from kernelmagic.advice import timing_warning
     from kernelmagic.render.views import view_notes
+    from kernelmagic.results.advice import timing_warning
 
     warning = timing_warning(result)
     warn = (f'<div class="km-warning" style="color:{WARN}">⚠ {escape(warning)}</div>'

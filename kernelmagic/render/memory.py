@@ -6,11 +6,11 @@ from __future__ import annotations
 from html import escape
 from math import inf
 
-from kernelmagic.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_bytes
 from kernelmagic.render.table import Column, Table
-from kernelmagic.result import ProfileResult
-from kernelmagic.timing import format_us
-from kernelmagic.units import format_bytes
+from kernelmagic.results.result import ProfileResult
 
 #: One colour per category, in ``CATEGORIES`` order (torch's memory timeline's colours).
 COLOURS = ("#2e7d32", "#daa520", "#555555", "#d62728", "#1f4fbf", "#4169e1", "#9370db",

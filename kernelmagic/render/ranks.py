@@ -10,15 +10,15 @@ import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.ranks.summary import RankSummary
+from kernelmagic.core.timing import format_us
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
 from kernelmagic.render.text import render_table
-from kernelmagic.timing import format_us
+from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
-    from kernelmagic.ranks.result import ManyRanksResult
+    from kernelmagic.results.ranks import ManyRanksResult
 
 #: Bars of the chart: (field, label, colour). Communication hidden behind compute is not
 #: stacked again, so a bar is about the step (memcpy under kernels still overlaps).

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kernelmagic.core.rows import RooflineRow
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import percent as _pct
+from kernelmagic.core.units import si
 from kernelmagic.render.table import Column, Table, format_count, name_column, summed
-from kernelmagic.result import ProfileResult
-from kernelmagic.rows import RooflineRow
-from kernelmagic.timing import format_us
-from kernelmagic.units import percent as _pct
-from kernelmagic.units import si
+from kernelmagic.results.result import ProfileResult
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",
           "unexplained": "#DD8452"}

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelmagic.result import OpRow, ProfileResult
-from kernelmagic.timing import format_us
-from kernelmagic.units import format_bytes, format_count
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_bytes, format_count
+from kernelmagic.results.result import OpRow, ProfileResult
 
 
 @dataclass(frozen=True)

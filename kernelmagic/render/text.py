@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kernelmagic.advice import timing_warning
+from kernelmagic.core.rows import Breakdown
+from kernelmagic.core.timing import format_seconds, format_us
+from kernelmagic.core.units import short_percent as _percent
 from kernelmagic.render.table import Table, column_for_sort, op_table
-from kernelmagic.result import ProfileResult
-from kernelmagic.rows import Breakdown
-from kernelmagic.timing import format_seconds, format_us
-from kernelmagic.units import short_percent as _percent
+from kernelmagic.results.advice import timing_warning
+from kernelmagic.results.result import ProfileResult
 
 MAX_NAME_WIDTH = 60
 

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import percent_of as _pct
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import (
     Column,
@@ -15,9 +17,7 @@ from kernelmagic.render.table import (
     summed,
     time_column,
 )
-from kernelmagic.result import ProfileResult
-from kernelmagic.timing import format_us
-from kernelmagic.units import percent_of as _pct
+from kernelmagic.results.result import ProfileResult
 
 
 def kernel_table(result: ProfileResult) -> Table:

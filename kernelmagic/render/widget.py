@@ -20,7 +20,7 @@ from kernelmagic.render.html import (
     table_widths,
 )
 from kernelmagic.render.table import Table, op_table
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 PAGE = 25
 ARROWS = {True: " ▼", False: " ▲"}

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic import counter_metrics
-from kernelmagic.events import EventTable, Kind
-from kernelmagic.op_names import LAUNCH_CALLS
+from kernelmagic.core import counter_metrics
+from kernelmagic.core.events import EventTable, Kind
+from kernelmagic.core.op_names import LAUNCH_CALLS
 from kernelmagic.sources.trace_numbers import Number
 
 #: Launch calls that run one kernel each (a graph launch runs many).

@@ -27,8 +27,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from kernelmagic.counter_metrics import COUNTER_CATEGORY
-from kernelmagic.events import EventTable
+from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
+from kernelmagic.core.events import EventTable
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
 

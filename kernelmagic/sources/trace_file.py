@@ -20,8 +20,8 @@ import os
 import re
 from pathlib import Path
 
-from kernelmagic.errors import NotATrace, TraceFileError
-from kernelmagic.events import EventTable
+from kernelmagic.core.errors import NotATrace, TraceFileError
+from kernelmagic.core.events import EventTable
 from kernelmagic.sources.trace_columns import trace_meta
 from kernelmagic.sources.trace_stream import StreamReader
 

@@ -18,9 +18,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Any
 
-from kernelmagic.counter_metrics import COUNTER_CATEGORY
-from kernelmagic.errors import NotATrace, TraceFileError
-from kernelmagic.events import EventTable
+from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
+from kernelmagic.core.errors import NotATrace, TraceFileError
+from kernelmagic.core.events import EventTable
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
 from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta
 from kernelmagic.sources.trace_numbers import NUMBER_TEXT, is_number_text, ns_of_value

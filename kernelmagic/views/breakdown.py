@@ -1,7 +1,7 @@
 """Where each iteration's time went: compute, communication, memcpy/memset and idle.
 
 One definition for a single run's summary (``ProfileResult.breakdown``) and for the
-many-ranks report (``kernelmagic/ranks/summary.py``): column arithmetic over the
+many-ranks report (``kernelmagic/results/rank_summary.py``): column arithmetic over the
 ``EventTable`` and the iteration windows.
 
 On a GPU (the table holds kernels, copies or memsets), within each window, every GPU
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, Window, device_work
-from kernelmagic.rows import Breakdown
+from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.rows import Breakdown
 
 #: CPU ops that are communication, by exact name or prefix.
 COMM_OPS = ("record_param_comms",)

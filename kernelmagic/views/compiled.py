@@ -7,7 +7,7 @@ broke its graph runs its first graph, then the code dynamo could not compile (ea
 then the resume function's region with the next graph, nested in the first region: the
 **gap** between two graphs of one outermost call is what the graph break costs.
 Dynamo's reasons, lines and compile times are not in the events: the runner adds them
-(``kernelmagic/compile_watch.py``).
+(``kernelmagic/live/compile_watch.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
-from kernelmagic.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
+from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.counter_metrics import (
+from kernelmagic.core.counter_metrics import (
     DRAM_READ_METRIC,
     DRAM_WRITE_METRIC,
     FLOP_METRICS,
@@ -20,8 +20,8 @@ from kernelmagic.counter_metrics import (
     TENSOR_METRIC,
     CounterRow,
 )
-from kernelmagic.events import NO_PARENT, EventTable, Kind
-from kernelmagic.range_names import is_ours
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind
+from kernelmagic.core.range_names import is_ours
 from kernelmagic.sources.counter_ranges import JOIN_KEY, RANGES_KEY
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, Window
-from kernelmagic.range_names import ITERATION_RANGE
+from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.range_names import ITERATION_RANGE
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, Window
-from kernelmagic.memory_rows import (
+from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.memory_rows import (
     BEFORE,
     CATEGORIES,
     NEVER,
@@ -25,7 +25,7 @@ from kernelmagic.memory_rows import (
     MemoryPeakRow,
     MemoryPoint,
 )
-from kernelmagic.range_names import MODULE_RANGE, is_ours
+from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.views.timeline import peak_iterations
 
 #: Timeline points kept per iteration and device (the peak always among them).

@@ -24,9 +24,9 @@ from collections import Counter
 
 import numpy as np
 
-from kernelmagic.events import NO_PARENT, EventTable, Kind, device_work
-from kernelmagic.range_names import SYNC_RANGE, is_ours
-from kernelmagic.rows import KernelRow, OpRow
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
+from kernelmagic.core.range_names import SYNC_RANGE, is_ours
+from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
 __all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
@@ -100,7 +100,7 @@ def _launched(table: EventTable) -> np.ndarray:
 def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     """The CPU-side ranges that own time directly (see the module's docstring).
 
-    ``name`` is the run's name: its ranges (``kernelmagic/range_names.py``) and
+    ``name`` is the run's name: its ranges (``kernelmagic/core/range_names.py``) and
     ``ProfilerStep#N`` are rows only when they launched GPU work themselves.
     """
     on_cpu = (table.device < 0) & np.isin(table.kind, _RANGE_KINDS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, select
+from kernelmagic.core.events import EventTable, Kind, select
 from kernelmagic.views.tree import nearest_ancestor
 
 

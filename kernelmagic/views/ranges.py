@@ -6,9 +6,9 @@ from collections import Counter
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind
-from kernelmagic.range_names import MODULE_RANGE, is_ours
-from kernelmagic.rows import ModuleRow, RangeRow
+from kernelmagic.core.events import EventTable, Kind
+from kernelmagic.core.range_names import MODULE_RANGE, is_ours
+from kernelmagic.core.rows import ModuleRow, RangeRow
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 

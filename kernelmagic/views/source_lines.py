@@ -12,8 +12,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind
-from kernelmagic.rows import SourceRow
+from kernelmagic.core.events import EventTable, Kind
+from kernelmagic.core.rows import SourceRow
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 

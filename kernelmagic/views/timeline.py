@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, Window, device_work
-from kernelmagic.rows import Span
+from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.rows import Span
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import nearest_ancestor
 

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kernelmagic.events import NO_PARENT, EventTable, Kind
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind
 
 
 def nearest_ancestor(parent: np.ndarray, mask: np.ndarray) -> np.ndarray:

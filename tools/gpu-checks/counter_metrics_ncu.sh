@@ -10,7 +10,7 @@ if ! command -v ncu >/dev/null; then
   echo "no ncu: the metric names were not checked"; exit 1
 fi
 metrics() {
-  python3 -c "from kernelmagic import counter_metrics as m; print(','.join(m.$1))"
+  python3 -c "from kernelmagic.core import counter_metrics as m; print(','.join(m.$1))"
 }
 live=$(metrics LIVE_METRICS) && core=$(metrics CORE_METRICS) || exit 1
 workload='import torch

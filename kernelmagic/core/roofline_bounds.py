@@ -3,7 +3,7 @@
 Each roofline row (``RooflineRow``) has one bound: **compute** or **memory** (the roof it is
 nearer), **overhead** (far below both: dispatch and launch), or **unexplained** (no FLOPs,
 well below the memory roof, and a name that says random numbers, sorting or indexing).
-``kernelmagic/roofline.py`` places each op (it counts with torch); the result's verdict,
+``kernelmagic/live/roofline.py`` places each op (it counts with torch); the result's verdict,
 the renderers and the findings read the rows with what is here, so a saved profile's
 roofline is shown without torch.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from kernelmagic.rows import RooflineRow
+from kernelmagic.core.rows import RooflineRow
 
 #: An op is overhead-bound when it reaches less than this fraction of *both* roofs
 #: (achieved FLOP/s / peak FLOP/s and achieved bytes/s / peak bytes/s). Tiny ops,

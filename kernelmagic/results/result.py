@@ -1,6 +1,6 @@
 """The result of a profiling run: a plain data object, with no torch objects inside.
 
-Operator rows (``kernelmagic/rows.py``) mirror the field names of torch's
+Operator rows (``kernelmagic/core/rows.py``) mirror the field names of torch's
 ``FunctionEventAvg`` (``key``, ``count``, ``self_cpu_time_total``, ...; microseconds
 summed over the profiled iterations), so what you know from ``prof.key_averages()``
 carries over.
@@ -14,16 +14,16 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from kernelmagic.compiled_rows import (
+from kernelmagic.core.compiled_rows import (
     CompiledRegionRow,
     CompileRow,
     FusedKernelRow,
     GraphBreakRow,
 )
-from kernelmagic.counter_metrics import CounterRow
-from kernelmagic.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
-from kernelmagic.options import SORT_KEYS
-from kernelmagic.rows import (
+from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.options import SORT_KEYS
+from kernelmagic.core.rows import (
     Breakdown,
     KernelRow,
     ModuleRow,
@@ -33,7 +33,7 @@ from kernelmagic.rows import (
     SourceRow,
     Span,
 )
-from kernelmagic.timing import TimingStats
+from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
@@ -106,7 +106,7 @@ class ProfileResult:
     memory_alive: list[LiveBlockRow] = field(default_factory=list)
     memory_growth: list[MemoryGrowthRow] = field(default_factory=list)
     memory_note: str = ""  # why categories are missing, or where the run stopped (OOM)
-    # torch.compile (kernelmagic/compiled_rows.py): regions, graph breaks, compiles, kernels
+    # torch.compile (kernelmagic/core/compiled_rows.py): regions, graph breaks, compiles, kernels
     compiled_regions: list[CompiledRegionRow] = field(default_factory=list)
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
@@ -178,7 +178,7 @@ class ProfileResult:
     @cached_property
     def roofline_verdict(self) -> dict[str, float]:
         """Share of the ops' time that is compute-, memory- and overhead-bound."""
-        from kernelmagic.roofline_bounds import verdict
+        from kernelmagic.core.roofline_bounds import verdict
 
         return verdict(self.roofline)
 
@@ -280,21 +280,21 @@ class ProfileResult:
 
     def save(self, path: Any) -> Any:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
-        from kernelmagic.storage import save
+        from kernelmagic.io.storage import save
 
         return save(self, path)
 
     def to_pandas(self, view: str = "ops") -> Any:
         """One view as a ``pandas.DataFrame``: ``"ops"`` (the op rows, µs summed over the
         iterations), ``"kernels"``, ``"timeline"``, ``"timings"`` (seconds per iteration),
-        ... (``kernelmagic.frames.view_names(result)`` lists them). Needs pandas."""
-        from kernelmagic.frames import to_pandas
+        ... (``kernelmagic.io.frames.view_names(result)`` lists them). Needs pandas."""
+        from kernelmagic.io.frames import to_pandas
 
         return to_pandas(self, view)
 
     def compare(self, before: ProfileResult) -> Any:
         """This run against an earlier one: a ``Comparison`` (``before`` -> ``self``)."""
-        from kernelmagic.compare import compare
+        from kernelmagic.results.compare import compare
 
         return compare(before, self)
 

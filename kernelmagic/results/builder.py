@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernelmagic.events import EventTable, Window, device_work
-from kernelmagic.memory_rows import MemoryLedger
-from kernelmagic.result import ProfileResult
+from kernelmagic.core.events import EventTable, Window, device_work
+from kernelmagic.core.memory_rows import MemoryLedger
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.iterations import find_iterations

@@ -1,6 +1,6 @@
 """Per-iteration wall-time statistics, summarised the way ``%timeit`` does.
 
-``format_us`` and ``format_seconds`` live in ``kernelmagic/units.py``; they stay importable
+``format_us`` and ``format_seconds`` live in ``kernelmagic/core/units.py``; they stay importable
 from here.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from kernelmagic.units import format_seconds, format_us
+from kernelmagic.core.units import format_seconds, format_us
 
 __all__ = ["OUTLIER_RATIO", "TimingStats", "format_seconds", "format_us"]
 
@@ -72,7 +72,7 @@ class TimingStats:
 
     def warning(self, advice: str = "Consider more --warmup or --iters.") -> str | None:
         """A one-line warning when the slowest iteration is far slower than the rest,
-        ending in ``advice`` (``kernelmagic/advice.py`` words it for a trace file)."""
+        ending in ``advice`` (``kernelmagic/results/advice.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
         return (

@@ -3,7 +3,7 @@ run of many ranks (``ManyRanksResult``), each the JSON of its ``to_dict`` with a
 name and version (``result.save(path)`` on either calls ``save`` here).
 
 ``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``) and folders
-of them, one per rank (``kernelmagic/ranks/load.py``).
+of them, one per rank (``kernelmagic/io/ranks.py``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.errors import ProfileFileError
-from kernelmagic.result import ProfileResult
+from kernelmagic.core.errors import ProfileFileError
+from kernelmagic.results.result import ProfileResult
 
 if TYPE_CHECKING:
-    from kernelmagic.ranks.result import ManyRanksResult
+    from kernelmagic.results.ranks import ManyRanksResult
 
 
 def save(result: ProfileResult | ManyRanksResult, path: str | os.PathLike[str]) -> Path:
@@ -37,12 +37,12 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     ``path`` may be a kernelmagic profile (JSON), a trace (``.json``, ``.json.gz``,
     ``.pt.trace.json[.gz]``): a ``ProfileResult``; or a folder of traces or a list of
     trace files, one per rank, or a saved many-ranks result: a ``ManyRanksResult``
-    (``kernelmagic/ranks/``), the files parsed on ``executor`` (default: a local process
+    (``kernelmagic/io/ranks.py``), the files parsed on ``executor`` (default: a local process
     pool). ProfileFileError (a ValueError; ``TraceFileError`` for traces) with a one-line
     message naming the file otherwise.
     """
     if not isinstance(path, (str, os.PathLike)) or Path(path).is_dir():
-        from kernelmagic.ranks.load import load_ranks
+        from kernelmagic.io.ranks import load_ranks
 
         return load_ranks(path, executor=executor)
     source = Path(path)
@@ -52,7 +52,7 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         raise ProfileFileError(f"{source}: no such file")
     if trace_file.is_profile_json(source):
         return _load_profile(source)
-    from kernelmagic.trace_loader import load_trace
+    from kernelmagic.io.traces import load_trace
 
     try:
         return load_trace(source)
@@ -75,7 +75,7 @@ def _load_profile(source: Path) -> ProfileResult:
         ) from None
     try:
         if isinstance(data, dict) and data.get("format") == "kernelmagic.ranks":
-            from kernelmagic.ranks.result import ManyRanksResult
+            from kernelmagic.results.ranks import ManyRanksResult
 
             return ManyRanksResult.from_dict(data)  # type: ignore[return-value]
         return ProfileResult.from_dict(data)

@@ -2,9 +2,9 @@
 
 Durations (``format_us``, ``format_seconds``: ``%timeit``'s three significant digits),
 counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary units
-(``format_bytes``) and shares as percentages (``percent``, ``percent_of``,
-``short_percent``). Every renderer and finding formats through these, so a figure reads
-the same wherever it appears.
+(``format_bytes``), shares as percentages (``percent``, ``percent_of``,
+``short_percent``) and counted nouns (``counted``: "1 call", "2 calls"). Every renderer
+and finding formats through these, so a figure reads the same wherever it appears.
 """
 
 from __future__ import annotations
@@ -73,3 +73,15 @@ def short_percent(share: float) -> str:
     if pct == 0:
         return "0%"
     return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def counted(n: float, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for exactly one: ``1 call``, ``0 calls``, ``2.5 calls``.
+
+    ``plural`` defaults to ``noun + "s"``; pass it for irregular nouns (``"graph
+    breaks"`` is regular; ``"copy"`` → ``"copies"``). Integers are written with thousands
+    separators, other numbers with three significant digits.
+    """
+    word = noun if n == 1 else (plural if plural is not None else noun + "s")
+    number = f"{int(n):,}" if float(n).is_integer() else f"{n:.3g}"
+    return f"{number} {word}"

@@ -22,9 +22,9 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernelmagic.ranks.result import ManyRanksResult
-from kernelmagic.ranks.summary import RankSummary, summarize
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.rank_summary import RankSummary, summarize
+from kernelmagic.results.ranks import ManyRanksResult
+from kernelmagic.results.result import ProfileResult
 
 _RANK_IN_NAME = re.compile(r"rank[-_ .]?(\d+)", re.IGNORECASE)
 
@@ -71,8 +71,8 @@ def parse_rank(path: str) -> Parsed:
     """
     source = Path(path)
     try:
+        from kernelmagic.io.traces import load_trace
         from kernelmagic.sources.trace_file import NotATrace
-        from kernelmagic.trace_loader import load_trace
 
         try:
             # Without the timeline: it holds one span per event of a step, so it would
@@ -140,7 +140,7 @@ def _run(paths: Sequence[str], executor: Executor | None) -> list[Parsed]:
         return [parse_rank(p) for p in paths]
     workers = max(1, min(len(paths), os.cpu_count() or 1))
     # Import the parser here first: workers forked from this process start with it.
-    import kernelmagic.trace_loader
+    import kernelmagic.io.traces
     import kernelmagic.views  # noqa: F401
 
     with ProcessPoolExecutor(max_workers=workers) as pool:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.ranks.result import ManyRanksResult
-from kernelmagic.ranks.summary import summarize
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.rank_summary import summarize
+from kernelmagic.results.ranks import ManyRanksResult
+from kernelmagic.results.result import ProfileResult
 
 NO_GROUP = ("--gather needs an initialised torch.distributed process group "
             "(call torch.distributed.init_process_group first)")

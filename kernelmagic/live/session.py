@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelmagic.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
 
 _IGNORED = frozenset({
     "[OutOfMemory]", "profiler::_record_function_enter",
@@ -269,7 +269,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
         launcher=launcher, flops=flops_col, shapes=shapes_col, nbytes=nbytes,
         origin_ns=origin, meta=dict(meta or {}))
     if not keep_mem.all():
-        from kernelmagic.events import select
+        from kernelmagic.core.events import select
 
         table = select(table, keep_mem)
     return derive_links(table)

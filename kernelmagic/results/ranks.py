@@ -13,8 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from kernelmagic.ranks.summary import RankSummary
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.rank_summary import RankSummary
+from kernelmagic.results.result import ProfileResult
 
 #: Identifies the JSON written by ``ManyRanksResult.to_dict``.
 RANKS_FORMAT_NAME = "kernelmagic.ranks"
@@ -24,7 +24,7 @@ RANKS_FORMAT_VERSION = 1
 @dataclass(eq=False)
 class ManyRanksResult:
     """A distributed run: ``ranks`` maps each rank to its ``ProfileResult``, ``summaries``
-    to its ``RankSummary`` (step time and its breakdown, ``kernelmagic/ranks/summary.py``).
+    to its ``RankSummary`` (step time and its breakdown, ``kernelmagic/results/rank_summary.py``).
 
     Displays as one report (per-rank table, chart, findings); ``ranks[n]`` is rank n's
     full report.
@@ -132,13 +132,13 @@ class ManyRanksResult:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
         any view of ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
         of every rank, with a ``rank`` column. Needs pandas."""
-        from kernelmagic.frames import dataframe, rank_records
+        from kernelmagic.io.frames import dataframe, rank_records
 
         return dataframe(*rank_records(self, view))
 
     def save(self, path: str | Path) -> Path:
         """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""
-        from kernelmagic.storage import save
+        from kernelmagic.io.storage import save
 
         return save(self, path)
 

@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from kernelmagic import memory_categories, torch_compat
-from kernelmagic.compile_watch import Watch
-from kernelmagic.events import EventTable
-from kernelmagic.options import ProfileOptions
-from kernelmagic.progress import Progress, ProgressUpdate
-from kernelmagic.progress import for_api as progress_for_api
-from kernelmagic.range_names import iteration_range, warmup_range
-from kernelmagic.result import ProfileResult
-from kernelmagic.result_builder import VIEWS, build_result
-from kernelmagic.sources.live import table_from_session
+from kernelmagic.core.events import EventTable
+from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.range_names import iteration_range, warmup_range
+from kernelmagic.live import memory_categories, torch_compat
+from kernelmagic.live.compile_watch import Watch
+from kernelmagic.live.progress import Progress, ProgressUpdate
+from kernelmagic.live.progress import for_api as progress_for_api
+from kernelmagic.live.session import table_from_session
+from kernelmagic.results.builder import VIEWS, build_result
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
 
 
@@ -51,7 +51,7 @@ def plan(options: ProfileOptions) -> Plan:
     """Resolve options against the machine; ValueError or ProfilerBusyError if impossible."""
     profiles_device = not options.cpu_only and torch_compat.cuda_available()
     if options.gather:
-        from kernelmagic.ranks.live import check_process_group
+        from kernelmagic.live.gather import check_process_group
 
         check_process_group()
     sort = options.resolve_sort(profiles_device)
@@ -292,8 +292,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
         out_of_memory.result = result  # type: ignore[attr-defined]
         out_of_memory.kernelmagic_partial = True  # type: ignore[attr-defined]
         raise out_of_memory
-    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/ranks/live.py)
-        from kernelmagic.ranks.live import gather
+    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/live/gather.py)
+        from kernelmagic.live.gather import gather
 
         return gather(result)  # type: ignore[no-any-return]
     return result
@@ -303,9 +303,9 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
                   on_device: bool) -> ProfileResult:
     """``result`` with its roofline: ``fn`` runs once more, counted, not profiled; the
     counts are joined to the profiled run's ``table``."""
-    from kernelmagic.device_peaks import peaks
-    from kernelmagic.op_counter import count_ops
-    from kernelmagic.roofline import collect_roofline, ops_to_open
+    from kernelmagic.live.device_peaks import peaks
+    from kernelmagic.live.op_counter import count_ops
+    from kernelmagic.live.roofline import collect_roofline, ops_to_open
 
     roofs = peaks("cuda" if on_device else "cpu")
     views = [*result.views, "roofline"]
@@ -329,9 +329,9 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
     never timed). Whatever fails, the timed result stays and ``counters_note`` says why
     in one line. ``table_of(fn, metrics)`` and ``forbidden()`` are replaceable for tests.
     """
-    from kernelmagic import counter_run
-    from kernelmagic.counter_metrics import CORE_METRICS, LIVE_METRICS, MAX_RANGES
-    from kernelmagic.device_peaks import peaks
+    from kernelmagic.core.counter_metrics import CORE_METRICS, LIVE_METRICS, MAX_RANGES
+    from kernelmagic.live import counter_run
+    from kernelmagic.live.device_peaks import peaks
     from kernelmagic.views.counters import counter_ranges, counter_rows, join_note
 
     views = [*result.views, "counters"]
@@ -375,8 +375,8 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
                     progress: Progress | None, warmup_timings: list[float]) -> ProfileResult:
     """``--nsight``: the iterations between ``cudaProfilerStart`` and ``Stop`` inside the
     block's NVTX range, timed by the wall clock; a result with timings and no rows."""
-    from kernelmagic import counter_run
-    from kernelmagic.events import TableBuilder, derive_links
+    from kernelmagic.core.events import TableBuilder, derive_links
+    from kernelmagic.live import counter_run
 
     opts = run.options
     sync = torch_compat.synchronize

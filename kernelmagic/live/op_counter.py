@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelmagic import torch_compat
+from kernelmagic.live import torch_compat
 
 #: Copies are tagged pointwise but compute nothing.
 COPY_OPS = frozenset({"aten::clone", "aten::copy_", "aten::_to_copy", "aten::lift_fresh_copy",

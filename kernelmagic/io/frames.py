@@ -6,7 +6,7 @@ only then. A view is named as users know it (``"ops"``, ``"kernels"``, ``"timeli
 ``"timings"``, ...; ``view_names(result)`` lists them): any field of the result that is a
 list of row records is a view under its own name, so a new view exports with no code here.
 
-Units are those of the rows (``kernelmagic/rows.py``): op and kernel times in µs summed
+Units are those of the rows (``kernelmagic/core/rows.py``): op and kernel times in µs summed
 over the profiled iterations, as in torch's ``key_averages()``; ``timings`` in seconds.
 """
 
@@ -17,7 +17,7 @@ import typing
 from functools import cache
 from typing import Any
 
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 __all__ = ["MISSING_PANDAS", "comparison_records", "dataframe", "rank_records", "records",
            "to_pandas", "view_names"]

@@ -1,6 +1,6 @@
 """One columnar event model for live profiler sessions and trace files.
 
-Sources (``kernelmagic/sources/live.py``: a finished torch session's raw Kineto events;
+Sources (``kernelmagic/live/session.py``: a finished torch session's raw Kineto events;
 ``kernelmagic/sources/trace_file.py``: a Kineto / Chrome trace JSON) fill an
 ``EventTable``; every view (op rows, kernels, ranges, modules, sources, memory,
 timeline, GPU busy, findings) is column arithmetic over it. No Python object per

@@ -1,7 +1,7 @@
 """Everything that drives torch's profiler, so version drift lives in one file.
 
 Starting sessions, ranges, synchronising, device memory peaks and trace export live
-here; the finished session's raw events are read once by ``kernelmagic/sources/live.py``
+here; the finished session's raw events are read once by ``kernelmagic/live/session.py``
 into an ``EventTable``, and nothing else reads a torch profiler object.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from kernelmagic.kineto_env import quiet_kineto_logs
-from kernelmagic.range_names import MODULE_RANGE, SYNC_RANGE
+from kernelmagic.core.range_names import MODULE_RANGE, SYNC_RANGE
+from kernelmagic.live.kineto_env import quiet_kineto_logs
 
 __all__ = [
     "MODULE_RANGE",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 #: Fewer iterations than this in either run and the spread says nothing.
 MIN_ITERS = 5
@@ -129,8 +129,8 @@ class Comparison:
 
     def _more_iterations(self) -> str:
         """How to get ``MIN_ITERS`` iterations into each run that has fewer (a trace is
-        re-recorded, a live run re-run: ``kernelmagic/advice.py``)."""
-        from kernelmagic.advice import at_least_iterations
+        re-recorded, a live run re-run: ``kernelmagic/results/advice.py``)."""
+        from kernelmagic.results.advice import at_least_iterations
 
         short = [r for r in (self.after, self.before) if r.stats.n < MIN_ITERS]
         advice = list(dict.fromkeys(at_least_iterations(r, MIN_ITERS) for r in short))
@@ -139,7 +139,7 @@ class Comparison:
     def to_pandas(self) -> Any:
         """The ops as a ``pandas.DataFrame``: self µs per iteration ``before`` and ``after``,
         ``delta``, ``speedup`` and ``status``, largest change first. Needs pandas."""
-        from kernelmagic.frames import comparison_records, dataframe
+        from kernelmagic.io.frames import comparison_records, dataframe
 
         return dataframe(*comparison_records(self))
 

@@ -37,7 +37,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kernelmagic.compiled_rows import (
+from kernelmagic.core.compiled_rows import (
     BEFORE,
     PROFILED,
     WARMUP,
@@ -45,7 +45,7 @@ from kernelmagic.compiled_rows import (
     CompileRow,
     GraphBreakRow,
 )
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.compiled import id_order
 
 __all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]

@@ -14,8 +14,8 @@ run's ``EventTable`` (its event tree, ``parent``, and the op rows' self times):
   FLOPs and bytes: its time is dispatch overhead.
 
 Times are self device time on CUDA, self CPU time otherwise. ``classify`` then places
-each op against the device's roofs (``kernelmagic/device_peaks.py``). The bounds, their
-thresholds and the verdict are ``kernelmagic/roofline_bounds.py``'s (torch-free: a saved
+each op against the device's roofs (``kernelmagic/live/device_peaks.py``). The bounds, their
+thresholds and the verdict are ``kernelmagic/core/roofline_bounds.py``'s (torch-free: a saved
 profile's roofline is shown without torch); this module imports torch.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from kernelmagic import torch_compat
-from kernelmagic.device_peaks import Peaks
-from kernelmagic.events import EventTable, Kind
-from kernelmagic.op_counter import OpCount
-from kernelmagic.range_names import SYNC_RANGE
-from kernelmagic.roofline_bounds import OVERHEAD_FRACTION, unexplained_kind
-from kernelmagic.rows import RooflineRow
+from kernelmagic.core.events import EventTable, Kind
+from kernelmagic.core.range_names import SYNC_RANGE
+from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, unexplained_kind
+from kernelmagic.core.rows import RooflineRow
+from kernelmagic.live import torch_compat
+from kernelmagic.live.device_peaks import Peaks
+from kernelmagic.live.op_counter import OpCount
 from kernelmagic.views.ops import is_op, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
 

@@ -9,7 +9,7 @@ neither kind of result is told to do what only the other can.
 
 from __future__ import annotations
 
-from kernelmagic.result import ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 #: The ``%%profile`` options that record something more, and the ``torch.profiler.profile``
 #: argument that records the same in a trace.

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelmagic.events import Window
-from kernelmagic.result import ProfileResult
-from kernelmagic.rows import Breakdown
+from kernelmagic.core.events import Window
+from kernelmagic.core.rows import Breakdown
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op
 
 __all__ = ["RankSummary", "Window", "is_comm_kernel", "is_comm_op", "summarize"]

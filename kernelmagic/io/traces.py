@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.events import EventTable, Kind, select
-from kernelmagic.op_names import is_fp32_gemm
-from kernelmagic.range_names import MODULE_RANGE as _MODULE_RANGE
-from kernelmagic.result import ProfileResult
+from kernelmagic.core.events import EventTable, Kind, select
+from kernelmagic.core.op_names import is_fp32_gemm
+from kernelmagic.core.range_names import MODULE_RANGE as _MODULE_RANGE
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import TraceFileError, read_table
 from kernelmagic.views.counters import counter_rows, join_note
@@ -116,10 +116,10 @@ def inferred_matmul_precision(table: EventTable) -> str:
 def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
     """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
 
-    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/ranks/``).
+    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
     """
-    from kernelmagic.events import derive_links
-    from kernelmagic.result_builder import build_result
+    from kernelmagic.core.events import derive_links
+    from kernelmagic.results.builder import build_result
 
     source = Path(path)
     table = read_table(source)

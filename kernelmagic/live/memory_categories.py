@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.memory_rows import BEFORE, CATEGORIES, NEVER, UNKNOWN, MemoryBlock, MemoryLedger
+from kernelmagic.core.memory_rows import (
+    BEFORE,
+    CATEGORIES,
+    NEVER,
+    UNKNOWN,
+    MemoryBlock,
+    MemoryLedger,
+)
 
 #: torch's category names -> kernelmagic's (``None``: torch could not say).
 _NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT": "input",
