@@ -7,10 +7,13 @@ deeper views: GPU kernels, source lines, modules, user ranges, and timeline span
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
+
+from kernelmagic.core.records import Record
 
 
 @dataclass(frozen=True)
-class OpRow:
+class OpRow(Record):
     """One operator, aggregated over all profiled iterations.
 
     ``kind`` says what the row is: ``"op"`` (an operator or runtime call, as in torch's
@@ -48,7 +51,7 @@ class OpRow:
 
 
 @dataclass(frozen=True)
-class KernelRow:
+class KernelRow(Record):
     """One GPU kernel name over the profiled iterations."""
 
     key: str
@@ -62,7 +65,7 @@ class KernelRow:
 
 
 @dataclass(frozen=True)
-class SourceRow:
+class SourceRow(Record):
     """Op self time attributed to the innermost user function around it (``--stack``)."""
 
     key: str  # "file:line function"
@@ -77,7 +80,7 @@ class SourceRow:
 
 
 @dataclass(frozen=True)
-class ModuleRow:
+class ModuleRow(Record):
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 
     key: str
@@ -91,7 +94,7 @@ class ModuleRow:
 
 
 @dataclass(frozen=True)
-class RangeRow:
+class RangeRow(Record):
     """A ``record_function`` range the user opened in the profiled code."""
 
     key: str
@@ -102,7 +105,7 @@ class RangeRow:
 
 
 @dataclass(frozen=True)
-class Span:
+class Span(Record):
     """One bar of the timeline: an op on the CPU or a kernel on a stream (µs from start)."""
 
     key: str
@@ -112,7 +115,7 @@ class Span:
 
 
 @dataclass(frozen=True)
-class RooflineRow:
+class RooflineRow(Record):
     """One op against the device's roofs (``--roofline``).
 
     ``flops`` and ``bytes`` are per call, counted in one unprofiled run; ``time`` is the
@@ -136,8 +139,20 @@ class RooflineRow:
     counted: bool = True  # False: the counting run never saw it (a wrapper's own time)
 
 
+class Roofs(TypedDict, total=False):
+    """The roofs a ``--roofline`` result was placed against (``ProfileResult.roofline_peaks``:
+    ``Peaks.to_dict()`` of ``kernelmagic/live/device_peaks.py``, with a ``note``)."""
+
+    device: str
+    flops_per_s: dict[str, float]  # per dtype
+    bytes_per_s: float
+    source: str
+    measured: dict[str, float]
+    note: str
+
+
 @dataclass(frozen=True)
-class Breakdown:
+class Breakdown(Record):
     """Where an iteration's time went, µs per iteration (``kernelmagic/views/breakdown.py``).
 
     ``device`` is ``"cuda"`` (GPU work was recorded: the categories are GPU time) or
