@@ -20,6 +20,8 @@ from typing import Any
 from kernelmagic.core.events import EventTable, Kind, TableBuilder
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
     Number,
     int_of,
     ns_of_string,
@@ -120,6 +122,7 @@ class Columns(TableBuilder):
         categories: dict[Any, tuple[Kind, bool]] = {}
         special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
         number, text_ns = Number, ns_of_text
+        longest, latest = MAX_DURATION_NS, MAX_TIME_NS
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
         unseen = object()
 
@@ -144,7 +147,7 @@ class Columns(TableBuilder):
             if found is None:
                 found = categories[cat] = _category(cat)
             kind, on_device = found
-            if dur < 0:
+            if not 0 <= dur <= longest or not -latest < start < latest:
                 raise ValueError
             end = start + dur
             name_id = ids.get(name)
@@ -187,7 +190,7 @@ class Columns(TableBuilder):
 
         def add_memory(start: int, tid: Any, nbytes: Any, device_type: Any,
                        device_id: Any) -> None:
-            if type(nbytes) is not int:
+            if type(nbytes) is not int or not -latest < start < latest:
                 raise TypeError
             kinds(memory)
             names(intern("[memory]"))

@@ -20,7 +20,6 @@ type) returns None: the streaming reader then reads the file and names any fault
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from pathlib import Path
 from typing import Any, Union
@@ -39,6 +38,9 @@ except ImportError:  # the streaming reader does the work
 
 #: The largest JSON text (decompressed) read whole.
 MAX_TEXT = 512 << 20
+#: Files whose brackets nest deeper than this (a torch trace: 5) go to the streaming reader.
+MAX_NESTING = 64
+_NESTING_CHUNK = 8 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has this text
 #: The Chrome trace format's other event types ("ph"): decoded as empty records.
@@ -56,7 +58,7 @@ def read_table(path: Path) -> EventTable | None:
         return None
     try:
         data = _text_bytes(path)
-        if data is None:
+        if data is None or not _nesting_within(data, MAX_NESTING):
             return None
         doc = _DECODER.decode(data)
         # Counter ranges' args are metric names the typed records skip: read apart.
@@ -85,10 +87,48 @@ def _text_bytes(path: Path) -> bytes | None:
             return None
         f.seek(0)
         compressed = f.read()
-    try:
-        return gzip.decompress(compressed)
-    except (OSError, EOFError, zlib.error):
-        return None
+    return _gunzip(compressed, MAX_TEXT)
+
+
+def _gunzip(compressed: bytes, limit: int) -> bytes | None:
+    """Every gzip member of ``compressed``, or None past ``limit`` bytes or on any fault.
+
+    Bounded whatever the trailer says: a forged size field cannot make this reader hold a
+    gzip bomb whole (the streaming reader then names the fault or the limit).
+    """
+    out: list[bytes] = []
+    total = 0
+    while compressed:
+        unzip = zlib.decompressobj(wbits=31)
+        try:
+            out.append(unzip.decompress(compressed, limit - total + 1))
+        except zlib.error:
+            return None
+        total += len(out[-1])
+        if total > limit or unzip.unconsumed_tail or not unzip.eof:
+            return None
+        compressed = unzip.unused_data.lstrip(b"\0")  # (padding between members)
+    return b"".join(out)
+
+
+def _nesting_within(data: bytes, limit: int) -> bool:
+    """Whether brackets nest at most ``limit`` deep, counted over the raw bytes: the
+    largest rise of the running count of openers minus closers, so that brackets in
+    strings (a kernel's ``<...>[...]`` name) can only over-estimate it. Deeper files go to
+    the streaming reader, whose limit is Python's recursion depth: this reader never
+    takes a file that one would refuse."""
+    chars = np.frombuffer(data, dtype=np.uint8)
+    depth, lowest = 0, 0
+    for at in range(0, chars.size, _NESTING_CHUNK):
+        part = chars[at:at + _NESTING_CHUNK]
+        step = ((part == 0x5B) | (part == 0x7B)).astype(np.int32)
+        step -= (part == 0x5D) | (part == 0x7D)
+        running = np.cumsum(step) + depth
+        floor = np.minimum(np.minimum.accumulate(running), lowest)
+        if (running - floor).max() > limit:
+            return False
+        depth, lowest = int(running[-1]), int(floor[-1])
+    return True
 
 
 def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = None) -> None:
