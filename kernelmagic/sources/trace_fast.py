@@ -20,6 +20,7 @@ type) returns None: the streaming reader then reads the file and names any fault
 
 from __future__ import annotations
 
+import codecs
 import zlib
 from pathlib import Path
 from typing import Any, Union
@@ -58,7 +59,8 @@ def read_table(path: Path) -> EventTable | None:
         return None
     try:
         data = _text_bytes(path)
-        if data is None or not _nesting_within(data, MAX_NESTING):
+        if (data is None or not _nesting_within(data, MAX_NESTING) or not _utf8(data)
+                or data.count(b'"traceEvents"') != 1):  # (twice: the streaming reader refuses)
             return None
         doc = _DECODER.decode(data)
         # Counter ranges' args are metric names the typed records skip: read apart.
@@ -109,6 +111,21 @@ def _gunzip(compressed: bytes, limit: int) -> bytes | None:
             return None
         compressed = unzip.unused_data.lstrip(b"\0")  # (padding between members)
     return b"".join(out)
+
+
+def _utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 throughout (msgspec does not check the keys it skips),
+    decoded a chunk at a time so that memory stays that of one chunk."""
+    if data.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for at in range(0, len(data), _NESTING_CHUNK):
+            decoder.decode(data[at:at + _NESTING_CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _nesting_within(data: bytes, limit: int) -> bool:

@@ -197,6 +197,8 @@ class StreamReader:
                 self._expect(text, scanner, ":")
                 keys.append(key)
                 if key == "traceEvents":
+                    if self.events_seen:
+                        raise self.fail("'traceEvents' twice in one document")
                     if text.peek() != "[":  # (the cursor is on the value now)
                         kind = json_type(type(scanner.value()).__name__)
                         raise self.fail(f"'traceEvents' is a JSON {kind}, not a list of events")
