@@ -37,6 +37,7 @@ SEEDS = ("cpu_only.json.gz", "a100_triton.json.gz", "a100_multi_stream_sync.json
 #: Values a structural mutation puts in place of another.
 SWAPS: tuple[Any, ...] = ("abc", "", -1, 0, 2.5, -1e308, 10**30, None, True, [], {}, [1, "x"],
                           {"ph": "X"}, "12.5", "NaN")
+_DEEP = "\u2063deep\u2063"  # where a deepened value goes (a text no seed file holds)
 COLUMNS = ("kind", "name", "start", "end", "tid", "device", "correlation", "flops", "shapes",
            "nbytes")
 
@@ -83,13 +84,12 @@ def structural(draw: st.DrawFn, text: bytes) -> bytes:
         parent[key] = draw(st.sampled_from(SWAPS))
     elif how == "duplicate" and isinstance(parent, list):
         parent.insert(key, parent[key])
-    elif how == "deepen":
+    deep = ""
+    if how == "deepen":  # written as text: json.dumps itself stops near 1000 levels
         depth = draw(st.sampled_from([1, 3, 70, 1200]))
-        value = parent[key]
-        for _ in range(depth):
-            value = [value]
-        parent[key] = value
-    out = json.dumps(doc, allow_nan=True)
+        deep = "[" * depth + json.dumps(parent[key]) + "]" * depth
+        parent[key] = _DEEP
+    out = json.dumps(doc, allow_nan=True).replace(json.dumps(_DEEP), deep, 1)
     if how == "twice" and isinstance(parent, dict):  # the key written again, another value
         marker = json.dumps({key: parent[key]})[1:-1]
         twice = marker + ", " + json.dumps({key: draw(st.sampled_from(SWAPS))})[1:-1]
