@@ -244,6 +244,15 @@ def test_broken_json_in_a_saved_profile(tmp_path, text, expected):
     assert refused(saved(tmp_path, text), ProfileFileError) == expected
 
 
+def test_non_utf8_bytes_in_a_saved_profile(tmp_path):
+    text = (DATA / "saved_profile_v1.json").read_bytes()
+    at = text.index(b"cpu_only")
+    path = tmp_path / "p.json"
+    path.write_bytes(text[:at] + b"\xff" + text[at + 1:])
+    assert refused(path, ProfileFileError) == f"not a kernelmagic profile (not UTF-8 text: byte " \
+                                              f"{at})"
+
+
 def test_wrong_type_in_a_saved_many_ranks_result(tmp_path):
     data = json.loads((DATA / "saved_ranks_v1.json").read_text())
     data["ranks"][1]["summary"]["op_us"] = {"aten::mm": "slow"}

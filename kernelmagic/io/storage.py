@@ -81,8 +81,11 @@ def _load_profile(source: Path) -> ProfileResult:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileFileError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileFileError(f"{source}: cannot read it ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ProfileFileError(f"{source}: not a kernelmagic profile (not UTF-8 text: byte "
+                               f"{exc.start})") from None
+    except OSError as exc:
+        raise ProfileFileError(f"{source}: cannot read it ({exc.strerror or exc})") from None
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
