@@ -291,3 +291,29 @@ def test_magic_compare_with_a_hostile_file_is_a_usage_error(ip, tmp_path):
     assert isinstance(res.error_in_exec, UsageError)
     assert str(res.error_in_exec) == (f"--compare: {bad}: malformed kernelmagic profile: "
                                       'iters: expected an integer, got "3"')
+
+
+# --- rank folders ----------------------------------------------------------------------
+
+
+def test_a_rank_folder_with_hostile_files(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelmagic.io.ranks import RanksError, RankSkipped
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "rank-0.json.gz").write_bytes((DATA / "cpu_only.json.gz").read_bytes())
+    deep = folder / "rank-1.json"
+    deep.write_text(trace_with('{"x": ' + "[" * 50_000 + "]" * 50_000 + "}"))
+    with pytest.warns(RankSkipped) as seen:
+        result = kernelmagic.load(folder, executor=ThreadPoolExecutor(1))
+    assert len(result.ranks) == 1  # the good file (its distributedInfo says rank 34)
+    (warning,) = seen
+    assert str(warning.message).startswith(f"skipped {deep}: invalid JSON at line 1 column ")
+    assert "nested deeper than any trace" in str(warning.message)
+    (folder / "rank-0.json.gz").write_bytes(b"\x1f\x8b" + b"\x00" * 40)  # corrupt gzip
+    with pytest.raises(RanksError) as err:
+        kernelmagic.load(folder, executor=ThreadPoolExecutor(1))
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("none of the 2 trace files could be read; first: ")
