@@ -475,6 +475,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
             cpu_only: bool = False, namespace: dict[str, Any] | None = None,
             on_trace_ready: Callable[[Any], None] | None = None,
             progress: bool | Callable[[ProgressUpdate], Any] = False,
+            variants: str | list[str] | None = None,
             **view_options: Any) -> ProfileResult:
     """Profile ``target`` and return where its time went.
 
@@ -496,7 +497,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     profiler and re-raises, with the completed iterations' result as ``exc.result``;
     with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
     (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one.
+    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
+    ``"auto"``) measures each variant after the baseline: ``result.experiments``
+    (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
@@ -504,7 +507,18 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     fn = as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
+    if variants is not None:
+        from kernelmagic.live import experiments
+
+        names = experiments.variants.parse(variants)
+        cell = (experiments.cell_of_callable(fn) if not isinstance(target, CodeType)
+                else experiments.Cell(run=fn, function=None, has_value=False,
+                                      why_not_function="a code object"))
     try:
+        if variants is not None:
+            return experiments.run_with_variants(
+                cell, plan(options), names, progress=reporter,
+                source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)
