@@ -99,6 +99,12 @@ class ProfileMagics(Magics):
     @option("--gather", action="store_true",
             help="in a torch.distributed process group: every rank profiles, rank 0 "
                  "shows (and -o binds) the report of all ranks, the others one line")
+    @option("--try", type=str, default=None, dest="try_variants", metavar="VARIANTS",
+            help="after the run, measure each variant the same way (comma-separated): "
+                 "bf16, fp16, tf32, compile, cudagraphs, inference, threads=N, "
+                 "sdpa=math|efficient|flash|cudnn, your @kernelmagic.variant names, or "
+                 "auto (what the findings suggest and the device runs); each row gives "
+                 "its speed-up and its numerical error against the cell's value")
     @option("statement", nargs="*",
             help="line magic only: the statement to profile (%%profile uses the cell)")
     @line_cell_magic
@@ -137,6 +143,7 @@ class ProfileMagics(Magics):
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
                 raise ValueError("--save needs a non-empty NAME")
+            tried = _variants(args.try_variants)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         baseline = self._baseline(args.compare) if args.compare is not None else None
@@ -145,6 +152,10 @@ class ProfileMagics(Magics):
 
         try:
             plan = runner.plan(options)
+            if tried:
+                from kernelmagic.live.experiments import check_plan
+
+                check_plan(plan)
         except (ValueError, runner.ProfilerBusyError) as exc:
             raise UsageError(str(exc)) from None
         code = self._compile(source)
@@ -158,8 +169,11 @@ class ProfileMagics(Magics):
         try:
             try:
                 # The freed heap goes back to the OS after the report is shown, not before.
-                result = runner.execute(fn, plan, source_file=code.co_filename,
-                                        progress=progress, free_memory=False)
+                if tried:
+                    result = self._experiments(source, code, fn, plan, tried, progress)
+                else:
+                    result = runner.execute(fn, plan, source_file=code.co_filename,
+                                            progress=progress, free_memory=False)
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)
@@ -179,6 +193,23 @@ class ProfileMagics(Magics):
                 sink.replace(None)  # a bar the report did not replace leaves nothing behind
             if ran:
                 _trim_heap_in_background()
+
+    def _experiments(self, source: str, code: Any, fn: Any, plan: Any, tried: list[str],
+                     progress: Any) -> Any:
+        """``--try``: the baseline and each variant (``live/experiments.py``); the cell
+        runs so that its last expression's value is kept, as ``Out[n]`` would be."""
+        __tracebackhide__ = True
+        from kernelmagic.live import experiments
+
+        if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
+            cell = experiments.Cell(run=fn, function=None, has_value=False,
+                                    why_not_function="the cell uses await")
+        else:
+            cell = experiments.cell_of_source(
+                self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
+                self.shell.user_global_ns, self.shell.user_ns)
+        return experiments.run_with_variants(cell, plan, tried, source_file=code.co_filename,
+                                             progress=progress, free_memory=False)
 
     def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
         """Bind/keep the result as asked and display it (in the progress bar's place)."""
@@ -250,6 +281,15 @@ class ProfileMagics(Magics):
                 return code
             shell.showsyntaxerror(filename)
             raise UsageError("the cell has a syntax error (shown above)") from None
+
+
+def _variants(text: str | None) -> list[str]:
+    """``--try``'s variants, checked (``live/variants.py`` imports no torch); [] without."""
+    if text is None:
+        return []
+    from kernelmagic.live.variants import parse
+
+    return parse(text)
 
 
 def _compile_awaiting(shell: Any, source: str, filename: str) -> Any:

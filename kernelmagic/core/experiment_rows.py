@@ -62,6 +62,11 @@ class ExperimentRow:
                         metadata={"column": False})
 
     @property
+    def key(self) -> str:
+        """The variant's name (tables break ties by ``key``)."""
+        return self.variant
+
+    @property
     def title(self) -> str:
         """The variant as findings quote it: its label, else its name."""
         return self.label or self.variant

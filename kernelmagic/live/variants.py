@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelmagic.core.units import counted
+
 #: ``sdpa=NAME``: the backend names of ``torch.nn.attention.SDPBackend``.
 SDPA_BACKENDS = {"math": "MATH", "efficient": "EFFICIENT_ATTENTION",
                  "flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
@@ -178,7 +180,7 @@ def lookup(name: str) -> Variant:
     key, _, value = name.partition("=")
     if key == "threads" and value.isdigit() and int(value) >= 1:
         n = int(value)
-        return Variant(name, f"{n} threads", lambda on_device: _threads(n),
+        return Variant(name, counted(n, "thread"), lambda on_device: _threads(n),
                        advice=("set_num_threads",))
     if key == "sdpa" and value in SDPA_BACKENDS:
         return Variant(name, f"SDPA {value}", lambda on_device: _sdpa(value),
