@@ -202,7 +202,7 @@ class ProfileMagics(Magics):
         from kernelmagic.live import experiments
 
         if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
-            cell = experiments.Cell(run=fn, function=None, has_value=False,
+            cell = experiments.Cell(run=fn, make_function=None, has_value=False,
                                     why_not_function="the cell uses await")
         else:
             cell = experiments.cell_of_source(

@@ -17,6 +17,7 @@ import ast
 import dataclasses
 import symtable
 import time
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,18 +48,19 @@ class LastValue:
 @dataclass(frozen=True)
 class Cell:
     """What the experiments run: ``run`` returns the cell's value (its last expression,
-    as ``Out[n]``; None without one); ``function`` is the cell as one function for
-    ``torch.compile`` (None when it cannot be one: ``why_not_function`` says why)."""
+    as ``Out[n]``; None without one); ``make_function()`` returns the cell as one
+    function for ``torch.compile`` (None when it cannot be one: ``why_not_function``
+    says why)."""
 
     run: Callable[[], Any]
-    function: Callable[[], Any] | None
+    make_function: Callable[[], Callable[[], Any]] | None
     has_value: bool = True
     why_not_function: str = ""
 
 
 def cell_of_callable(fn: Callable[[], Any]) -> Cell:
     """The plain API's target: its return value is the value, it compiles as it is."""
-    return Cell(run=fn, function=fn)
+    return Cell(run=fn, make_function=lambda: fn)
 
 
 def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, Any],
@@ -66,9 +68,11 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
     """A cell's (transformed) source as a ``Cell``, compiled under ``filename`` (the one
     IPython's cache knows, so tracebacks show the cell's lines) with ``flags``.
 
-    ``run`` execs all but a last expression, then evaluates it. ``function`` is the
-    body as ``def __kernelmagic_cell__():`` with every name the cell assigns declared
-    ``global``, so its assignments land in the user namespace as the cell's do.
+    ``run`` execs all but a last expression, then evaluates it. ``make_function()``
+    makes the body a ``def __kernelmagic_cell__():`` with every name the cell assigns
+    declared ``global``, whose globals are a copy of the user namespace taken then:
+    ``torch.compile`` installs its compiled code as globals of the function (names
+    such as ``__compiled_fn_1``), and they must not land in the user's namespace.
     """
     locals_ = globals_ if locals_ is None else locals_
     tree = ast.parse(source, filename)
@@ -83,12 +87,16 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
         exec(head, globals_, locals_)
         return eval(tail, globals_, locals_) if tail is not None else None
 
-    function = _as_function(tree, source, filename, flags, globals_, last)
-    return Cell(run=run_cell, function=function, has_value=last is not None)
+    code = _function_code(tree, source, filename, flags, last)
+
+    def make_function() -> Callable[[], Any]:
+        return types.FunctionType(code, dict(globals_), CELL_FUNCTION)
+
+    return Cell(run=run_cell, make_function=make_function, has_value=last is not None)
 
 
-def _as_function(tree: ast.Module, source: str, filename: str, flags: int,
-                 globals_: dict[str, Any], last: ast.Expr | None) -> Callable[[], Any]:
+def _function_code(tree: ast.Module, source: str, filename: str, flags: int,
+                   last: ast.Expr | None) -> types.CodeType:
     table = symtable.symtable(source, filename, "exec")
     assigned = sorted(s.get_name() for s in table.get_symbols()
                       if s.is_assigned() or s.is_imported())
@@ -100,9 +108,8 @@ def _as_function(tree: ast.Module, source: str, filename: str, flags: int,
     body.append(ast.Return(value=last.value if last is not None else None))
     func.body = body
     ast.fix_missing_locations(stub)
-    scope: dict[str, Any] = {}
-    exec(compile(stub, filename, "exec", flags, True), globals_, scope)
-    return scope[CELL_FUNCTION]  # type: ignore[no-any-return]
+    module = compile(stub, filename, "exec", flags, True)
+    return next(c for c in module.co_consts if isinstance(c, types.CodeType))
 
 
 # --- the numerical cost ------------------------------------------------------------------
@@ -285,7 +292,7 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
     """One variant's row: profiled as the baseline was, its context around each run."""
     __tracebackhide__ = True
     why = variant.why_not(run.profiles_device)
-    if not why and variant.compiles and cell.function is None:
+    if not why and variant.compiles and cell.make_function is None:
         why = f"the cell cannot be compiled as a function ({cell.why_not_function})"
     if why:
         return ExperimentRow(variant.name, variant.label, list(variant.advice), error=why,
@@ -310,12 +317,11 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
 
 
 def _target(variant: variants.Variant, cell: Cell) -> Callable[[], Any]:
-    if not variant.compiles:
+    if not variant.compiles or cell.make_function is None:
         return cell.run
     import torch
 
-    mode = variant.compile_mode or None
-    return torch.compile(cell.function, mode=mode)  # type: ignore[arg-type]
+    return torch.compile(cell.make_function(), mode=variant.compile_mode or None)
 
 
 def _under(variant: variants.Variant, on_device: bool,

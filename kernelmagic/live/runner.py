@@ -512,7 +512,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
 
         names = experiments.variants.parse(variants)
         cell = (experiments.cell_of_callable(fn) if not isinstance(target, CodeType)
-                else experiments.Cell(run=fn, function=None, has_value=False,
+                else experiments.Cell(run=fn, make_function=None, has_value=False,
                                       why_not_function="a code object"))
     try:
         if variants is not None:
