@@ -228,13 +228,6 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def check_plan(run: runner.Plan) -> None:
-    """ValueError for options that cannot go with ``--try``."""
-    for flag, on in (("--gather", run.options.gather), ("--nsight", run.options.nsight)):
-        if on:
-            raise ValueError(f"--try cannot be combined with {flag}")
-
-
 def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
                       source_file: str | None = None, progress: Progress | None = None,
                       free_memory: bool = True) -> ProfileResult:
@@ -242,7 +235,6 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     (``variants.parse``'s; ``auto`` becomes the variants the baseline's findings
     suggest and this device runs). Errors of the baseline propagate as the runner's."""
     __tracebackhide__ = True
-    check_plan(run)
     recorder = LastValue(cell.run)
     baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
                               free_memory=free_memory)
@@ -262,6 +254,19 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
         exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
         raise
     return _with_rows(baseline, rows, note)
+
+
+def profile_variants(target: Any, fn: Callable[[], Any], run: runner.Plan, *,
+                     progress: Progress | None = None,
+                     source_file: str | None = None) -> ProfileResult:
+    """``kernelmagic.profile(..., variants=...)``: ``fn`` made of ``target`` (a callable,
+    whose return value is the value; a code object has none and does not compile)."""
+    __tracebackhide__ = True
+    names = variants.parse(run.options.variants or "")
+    cell = (cell_of_callable(fn) if not isinstance(target, types.CodeType)
+            else Cell(run=fn, make_function=None, has_value=False,
+                      why_not_function="a code object"))
+    return run_with_variants(cell, run, names, progress=progress, source_file=source_file)
 
 
 def _with_rows(baseline: ProfileResult, rows: list[ExperimentRow], note: str) -> ProfileResult:
@@ -301,7 +306,7 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
     opts = run.options
     variant_opts = dataclasses.replace(
         opts, name=f"{opts.name} [{variant.name}]", trace=None, force=False,
-        roofline=False, counters=False,
+        roofline=False, counters=False, variants=None,
         warmup=max(opts.warmup, 1) if variant.compiles else opts.warmup)
     shown = (VariantProgress(progress, label, began, variant.compiles)
              if progress is not None else None)

@@ -22,14 +22,14 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic.core.events import EventTable
-from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
-from kernelmagic.results.builder import VIEWS, build_result
+from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
 
@@ -475,7 +475,6 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
             cpu_only: bool = False, namespace: dict[str, Any] | None = None,
             on_trace_ready: Callable[[Any], None] | None = None,
             progress: bool | Callable[[ProgressUpdate], Any] = False,
-            variants: str | list[str] | None = None,
             **view_options: Any) -> ProfileResult:
     """Profile ``target`` and return where its time went.
 
@@ -502,23 +501,18 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
+    check_keywords(view_options)
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only, **view_options)
     fn = as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
-    if variants is not None:
-        from kernelmagic.live import experiments
-
-        names = experiments.variants.parse(variants)
-        cell = (experiments.cell_of_callable(fn) if not isinstance(target, CodeType)
-                else experiments.Cell(run=fn, make_function=None, has_value=False,
-                                      why_not_function="a code object"))
     try:
-        if variants is not None:
-            return experiments.run_with_variants(
-                cell, plan(options), names, progress=reporter,
-                source_file=code.co_filename if code is not None else None)
+        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
+            from kernelmagic.live.experiments import profile_variants
+
+            return profile_variants(target, fn, plan(options), progress=reporter,
+                                    source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)
