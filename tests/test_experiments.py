@@ -415,3 +415,17 @@ def test_cuda_sdpa_backends():
     assert {"sdpa=math", "sdpa=efficient"} <= ran, result.experiments
     for r in result.experiments:
         assert r.ran or r.error  # a backend the build or GPU lacks says why
+
+
+def test_try_is_one_entry_of_the_option_table():
+    from kernelmagic.core.options import ProfileOptions
+    from kernelmagic.magic import TAKES_VALUE
+
+    assert TAKES_VALUE["--try"] is True
+    assert ProfileOptions(variants=["bf16", "compile"]).variants == "bf16,compile"
+    with pytest.raises(ValueError, match="--try cannot be combined with --gather"):
+        ProfileOptions(variants="bf16", gather=True)
+    with pytest.raises(ValueError, match="--nsight cannot be combined with --try"):
+        ProfileOptions(variants="bf16", nsight=True)
+    with pytest.raises(ValueError, match="unknown variant 'bf17'; valid: bf16"):
+        kernelmagic.profile(lambda: None, variants=["bf17"])
