@@ -429,3 +429,47 @@ def test_try_is_one_entry_of_the_option_table():
         ProfileOptions(variants="bf16", nsight=True)
     with pytest.raises(ValueError, match="unknown variant 'bf17'; valid: bf16"):
         kernelmagic.profile(lambda: None, variants=["bf17"])
+
+
+# --- the numerical cost and the contexts, without a run ---------------------------------------
+
+
+class Output:
+    """A model output: tensors as attributes."""
+
+    def __init__(self, logits, extra):
+        self.logits, self.extra = logits, extra
+
+
+def test_numerical_cost_over_nested_values():
+    base = experiments.snapshot((torch.tensor([1.0, 2.0]), {"a": Output(torch.tensor([4.0]),
+                                                                          "text")}))
+    other = experiments.snapshot((torch.tensor([1.5, 2.0]), {"a": Output(torch.tensor([4.0]),
+                                                                           "text")}))
+    cost = experiments.numerical_cost(base, other, None)
+    # max |a - b| = 0.5; the baseline's largest magnitude is 4
+    assert cost == {"max_abs_error": 0.5, "max_rel_error": 0.125, "tolerance": "float32",
+                    "within_tolerance": False}
+    bf16 = experiments.numerical_cost(base, experiments.snapshot(
+        (torch.tensor([1.0, 2.01]), {"a": Output(torch.tensor([4.0]), "")})), "bfloat16")
+    assert bf16["tolerance"] == "bfloat16" and bf16["within_tolerance"] is True
+
+
+def test_numerical_cost_says_why_it_cannot_compare():
+    two = experiments.snapshot(torch.zeros(2))
+    assert experiments.numerical_cost(two, experiments.snapshot(torch.zeros(3)), None) == {
+        "numerics": "not comparable: shapes differ ([2] in the baseline, [3] here)"}
+    assert experiments.numerical_cost(experiments.snapshot(None), two, None) == {
+        "numerics": "not comparable: the cell has no value"}
+    assert experiments.numerical_cost(two, experiments.snapshot("text"), None) == {
+        "numerics": "not comparable: the cell's value (str) holds no tensor"}
+
+
+@pytest.mark.parametrize("name", ["tf32", "sdpa=math", "threads=1", "bf16", "inference"])
+def test_each_context_is_undone_on_error(name):
+    before = states()
+    with pytest.raises(RuntimeError, match="inside"):
+        with variants.lookup(name).context(False):
+            assert states() != before  # it did set something
+            raise RuntimeError("inside")
+    assert states() == before
