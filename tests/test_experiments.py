@@ -473,3 +473,15 @@ def test_each_context_is_undone_on_error(name):
             assert states() != before  # it did set something
             raise RuntimeError("inside")
     assert states() == before
+
+
+def test_try_auto_tries_what_the_findings_suggest_and_they_quote_it(ip):
+    # One matmul is all the cell does: "One op dominates" suggests bfloat16 autocast.
+    ip.run_cell("a = torch.randn(128, 128)", store_history=False)
+    with capture_output():
+        ip.run_cell("%%profile -n 5 -w 1 --try auto -q -o r\na @ a")
+    result = ip.user_ns["r"]
+    assert [r.variant for r in result.experiments] == ["bf16"]
+    (dominant,) = [f for f in result.findings() if f.rule == "dominant_op"]
+    assert "torch.autocast with bfloat16" in dominant.suggestion
+    assert "[bf16 autocast: measured " in dominant.suggestion
