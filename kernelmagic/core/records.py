@@ -27,7 +27,7 @@ import types
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-__all__ = ["Record", "RecordError", "from_json", "to_json"]
+__all__ = ["Record", "RecordError", "fields_from_json", "fields_json", "from_json", "to_json"]
 
 _R = TypeVar("_R", bound="Record")
 #: The largest integer a field takes (int64, as numpy keeps them).
@@ -44,7 +44,7 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON-ready values (nested records as objects, tuples as lists)."""
-        return to_json(self)  # type: ignore[no-any-return]
+        return fields_json(self)
 
     @classmethod
     def from_dict(cls: type[_R], data: Any) -> _R:
@@ -54,15 +54,24 @@ class Record:
 
 
 def to_json(value: Any) -> Any:
-    """``value`` as plain JSON values: a dataclass field by field, tuples as lists, dict
+    """``value`` as plain JSON values: a dataclass field by field (one with a ``to_dict`` of
+    its own, a result with its format's name and version, by that), tuples as lists, dict
     keys as strings; anything else as it is."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in _fields(type(value))}
+        own = getattr(value, "to_dict", None)
+        if own is not None and not isinstance(value, Record):
+            return own()
+        return fields_json(value)
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, dict):
         return {k if isinstance(k, str) else str(k): to_json(v) for k, v in value.items()}
     return value
+
+
+def fields_json(value: Any) -> dict[str, Any]:
+    """A dataclass's fields as JSON values (``to_json`` of each), by name."""
+    return {f.name: to_json(getattr(value, f.name)) for f in _fields(type(value))}
 
 
 def from_json(tp: Any, value: Any, path: str = "") -> Any:
@@ -82,7 +91,8 @@ def from_json(tp: Any, value: Any, path: str = "") -> Any:
             raise _wrong(path, tp, value)
         return None
     if dataclasses.is_dataclass(tp):
-        return _record(tp, value, path)
+        own = getattr(tp, "from_json_value", None)  # a result that finishes its own reading
+        return own(value, path) if own is not None else fields_from_json(tp, value, path)
     if is_typeddict(tp):
         return _typed_dict(tp, value, path)
     origin, args = get_origin(tp), get_args(tp)
@@ -107,7 +117,8 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-def _record(cls: type, value: Any, path: str) -> Any:
+def fields_from_json(cls: type, value: Any, path: str = "") -> Any:
+    """A dataclass from a JSON object, field by field (``from_json``'s rules)."""
     if type(value) is not dict:
         raise _wrong(path, cls, value)
     hints = _hints(cls)

@@ -21,9 +21,10 @@ from kernelmagic.core.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
-from kernelmagic.core.records import RecordError, from_json, to_json
+from kernelmagic.core.records import RecordError, fields_from_json, fields_json
 from kernelmagic.core.rows import (
     Breakdown,
     KernelRow,
@@ -114,6 +115,9 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
+    experiments: list[ExperimentRow] = field(default_factory=list)
+    experiments_note: str = ""  # e.g. --try auto found nothing to try
 
     # --- derived figures ---------------------------------------------------------
 
@@ -237,7 +241,7 @@ class ProfileResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (``core/records.py``), with the format's name
         and version first; ``from_dict`` restores an equal result."""
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, **to_json(self)}
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, **fields_json(self)}
 
     def save(self, path: Any) -> Any:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
@@ -283,9 +287,26 @@ class ProfileResult:
                 f"supported (this kernelmagic reads version {FORMAT_VERSION})"
             )
         try:
-            return from_json(cls, data)  # type: ignore[no-any-return]
+            return cls.from_json_value(data)
         except RecordError as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
+
+    @classmethod
+    def from_json_value(cls, data: Any, path: str = "") -> ProfileResult:
+        """``from_json``'s reading of a result (``core/records.py``): its fields, then each
+        ``--try`` row's own result (``ExperimentRow.result``, declared ``Any`` in
+        ``core/``, which cannot name ``ProfileResult``) as a ``ProfileResult``, checked
+        like the rest; RecordError naming the field's path otherwise."""
+        result: ProfileResult = fields_from_json(cls, data, path)
+        rows = []
+        for i, row in enumerate(result.experiments):
+            inner = row.result
+            if inner is not None and not isinstance(inner, ProfileResult):
+                where = f"{path + '.' if path else ''}experiments[{i}].result"
+                inner = cls.from_json_value(inner, where)
+            rows.append(dataclasses.replace(row, result=inner))
+        result.experiments = rows
+        return result
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProfileResult):
