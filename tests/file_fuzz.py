@@ -6,9 +6,10 @@ each either on the bytes (cut, duplicate a slice, overwrite or insert bytes) or 
 decoded JSON (drop a key, swap a value's type, duplicate a list item, nest a value deeper,
 write a key twice), then written plain or gzipped (and maybe cut inside the gzip).
 ``check_file(path)`` asserts the rule of issue #35: ``kernelmagic.load`` returns a result
-or raises ``ProfileFileError`` (``TraceFileError`` for traces) with one line naming the
-file; where msgspec's trace reader takes the file, the streaming reader reads it to an
-equal table. ``tests/test_file_fuzz.py`` runs it on a few hundred derandomized examples,
+(whose summary and findings work, and which saves and loads back) or raises
+``ProfileFileError`` (``TraceFileError`` for traces) with one line naming the file; where
+msgspec's trace reader takes the file, the streaming reader reads it to an equal table.
+``tests/test_file_fuzz.py`` runs it on a few hundred derandomized examples,
 ``tools/file_fuzz_soak.py`` on many random ones.
 """
 
@@ -150,6 +151,8 @@ def check_file(path: Path) -> str:
         assert isinstance(result, (ProfileResult, ManyRanksResult)), type(result)
         result.summary()  # the report's first line and the findings work on what was loaded
         result.findings()
+        again = type(result).from_dict(json.loads(json.dumps(result.to_dict())))
+        assert again.to_dict() == result.to_dict()  # and it saves and loads back
         outcome = "result"
     _readers_agree(path)
     return outcome

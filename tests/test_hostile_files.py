@@ -134,6 +134,21 @@ def test_a_duplicate_key_counts_once_the_last_in_both_readers(tmp_path):
     assert sorted((fast.end - fast.start).tolist()) == [2000, 7000]  # ns: 2 µs, then 7 µs
 
 
+def test_metadata_of_the_wrong_type_is_left_out_by_both_readers(tmp_path):
+    # found by the fuzzer: the streaming reader kept 2.5 as the text "2.5" (a trace name)
+    text = ('{"traceName": 2.5, "deviceProperties": [{"name": 7.5}], "distributedInfo": '
+            '{"rank": true, "world_size": ' + str(2**70) + ', "backend": "nccl"}, '
+            '"traceEvents": [' + GOOD_TEXT + "]}")
+    path = write(tmp_path, "t.json", text)
+    table = assert_readers_agree(path)
+    assert {k: table.meta[k] for k in ("trace_name", "device_name", "rank", "world_size",
+                                       "backend") if k in table.meta} == {"backend": "nccl"}
+    result = kernelmagic.load(path)
+    assert result.distributed == {"backend": "nccl"}
+    assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))).distributed == \
+        {"backend": "nccl"}  # what a trace gives, a saved profile takes back
+
+
 def test_non_utf8_bytes_in_a_gzip(tmp_path):
     text = trace_with(LATER.replace("aten::mm", "aten::\udcff"))
     text = text.encode("utf-8", "surrogateescape")

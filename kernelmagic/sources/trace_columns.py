@@ -222,16 +222,17 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
     meta: dict[str, Any] = {"file": path.name, "source": "trace"}
     props = found.get("deviceProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
-        if isinstance(props[0].get("name"), str):
+        if type(props[0].get("name")) is str:  # (not a float the streaming reader keeps as text)
             meta["device_name"] = props[0]["name"]
         if type(props[0].get("computeMajor")) is int:
             meta["compute_major"] = props[0]["computeMajor"]
     info = found.get("distributedInfo")
     if isinstance(info, dict):
         for key in ("rank", "world_size", "backend"):
-            if key in info and isinstance(info[key], (int, str)):
-                meta[key] = info[key]
-    if isinstance(found.get("traceName"), str):
+            value = info.get(key)
+            if type(value) is str or (type(value) is int and abs(value) < 1 << 63):
+                meta[key] = value  # (what a saved profile's ``distributed`` takes back)
+    if type(found.get("traceName")) is str:
         meta["trace_name"] = found["traceName"]
     return meta
 
