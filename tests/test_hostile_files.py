@@ -219,6 +219,8 @@ def put(where: str, value: Any):
     ("rows.2.count", 2.5, "rows[2].count: expected an integer, got 2.5"),
     ("topk", 2**70, "topk: an integer out of range (an integer of about 21 digits)"),
     ("name", None, "name: expected a string, got null"),
+    ("iters", 0, "iters: expected an integer >= 1, got 0"),
+    ("warmup", -1, "warmup: expected an integer >= 0, got -1"),
     ("breakdown", "x", 'breakdown: expected an object, got "x"'),
     ("ranges.0.top_ops.0", ["aten::mm"], "ranges[0].top_ops[0]: expected a list of 2 items, "
                                          "got 1"),

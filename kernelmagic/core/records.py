@@ -13,6 +13,7 @@ The rules, for files written before a field existed or by a newer kernelmagic:
 
 * a field missing from the JSON takes its default (a field without one is an error);
 * a key the class does not know is ignored;
+* a field whose metadata has ``min`` (``field(metadata={"min": 1})``) takes no less;
 * numbers must be finite (no NaN or Infinity) and integers fit in 64 bits; an integer is
   accepted where a float is declared (JSON writes ``2.0`` as ``2.0``, but hand-made files
   may write ``2``), never the other way round; ``true``/``false`` are not numbers.
@@ -129,6 +130,10 @@ def fields_from_json(cls: type, value: Any, path: str = "") -> Any:
         where = f"{path}.{f.name}" if path else f.name
         if f.name in value:
             values[f.name] = from_json(hints[f.name], value[f.name], where)
+            least = f.metadata.get("min")
+            if least is not None and values[f.name] < least:
+                raise RecordError(f"{where}: expected {_expected(hints[f.name])} >= {least}, "
+                                  f"got {_shown(value[f.name])}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise RecordError(f"{path + ': ' if path else ''}no '{f.name}'")
     return cls(**values)

@@ -73,13 +73,13 @@ class ProfileResult:
     """
 
     name: str
-    iters: int
-    warmup: int
+    iters: int = field(metadata={"min": 1})  # (a saved profile's, checked on the way in)
+    warmup: int = field(metadata={"min": 0})
     device: str
     rows: list[OpRow]
     timings: list[float]
     sort: str = "self_cpu"
-    topk: int = 10
+    topk: int = field(default=10, metadata={"min": 1})
     device_name: str | None = None
     torch_version: str = ""
     warmup_timings: list[float] = field(default_factory=list)
