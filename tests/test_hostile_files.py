@@ -221,6 +221,7 @@ def put(where: str, value: Any):
     ("name", None, "name: expected a string, got null"),
     ("iters", 0, "iters: expected an integer >= 1, got 0"),
     ("warmup", -1, "warmup: expected an integer >= 0, got -1"),
+    ("timings", [], "timings: expected at least 1 item, got 0"),
     ("breakdown", "x", 'breakdown: expected an object, got "x"'),
     ("ranges.0.top_ops.0", ["aten::mm"], "ranges[0].top_ops[0]: expected a list of 2 items, "
                                          "got 1"),

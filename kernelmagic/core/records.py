@@ -13,7 +13,8 @@ The rules, for files written before a field existed or by a newer kernelmagic:
 
 * a field missing from the JSON takes its default (a field without one is an error);
 * a key the class does not know is ignored;
-* a field whose metadata has ``min`` (``field(metadata={"min": 1})``) takes no less;
+* a field whose metadata has ``min`` (``field(metadata={"min": 1})``) takes no less, one
+  with ``min_items`` no shorter a list;
 * numbers must be finite (no NaN or Infinity) and integers fit in 64 bits; an integer is
   accepted where a float is declared (JSON writes ``2.0`` as ``2.0``, but hand-made files
   may write ``2``), never the other way round; ``true``/``false`` are not numbers.
@@ -27,6 +28,8 @@ import math
 import types
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+from kernelmagic.core.units import counted
 
 __all__ = ["Record", "RecordError", "fields_from_json", "fields_json", "from_json", "to_json"]
 
@@ -130,13 +133,21 @@ def fields_from_json(cls: type, value: Any, path: str = "") -> Any:
         where = f"{path}.{f.name}" if path else f.name
         if f.name in value:
             values[f.name] = from_json(hints[f.name], value[f.name], where)
-            least = f.metadata.get("min")
-            if least is not None and values[f.name] < least:
-                raise RecordError(f"{where}: expected {_expected(hints[f.name])} >= {least}, "
-                                  f"got {_shown(value[f.name])}")
+            _check_bounds(f, values[f.name], where, hints[f.name])
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise RecordError(f"{path + ': ' if path else ''}no '{f.name}'")
     return cls(**values)
+
+
+def _check_bounds(f: dataclasses.Field[Any], value: Any, where: str, tp: Any) -> None:
+    """A field's ``min`` (a number) or ``min_items`` (a list) from its metadata."""
+    least = f.metadata.get("min")
+    if least is not None and value < least:
+        raise RecordError(f"{where}: expected {_expected(tp)} >= {least}, got {_shown(value)}")
+    items = f.metadata.get("min_items")
+    if items is not None and len(value) < items:
+        raise RecordError(f"{where}: expected at least {counted(items, 'item')}, "
+                          f"got {len(value)}")
 
 
 def _typed_dict(tp: Any, value: Any, path: str) -> dict[str, Any]:

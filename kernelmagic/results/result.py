@@ -77,7 +77,7 @@ class ProfileResult:
     warmup: int = field(metadata={"min": 0})
     device: str
     rows: list[OpRow]
-    timings: list[float]
+    timings: list[float] = field(metadata={"min_items": 1})
     sort: str = "self_cpu"
     topk: int = field(default=10, metadata={"min": 1})
     device_name: str | None = None
