@@ -6,6 +6,7 @@ from __future__ import annotations
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
+from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
@@ -35,8 +36,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     if top.key in (*DROPOUT_OPS, *DROPOUT_TRAINING) and train_mode_under_no_grad(result):
         return None
     if top.key in MATMUL_OPS:
-        hint = ("make the matmuls cheaper: lower precision (torch.autocast with bfloat16), "
-                "or fewer/larger ones")
+        hint = cheaper_matmuls(result)
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:

@@ -3,7 +3,8 @@
 On CPU the peaks are measured once per process by a short microbenchmark (a matmul per
 dtype, a large copy; well under a second) and cached. On CUDA they come from the
 datasheet table (``kernelmagic/core/datasheet.py``), keyed by substrings of
-``torch.cuda.get_device_name()``, and are checked by a short measurement; a GPU the table does not know is measured like a CPU.
+``torch.cuda.get_device_name()``, and are checked by a short measurement; a GPU the
+table does not know is measured like a CPU.
 ``set_peaks`` overrides either.
 
 torch is imported inside the functions, so importing this module is cheap.
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelmagic.core.datasheet import DATASHEET, TB, T, datasheet
+from kernelmagic.core.machine import DeviceInfo, gpu_info
 
-__all__ = ["DATASHEET", "DTYPES", "TB", "Peaks", "T", "datasheet", "measure", "peaks",
-           "set_peaks"]
+__all__ = ["DATASHEET", "DTYPES", "TB", "Peaks", "T", "datasheet", "device_info", "measure",
+           "peaks", "quick_rates", "set_peaks"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -237,3 +239,79 @@ def _matmuls(device: str, max_n: int, best_time: Callable[[Callable[[], Any], fl
                 n *= 2
             out[name] = best
     return out
+
+
+# --- what the advice needs: the device's family and which dtypes it runs faster ----------
+
+QUICK_N = 128  # the quick check's square matmul: small, so a slow dtype costs milliseconds
+QUICK_REPS = 5  # timings per dtype (the best counts)
+_quick: dict[str, float] = {}
+
+
+def device_info(profiles_device: bool) -> DeviceInfo:
+    """The profiled device for the findings' advice (``kernelmagic/core/machine.py``).
+
+    A GPU: its name and compute capability, with the roofs already measured in this
+    process (``--roofline``) or else its datasheet peaks. The CPU: the roofs when
+    ``--roofline`` measured them (or ``set_peaks`` set them), else ``quick_rates``: a
+    few one-thread 128x128 matmuls per dtype, once per process (milliseconds), enough to
+    tell a CPU with native bfloat16 (several times float32's rate) from one without (a
+    small fraction of it).
+    """
+    import torch
+
+    if profiles_device:
+        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        major, minor = torch.cuda.get_device_capability()
+        info = gpu_info(kind, torch.cuda.get_device_name(), f"{major}.{minor}")
+        if "cuda" in _cache or "cuda" in _overrides:
+            known = peaks("cuda")
+            info = replace(info, flops_per_s=dict(known.flops_per_s),
+                           peaks_source=known.source)
+        return info
+    if "cpu" in _cache or "cpu" in _overrides:
+        known = peaks("cpu")
+        return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=dict(known.flops_per_s),
+                          peaks_source=known.source)
+    return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=quick_rates(),
+                      peaks_source="measured (quick check)")
+
+
+def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """One thread's FLOP/s per dtype on the CPU, from the best of ``QUICK_REPS`` matmuls
+    of ``QUICK_N`` squared (cached per process). One thread, so a busy machine's
+    scheduler stalls do not reach it; only the dtypes' ratios are used."""
+    if _quick:
+        return dict(_quick)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for name in DTYPES:
+                a = torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
+                torch.mm(a, a)  # set-up: the kernel picked, pages touched
+                best = float("inf")
+                for _ in range(QUICK_REPS):
+                    t0 = clock()
+                    torch.mm(a, a)
+                    best = min(best, clock() - t0)
+                _quick[name] = 2 * QUICK_N**3 / best if best > 0 else 0.0
+    finally:
+        torch.set_num_threads(threads)
+    return dict(_quick)
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
