@@ -345,7 +345,8 @@ def test_dropout_under_no_grad_in_a_real_encoder_layer():
             layer(x)
 
     training = kernelmagic.profile(run, iters=3, warmup=1)
-    lead = training.findings()[0]
+    # A loaded test machine may put busy_machine first: the layers' headline comes next.
+    lead = next(f for f in training.findings() if f.rule != "busy_machine")
     assert lead.rule == "train_mode_under_no_grad", [str(f) for f in training.findings()]
     assert "aten::bernoulli_" in lead.evidence and ".eval()" in lead.suggestion
     layer.eval()

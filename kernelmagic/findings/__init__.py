@@ -186,10 +186,11 @@ __all__ = [
 ]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
-    busy_machine,  # every figure is off on a busy machine: first, before any other share-1
+    # share 1, whatever their size: a leak runs out of memory however fast it is; on a
+    # busy machine every other figure is off
+    memory_growth, busy_machine,
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
-    memory_growth,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
 ]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kernelmagic.core.units import counted, format_seconds, percent
+from kernelmagic.core.units import counted, format_seconds, short_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
@@ -70,7 +70,7 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     free = load.free_cores
     threads = counted(load.torch_threads, "thread")
     evidence = (f"other processes kept {load.other_cores:.1f} of the "
-                f"{counted(load.cores, 'core')} busy ({percent(load.other_share)}) while the "
+                f"{counted(load.cores, 'core')} busy ({short_percent(load.other_share)}) while the "
                 f"iterations ran, leaving {free:.1f} free for torch's {threads}")
     if load.load_average:
         evidence += f"; load average {load.load_average:.1f}"

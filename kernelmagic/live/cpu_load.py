@@ -55,8 +55,11 @@ def busy_seconds(stat_text: str, cpus: list[int]) -> float | None:
 def snapshot(cpus: list[int] | None = None) -> Snapshot:
     """Read the counters once (a few tens of µs)."""
     try:
-        with open(PROC_STAT, encoding="ascii") as f:
-            busy = busy_seconds(f.read(), cpus if cpus is not None else cores())
+        # bytes, decoded by the C fast path: a text file's decoder is Python code
+        # (encodings/ascii.py) that a profiler recording Python frames would record
+        with open(PROC_STAT, "rb") as f:
+            text = f.read().decode("ascii", "replace")
+        busy = busy_seconds(text, cpus if cpus is not None else cores())
     except OSError:
         busy = None
     times = os.times()
