@@ -108,7 +108,8 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
     gain = low / roof if dtype == "float32" and roof else 0.0
     if reached >= COMPUTE_FAR and gain < LOW_PRECISION_GAIN:
         return None
-    hint = (f"lower precision: torch.autocast(dtype=torch.{fast}) "
+    device = "cuda" if result.profiles_device else "cpu"
+    hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
             f"(the {fast} roof is {gain:.1f}x the float32 one on this device)"
             if gain >= LOW_PRECISION_GAIN else _shapes_and_precision(result))
     title = ("Compute-bound, far from the roof" if reached < COMPUTE_FAR else
