@@ -53,7 +53,7 @@ def busy_seconds(stat_text: str, cpus: list[int]) -> float | None:
 
 
 def snapshot(cpus: list[int] | None = None) -> Snapshot:
-    """Read the counters once (a few tens of µs)."""
+    """Read the counters once (well under a millisecond; never inside the timed loop)."""
     try:
         # bytes, decoded by the C fast path: a text file's decoder is Python code
         # (encodings/ascii.py) that a profiler recording Python frames would record

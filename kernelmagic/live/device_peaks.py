@@ -12,6 +12,7 @@ torch is imported inside the functions, so importing this module is cheap.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -245,6 +246,7 @@ def _matmuls(device: str, max_n: int, best_time: Callable[[Callable[[], Any], fl
 
 QUICK_N = 128  # the quick check's square matmul: small, so a slow dtype costs milliseconds
 QUICK_REPS = 5  # timings per dtype (the best counts)
+QUICK_DTYPES = ("float32", "bfloat16")  # what the CPU advice compares
 _quick: dict[str, float] = {}
 
 
@@ -254,7 +256,8 @@ def device_info(profiles_device: bool) -> DeviceInfo:
     A GPU: its name and compute capability, with the roofs already measured in this
     process (``--roofline``) or else its datasheet peaks. The CPU: the roofs when
     ``--roofline`` measured them (or ``set_peaks`` set them), else ``quick_rates``: a
-    few one-thread 128x128 matmuls per dtype, once per process (milliseconds), enough to
+    few one-thread 128x128 matmuls in float32 and bfloat16, once per process (tens of
+    milliseconds at most), enough to
     tell a CPU with native bfloat16 (several times float32's rate) from one without (a
     small fraction of it).
     """
@@ -280,9 +283,9 @@ def device_info(profiles_device: bool) -> DeviceInfo:
 
 
 def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """One thread's FLOP/s per dtype on the CPU, from the best of ``QUICK_REPS`` matmuls
-    of ``QUICK_N`` squared (cached per process). One thread, so a busy machine's
-    scheduler stalls do not reach it; only the dtypes' ratios are used."""
+    """One thread's FLOP/s per dtype of ``QUICK_DTYPES`` on the CPU, from the best of
+    ``QUICK_REPS`` matmuls of ``QUICK_N`` squared (cached per process). One thread, so a
+    busy machine's scheduler stalls do not reach it; only the dtypes' ratio is used."""
     if _quick:
         return dict(_quick)
     import torch
@@ -291,7 +294,7 @@ def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, flo
     torch.set_num_threads(1)
     try:
         with torch.inference_mode():
-            for name in DTYPES:
+            for name in QUICK_DTYPES:
                 a = torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
                 torch.mm(a, a)  # set-up: the kernel picked, pages touched
                 best = float("inf")
@@ -305,6 +308,7 @@ def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, flo
     return dict(_quick)
 
 
+@functools.cache
 def _cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
     import platform
