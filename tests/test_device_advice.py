@@ -184,3 +184,32 @@ def test_rocm_gets_bfloat16_on_mi200_and_float16_before():
     assert 'dtype=torch.float16' in findings.fp32_conv(conv_gpu(older)).suggestion
     trace = kernelmagic.load(DATA / "mi250_rocm.json.gz")
     assert trace.device_info.kind == "rocm" and trace.device_info.family == "rocm"
+
+
+# --- memory-bound work: fewer bytes, in the device's dtype ------------------------------------
+
+
+def memory_bound(info, device="cpu"):
+    from kernelmagic.core.rows import RooflineRow
+
+    row = RooflineRow(key="aten::add", count=10, flops=1e6, bytes=1e7, intensity=0.1,
+                      flops_per_s=1e9, bytes_per_s=1e10, bound="memory", time=9000.0,
+                      dtype="float32", roof_share=0.5)
+    peaks = {"flops_per_s": dict(info.flops_per_s), "bytes_per_s": 2e10, "source": "test"}
+    return ProfileResult(name="m", iters=10, warmup=1, device=device, rows=[],
+                         timings=[0.001] * 10, roofline=[row], roofline_peaks=peaks,
+                         views=["roofline"], device_info=info)
+
+
+def test_memory_bound_names_the_devices_dtype_and_keeps_slow_matmuls_out():
+    from kernelmagic.findings import roofline
+
+    fast = roofline.memory_bound(memory_bound(FAST_BF16))
+    assert fast.suggestion.endswith("and use lower precision (bfloat16 halves the bytes)")
+    slow = roofline.memory_bound(memory_bound(SLOW_BF16))
+    assert slow.suggestion.endswith(
+        "and store the memory-bound tensors in a smaller dtype (bfloat16 halves the bytes), "
+        "keeping matmuls in float32 (not bfloat16: this CPU runs it at 3.52 GFLOP/s against "
+        "135 GFLOP/s in float32)")
+    volta = roofline.memory_bound(memory_bound(V100, device="cuda"))
+    assert volta.suggestion.endswith("(float16 halves the bytes)")

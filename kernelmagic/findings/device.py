@@ -66,7 +66,7 @@ def precision(result: ProfileResult) -> Precision:
         return Precision("", "", "lower precision only where the CPU runs it faster (native "
                          "bfloat16: AMX, AVX512-BF16; kernelmagic.peaks() measures it)")
     if info.family == PRE_VOLTA:
-        return Precision("", "", f"this GPU (compute capability {info.capability}) has no "
+        return Precision("float16", "", f"this GPU (compute capability {info.capability}) has no "
                          "Tensor Cores: a lower precision does not make its matmuls faster")
     dtype = _wanted(info)
     faster = info.faster(dtype)
@@ -97,6 +97,17 @@ def cheaper_matmuls(result: ProfileResult) -> str:
     why = f" ({p.note})" if p.note else ""
     return (f"make the matmuls cheaper: lower precision, {p.call}{why}{extra}, "
             "or fewer/larger ones")
+
+
+def fewer_bytes(result: ProfileResult) -> str:
+    """Lower precision for memory-bound work, as the device supports it: its dtype halves
+    the bytes; where its matmuls run slower in it, the advice says to keep them out."""
+    p = precision(result)
+    dtype = p.dtype or "bfloat16"
+    if p.call or not p.note:
+        return f"use lower precision ({dtype} halves the bytes)"
+    return (f"store the memory-bound tensors in a smaller dtype ({dtype} halves the bytes), "
+            f"keeping matmuls in float32 ({p.note})")
 
 
 def fp32_conv(result: ProfileResult) -> Finding | None:

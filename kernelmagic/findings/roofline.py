@@ -18,7 +18,7 @@ from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REAC
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
-from kernelmagic.findings.device import precision
+from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
 
 REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this share of time
@@ -71,8 +71,8 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         f"{share:.0%} of op time is in ops limited by memory bandwidth "
         f"(peak {si(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
-        "(one pass over memory instead of one per op), and use lower precision "
-        "(bfloat16 halves the bytes)", _share_of_iteration(result, rows))
+        f"(one pass over memory instead of one per op), and {fewer_bytes(result)}",
+        _share_of_iteration(result, rows))
 
 
 def overhead_bound(result: ProfileResult) -> Finding | None:
