@@ -131,6 +131,6 @@ UNTIMED_HOW = (
 #: Why a CPU graph's kernels have no times, and how to get them: one line for the report.
 UNTIMED_KERNELS = (
     "inductor's C++ kernels record their times only when compiled with "
-    "torch._inductor.config.cpp.enable_kernel_profile = True, and these were compiled "
-    f"before this run without it; to time them, {UNTIMED_HOW} (kernelmagic leaves your "
-    "compiled code as it is)")
+    "torch._inductor.config.cpp.enable_kernel_profile = True, and these graphs were "
+    f"compiled without it (before this run); to time them, {UNTIMED_HOW} (kernelmagic "
+    "leaves your compiled code as it is)")

@@ -23,6 +23,9 @@ CONV_SHARE = 0.3  # convolutions' share of device time worth a precision and lay
 FP32_CONV_SHARE = 0.5  # float32 kernels' share of the convolutions' kernel time
 
 TF32 = 'TF32: torch.set_float32_matmul_precision("high")'
+#: A CPU whose figures are unknown (a trace, a result saved before ``device_info``).
+UNKNOWN_CPU = ("lower precision only where the CPU runs it faster (native bfloat16: AMX, "
+               "AVX512-BF16; kernelmagic.peaks() measures it)")
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,7 @@ def precision(result: ProfileResult) -> Precision:
         if result.profiles_device:
             return Precision("bfloat16", _autocast("cuda", "bfloat16")
                              + " (float16 on Volta/Turing)", "")
-        return Precision("", "", "lower precision only where the CPU runs it faster (native "
-                         "bfloat16: AMX, AVX512-BF16; kernelmagic.peaks() measures it)")
+        return Precision("bfloat16", "", UNKNOWN_CPU)
     if info.family == PRE_VOLTA:
         return Precision("float16", "", f"this GPU (compute capability {info.capability}) has no "
                          "Tensor Cores: a lower precision does not make its matmuls faster")
@@ -76,8 +78,7 @@ def precision(result: ProfileResult) -> Precision:
         return Precision(dtype, "", f"not {dtype}: {where} runs it "
                          + (f"at {rates}" if rates else "no faster than float32"))
     if faster is None and info.family == CPU:
-        return Precision(dtype, "", "lower precision only where the CPU runs it faster "
-                         "(native bfloat16: AMX, AVX512-BF16; kernelmagic.peaks() measures it)")
+        return Precision(dtype, "", UNKNOWN_CPU)
     device = "cpu" if info.family == CPU else "cuda"
     note = f"{where} runs {dtype} at {rates}" if rates else ""
     if info.family in (VOLTA, TURING):

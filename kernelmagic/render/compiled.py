@@ -169,6 +169,7 @@ def compiled_note(result: ProfileResult) -> str:
     if late:
         parts.append(f"WARNING: {len(late)} compile(s) ({sum(c.duration_s for c in late):.2f} s)"
                      " ran inside the profiled iterations")
-    if any(not k.timed for k in result.fused_kernels):
+    graphs = any(r.graph_time_total > 0 for r in result.compiled_regions)
+    if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
         parts.append(f"kernels with no times: {UNTIMED_KERNELS}")
     return "; ".join(parts)
