@@ -21,6 +21,7 @@ from kernelmagic.core.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
@@ -116,6 +117,9 @@ class ProfileResult:
     # advice follows; what else used the CPU while the iterations were timed (live runs)
     device_info: DeviceInfo | None = None
     cpu_load: CpuLoad | None = None
+    # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
+    experiments: list[ExperimentRow] = field(default_factory=list)
+    experiments_note: str = ""  # e.g. --try auto found nothing to try
 
     # --- derived figures ---------------------------------------------------------
 
@@ -283,6 +287,8 @@ class ProfileResult:
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
             "device_info": self.device_info.to_dict() if self.device_info else None,
             "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
+            "experiments": [_experiment_dict(x) for x in self.experiments],
+            "experiments_note": self.experiments_note,
         }
 
     def save(self, path: Any) -> Any:
@@ -374,6 +380,8 @@ class ProfileResult:
                 device_info=(DeviceInfo.from_dict(data["device_info"])
                              if data.get("device_info") else None),
                 cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
+                experiments=[_experiment_row(x) for x in data.get("experiments", [])],
+                experiments_note=str(data.get("experiments_note", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
@@ -382,3 +390,17 @@ class ProfileResult:
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
+
+
+def _experiment_dict(row: ExperimentRow) -> dict[str, Any]:
+    """A ``--try`` row as JSON: its fields, its own result as that result's dict."""
+    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "result"}
+    out["advice"] = list(row.advice)
+    out["result"] = row.result.to_dict() if row.result is not None else None
+    return out
+
+
+def _experiment_row(data: dict[str, Any]) -> ExperimentRow:
+    inner = data.get("result")
+    return ExperimentRow(**{**data, "result": (ProfileResult.from_dict(inner)
+                                               if inner is not None else None)})
