@@ -7,9 +7,12 @@ that into IPython's ``UsageError``; the plain-Python API lets it propagate.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import os
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, field
+from typing import Any
 
 #: Sort keys accepted by ``--sort``, with what each one orders by.
 SORT_KEYS: dict[str, str] = {
@@ -26,8 +29,49 @@ SORT_KEYS: dict[str, str] = {
 NSIGHT_EXCLUDES: dict[str, str] = {
     "--memory": "memory", "--shapes": "shapes", "--flops": "flops", "--stack": "stack",
     "--modules": "modules", "--timeline": "timeline", "--roofline": "roofline",
-    "--counters": "counters", "--trace": "trace", "--gather": "gather",
+    "--counters": "counters", "--trace": "trace", "--gather": "gather", "--steps": "steps",
 }
+
+
+def _is_module(obj: object) -> bool:
+    """Whether ``obj`` is a ``torch.nn.Module``, without importing torch."""
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module"
+               for c in type(obj).__mro__)
+
+
+@dataclass(frozen=True, eq=False)
+class StepTarget:
+    """What ``--steps`` profiles each call of: an ``nn.Module`` (``kind`` "module": forward
+    hooks) or a Python function (``kind`` "function": a wrapper bound in its place in each of
+    ``namespaces`` that binds it, so calls by name reach the wrapper). ``label`` names it
+    in the report (the name given to ``--steps``)."""
+
+    obj: Any
+    label: str
+    kind: str
+    namespaces: tuple[dict[str, Any], ...] = field(default=())
+
+    @classmethod
+    def of(cls, obj: Any, label: str = "",
+           namespaces: tuple[dict[str, Any], ...] = ()) -> StepTarget:
+        """``obj`` checked; ValueError when it is neither a module nor a function that a
+        namespace binds."""
+        shown = label or "steps"
+        if _is_module(obj):
+            return cls(obj, label or type(obj).__name__, "module")
+        if not isinstance(obj, types.FunctionType):
+            raise ValueError(f"--steps {shown}: must name an nn.Module or a function; got "
+                             f"{type(obj).__name__}")
+        if inspect.iscoroutinefunction(obj) or inspect.isgeneratorfunction(obj):
+            raise ValueError(f"--steps {shown}: an async or generator function cannot be a "
+                             "step (its call returns before its work runs)")
+        spaces = [*namespaces, obj.__globals__]
+        unique = tuple({id(ns): ns for ns in spaces}.values())
+        if not any(value is obj for ns in unique for value in ns.values()):
+            raise ValueError(f"--steps {label or obj.__name__}: the function is not bound to a "
+                             "name in its module or namespace (a nested function?), so its "
+                             "calls cannot be wrapped")
+        return cls(obj, label or obj.__name__, "function", unique)
 
 
 @dataclass(frozen=True)
@@ -53,6 +97,7 @@ class ProfileOptions:
     counters: bool = False  # one more run reading CUPTI hardware counters per kernel
     nsight: bool = False  # cudaProfilerStart/Stop around the iterations, no torch profiler
     memory_all: bool = False  # --memory's timeline of every iteration, not the median one
+    steps: Any = None  # --steps: a StepTarget (an nn.Module or function is checked into one)
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -66,6 +111,8 @@ class ProfileOptions:
             raise ValueError("--name must be a non-empty string")
         if any(ch in self.name for ch in "\r\n"):
             raise ValueError("--name must be a single line")
+        if self.steps is not None and not isinstance(self.steps, StepTarget):
+            object.__setattr__(self, "steps", StepTarget.of(self.steps))
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
         if self.nsight:

@@ -18,13 +18,14 @@ from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_view
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
 __all__ = ["VIEWS", "build_result"]
 
 #: The deeper views ``build_result`` knows, in the order results list them.
-VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline")
+VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline", "steps")
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
@@ -35,7 +36,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
                  torch_version: str = "", trace_path: str = "",
                  memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False) -> ProfileResult:
+                 memory_all: bool = False, steps_target: str = "") -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
@@ -56,6 +57,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``memory_ledger``: the run's memory changes with their categories
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
+      (``views/steps.py``); the steps view is also built, without asking, when the table
+      holds the run's ``NAME/step j`` ranges (a trace recorded with ``--steps``).
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -85,6 +89,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         shown = None if memory_all else min(median, max(len(windows) - 1, 0))
         memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
+    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
+    if steps.summary is not None and "steps" not in wanted:
+        wanted.append("steps")
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
@@ -119,4 +126,19 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions,
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        steps=steps.rows,
+        step_groups=steps.groups,
+        steps_summary=steps.summary,
     )
+
+
+def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
+           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
+    """The steps view when asked for, or when the table holds the run's step ranges."""
+    if "steps" not in wanted and not any(f"{name}/step " in x for x in table.names):
+        return StepsView()
+    view = steps_view(table, figures, windows, name, target=target, on_device=on_device,
+                      memory="memory" in wanted, median_iteration=median)
+    if "steps" not in wanted and not view.rows:
+        return StepsView()
+    return view
