@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
+from kernelmagic.core.options import VIEWS
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
@@ -22,10 +23,7 @@ from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["VIEWS", "build_result"]
-
-#: The deeper views ``build_result`` knows, in the order results list them.
-VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline", "steps")
+__all__ = ["build_result"]
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
@@ -58,8 +56,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
     - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
-      (``views/steps.py``); the steps view is also built, without asking, when the table
-      holds the run's ``NAME/step j`` ranges (a trace recorded with ``--steps``).
+      (``views/steps.py``).
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -90,8 +87,6 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
     steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
-    if steps.summary is not None and "steps" not in wanted:
-        wanted.append("steps")
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
@@ -134,11 +129,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
 
 def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
            wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
-    """The steps view when asked for, or when the table holds the run's step ranges."""
-    if "steps" not in wanted and not any(f"{name}/step " in x for x in table.names):
+    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
+    if "steps" not in wanted:
         return StepsView()
-    view = steps_view(table, figures, windows, name, target=target, on_device=on_device,
+    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
                       memory="memory" in wanted, median_iteration=median)
-    if "steps" not in wanted and not view.rows:
-        return StepsView()
-    return view
