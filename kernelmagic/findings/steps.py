@@ -22,7 +22,7 @@ STEP_BUSY = 0.5             # GPU work below this fraction of a step's wall time
 STEP_IN_OPS = 0.5           # CPU: ops below this fraction of a step's wall time: Python
 SLOWDOWN_MIN_STEPS = 4      # steps per iteration a group needs for a trend
 SLOWDOWN_RISE = 0.1         # fitted rise from the group's first step to its last
-SLOWDOWN_CORRELATION = 0.7  # rank correlation of step time with the step's place
+SLOWDOWN_AGREEMENT = 0.4   # Kendall's tau of step time with the step's place (70% of pairs)
 FIRST_STEP_RATIO = 3.0      # a group's first step vs its median step
 FIRST_STEP_MIN = 3          # steps per iteration a group needs for a first step to stand out
 BETWEEN_SHARE = 0.2         # the loop outside the steps above this share of the iteration
@@ -73,22 +73,18 @@ def step_overhead(result: ProfileResult) -> Finding | None:
                    of_wall(result, us))
 
 
-def _rank(values: np.ndarray) -> np.ndarray:
-    out = np.empty(values.size)
-    out[np.argsort(values, kind="stable")] = np.arange(values.size)
-    return out
-
-
 def _trend(times: np.ndarray) -> tuple[float, float]:
-    """(rise, rank correlation) of ``times`` by position: the Theil-Sen line's rise from the
-    first position to the last over its value at the first, and Spearman's rho."""
+    """(rise, tau) of ``times`` by place: the Theil-Sen line's rise from the first place to
+    the last over its value at the first, and Kendall's tau (the share of pairs where the
+    later step is slower, less the share where it is faster). Both are medians and counts
+    of pairs, so one stalled step moves neither much."""
     n = times.size
     i, j = np.triu_indices(n, k=1)
     slope = float(np.median((times[j] - times[i]) / (j - i)))
     start = float(np.median(times - slope * np.arange(n)))
     rise = slope * (n - 1) / start if start > 0 else 0.0
-    rho = float(np.corrcoef(_rank(times), np.arange(n))[0, 1]) if times.std() > 0 else 0.0
-    return rise, rho
+    tau = float(np.mean(np.sign(times[j] - times[i])))
+    return rise, tau
 
 
 def _best_by_place(result: ProfileResult, group: str) -> np.ndarray:
@@ -108,15 +104,16 @@ def steps_slow_down(result: ProfileResult) -> Finding | None:
         if g.count < SLOWDOWN_MIN_STEPS:
             continue
         times = _best_by_place(result, g.group)
-        rise, rho = _trend(times)
-        if rise < SLOWDOWN_RISE or rho < SLOWDOWN_CORRELATION:
+        rise, tau = _trend(times)
+        if rise < SLOWDOWN_RISE or tau < SLOWDOWN_AGREEMENT:
             continue
-        extra = sum(times - times[0]) / max(len(times), 1) * g.count
+        extra = float(np.sum(times - times[0])) / max(len(times), 1) * g.count
         return Finding(
             "steps_slow_down", f"The {g.group} steps slow down as they go",
-            f"{counted(g.count, 'step')} per iteration: the first takes {format_us(times[0])}, "
-            f"the last {format_us(times[-1])} (a fitted rise of {short_percent(rise)}, rank "
-            f"correlation {rho:.2f} with the step's place)",
+            f"{counted(g.count, 'step')} per iteration: the first takes {format_us(times[0])} "
+            f"(best of the iterations), the last {format_us(times[-1])} (a fitted "
+            f"rise of {short_percent(rise)}; later steps are slower in "
+            f"{short_percent((1 + tau) / 2)} of pairs)",
             "keep each step's work constant: a KV cache (pass past keys and values, feed only "
             "the new token), or a preallocated cache written in place (no torch.cat per step)",
             of_wall(result, extra))
