@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import sys
 import time
 
 import pytest
@@ -407,7 +408,8 @@ def test_hooks_are_gone_after_ctrl_c():
 # --- the hint without --steps ------------------------------------------------------------
 
 
-def test_a_module_called_four_times_suggests_steps(ip):
+def test_a_module_called_four_times_suggests_steps(ip, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)  # other tests compile
     ip.run_cell("model = torch.nn.Linear(4, 4)\nx = torch.ones(4)")
     with capture_output() as cap:
         ip.run_cell("%%profile -n 1 -w 1 -o r\nfor _ in range(4):\n    model(x)")
@@ -431,3 +433,35 @@ def test_steps_survive_a_trace_file(tmp_path):
     assert [(s.iteration, s.index, s.inputs) for s in loaded.steps] == [
         (s.iteration, s.index, s.inputs) for s in live.steps]
     assert [(g.group, g.count) for g in loaded.step_groups] == [("input (2, 8) float32", 4)]
+
+
+def test_no_count_once_dynamo_is_loaded(monkeypatch):
+    """Dynamo guards on the global module hooks the count needs: with it loaded (a
+    ``torch.compile`` in the process), compiled code would recompile after the count."""
+    import types
+
+    from kernelmagic.live.steps import RepeatedCalls
+
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.ModuleType("torch._dynamo"))
+    model, x = nn.Linear(4, 4), torch.ones(4)
+    repeats = RepeatedCalls(None)
+    with repeats.counting():
+        assert global_hooks() == 0
+        for _ in range(4):
+            model(x)
+    assert repeats.found() is None
+
+
+def test_html_and_widget_list_the_steps_views():
+    from kernelmagic.render.bundle import report_box
+    from kernelmagic.render.html import html_report
+
+    x = torch.ones(4)
+    result = kernelmagic.profile(lambda: [add_one(x) for _ in range(3)], iters=2, warmup=0,
+                                 steps=add_one, name="fn")
+    html = html_report(result)
+    assert 'class="km-view km-view-steps"' in html and "steps in order" in html
+    assert "█" in html  # the bars
+    box = report_box(result)
+    assert {"steps", "steps in order"} <= set(box.km_views)
+    assert len(box.km_views["steps in order"].table.rows) == 3

@@ -9,7 +9,8 @@ call's tensor inputs (``x (1, 64) int64``) so the view (``kernelmagic/views/step
 group prefill apart from decode.
 
 ``RepeatedCalls`` counts, during one warm-up run (never a timed one), how often each
-module's forward ran at the top level (not inside another module's forward).
+module's forward ran at the top level (not inside another module's forward); not once
+``torch.compile`` has been used in the process (see ``RepeatedCalls.counting``).
 """
 
 from __future__ import annotations
@@ -187,7 +188,10 @@ class RepeatedCalls:
 
     @contextlib.contextmanager
     def counting(self, on: bool = True) -> Iterator[None]:
-        if not on:
+        """Count the top-level module calls of the body when ``on``. Not once dynamo is
+        loaded (``torch.compile`` used in this process): dynamo guards on the global hooks,
+        so compiled code would recompile when they go, and it warns about them."""
+        if not on or "torch._dynamo" in sys.modules:
             yield
             return
 
