@@ -366,8 +366,12 @@ def test_a_nested_function_cannot_be_a_step():
     def inner() -> None:
         pass
 
-    with pytest.raises(ValueError, match="not bound to a name"):
+    with pytest.raises(ValueError) as caught:
         ProfileOptions(steps=inner)
+    assert str(caught.value).startswith("steps: inner is not bound to a name")
+    with pytest.raises(ValueError) as caught:
+        kernelmagic.profile(lambda: None, steps=3)
+    assert str(caught.value) == "steps: must name an nn.Module or a function; got int"
     assert StepTarget.of(add_one).kind == "function"
 
 

@@ -110,21 +110,21 @@ class StepTarget:
            namespaces: tuple[dict[str, Any], ...] = ()) -> StepTarget:
         """``obj`` checked; ValueError when it is neither a module nor a function that a
         namespace binds."""
-        shown = label or "steps"
+        shown = f"--steps {label}" if label else "steps"  # the magic's flag, or the keyword
         if _is_module(obj):
             return cls(obj, label or type(obj).__name__, "module")
         if not isinstance(obj, types.FunctionType):
-            raise ValueError(f"--steps {shown}: must name an nn.Module or a function; got "
+            raise ValueError(f"{shown}: must name an nn.Module or a function; got "
                              f"{type(obj).__name__}")
         if inspect.iscoroutinefunction(obj) or inspect.isgeneratorfunction(obj):
-            raise ValueError(f"--steps {shown}: an async or generator function cannot be a "
-                             "step (its call returns before its work runs)")
+            raise ValueError(f"{shown}: an async or generator function cannot be a step (its "
+                             "call returns before its work runs)")
         spaces = [*namespaces, obj.__globals__]
         unique = tuple({id(ns): ns for ns in spaces}.values())
         if not any(value is obj for ns in unique for value in ns.values()):
-            raise ValueError(f"--steps {label or obj.__name__}: the function is not bound to a "
-                             "name in its module or namespace (a nested function?), so its "
-                             "calls cannot be wrapped")
+            raise ValueError(f"{shown}: {obj.__name__} is not bound to a name in its module "
+                             "or namespace (a nested function?), so its calls cannot be "
+                             "wrapped")
         return cls(obj, label or obj.__name__, "function", unique)
 
     @classmethod
