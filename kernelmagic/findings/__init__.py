@@ -23,6 +23,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
+- ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
+  between the steps
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
@@ -112,11 +114,26 @@ from kernelmagic.findings.startup import (
     setup,
     startup_in_window,
 )
+from kernelmagic.findings.steps import (
+    BETWEEN_SHARE,
+    FIRST_STEP_MIN,
+    FIRST_STEP_RATIO,
+    SLOWDOWN_AGREEMENT,
+    SLOWDOWN_MIN_STEPS,
+    SLOWDOWN_RISE,
+    STEP_BUSY,
+    STEP_IN_OPS,
+    slow_first_step,
+    step_overhead,
+    steps_slow_down,
+    time_between_steps,
+)
 from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
 __all__ = [
     "BATCH_NORM_TRAINING",
+    "BETWEEN_SHARE",
     "BUSY_MIN_SECONDS",
     "BUSY_OTHER_CORES",
     "BUSY_SHARE",
@@ -133,6 +150,8 @@ __all__ = [
     "ELEMENTWISE_CALLS",
     "ELEMENTWISE_OPS",
     "ELEMENTWISE_SHARE",
+    "FIRST_STEP_MIN",
+    "FIRST_STEP_RATIO",
     "FP32_CONV_SHARE",
     "GPU_IDLE_SHARE",
     "GRAPH_BREAK_SHARE",
@@ -153,9 +172,14 @@ __all__ = [
     "SETUP_CALL_US",
     "SETUP_LAUNCH_US",
     "SHORT_KERNEL_US",
+    "SLOWDOWN_AGREEMENT",
+    "SLOWDOWN_MIN_STEPS",
+    "SLOWDOWN_RISE",
     "SLOW_FIRST_ITER_RATIO",
     "SLOW_WARMUP_RATIO",
     "STARTUP_SHARE",
+    "STEP_BUSY",
+    "STEP_IN_OPS",
     "SYNC_OPS",
     "TRAIN_MODE_SHARE",
     "WAIT_CALLS",
@@ -181,9 +205,13 @@ __all__ = [
     "precision",
     "recompile_in_loop",
     "setup",
+    "slow_first_step",
     "slow_warmup",
     "startup_in_window",
+    "step_overhead",
+    "steps_slow_down",
     "sync_points",
+    "time_between_steps",
     "train_mode_under_no_grad",
     "wall_us",
     "with_measurements",
@@ -196,6 +224,7 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
+    step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
 ]
 
 
