@@ -22,7 +22,8 @@ from kernelmagic.results.result import ProfileResult
 #: The modules that hold rows and results.
 MODULES = ["kernelmagic.core.rows", "kernelmagic.core.compiled_rows",
            "kernelmagic.core.memory_rows", "kernelmagic.core.counter_metrics",
-           "kernelmagic.core.experiment_rows",
+           "kernelmagic.core.experiment_rows", "kernelmagic.core.machine",
+           "kernelmagic.core.step_rows",
            "kernelmagic.results.result", "kernelmagic.results.compare",
            "kernelmagic.results.rank_summary", "kernelmagic.results.ranks",
            "kernelmagic.live.device_peaks"]

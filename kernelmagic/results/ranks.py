@@ -125,7 +125,7 @@ class ManyRanksResult:
         return {
             "format": RANKS_FORMAT_NAME,
             "version": RANKS_FORMAT_VERSION,
-            "ranks": [to_json(_Rank(self.summaries[r], res)) | {"result": res.to_dict()}
+            "ranks": [to_json(_Rank(self.summaries[r], res))
                       for r, res in self.ranks.items()],
         }
 

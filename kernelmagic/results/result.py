@@ -22,6 +22,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.records import RecordError, fields_from_json, fields_json
@@ -36,6 +37,7 @@ from kernelmagic.core.rows import (
     SourceRow,
     Span,
 )
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -115,6 +117,15 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
+    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
+    steps: list[StepRow] = field(default_factory=list)
+    step_groups: list[StepGroupRow] = field(default_factory=list)
+    steps_summary: StepsSummary | None = None
+    repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
     # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
     experiments: list[ExperimentRow] = field(default_factory=list)
     experiments_note: str = ""  # e.g. --try auto found nothing to try
