@@ -11,16 +11,7 @@ import keyword
 import os
 from dataclasses import dataclass
 
-#: Sort keys accepted by ``--sort``, with what each one orders by.
-SORT_KEYS: dict[str, str] = {
-    "self_device": "self device time (time in the op's own kernels)",
-    "self_cpu": "self CPU time (time in the op itself, children excluded)",
-    "device": "total device time (the op and everything it calls)",
-    "cpu": "total CPU time (the op and everything it calls)",
-    "calls": "number of calls",
-    "avg": "total time per call",
-}
-
+from kernelmagic.core.sorting import SORT_KEYS
 
 #: Options that need torch's profiler (or a run of their own), so not ``--nsight``.
 NSIGHT_EXCLUDES: dict[str, str] = {

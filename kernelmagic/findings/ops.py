@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
+from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
@@ -25,8 +26,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     the iteration, the suggestion says that comes first."""
     if not result.rows or result.self_time_total <= 0:
         return None
-    attr = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
-    top = max(result.op_totals, key=lambda r: getattr(r, attr))
+    top = max(result.op_totals, key=lambda r: self_time(r, result.profiles_device))
     share = result.share(top)
     if share < DOMINANT_SHARE or is_comm_op(top.key):  # communication: its own rule
         return None

@@ -24,6 +24,7 @@ from typing import Any
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.options import ProfileOptions
 from kernelmagic.core.range_names import iteration_range, warmup_range
+from kernelmagic.core.sorting import resolve_sort
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate
@@ -54,7 +55,7 @@ def plan(options: ProfileOptions) -> Plan:
         from kernelmagic.live.gather import check_process_group
 
         check_process_group()
-    sort = options.resolve_sort(profiles_device)
+    sort = resolve_sort(options.sort, profiles_device, options.cpu_only)
     for flag, on in (("--counters", options.counters), ("--nsight", options.nsight)):
         if on and not profiles_device:
             reason = "--cpu-only was given" if options.cpu_only else "CUDA is not available"
