@@ -362,7 +362,7 @@ def test_gpu_side_ranges_are_ranges_not_kernels():
     assert ranges["## forward ##"].device_time_total > 0
 
 
-def test_steps_dataloader_and_gpu_ranges_are_never_rows(tmp_path):
+def test_steps_and_gpu_ranges_are_never_rows_and_dataloader_is_a_range(tmp_path):
     doc = raw("mi250_rocm")
     events = list(doc["traceEvents"])
     step = next(e for e in events if e.get("name") == "ProfilerStep#1"
@@ -373,7 +373,12 @@ def test_steps_dataloader_and_gpu_ranges_are_never_rows(tmp_path):
                         "ts": step["ts"] - 100, "dur": Decimal(50)}]
     result = kernelmagic.load(write_trace(tmp_path / "t.json.gz", {**doc, "traceEvents": events}))
     keys = {r.key for r in result.rows} | {k.key for k in result.kernels}
-    assert not {k for k in keys if k.startswith(("ProfilerStep#", "enumerate(DataLoader)"))}
+    assert not {k for k in keys if k.startswith("ProfilerStep#")}
+    # The DataLoader (written as a cpu_op) is a user range, as in a live run: in the ranges
+    # view, and a "range" row of its own 5 µs since no op runs under it, never an op row.
+    assert [g.cpu_time_total for g in result.ranges if g.key == loader["name"]] == [5.0]
+    assert [(r.kind, r.self_cpu_time_total) for r in result.rows
+            if r.key == loader["name"]] == [("range", 5.0)]
     assert "Optimizer.step#SGD.step" not in keys  # a gpu_user_annotation (and a CPU range)
     assert "aten::mse_loss" in keys
 

@@ -34,7 +34,7 @@ __all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_wind
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
-#: CPU-side kinds that can own time as a range (``OTHER``: DataLoader ranges and the like).
+#: CPU-side kinds that can own time as a range (``OTHER``: profiler records and the like).
 _RANGE_KINDS = np.asarray((Kind.RANGE, Kind.STEP, Kind.OTHER), dtype=np.int8)
 
 
