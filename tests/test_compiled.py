@@ -16,7 +16,7 @@ import torch
 import kernelmagic
 from kernelmagic.core.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
 from kernelmagic.core.events import Kind
-from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_us
 from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result

@@ -8,7 +8,7 @@ from fakes import cpu_result
 
 import kernelmagic
 from kernelmagic import findings
-from kernelmagic.core.timing import format_seconds
+from kernelmagic.core.units import format_seconds
 from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
 
 

@@ -22,7 +22,7 @@ from trace_json import raw, write_trace
 
 import kernelmagic
 from kernelmagic import findings
-from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_us
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent

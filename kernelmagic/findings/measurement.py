@@ -4,7 +4,7 @@ iterations too spread to trust (``noisy``). Neither explains any of the iteratio
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_seconds
+from kernelmagic.core.units import format_seconds, whole_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
@@ -36,6 +36,7 @@ def noisy(result: ProfileResult) -> Finding | None:
     more = max(50, 5 * result.iters)
     return Finding(
         "noisy", "The measurement is noisy",
-        f"the middle half of the {result.stats.n} iterations spans {spread:.0%} of the median "
+        f"the middle half of the {result.stats.n} iterations spans {whole_percent(spread)} "
+        "of the median "
         f"(IQR {format_seconds(result.stats.iqr)})",
         f"{more_iterations(result, more)} and keep other work off the machine")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
 from kernelmagic.core.sorting import self_time
-from kernelmagic.core.units import format_us
+from kernelmagic.core.units import format_us, whole_percent
 from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
@@ -40,15 +40,15 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
-        hint = f"optimise {top.key} first; the rest together is {1 - share:.0%}"
+        hint = f"optimise {top.key} first; the rest together is {whole_percent(1 - share)}"
     idle = unexplained_idle(result)
     if result.profiles_device and idle > GPU_IDLE_SHARE * wall_us(result):
-        hint = (f"first keep the GPU busy (it idles {result.breakdown.share('idle'):.0%} of "
-                f"the iteration); then {hint}")
+        idles = whole_percent(result.breakdown.share("idle"))
+        hint = f"first keep the GPU busy (it idles {idles} of the iteration); then {hint}"
     per_iter = per_iter_self(result, top)
     return Finding(
         "dominant_op", "One op dominates",
-        f"{top.key} takes {share:.0%} of self time "
+        f"{top.key} takes {whole_percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
         f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter))
 
@@ -66,5 +66,5 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
     return Finding(
         "fusable_elementwise", "Many small elementwise ops",
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
-        f"{share:.0%} of self time",
+        f"{whole_percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter))

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kernelmagic.core.units import whole_percent
+
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -217,7 +219,7 @@ def _cuda_peaks() -> Peaks:
                                     "measured peaks")
     label, flops, bandwidth = found
     measured = measure("cuda")
-    doubts = [f"{what} {measured[what] / sheet:.0%}" for what, sheet in
+    doubts = [f"{what} {whole_percent(measured[what] / sheet)}" for what, sheet in
               [*((dt, flops[dt]) for dt in ("bfloat16",)), ("bytes_per_s", bandwidth)]
               if measured.get(what, 0.0) < DOUBT_BELOW * sheet]
     note = (f"measured well below the {label} datasheet ({', '.join(doubts)} of it): "

@@ -11,7 +11,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import format_us
+from kernelmagic.core.units import format_us, percent, short_percent, whole_percent
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
@@ -21,10 +21,6 @@ MAX_NAME = 40
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _share(share: float) -> str:
-    return f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
 
 
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
@@ -39,7 +35,7 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
         return f"{format_us(value)} per call"
     total = self_time(result, sort_key(key).device)  # the self time on the key's side
     share = value / total if total > 0 else 0.0
-    return f"{_share(share)} · {format_us(value / result.iters)}"
+    return f"{short_percent(share)} · {format_us(value / result.iters)}"
 
 
 def _texts(result: ProfileResult, key: str,
@@ -53,9 +49,9 @@ def _texts(result: ProfileResult, key: str,
     title = f"{name}: top {len(rows)} ops by {sort.measure}"
     if sort.is_self_time:
         covered = sum(result.share(r, device=sort.device) for r in rows)
-        share = f"{covered:.0%}"
+        share = whole_percent(covered)
         if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
-            share = f"{min(covered, 0.999):.1%}"
+            share = percent(min(covered, 0.999))
         title += f", {share} of self time"
     return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_column
-from kernelmagic.core.units import format_bytes, format_count, format_us
+from kernelmagic.core.units import format_bytes, format_count, format_us, percent
 from kernelmagic.results.result import ProfileResult
 
 
@@ -148,7 +148,7 @@ def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool) 
     def share(r: OpRow) -> float:
         return result.share(r, device=on_device)
 
-    return Column(id_, title, share, lambda r: f"{100 * share(r):.1f}%")
+    return Column(id_, title, share, lambda r: percent(share(r)))
 
 
 def column_for_sort(result: ProfileResult, sort: str) -> str:
