@@ -17,7 +17,9 @@ import kernelmagic
 from kernelmagic.core.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
 from kernelmagic.core.events import Kind
 from kernelmagic.core.units import format_us
-from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
+from kernelmagic.findings import find
+from kernelmagic.findings.base import wall_us
+from kernelmagic.findings.compiled import EAGER_SHARE, GRAPH_BREAK_SHARE
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult

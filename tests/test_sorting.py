@@ -53,10 +53,12 @@ def test_each_sort_key_orders_by_its_figure(key, device, expected):
     assert sort_value(key, device)(ROW) == expected
 
 
-def test_the_table_of_keys_is_the_options_and_the_clis():
-    from kernelmagic.core.options import SORT_KEYS as option_keys
+def test_the_table_of_keys_is_the_options():
+    from kernelmagic.core.options import ProfileOptions
 
-    assert option_keys is SORT_KEYS
+    with pytest.raises(ValueError, match="must be one of self_device, self_cpu, device, cpu, "
+                                         "calls, avg; got 'bogus'"):
+        ProfileOptions(sort="bogus")
     assert list(SORT_KEYS) == ["self_device", "self_cpu", "device", "cpu", "calls", "avg"]
     assert [k.name for k in SORTS if k.device] == ["self_device", "device"]
     with pytest.raises(ValueError, match="unknown sort key 'bogus'; expected one of self_device"):

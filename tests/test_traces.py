@@ -21,7 +21,7 @@ import pytest
 from trace_json import raw, write_trace
 
 import kernelmagic
-from kernelmagic import findings
+from kernelmagic.core.op_names import SYNC_OPS
 from kernelmagic.core.units import format_us
 
 DATA = Path(__file__).parent / "data"
@@ -447,7 +447,7 @@ def edited(tmp_path: Path, name: str, change) -> Path:
 
 def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
     truth = Truth(raw("a100_alexnet"))
-    syncs = Counter(e["name"] for e in truth.cpu if e["name"] in findings.SYNC_OPS)
+    syncs = Counter(e["name"] for e in truth.cpu if e["name"] in SYNC_OPS)
     assert syncs["cudaStreamSynchronize"] == 16
     result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
     found = {f.rule: f for f in result.findings()}
@@ -459,7 +459,7 @@ def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
 
     # The same trace without its synchronising calls and device-to-host copies.
     def no_sync(e):
-        if e.get("name") in findings.SYNC_OPS or "DtoH" in e.get("name", ""):
+        if e.get("name") in SYNC_OPS or "DtoH" in e.get("name", ""):
             return None
         return e
 

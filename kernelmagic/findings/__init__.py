@@ -3,8 +3,8 @@
 Each rule is a pure function of a ``ProfileResult`` that returns a ``Finding`` or None.
 A finding carries ``share``, the fraction of the iteration it explains; ``find`` lists
 the findings by it, largest first (ties: the order of ``RULES``), so a report leads with
-the biggest problem it can see. Thresholds are module constants so the README and the
-tests can name them; the op and call names the rules recognise are in
+the biggest problem it can see. Thresholds are constants of each rule's module (import
+them from there); the op and call names the rules recognise are in
 ``kernelmagic/core/op_names.py``.
 
 One module per subject, each importing only ``base`` and the subjects it defers to:
@@ -31,86 +31,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelmagic.core.op_names import (
-    BATCH_NORM_TRAINING,
-    DATA_LOADER,
-    DROPOUT_OPS,
-    DROPOUT_TRAINING,
-    ELEMENTWISE_OPS,
-    LAUNCH_CALLS,
-    MATMUL_OPS,
-    SETUP_CALLS,
-    SYNC_OPS,
-    WAIT_CALLS,
-)
-from kernelmagic.findings.base import NAMED, Finding, wall_us
-from kernelmagic.findings.communication import COMM_BOUND_SHARE, communication_bound
-from kernelmagic.findings.compiled import (
-    EAGER_SHARE,
-    GRAPH_BREAK_SHARE,
-    graph_break_gap,
-    mostly_eager,
-    recompile_in_loop,
-)
-from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
+from kernelmagic.findings.base import Finding
+from kernelmagic.findings.communication import communication_bound
+from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
-from kernelmagic.findings.gpu import (
-    CAUSE_SHARE,
-    GPU_IDLE_SHARE,
-    LAUNCH_BOUND_BUSY,
-    LAUNCH_BOUND_CPU_RATIO,
-    MATMUL_SHARE,
-    SHORT_KERNEL_US,
-    Cause,
-    cpu_causes,
-    fp32_matmul,
-    gpu_idle,
-    launch_bound,
-    sync_points,
-)
-from kernelmagic.findings.measurement import (
-    NOISY_SPREAD,
-    SLOW_WARMUP_RATIO,
-    noisy,
-    slow_warmup,
-)
-from kernelmagic.findings.memory import GROWTH_MIN_BYTES, memory_growth
-from kernelmagic.findings.ops import (
-    DOMINANT_SHARE,
-    ELEMENTWISE_AVG_US,
-    ELEMENTWISE_CALLS,
-    ELEMENTWISE_SHARE,
-    dominant_op,
-    fusable_elementwise,
-)
+from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
+from kernelmagic.findings.measurement import noisy, slow_warmup
+from kernelmagic.findings.memory import memory_growth
+from kernelmagic.findings.ops import dominant_op, fusable_elementwise
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
-from kernelmagic.findings.startup import (
-    SETUP_CALL_US,
-    SETUP_LAUNCH_US,
-    SLOW_FIRST_ITER_RATIO,
-    STARTUP_SHARE,
-    Setup,
-    setup,
-    startup_in_window,
-)
-from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
+from kernelmagic.findings.startup import startup_in_window
+from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
-__all__ = [
-    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
-    "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE", "ELEMENTWISE_AVG_US",
-    "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE",
-    "GRAPH_BREAK_SHARE", "GROWTH_MIN_BYTES", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO",
-    "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD",
-    "REUSE_RATIO",
-    "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
-    "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
-    "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
-    "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
-    "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound", "memory_growth",
-    "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
-    "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
-]
+__all__ = ["RULES", "find"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import format_us, percent, si, whole_percent
-from kernelmagic.render.table import Column, Table, format_count, name_column, summed
+from kernelmagic.core.units import format_count, format_us, percent, si, whole_percent
+from kernelmagic.render.table import Column, Table, name_column, summed
 from kernelmagic.results.result import ProfileResult
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",

@@ -6,16 +6,9 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_us, percent_of
+from kernelmagic.core.units import format_bytes, format_us, percent_of
 from kernelmagic.render.names import short_names
-from kernelmagic.render.table import (
-    Column,
-    Table,
-    format_bytes,
-    name_column,
-    summed,
-    time_column,
-)
+from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
 
 

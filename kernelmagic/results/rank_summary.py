@@ -16,13 +16,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelmagic.core.events import Window
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op
 
-__all__ = ["RankSummary", "Window", "is_comm_kernel", "is_comm_op", "summarize"]
+__all__ = ["RankSummary", "summarize"]
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,7 @@ from kernelmagic.core.range_names import SYNC_RANGE, is_ours
 from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
-__all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
-           "range_owners"]
+__all__ = ["group", "is_op", "kernel_rows", "op_rows", "outer_window", "range_owners"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
