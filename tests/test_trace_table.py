@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from trace_json import dumps, raw, write_trace
 
+from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.events import Kind
-from kernelmagic.sources import json_scanner, trace_file
+from kernelmagic.sources import json_scanner
 from kernelmagic.sources.trace_file import read_table
 
 DATA = Path(__file__).parent / "data"
@@ -253,5 +254,5 @@ def test_flow_events_are_skipped_whatever_their_text(tmp_path):
     assert table.n == 2 and table.start.tolist() == [0, 0]
     bad = tmp_path / "bad.json"  # a flow, then garbage: the error still points at it
     bad.write_text('{"traceEvents": [' + json.dumps(op) + ', {"ph": "f", "id": 1}, {"ph": }]}')
-    with pytest.raises(trace_file.TraceFileError, match=r"traceEvents\[2\]"):
+    with pytest.raises(TraceFileError, match=r"traceEvents\[2\]"):
         read_table(bad)
