@@ -23,6 +23,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
+- ``experiments``: not a rule: after ``--try``, the suggestions a variant tried quote
+  what was measured, and advice measured slower is withdrawn
 - ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
   of ``RankSummary`` objects with their own ``find``
 """
@@ -35,6 +37,7 @@ from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import communication_bound
 from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
+from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
 from kernelmagic.findings.measurement import noisy, slow_warmup
 from kernelmagic.findings.memory import memory_growth
@@ -61,4 +64,5 @@ def find(result: ProfileResult) -> list[Finding]:
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
     found = [f for f in (rule(result) for rule in rules) if f is not None]
-    return sorted(found, key=lambda f: -f.share)
+    found = sorted(found, key=lambda f: -f.share)
+    return with_measurements(found, result) if result.experiments else found
