@@ -18,6 +18,7 @@ from kernelmagic.core.sorting import (
     self_time_field,
     self_time_label,
     sort_column,
+    sort_help,
     sort_key,
     sort_value,
 )
@@ -63,6 +64,15 @@ def test_the_table_of_keys_is_the_options():
     assert [k.name for k in SORTS if k.device] == ["self_device", "device"]
     with pytest.raises(ValueError, match="unknown sort key 'bogus'; expected one of self_device"):
         sort_key("bogus")
+
+
+def test_the_options_help_lists_every_key_and_the_defaults():
+    from kernelmagic.core.options import OPTIONS
+
+    text = ("sort key: self_device (default when CUDA is profiled), self_cpu (default "
+            "otherwise), device, cpu, calls, avg")
+    assert sort_help() == text
+    assert [o.help for o in OPTIONS if o.name == "sort"] == [text]
 
 
 def test_resolve_sort_refuses_device_keys_without_a_device():

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.sorting import SORT_KEYS, resolve_sort
+from kernelmagic.core.sorting import SORT_KEYS, resolve_sort, sort_help
 
 if TYPE_CHECKING:
     from kernelmagic.core.events import EventTable
@@ -85,8 +85,7 @@ class ProfileOptions:
     topk: int = option("-k", "--topk", default=10,
                        help="bars in the chart (at least 1; default 10)")
     sort: str | None = option("-s", "--sort", default=None,
-                              help="sort key: self_device (default when CUDA is profiled), "
-                                   "self_cpu (default otherwise), device, cpu, calls, avg")
+                              help=sort_help())
     name: str = option("--name", default="profile",
                        help="name of the result and of its record_function/NVTX ranges "
                             "(default: cell[<execution count>])")

@@ -88,6 +88,13 @@ def default_sort(profiles_device: bool) -> str:
     return "self_device" if profiles_device else "self_cpu"
 
 
+def sort_help() -> str:
+    """The ``--sort`` option's help: every key, in ``SORTS``' order, the defaults named."""
+    defaults = {default_sort(True): " (default when CUDA is profiled)",
+                default_sort(False): " (default otherwise)"}
+    return "sort key: " + ", ".join(key + defaults.get(key, "") for key in SORT_KEYS)
+
+
 def resolve_sort(sort: str | None, profiles_device: bool, cpu_only: bool = False) -> str:
     """The sort key a run uses: ``sort``, else ``default_sort``. ValueError when ``sort``
     needs device times that are not profiled (``cpu_only``: why, for the message)."""
