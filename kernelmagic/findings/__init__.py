@@ -12,14 +12,19 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``base``: ``Finding``, and the iteration's length and shares every rule reads
 - ``startup``: CUDA start-up or first-call set-up inside the profiled window
   (``startup_in_window``); the other rules do not blame that time on anything else
+- ``device``: which lower precision the device runs faster (``precision``, the advice
+  the other rules word from it); float32 convolutions holding a GPU's time (``fp32_conv``)
 - ``gpu``: the GPU idle most of the iteration with what the CPU events point to
   (``gpu_idle``, ``cpu_causes``), launch-bound, host-device syncs, float32 matmuls
 - ``communication``: communication not hidden by compute
 - ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
-- ``measurement``: a slow first run, a noisy measurement
+- ``measurement``: a busy machine (other processes competing for the CPU), a slow first
+  run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
+- ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
+  between the steps
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
@@ -37,23 +42,33 @@ from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import communication_bound
 from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
+from kernelmagic.findings.device import fp32_conv
 from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
-from kernelmagic.findings.measurement import noisy, slow_warmup
+from kernelmagic.findings.measurement import busy_machine, noisy, slow_warmup
 from kernelmagic.findings.memory import memory_growth
 from kernelmagic.findings.ops import dominant_op, fusable_elementwise
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
 from kernelmagic.findings.startup import startup_in_window
+from kernelmagic.findings.steps import (
+    slow_first_step,
+    step_overhead,
+    steps_slow_down,
+    time_between_steps,
+)
 from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
 __all__ = ["RULES", "find"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
+    # share 1, whatever their size: a leak runs out of memory however fast it is; on a
+    # busy machine every other figure is off
+    memory_growth, busy_machine,
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
-    launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
-    memory_growth,
+    launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
+    step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
 ]
 
 

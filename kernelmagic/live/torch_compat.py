@@ -20,7 +20,8 @@ from kernelmagic.live.kineto_env import quiet_kineto_logs
 
 __all__ = [
     "cuda_available", "device_name", "device_peak", "export_trace", "gpu_runtime",
-    "labelled_range", "matmul_precision", "module_ranges", "new_profiler", "profiler_running",
+    "labelled_range", "matmul_precision", "module_ranges", "new_profiler", "num_threads",
+    "profiler_running",
     "release", "reset_device_peak", "return_freed_memory", "synchronize", "torch_version",
     "warm_profiler",
 ]
@@ -180,6 +181,11 @@ def warm_profiler(profile_device: bool) -> None:
             torch.ones(2, device="cuda").add_(1)
             torch.cuda.synchronize()
     _profiler_warmed.add(profile_device)
+
+
+def num_threads() -> int:
+    """torch's intra-op threads (``torch.get_num_threads()``)."""
+    return int(torch.get_num_threads())
 
 
 def matmul_precision() -> str:

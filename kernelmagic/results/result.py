@@ -21,6 +21,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.rows import (
     Breakdown,
@@ -33,6 +34,7 @@ from kernelmagic.core.rows import (
     Span,
 )
 from kernelmagic.core.sorting import self_time, sort_value
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -95,6 +97,15 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
+    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
+    steps: list[StepRow] = field(default_factory=list)
+    step_groups: list[StepGroupRow] = field(default_factory=list)
+    steps_summary: StepsSummary | None = None
+    repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
     # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
     experiments: list[ExperimentRow] = field(default_factory=list)
     experiments_note: str = ""  # e.g. --try auto found nothing to try
@@ -262,6 +273,14 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "device_info": self.device_info.to_dict() if self.device_info else None,
+            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
+            "steps": [asdict(x) for x in self.steps],
+            "step_groups": [asdict(x) for x in self.step_groups],
+            "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
+                              else None),
+            "repeated_call": (asdict(self.repeated_call) if self.repeated_call is not None
+                              else None),
             "experiments": [_experiment_dict(x) for x in self.experiments],
             "experiments_note": self.experiments_note,
         }
@@ -352,6 +371,15 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                device_info=(DeviceInfo.from_dict(data["device_info"])
+                             if data.get("device_info") else None),
+                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
+                steps=[StepRow(**x) for x in data.get("steps", [])],
+                step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
+                steps_summary=(StepsSummary(**data["steps_summary"])
+                               if data.get("steps_summary") is not None else None),
+                repeated_call=(RepeatedCall(**data["repeated_call"])
+                               if data.get("repeated_call") is not None else None),
                 experiments=[_experiment_row(x) for x in data.get("experiments", [])],
                 experiments_note=str(data.get("experiments_note", "")),
             )
