@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelmagic.core.rows import KIND_MARKS
 from kernelmagic.core.timing import format_us
 from kernelmagic.core.units import format_bytes, format_count
 from kernelmagic.results.result import OpRow, ProfileResult
@@ -55,10 +56,6 @@ class Table:
         sign = -1 if descending else 1
         return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
 
-
-#: How a row that is not an op is marked wherever its name is shown (table, chart, text,
-#: HTML): a range that owns time itself, GPU work whose launch the trace does not hold.
-KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
 
 
 def row_label(row: Any) -> str:

@@ -25,6 +25,7 @@ from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPe
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
     Breakdown,
+    CriticalPathRow,
     KernelRow,
     ModuleRow,
     OpRow,
@@ -32,6 +33,7 @@ from kernelmagic.core.rows import (
     RooflineRow,
     SourceRow,
     Span,
+    TrustChecks,
 )
 from kernelmagic.core.timing import TimingStats
 
@@ -111,6 +113,11 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # The median iteration's dependency model (views/dependencies.py, packed), its critical
+    # path, and what the model found wrong with its own edges (the trust line).
+    critical_path: list[CriticalPathRow] = field(default_factory=list)
+    dependency_model: dict[str, Any] = field(default_factory=dict)
+    trust: TrustChecks | None = None
 
     # --- derived figures ---------------------------------------------------------
 
@@ -199,6 +206,32 @@ class ProfileResult:
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
 
+    @cached_property
+    def _model(self) -> Any:
+        from kernelmagic.views.dependencies import Model
+
+        return Model.from_dict(self.dependency_model)
+
+    def what_if(self, factors: dict[str, float], side: str = "both") -> Any:
+        """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``
+        makes that row twice as fast, ``float("inf")`` removes it; keys are the op
+        table's row keys (or its labels, ``[range] nccl:all_reduce``). ``side``: "both"
+        (the row's own CPU time and the GPU work it launched), "cpu" or "device".
+
+        Returns a ``WhatIf`` (``views/critical_path.py``): ``iteration_us``, ``saved_us``,
+        ``saved_share`` and the new critical path (``.summary``), in the measured median
+        iteration's terms (``what_if({})`` gives it back). See ``docs/what-if.md``."""
+        from kernelmagic.views.critical_path import WhatIf, what_if
+
+        if not self.dependency_model:
+            raise ValueError("this result has no dependency model (saved by an older "
+                             "kernelmagic, or no iteration was profiled)")
+        answer = what_if(self._model, factors, side)
+        scale = (self.stats.median * 1e6 / answer.measured_us
+                 if answer.measured_us > 0 and self.timings else 1.0)
+        return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
+                      answer.saved_us * scale, answer.saved_share, answer.critical_path)
+
     # --- presentation --------------------------------------------------------------
 
     def summary(self) -> str:
@@ -276,6 +309,9 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "critical_path": [asdict(x) for x in self.critical_path],
+            "dependency_model": dict(self.dependency_model),
+            "trust": asdict(self.trust) if self.trust is not None else None,
         }
 
     def save(self, path: Any) -> Any:
@@ -364,6 +400,10 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                critical_path=[CriticalPathRow(**x) for x in data.get("critical_path", [])],
+                dependency_model=dict(data.get("dependency_model") or {}),
+                trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
+                       else None),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None

@@ -30,7 +30,7 @@ from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
 __all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
-           "range_owners"]
+           "range_owners", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
@@ -48,7 +48,7 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
-def _under_our_sync(table: EventTable) -> np.ndarray:
+def under_our_sync(table: EventTable) -> np.ndarray:
     sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
     if sync < 0:
         return np.zeros(table.n, dtype=bool)
@@ -127,7 +127,7 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     """
     order = figures.order
     ranges = range_owners(table, name)
-    wanted = (is_op(table) | ranges) & ~_under_our_sync(table)
+    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
     if window is not None:
         wanted &= (table.start >= window[0]) & (table.start <= window[1])
     sel = order[wanted[order]]

@@ -1,0 +1,369 @@
+"""The critical path of an iteration, and what making a row faster would buy.
+
+``views/dependencies.py`` builds the iteration's dependency model; here it is replayed. A
+replay is max-plus arithmetic over the model's arrays: each thread is one chain
+(``t[p] = max(t[p-1] + d[p], c[p])``, a cumulative sum and a running maximum), each stream
+one chain (``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]``), and the blocking calls
+tie the two; the two passes alternate until nothing moves (as many rounds as the schedule
+switches between CPU and GPU waits). Many scenarios replay at once, one per matrix row:
+``max_gains`` removes each op-table row in turn with one batched replay.
+
+The predicted iteration is the longer of (a) the iteration's own thread, from the window's
+start to its end, and (b) the measured window shortened by what the whole schedule (every
+thread, and GPU work that runs on past the window) gained. Unchanged, both give the
+measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelmagic.core.events import EventTable, Window
+from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow
+from kernelmagic.core.units import format_us, short_percent
+from kernelmagic.views.dependencies import (
+    CATEGORY_NAMES,
+    GPU_WORK,
+    IDLE,
+    LAUNCH,
+    NONE,
+    SYNC,
+    Model,
+    build_model,
+)
+
+__all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view", "max_gains",
+           "path_summary", "predict", "what_if"]
+
+SIDES = ("both", "cpu", "device")
+_MAX_CELLS = 4_000_000  # scenario x position cells replayed at once (memory: 32 MB a matrix)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A ``what_if`` answer: the predicted median iteration and its critical path (µs)."""
+
+    iteration_us: float
+    measured_us: float
+    saved_us: float
+    saved_share: float
+    critical_path: list[CriticalPathRow] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """The new critical path in one line (``path_summary``)."""
+        return path_summary(self.critical_path)
+
+    def __str__(self) -> str:
+        return (f"predicted iteration {format_us(self.iteration_us)} of "
+                f"{format_us(self.measured_us)} measured: saves {format_us(self.saved_us)} "
+                f"({short_percent(self.saved_share)}); {self.summary}")
+
+
+def _f(a: np.ndarray) -> np.ndarray:
+    out = a.astype(np.float64)
+    out[a == NONE] = -np.inf
+    return out
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    t: np.ndarray  # (S, P) CPU positions' times
+    end: np.ndarray  # (S, W) GPU items' ends
+    d: np.ndarray  # (S, P) stretches into positions, scaled
+    dur: np.ndarray  # (S, W) GPU items' durations, scaled
+    sync_c: np.ndarray  # (S, Q) what each blocking call's end waits for (-inf: nothing)
+    cpu_f: np.ndarray  # (S, R+1) the CPU multipliers replayed
+    cross_c: np.ndarray  # (S, X) what each edge between threads asks of its target
+
+
+def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray, rounds: int = 100_000) -> _Schedule:
+    """Every scenario's schedule; ``cpu_f``/``gpu_f``: (S, R+1) multipliers per row (the
+    last column, 1, is for time that belongs to no row)."""
+    r = len(m.row_key)
+    irow = np.where(m.item_row >= 0, m.item_row, r)
+    d = _stretches(m, cpu_f)
+    dur = m.item_dur[None, :] * gpu_f[:, irow]
+    s = cpu_f.shape[0]
+    anchor = _f(m.pos_anchor)
+    ianchor = _f(m.item_anchor)
+    launched = np.flatnonzero(m.item_launch >= 0)
+    sync_scale = cpu_f[:, np.where(m.sync_row >= 0, m.sync_row, r)]
+    post = m.sync_post[None, :] * sync_scale
+    dropped = sync_scale == 0  # a blocking call removed altogether no longer waits
+    sync_groups = np.flatnonzero(np.diff(m.sync_off) > 0)
+    wait_items = np.flatnonzero(np.diff(m.wait_off) > 0)
+    end = np.full((s, m.item_dur.size), -np.inf)
+    sync_c = np.full((s, m.sync_pos.size), -np.inf)
+    t = np.full((s, m.pos_anchor.size), -np.inf)
+    cross_c = np.full((s, m.cross_target.size), -np.inf)
+    for _ in range(rounds):
+        c = np.broadcast_to(anchor, d.shape).copy()
+        if m.cross_target.size:
+            cross_c = t[:, m.cross_source] + m.cross_off
+            c[:, m.cross_target] = np.maximum(c[:, m.cross_target], cross_c)
+        if sync_groups.size:
+            waited = np.maximum.reduceat(end[:, m.sync_dep], m.sync_off[sync_groups], axis=1)
+            sync_c = np.full((s, m.sync_pos.size), -np.inf)
+            sync_c[:, sync_groups] = waited
+            sync_c = np.maximum(sync_c, _f(m.sync_fixed)[None, :]) + post
+            sync_c[dropped] = -np.inf
+            c[:, m.sync_pos] = np.maximum(c[:, m.sync_pos], sync_c)
+        before, t = t, _chains(d, c, m.chain_off)
+        ready = np.broadcast_to(ianchor, dur.shape).copy()
+        ready[:, launched] = np.maximum(ready[:, launched],
+                                        t[:, m.item_launch[launched]] + m.item_lat[launched])
+        if wait_items.size:
+            waited = np.maximum.reduceat(end[:, m.wait_dep], m.wait_off[wait_items], axis=1)
+            ready[:, wait_items] = np.maximum(ready[:, wait_items], waited)
+        new_end = _streams(dur, m.item_gap, ready, m.stream_off)
+        if np.array_equal(new_end, end) and np.array_equal(before, t):
+            break
+        end = new_end
+    return _Schedule(t, end, d, dur, sync_c, cpu_f, cross_c)
+
+
+def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
+    """(S, P): each position's stretch since the previous one, its parts scaled by row."""
+    r = len(m.row_key)
+    vals = m.part_dur[None, :] * cpu_f[:, np.where(m.part_row >= 0, m.part_row, r)]
+    d = np.zeros((cpu_f.shape[0], m.pos_anchor.size))
+    filled = np.flatnonzero(np.diff(m.part_off) > 0)
+    if filled.size:
+        d[:, filled] = np.add.reduceat(vals, m.part_off[filled], axis=1)
+    return d
+
+
+def _chains(d: np.ndarray, c: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """``t[p] = max(t[p-1] + d[p], c[p])`` along each chain: one pass per thread."""
+    t = np.empty_like(d)
+    for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
+        run = np.cumsum(d[:, lo:hi], axis=1)
+        t[:, lo:hi] = run + np.maximum.accumulate(c[:, lo:hi] - run, axis=1)
+    return t
+
+
+def _streams(dur: np.ndarray, gap: np.ndarray, ready: np.ndarray,
+             off: np.ndarray) -> np.ndarray:
+    """``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]`` along each stream."""
+    end = np.empty_like(dur)
+    for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
+        run = np.cumsum(gap[lo:hi][None, :] + dur[:, lo:hi], axis=1)
+        end[:, lo:hi] = run + np.maximum.accumulate(ready[:, lo:hi] + dur[:, lo:hi] - run,
+                                                    axis=1)
+    return end
+
+
+def _span(m: Model, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Per scenario: the iteration thread's length, and the whole schedule's end."""
+    s = sched.t.shape[0]
+    lasts = m.chain_off[1:] - 1
+    whole = np.zeros(s)
+    if lasts.size:
+        whole = np.maximum(whole, sched.t[:, lasts].max(axis=1))
+    if sched.end.shape[1]:
+        whole = np.maximum(whole, sched.end.max(axis=1))
+    own = sched.t[:, lasts[m.main_chain]] if m.main_chain >= 0 else np.zeros(s)
+    return own, whole
+
+
+def _factors(m: Model, s: int) -> tuple[np.ndarray, np.ndarray]:
+    ones = np.ones((s, len(m.row_key) + 1))
+    return ones, ones.copy()
+
+
+def predict(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> tuple[np.ndarray, _Schedule]:
+    """Predicted iteration (ns) per scenario (the module docstring's rule), and schedules."""
+    _, base_whole = _span(m, _replay(m, *_factors(m, 1)))
+    sched = _replay(m, cpu_f, gpu_f)
+    own, whole = _span(m, sched)
+    return np.maximum(own, m.window_ns - (base_whole[0] - whole)), sched
+
+
+def max_gains(m: Model) -> np.ndarray:
+    """Per row of the model: ns the iteration would shrink if the row took no time."""
+    r = len(m.row_key)
+    gains = np.zeros(r)
+    if m.empty or not r:
+        return gains
+    per_chunk = max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
+    for lo in range(0, r, per_chunk):
+        rows = np.arange(lo, min(r, lo + per_chunk))
+        cpu_f, gpu_f = _factors(m, rows.size)
+        cpu_f[np.arange(rows.size), rows] = 0.0
+        gpu_f[np.arange(rows.size), rows] = 0.0
+        predicted, _ = predict(m, cpu_f, gpu_f)
+        gains[rows] = np.maximum(0.0, m.window_ns - predicted)
+    return gains
+
+
+def row_indices(m: Model, key: str) -> list[int]:
+    """The model's rows a what-if key names: a row key, or the label the table shows
+    (``[range] nccl:all_reduce``); ValueError with the nearest names when none."""
+    for kind, mark in KIND_MARKS.items():
+        if key.startswith(mark):
+            return [i for i, (k, kd) in enumerate(zip(m.row_key, m.row_kind, strict=True))
+                    if k == key[len(mark):] and kd == kind]
+    found = [i for i, k in enumerate(m.row_key) if k == key]
+    if not found:
+        near = difflib.get_close_matches(key, sorted(set(m.row_key)), n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise ValueError(f"no row {key!r} in the median iteration{hint}")
+    return found
+
+
+def what_if(m: Model, factors: Mapping[str, float], side: str = "both") -> WhatIf:
+    """The median iteration if each named row were ``k`` times faster (``inf``: gone),
+    on ``side`` ("both": its own CPU time and the GPU work it launched; "cpu"; "device")."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {', '.join(SIDES)}; got {side!r}")
+    cpu_f, gpu_f = _factors(m, 1)
+    for key, k in factors.items():
+        k = float(k)
+        if not k > 0 or math.isnan(k):
+            raise ValueError(f"the factor for {key!r} must be above 0 (inf removes it); got {k}")
+        for i in row_indices(m, key):
+            if side in ("both", "cpu"):
+                cpu_f[0, i] = 1.0 / k
+            if side in ("both", "device"):
+                gpu_f[0, i] = 1.0 / k
+    predicted, sched = predict(m, cpu_f, gpu_f)
+    new = float(predicted[0]) / 1000.0
+    measured = m.window_ns / 1000.0
+    saved = measured - new
+    return WhatIf(new, measured, saved, saved / measured if measured > 0 else 0.0,
+                  _walk(m, sched))
+
+
+def critical_path(m: Model) -> list[CriticalPathRow]:
+    """The measured iteration's critical path, by category and row (µs, largest first)."""
+    if m.empty:
+        return []
+    _, sched = predict(m, *_factors(m, 1))
+    return _walk(m, sched)
+
+
+def path_summary(rows: list[CriticalPathRow]) -> str:
+    """``critical path: CPU ops 71%, GPU work 22%, waiting on syncs 7%`` ("" when empty)."""
+    total = sum(r.time for r in rows)
+    if total <= 0:
+        return ""
+    by: dict[str, float] = {}
+    for r in rows:
+        by[r.category] = by.get(r.category, 0.0) + r.time
+    parts = [f"{c} {short_percent(v / total)}" for c, v in
+             sorted(by.items(), key=lambda x: -x[1]) if v / total >= 0.005]
+    return "critical path: " + ", ".join(parts)
+
+
+def _walk(m: Model, sched: _Schedule) -> list[CriticalPathRow]:
+    """Walk back from whatever ends the predicted iteration, adding up what lies on the way."""
+    t, end, d, dur = sched.t[0], sched.end[0], sched.d[0], sched.dur[0]
+    lasts = m.chain_off[1:] - 1
+    ends = [("c", p, float(t[p])) for p in lasts.tolist()]
+    if end.size:
+        ends.append(("g", int(np.argmax(end)), float(end.max())))
+    node: tuple[str, int] | None = None
+    if ends:
+        what, i, _ = max(ends, key=lambda x: x[2])
+        node = (what, i)
+        if m.main_chain >= 0 and not (what == "g" and end[i] > t[lasts[m.main_chain]]):
+            node = ("c", int(lasts[m.main_chain]))  # the iteration's own thread ends it
+    acc: dict[tuple[int, int], float] = {}
+    _follow(m, sched, node, acc, t, end, d, dur)
+    total = sum(acc.values())
+    rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
+                            key=m.row_key[row] if row >= 0 else "",
+                            kind=m.row_kind[row] if row >= 0 else "",
+                            time=ns / 1000.0, share=ns / total if total > 0 else 0.0)
+            for (cat, row), ns in acc.items() if ns > 0]
+    return sorted(rows, key=lambda r: (-r.time, r.category, r.key))
+
+
+def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
+            acc: dict[tuple[int, int], float], t: np.ndarray, end: np.ndarray,
+            d: np.ndarray, dur: np.ndarray) -> None:
+    chain_start = set(m.chain_off[:-1].tolist())
+    sync_at = {p: q for q, p in enumerate(m.sync_pos.tolist())}
+    cross_at = {p: x for x, p in enumerate(m.cross_target.tolist())}
+    stream_first = np.zeros(m.item_dur.size, bool)
+    stream_first[m.stream_off[:-1][m.stream_off[:-1] < m.item_dur.size]] = True
+    irow = m.item_row.tolist()
+    r = len(m.row_key)
+    scale = sched.cpu_f[0]
+
+    def add(c: int, r: int, ns: float) -> None:
+        acc[(c, r)] = acc.get((c, r), 0.0) + ns
+
+    while node is not None:
+        what, i = node
+        if what == "c":
+            x = cross_at.get(i)
+            if x is not None and sched.cross_c[0, x] >= (t[i - 1] + d[i] if i not in chain_start
+                                                         else -np.inf) + 1e-6:
+                add(IDLE, -1, float(m.cross_off[x]))
+                node = ("c", int(m.cross_source[x]))
+                continue
+            if i in chain_start:
+                add(IDLE, -1, max(0.0, float(t[i])))
+                return
+            q = sync_at.get(i)
+            if q is not None and sched.sync_c[0, q] > t[i - 1] + d[i] + 1e-6:
+                sync_row = int(m.sync_row[q])
+                add(SYNC, sync_row, float(m.sync_post[q] * scale[sync_row if sync_row >= 0
+                                                                 else r]))
+                lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
+                deps = m.sync_dep[lo:hi]
+                node = ("g", int(deps[np.argmax(end[deps])])) if hi > lo else None
+                continue
+            for j in range(int(m.part_off[i]), int(m.part_off[i + 1])):
+                row = int(m.part_row[j])
+                add(int(m.part_cat[j]), row, float(m.part_dur[j] * scale[row if row >= 0 else r]))
+            node = ("c", i - 1)
+            continue
+        add(GPU_WORK, irow[i], float(dur[i]))
+        node = _gpu_cause(m, i, t, end, dur, stream_first, add)
+
+
+def _gpu_cause(m: Model, i: int, t: np.ndarray, end: np.ndarray, dur: np.ndarray,
+               stream_first: np.ndarray, add) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
+    """What GPU item ``i`` waited for before it started (the binding one of its causes)."""
+    start = end[i] - dur[i]
+    lp = int(m.item_launch[i])
+    if lp >= 0 and t[lp] + m.item_lat[i] >= start - 1e-6:
+        add(LAUNCH, -1, float(m.item_lat[i]))
+        return ("c", lp)
+    lo, hi = int(m.wait_off[i]), int(m.wait_off[i + 1])
+    for j in m.wait_dep[lo:hi].tolist():
+        if end[j] >= start - 1e-6:
+            return ("g", j)
+    if not stream_first[i] and end[i - 1] + m.item_gap[i] >= start - 1e-6:
+        add(IDLE, -1, float(m.item_gap[i]))
+        return ("g", i - 1)
+    add(IDLE, -1, max(0.0, float(start)))
+    return None
+
+
+@dataclass(frozen=True)
+class IterationView:
+    """What ``build_result`` keeps of one iteration's model: the model, its critical path
+    and each row's ``max_gain_us`` keyed by (kind, key, input shapes)."""
+
+    model: Model
+    path: list[CriticalPathRow]
+    gains_us: dict[tuple[str, str, str], float]
+
+
+def iteration_view(table: EventTable, window: Window, name: str | None = None,
+                   shapes: bool = False) -> IterationView:
+    """The dependency model of ``window`` (the median iteration), its path and gains."""
+    m = build_model(table, window, name, shapes)
+    gains = max_gains(m) / 1000.0
+    keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
+             zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
+    return IterationView(m, critical_path(m), keyed)
