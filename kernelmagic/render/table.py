@@ -100,6 +100,8 @@ def op_table(result: ProfileResult) -> Table:
             time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device),
         ]
+    if result.dependency_model:  # what the model says each row is worth (per iteration)
+        cols.append(time_column("max_gain", "max gain/iter", _field("max_gain_us")))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:

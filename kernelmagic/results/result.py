@@ -55,6 +55,8 @@ def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
         return lambda r: float(r.count)
     if key == "avg":
         return (lambda r: r.device_time) if device else (lambda r: r.cpu_time)
+    if key == "max_gain":
+        return lambda r: r.max_gain_us
     raise ValueError(f"unknown sort key {key!r}; expected one of {', '.join(SORT_KEYS)}")
 
 
