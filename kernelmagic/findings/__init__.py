@@ -29,6 +29,7 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from kernelmagic.core.op_names import (
@@ -97,19 +98,66 @@ from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_
 from kernelmagic.results.result import ProfileResult
 
 __all__ = [
-    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
-    "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE", "ELEMENTWISE_AVG_US",
-    "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE",
-    "GRAPH_BREAK_SHARE", "GROWTH_MIN_BYTES", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO",
-    "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD",
+    "BATCH_NORM_TRAINING",
+    "CAUSE_SHARE",
+    "COMM_BOUND_SHARE",
+    "COUNTER_RULES",
+    "DATA_LOADER",
+    "DOMINANT_SHARE",
+    "DROPOUT_OPS",
+    "DROPOUT_TRAINING",
+    "EAGER_SHARE",
+    "ELEMENTWISE_AVG_US",
+    "ELEMENTWISE_CALLS",
+    "ELEMENTWISE_OPS",
+    "ELEMENTWISE_SHARE",
+    "GPU_IDLE_SHARE",
+    "GRAPH_BREAK_SHARE",
+    "GROWTH_MIN_BYTES",
+    "LAUNCH_BOUND_BUSY",
+    "LAUNCH_BOUND_CPU_RATIO",
+    "LAUNCH_CALLS",
+    "MATMUL_OPS",
+    "MATMUL_SHARE",
+    "NAMED",
+    "NEAR_PEAK",
+    "NOISY_SPREAD",
     "REUSE_RATIO",
-    "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
-    "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
-    "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
-    "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
-    "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound", "memory_growth",
-    "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
-    "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
+    "ROOFLINE_RULES",
+    "RULES",
+    "SETUP_CALLS",
+    "SETUP_CALL_US",
+    "SETUP_LAUNCH_US",
+    "SHORT_KERNEL_US",
+    "SLOW_FIRST_ITER_RATIO",
+    "SLOW_WARMUP_RATIO",
+    "STARTUP_SHARE",
+    "SYNC_OPS",
+    "TRAIN_MODE_SHARE",
+    "WAIT_CALLS",
+    "Cause",
+    "Finding",
+    "Setup",
+    "communication_bound",
+    "cpu_causes",
+    "dominant_op",
+    "find",
+    "fp32_matmul",
+    "fusable_elementwise",
+    "gpu_idle",
+    "graph_break_gap",
+    "launch_bound",
+    "memory_growth",
+    "mostly_eager",
+    "noisy",
+    "priced",
+    "recompile_in_loop",
+    "setup",
+    "slow_warmup",
+    "startup_in_window",
+    "sync_points",
+    "train_mode_under_no_grad",
+    "wall_us",
 ]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
@@ -121,10 +169,23 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
 
 
 def find(result: ProfileResult) -> list[Finding]:
-    """Every rule's finding for ``result`` (``RULES``, then the roofline's), the largest
-    ``share`` of the iteration first; equal shares keep the rules' order."""
+    """Every rule's finding for ``result`` (``RULES``, then the roofline's), with what the
+    dependency model predicts its change saves at most; the largest saving first (as a
+    share of the iteration; ``share`` for a finding the model cannot price); equal
+    shares keep the rules' order."""
     rules = RULES + ROOFLINE_RULES if result.roofline else RULES
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
-    found = [f for f in (rule(result) for rule in rules) if f is not None]
-    return sorted(found, key=lambda f: -f.share)
+    found = [priced(result, f) for f in (rule(result) for rule in rules) if f is not None]
+    return sorted(found, key=lambda f: -(f.saves_share if f.saves_share is not None
+                                         else f.share))
+
+
+def priced(result: ProfileResult, finding: Finding) -> Finding:
+    """``finding`` with ``saves_us``: the iteration without its rows' time (``what_if``
+    with ``inf``), when it names rows the median iteration holds."""
+    answer = result.saves_at_most(finding.rows, finding.side) if finding.rows else None
+    if answer is None:
+        return finding
+    return dataclasses.replace(finding, saves_us=answer.saved_us,
+                               iteration_us=answer.measured_us)

@@ -234,6 +234,15 @@ class ProfileResult:
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
 
+    def saves_at_most(self, keys: Any, side: str = "both") -> Any:
+        """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
+        median iteration does not hold; None when it holds none of them (or no model)."""
+        if not self.dependency_model:
+            return None
+        held = set(self._model.row_key)
+        present = [k for k in keys if k in held]
+        return self.what_if(dict.fromkeys(present, float("inf")), side) if present else None
+
     # --- presentation --------------------------------------------------------------
 
     def summary(self) -> str:

@@ -160,15 +160,15 @@ def _streams(dur: np.ndarray, gap: np.ndarray, ready: np.ndarray,
 
 
 def _span(m: Model, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """Per scenario: the iteration thread's length, and the whole schedule's end."""
+    """Per scenario: the iteration thread's length, and where it or its GPU work ends
+    (other threads count only through their edges to it: a worker running past the
+    window does not hold the iteration back)."""
     s = sched.t.shape[0]
     lasts = m.chain_off[1:] - 1
-    whole = np.zeros(s)
-    if lasts.size:
-        whole = np.maximum(whole, sched.t[:, lasts].max(axis=1))
+    own = sched.t[:, lasts[m.main_chain]] if m.main_chain >= 0 else np.zeros(s)
+    whole = own.copy()
     if sched.end.shape[1]:
         whole = np.maximum(whole, sched.end.max(axis=1))
-    own = sched.t[:, lasts[m.main_chain]] if m.main_chain >= 0 else np.zeros(s)
     return own, whole
 
 
@@ -265,7 +265,8 @@ def _walk(m: Model, sched: _Schedule) -> list[CriticalPathRow]:
     """Walk back from whatever ends the predicted iteration, adding up what lies on the way."""
     t, end, d, dur = sched.t[0], sched.end[0], sched.d[0], sched.dur[0]
     lasts = m.chain_off[1:] - 1
-    ends = [("c", p, float(t[p])) for p in lasts.tolist()]
+    ends = [("c", int(lasts[m.main_chain]), float(t[lasts[m.main_chain]]))
+            ] if m.main_chain >= 0 else []
     if end.size:
         ends.append(("g", int(np.argmax(end)), float(end.max())))
     node: tuple[str, int] | None = None

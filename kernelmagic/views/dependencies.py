@@ -132,7 +132,7 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
                   row_key=keys, row_kind=kinds, row_shapes=shape_texts, **gpu)
     _add_syncs(table, model, cpu, items, launch_times)
-    _thread_edges(model, cpu)
+    _thread_edges(model, cpu, table)
     _merge_positions(model, cpu)
     return model
 
@@ -169,12 +169,13 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     model.cross_source = new_index[model.cross_source]
 
 
-def _thread_edges(model: Model, cpu: _Chains) -> None:
+def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
     """Edges between the iteration's own thread and the others (autograd's backward thread,
     a worker): another thread starts no earlier than the iteration's thread's position
     before its first event (it was started from there), and where the iteration's thread
     sits outside any op and resumes within ``JOIN_NS`` of another thread going idle, it
-    waited for that thread (``loss.backward()`` waiting for the backward thread)."""
+    waited for that thread (``loss.backward()`` waiting for the backward thread). Only
+    threads that run ops, runtime calls or ranges count (not a profiler's own records)."""
     main = model.main_chain
     targets: list[int] = []
     sources: list[int] = []
@@ -183,8 +184,9 @@ def _thread_edges(model: Model, cpu: _Chains) -> None:
         return
     lo, hi = int(cpu.chain_off[main]), int(cpu.chain_off[main + 1])
     a_time = cpu.time[lo:hi]
+    works = np.isin(table.kind[cpu.event], (Kind.OP, Kind.RUNTIME, Kind.RANGE))
     for k in range(cpu.chain_off.size - 1):
-        if k == main:
+        if k == main or not works[cpu.chain_off[k]:cpu.chain_off[k + 1]].any():
             continue
         b0, b1 = int(cpu.chain_off[k]), int(cpu.chain_off[k + 1])
         q = lo + max(0, int(np.searchsorted(a_time, cpu.time[b0], "right")) - 1)
@@ -264,14 +266,20 @@ class _Chains:
     chain_tid: np.ndarray
 
     def main_chain(self, table: EventTable, window: Window) -> int:
-        """The chain of the thread whose range or step spans exactly the window."""
+        """The iteration's own thread: the one whose range or step spans exactly the window,
+        else the one that runs the most ops and runtime calls (-1: no thread at all)."""
         spans = np.flatnonzero((table.start == window[0]) & (table.end == window[1])
                                & (table.device < 0) & (table.tid >= 0)
                                & np.isin(table.kind, (Kind.RANGE, Kind.STEP)))
-        if not spans.size:
+        if spans.size:
+            hit = np.flatnonzero(self.chain_tid == table.tid[spans[0]])
+            if hit.size:
+                return int(hit[0])
+        if not self.chain_tid.size:
             return -1
-        hit = np.flatnonzero(self.chain_tid == table.tid[spans[0]])
-        return int(hit[0]) if hit.size else -1
+        ops = np.isin(table.kind[self.event], (Kind.OP, Kind.RUNTIME))
+        chain = np.searchsorted(self.chain_off, np.arange(self.event.size), "right") - 1
+        return int(np.argmax(np.bincount(chain[ops], minlength=self.chain_tid.size)))
 
     def position_of_start(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's start (-1 when the event is not on a chain)."""
