@@ -224,3 +224,98 @@ def test_predictions_stay_within_the_iteration_and_shrink_with_the_factor(
         scale = measured / (real._model.window_ns / 1000)  # the model's window -> median
         assert measured - last == pytest.approx(row.max_gain_us * scale, rel=1e-6, abs=1e-6)
     assert not math.isnan(real.what_if({}).saved_share)
+
+
+# --- the trust line: traces built to break each rule -----------------------------------
+
+def broken(*events) -> ProfileResult:
+    return result_of(step(100), op("aten::mm", 0, 40), *events)
+
+
+def test_gpu_work_before_its_launch_is_counted_with_the_clock_offset() -> None:
+    # Two kernels start 40 and 38 µs before their launches began: the GPU clock is off.
+    result = broken(launch(50, 55, 1), kernel("k", 10, 20, 1),
+                    launch(60, 65, 2), kernel("k", 22, 30, 2))
+    assert result.trust.before_launch == 2
+    assert result.trust.clock_offset_us == pytest.approx(39.0)
+    assert result.trust.line() == ("2 kernels start before their launch: the GPU clock is "
+                                   "about 39.0 µs off: what-if figures are approximate")
+    assert f"Trace check: {result.trust.line()}" in _report(result)
+
+
+def _report(result: ProfileResult) -> str:
+    from kernelmagic.render.text import text_report
+
+    return text_report(result)
+
+
+def test_launches_without_gpu_work_are_counted() -> None:
+    result = broken(launch(10, 15, 1), kernel("k", 16, 20, 1), launch(20, 25, 2))
+    assert result.trust.missing_work == 1
+    assert "1 launch has no GPU work in the trace" in _report(result)
+
+
+def test_overlapping_work_on_one_stream_is_counted() -> None:
+    result = broken(launch(1, 2, 1), kernel("k", 3, 20, 1), launch(3, 4, 2),
+                    kernel("k", 10, 30, 2))
+    assert result.trust.stream_overlaps == 1
+    assert "1 kernel overlaps the work before it on its stream" in _report(result)
+
+
+def test_gpu_records_with_a_zero_timestamp_are_counted(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 1000, "dur": 40},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+               "tid": 1, "ts": 1010, "dur": 5, "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0,
+               "dur": 10, "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    result = kernelmagic.load(path)
+    assert result.trust.zero_timestamps == 1
+    assert result.trust.before_launch == 1
+    assert "1 GPU record has a zero timestamp" in _report(result)
+
+
+def test_a_clean_trace_says_nothing() -> None:
+    result = cpu_bound_gpu_run()
+    assert result.trust.line() == ""
+    assert "Trace check" not in _report(result)
+
+
+# --- against reality on this machine ---------------------------------------------------
+
+def test_what_if_predicts_a_cheaper_matmul_on_this_machine() -> None:
+    """Profile a cell, then the same cell with a matmul of half the inner size: what_if on
+    the first, with the matmul's own measured speed-up, predicts the second within 15%.
+    Only ratios of one run are compared, so a loaded machine moves both sides alike."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = torch.randn(256, 512)
+        y = torch.randn(512, 256)
+        xs, ys = x[:, :256].contiguous(), y[:256, :].contiguous()
+        w = torch.randn(150_000)  # tanh: as long as the small matmul, cache-insensitive
+
+        def big():
+            (x @ y).sum()
+            torch.tanh(w)
+
+        def small():
+            (xs @ ys).sum()
+            torch.tanh(w)
+
+        ratios = []
+        for _ in range(7):  # the median of seven pairs: a burst of load hits one pair
+            before = kernelmagic.profile(big, iters=31, warmup=3, name="big")
+            after = kernelmagic.profile(small, iters=31, warmup=3, name="small")
+
+            def mm(result):  # its time in the median iteration (one thread: its self time)
+                return next(r.max_gain_us for r in result.rows if r.key == "aten::mm")
+
+            predicted = before.what_if({"aten::mm": mm(before) / mm(after)}).iteration_us
+            ratios.append(predicted / (after.stats.median * 1e6))
+        assert sorted(ratios)[3] == pytest.approx(1.0, abs=0.15), ratios
+    finally:
+        torch.set_num_threads(threads)
