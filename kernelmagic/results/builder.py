@@ -125,6 +125,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
         critical_path=model.path if model else [],
+        critical_spans=model.spans if model and chosen else [],
         dependency_model=model.model.to_dict() if model else {},
         trust=TrustChecks(**trust_checks(table)),
     )

@@ -118,6 +118,7 @@ class ProfileResult:
     # The median iteration's dependency model (views/dependencies.py, packed), its critical
     # path, and what the model found wrong with its own edges (the trust line).
     critical_path: list[CriticalPathRow] = field(default_factory=list)
+    critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
     dependency_model: dict[str, Any] = field(default_factory=dict)
     trust: TrustChecks | None = None
 
@@ -321,6 +322,7 @@ class ProfileResult:
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
             "critical_path": [asdict(x) for x in self.critical_path],
+            "critical_spans": [asdict(x) for x in self.critical_spans],
             "dependency_model": dict(self.dependency_model),
             "trust": asdict(self.trust) if self.trust is not None else None,
         }
@@ -412,6 +414,7 @@ class ProfileResult:
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
                 critical_path=[CriticalPathRow(**x) for x in data.get("critical_path", [])],
+                critical_spans=[Span(**x) for x in data.get("critical_spans", [])],
                 dependency_model=dict(data.get("dependency_model") or {}),
                 trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
                        else None),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Window
-from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow
+from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
 from kernelmagic.core.units import format_us, short_percent
 from kernelmagic.views.dependencies import (
     CATEGORY_NAMES,
@@ -41,6 +41,7 @@ __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view"
            "path_summary", "predict", "what_if"]
 
 SIDES = ("both", "cpu", "device")
+PATH_LANE = "critical path"  # the timeline lane the path is drawn on
 _MAX_CELLS = 4_000_000  # scenario x position cells replayed at once (memory: 32 MB a matrix)
 
 
@@ -240,12 +241,29 @@ def what_if(m: Model, factors: Mapping[str, float], side: str = "both") -> WhatI
                   _walk(m, sched))
 
 
-def critical_path(m: Model) -> list[CriticalPathRow]:
-    """The measured iteration's critical path, by category and row (µs, largest first)."""
+def critical_path(m: Model) -> tuple[list[CriticalPathRow], list[Span]]:
+    """The measured iteration's critical path, by category and row (µs, largest first),
+    and where it lies in time (``Span``: the category as ``key``, lane "critical path",
+    µs from the iteration's start; neighbours of one category merged)."""
     if m.empty:
-        return []
+        return [], []
     _, sched = predict(m, *_factors(m, 1))
-    return _walk(m, sched)
+    spans: list[tuple[float, float, int]] = []
+    rows = _walk(m, sched, spans)
+    return rows, _merged(spans)
+
+
+def _merged(pieces: list[tuple[float, float, int]]) -> list[Span]:
+    out: list[Span] = []
+    for start, end, cat in sorted(pieces):
+        if end <= start:
+            continue
+        key = CATEGORY_NAMES[cat]
+        if out and out[-1].key == key and start / 1000.0 - out[-1].end < 1e-6:
+            out[-1] = Span(key, PATH_LANE, out[-1].start, max(out[-1].end, end / 1000.0))
+        else:
+            out.append(Span(key, PATH_LANE, start / 1000.0, end / 1000.0))
+    return out
 
 
 def path_summary(rows: list[CriticalPathRow]) -> str:
@@ -261,7 +279,8 @@ def path_summary(rows: list[CriticalPathRow]) -> str:
     return "critical path: " + ", ".join(parts)
 
 
-def _walk(m: Model, sched: _Schedule) -> list[CriticalPathRow]:
+def _walk(m: Model, sched: _Schedule,
+          spans: list[tuple[float, float, int]] | None = None) -> list[CriticalPathRow]:
     """Walk back from whatever ends the predicted iteration, adding up what lies on the way."""
     t, end, d, dur = sched.t[0], sched.end[0], sched.d[0], sched.dur[0]
     lasts = m.chain_off[1:] - 1
@@ -276,7 +295,7 @@ def _walk(m: Model, sched: _Schedule) -> list[CriticalPathRow]:
         if m.main_chain >= 0 and not (what == "g" and end[i] > t[lasts[m.main_chain]]):
             node = ("c", int(lasts[m.main_chain]))  # the iteration's own thread ends it
     acc: dict[tuple[int, int], float] = {}
-    _follow(m, sched, node, acc, t, end, d, dur)
+    _follow(m, sched, node, acc, t, end, d, dur, spans if spans is not None else [])
     total = sum(acc.values())
     rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
                             key=m.row_key[row] if row >= 0 else "",
@@ -288,7 +307,7 @@ def _walk(m: Model, sched: _Schedule) -> list[CriticalPathRow]:
 
 def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             acc: dict[tuple[int, int], float], t: np.ndarray, end: np.ndarray,
-            d: np.ndarray, dur: np.ndarray) -> None:
+            d: np.ndarray, dur: np.ndarray, spans: list[tuple[float, float, int]]) -> None:
     chain_start = set(m.chain_off[:-1].tolist())
     sync_at = {p: q for q, p in enumerate(m.sync_pos.tolist())}
     cross_at = {p: x for x, p in enumerate(m.cross_target.tolist())}
@@ -298,8 +317,10 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
     r = len(m.row_key)
     scale = sched.cpu_f[0]
 
-    def add(c: int, r: int, ns: float) -> None:
+    def add(c: int, r: int, ns: float, until: float | None = None) -> None:
         acc[(c, r)] = acc.get((c, r), 0.0) + ns
+        if until is not None:
+            spans.append((until - ns, until, c))
 
     while node is not None:
         what, i = node
@@ -307,27 +328,30 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             x = cross_at.get(i)
             if x is not None and sched.cross_c[0, x] >= (t[i - 1] + d[i] if i not in chain_start
                                                          else -np.inf) + 1e-6:
-                add(IDLE, -1, float(m.cross_off[x]))
+                add(IDLE, -1, float(m.cross_off[x]), float(t[i]))
                 node = ("c", int(m.cross_source[x]))
                 continue
             if i in chain_start:
-                add(IDLE, -1, max(0.0, float(t[i])))
+                add(IDLE, -1, max(0.0, float(t[i])), float(t[i]))
                 return
             q = sync_at.get(i)
             if q is not None and sched.sync_c[0, q] > t[i - 1] + d[i] + 1e-6:
                 sync_row = int(m.sync_row[q])
                 add(SYNC, sync_row, float(m.sync_post[q] * scale[sync_row if sync_row >= 0
-                                                                 else r]))
+                                                                 else r]), float(t[i]))
                 lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
                 deps = m.sync_dep[lo:hi]
                 node = ("g", int(deps[np.argmax(end[deps])])) if hi > lo else None
                 continue
-            for j in range(int(m.part_off[i]), int(m.part_off[i + 1])):
+            until = float(t[i])
+            for j in range(int(m.part_off[i + 1]) - 1, int(m.part_off[i]) - 1, -1):
                 row = int(m.part_row[j])
-                add(int(m.part_cat[j]), row, float(m.part_dur[j] * scale[row if row >= 0 else r]))
+                ns = float(m.part_dur[j] * scale[row if row >= 0 else r])
+                add(int(m.part_cat[j]), row, ns, until)  # (parts merged: in no real order)
+                until -= ns
             node = ("c", i - 1)
             continue
-        add(GPU_WORK, irow[i], float(dur[i]))
+        add(GPU_WORK, irow[i], float(dur[i]), float(end[i]))
         node = _gpu_cause(m, i, t, end, dur, stream_first, add)
 
 
@@ -337,16 +361,16 @@ def _gpu_cause(m: Model, i: int, t: np.ndarray, end: np.ndarray, dur: np.ndarray
     start = end[i] - dur[i]
     lp = int(m.item_launch[i])
     if lp >= 0 and t[lp] + m.item_lat[i] >= start - 1e-6:
-        add(LAUNCH, -1, float(m.item_lat[i]))
+        add(LAUNCH, -1, float(m.item_lat[i]), float(start))
         return ("c", lp)
     lo, hi = int(m.wait_off[i]), int(m.wait_off[i + 1])
     for j in m.wait_dep[lo:hi].tolist():
         if end[j] >= start - 1e-6:
             return ("g", j)
     if not stream_first[i] and end[i - 1] + m.item_gap[i] >= start - 1e-6:
-        add(IDLE, -1, float(m.item_gap[i]))
+        add(IDLE, -1, float(m.item_gap[i]), float(start))
         return ("g", i - 1)
-    add(IDLE, -1, max(0.0, float(start)))
+    add(IDLE, -1, max(0.0, float(start)), float(start))
     return None
 
 
@@ -357,6 +381,7 @@ class IterationView:
 
     model: Model
     path: list[CriticalPathRow]
+    spans: list[Span]
     gains_us: dict[tuple[str, str, str], float]
 
 
@@ -367,4 +392,4 @@ def iteration_view(table: EventTable, window: Window, name: str | None = None,
     gains = max_gains(m) / 1000.0
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
              zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
-    return IterationView(m, critical_path(m), keyed)
+    return IterationView(m, *critical_path(m), keyed)
