@@ -20,7 +20,7 @@ from kernelmagic.views.critical_path import iteration_view
 from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
-from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.timeline import peak_memory, timeline
@@ -89,10 +89,13 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         memory.note = ledger.note
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
+    owners = range_owners(table, name)  # the ranges that are rows: for both views below
     rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                   flops="flops" in wanted, window=outer_window(table, name), name=name)
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
     model = (iteration_view(table, windows[min(median, len(windows) - 1)], name,
-                            shapes="shapes" in wanted) if windows else None)
+                            shapes="shapes" in wanted, spans=bool(chosen), ranges=owners)
+             if windows else None)
     return ProfileResult(
         name=name,
         iters=len(timings),
@@ -125,7 +128,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
         critical_path=model.path if model else [],
-        critical_spans=model.spans if model and chosen else [],
+        critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
         trust=TrustChecks(**trust_checks(table)),
     )

@@ -103,6 +103,9 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray, rounds: int = 100_00
     sync_c = np.full((s, m.sync_pos.size), -np.inf)
     t = np.full((s, m.pos_anchor.size), -np.inf)
     cross_c = np.full((s, m.cross_target.size), -np.inf)
+    cpu_run = _running(d, m.chain_off)  # constant across rounds: summed once
+    gpu_run = _running(m.item_gap[None, :] + dur, m.stream_off)
+    dur_less_run = dur - gpu_run
     for _ in range(rounds):
         c = np.broadcast_to(anchor, d.shape).copy()
         if m.cross_target.size:
@@ -115,49 +118,59 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray, rounds: int = 100_00
             sync_c = np.maximum(sync_c, _f(m.sync_fixed)[None, :]) + post
             sync_c[dropped] = -np.inf
             c[:, m.sync_pos] = np.maximum(c[:, m.sync_pos], sync_c)
-        before, t = t, _chains(d, c, m.chain_off)
+        before, t = t, _chains(cpu_run, c, m.chain_off)
         ready = np.broadcast_to(ianchor, dur.shape).copy()
         ready[:, launched] = np.maximum(ready[:, launched],
                                         t[:, m.item_launch[launched]] + m.item_lat[launched])
         if wait_items.size:
             waited = np.maximum.reduceat(end[:, m.wait_dep], m.wait_off[wait_items], axis=1)
             ready[:, wait_items] = np.maximum(ready[:, wait_items], waited)
-        new_end = _streams(dur, m.item_gap, ready, m.stream_off)
+        new_end = _chains(gpu_run, ready + dur_less_run + gpu_run, m.stream_off)
         if np.array_equal(new_end, end) and np.array_equal(before, t):
             break
         end = new_end
     return _Schedule(t, end, d, dur, sync_c, cpu_f, cross_c)
 
 
+def _owned(m: Model) -> np.ndarray:
+    """(R+1, P): the time each row (the last: no row) owns in each position's stretch."""
+    owned = m.__dict__.get("_owned")
+    if owned is None:
+        r = len(m.row_key)
+        owned = np.zeros((r + 1, m.pos_anchor.size))
+        block = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
+        np.add.at(owned, (np.where(m.part_row >= 0, m.part_row, r), block), m.part_dur)
+        m.__dict__["_owned"] = owned
+    return owned
+
+
 def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
-    """(S, P): each position's stretch since the previous one, its parts scaled by row."""
-    r = len(m.row_key)
-    vals = m.part_dur[None, :] * cpu_f[:, np.where(m.part_row >= 0, m.part_row, r)]
-    d = np.zeros((cpu_f.shape[0], m.pos_anchor.size))
-    filled = np.flatnonzero(np.diff(m.part_off) > 0)
-    if filled.size:
-        d[:, filled] = np.add.reduceat(vals, m.part_off[filled], axis=1)
+    """(S, P): each position's stretch since the previous one, its parts scaled by row.
+    Only the rows a scenario changes are touched (no matrix product: BLAS threads
+    fight over a loaded machine's cores)."""
+    owned = _owned(m)
+    d = np.broadcast_to(owned.sum(axis=0), (cpu_f.shape[0], owned.shape[1])).copy()
+    for s, row in zip(*np.nonzero(cpu_f != 1.0), strict=True):
+        d[s] += (cpu_f[s, row] - 1.0) * owned[row]
     return d
 
 
-def _chains(d: np.ndarray, c: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """``t[p] = max(t[p-1] + d[p], c[p])`` along each chain: one pass per thread."""
-    t = np.empty_like(d)
+def _running(d: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Running sums of ``d`` along each chain (segment ``off[k]:off[k+1]``)."""
+    run = np.empty_like(d)
     for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
-        run = np.cumsum(d[:, lo:hi], axis=1)
-        t[:, lo:hi] = run + np.maximum.accumulate(c[:, lo:hi] - run, axis=1)
-    return t
+        np.cumsum(d[:, lo:hi], axis=1, out=run[:, lo:hi])
+    return run
 
 
-def _streams(dur: np.ndarray, gap: np.ndarray, ready: np.ndarray,
-             off: np.ndarray) -> np.ndarray:
-    """``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]`` along each stream."""
-    end = np.empty_like(dur)
+def _chains(run: np.ndarray, c: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """``t[p] = max(t[p-1] + d[p], c[p])`` along each chain (``run``: ``d``'s running sums):
+    one pass per thread. A stream is a chain too: ``end[i] = max(end[i-1] + gap[i] +
+    dur[i], ready[i] + dur[i])``."""
+    t = c - run
     for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
-        run = np.cumsum(gap[lo:hi][None, :] + dur[:, lo:hi], axis=1)
-        end[:, lo:hi] = run + np.maximum.accumulate(ready[:, lo:hi] + dur[:, lo:hi] - run,
-                                                    axis=1)
-    return end
+        np.maximum.accumulate(t[:, lo:hi], axis=1, out=t[:, lo:hi])
+    return t + run
 
 
 def _span(m: Model, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
@@ -178,12 +191,22 @@ def _factors(m: Model, s: int) -> tuple[np.ndarray, np.ndarray]:
     return ones, ones.copy()
 
 
+def _baseline(m: Model) -> tuple[float, _Schedule]:
+    """The measured schedule (every factor 1) and where it ends; computed once per model."""
+    cached = m.__dict__.get("_baseline")
+    if cached is None:
+        sched = _replay(m, *_factors(m, 1))
+        cached = m.__dict__["_baseline"] = (float(_span(m, sched)[1][0]), sched)
+    return cached
+
+
 def predict(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> tuple[np.ndarray, _Schedule]:
     """Predicted iteration (ns) per scenario (the module docstring's rule), and schedules."""
-    _, base_whole = _span(m, _replay(m, *_factors(m, 1)))
-    sched = _replay(m, cpu_f, gpu_f)
+    base_whole, base = _baseline(m)
+    changed = (cpu_f != 1).any() or (gpu_f != 1).any()
+    sched = _replay(m, cpu_f, gpu_f) if changed or cpu_f.shape[0] != 1 else base
     own, whole = _span(m, sched)
-    return np.maximum(own, m.window_ns - (base_whole[0] - whole)), sched
+    return np.maximum(own, m.window_ns - (base_whole - whole)), sched
 
 
 def max_gains(m: Model) -> np.ndarray:
@@ -193,8 +216,13 @@ def max_gains(m: Model) -> np.ndarray:
     if m.empty or not r:
         return gains
     per_chunk = max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
-    for lo in range(0, r, per_chunk):
-        rows = np.arange(lo, min(r, lo + per_chunk))
+    owns = np.zeros(r + 1, bool)  # a row that owns no time here is worth nothing
+    owns[m.part_row[m.part_dur > 0]] = True
+    owns[m.item_row[m.item_dur > 0]] = True
+    owns[m.sync_row] = True
+    held = np.flatnonzero(owns[:r])
+    for lo in range(0, held.size, per_chunk):
+        rows = held[lo:lo + per_chunk]
         cpu_f, gpu_f = _factors(m, rows.size)
         cpu_f[np.arange(rows.size), rows] = 0.0
         gpu_f[np.arange(rows.size), rows] = 0.0
@@ -241,29 +269,34 @@ def what_if(m: Model, factors: Mapping[str, float], side: str = "both") -> WhatI
                   _walk(m, sched))
 
 
-def critical_path(m: Model) -> tuple[list[CriticalPathRow], list[Span]]:
+def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow], list[Span]]:
     """The measured iteration's critical path, by category and row (µs, largest first),
-    and where it lies in time (``Span``: the category as ``key``, lane "critical path",
-    µs from the iteration's start; neighbours of one category merged)."""
+    and with ``spans`` where it lies in time (``Span``: the category as ``key``, lane
+    "critical path", µs from the iteration's start; neighbours of one category merged)."""
     if m.empty:
         return [], []
     _, sched = predict(m, *_factors(m, 1))
-    spans: list[tuple[float, float, int]] = []
-    rows = _walk(m, sched, spans)
-    return rows, _merged(spans)
+    pieces: list[tuple[float, float, int]] | None = [] if spans else None
+    rows = _walk(m, sched, pieces)
+    return rows, _merged(pieces) if pieces else []
 
 
 def _merged(pieces: list[tuple[float, float, int]]) -> list[Span]:
-    out: list[Span] = []
-    for start, end, cat in sorted(pieces):
-        if end <= start:
-            continue
-        key = CATEGORY_NAMES[cat]
-        if out and out[-1].key == key and start / 1000.0 - out[-1].end < 1e-6:
-            out[-1] = Span(key, PATH_LANE, out[-1].start, max(out[-1].end, end / 1000.0))
-        else:
-            out.append(Span(key, PATH_LANE, start / 1000.0, end / 1000.0))
-    return out
+    """The path's pieces (ns) as spans (µs), neighbours of one category joined."""
+    start, end, cat = (np.asarray(x) for x in zip(*pieces, strict=True))
+    keep = end > start
+    start, end, cat = start[keep], end[keep], cat[keep]
+    order = np.lexsort((end, start))
+    start, end, cat = start[order], end[order], cat[order]
+    if not start.size:
+        return []
+    joined = np.zeros(start.size, bool)
+    joined[1:] = (cat[1:] == cat[:-1]) & (start[1:] - end[:-1] < 1.0)
+    first = np.flatnonzero(~joined)
+    stop = np.maximum.reduceat(end, first)
+    return [Span(CATEGORY_NAMES[k], PATH_LANE, a / 1000.0, b / 1000.0)
+            for k, a, b in zip(cat[first].tolist(), start[first].tolist(), stop.tolist(),
+                               strict=True)]
 
 
 def path_summary(rows: list[CriticalPathRow]) -> str:
@@ -295,7 +328,7 @@ def _walk(m: Model, sched: _Schedule,
         if m.main_chain >= 0 and not (what == "g" and end[i] > t[lasts[m.main_chain]]):
             node = ("c", int(lasts[m.main_chain]))  # the iteration's own thread ends it
     acc: dict[tuple[int, int], float] = {}
-    _follow(m, sched, node, acc, t, end, d, dur, spans if spans is not None else [])
+    _follow(m, sched, node, acc, t, end, d, dur, spans)
     total = sum(acc.values())
     rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
                             key=m.row_key[row] if row >= 0 else "",
@@ -307,7 +340,8 @@ def _walk(m: Model, sched: _Schedule,
 
 def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             acc: dict[tuple[int, int], float], t: np.ndarray, end: np.ndarray,
-            d: np.ndarray, dur: np.ndarray, spans: list[tuple[float, float, int]]) -> None:
+            d: np.ndarray, dur: np.ndarray,
+            spans: list[tuple[float, float, int]] | None) -> None:
     chain_start = set(m.chain_off[:-1].tolist())
     sync_at = {p: q for q, p in enumerate(m.sync_pos.tolist())}
     cross_at = {p: x for x, p in enumerate(m.cross_target.tolist())}
@@ -316,26 +350,28 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
     irow = m.item_row.tolist()
     r = len(m.row_key)
     scale = sched.cpu_f[0]
+    stretches: list[int] = []  # positions whose whole stretch lies on the path
+    t_, d_, end_, dur_ = t.tolist(), d.tolist(), end.tolist(), dur.tolist()
 
     def add(c: int, r: int, ns: float, until: float | None = None) -> None:
         acc[(c, r)] = acc.get((c, r), 0.0) + ns
-        if until is not None:
+        if spans is not None and until is not None:
             spans.append((until - ns, until, c))
 
     while node is not None:
         what, i = node
         if what == "c":
             x = cross_at.get(i)
-            if x is not None and sched.cross_c[0, x] >= (t[i - 1] + d[i] if i not in chain_start
+            if x is not None and sched.cross_c[0, x] >= (t_[i - 1] + d_[i] if i not in chain_start
                                                          else -np.inf) + 1e-6:
-                add(IDLE, -1, float(m.cross_off[x]), float(t[i]))
+                add(IDLE, -1, float(m.cross_off[x]), t_[i])
                 node = ("c", int(m.cross_source[x]))
                 continue
             if i in chain_start:
-                add(IDLE, -1, max(0.0, float(t[i])), float(t[i]))
-                return
+                add(IDLE, -1, max(0.0, t_[i]), t_[i])
+                break
             q = sync_at.get(i)
-            if q is not None and sched.sync_c[0, q] > t[i - 1] + d[i] + 1e-6:
+            if q is not None and sched.sync_c[0, q] > t_[i - 1] + d_[i] + 1e-6:
                 sync_row = int(m.sync_row[q])
                 add(SYNC, sync_row, float(m.sync_post[q] * scale[sync_row if sync_row >= 0
                                                                  else r]), float(t[i]))
@@ -343,16 +379,39 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
                 deps = m.sync_dep[lo:hi]
                 node = ("g", int(deps[np.argmax(end[deps])])) if hi > lo else None
                 continue
-            until = float(t[i])
-            for j in range(int(m.part_off[i + 1]) - 1, int(m.part_off[i]) - 1, -1):
-                row = int(m.part_row[j])
-                ns = float(m.part_dur[j] * scale[row if row >= 0 else r])
-                add(int(m.part_cat[j]), row, ns, until)  # (parts merged: in no real order)
-                until -= ns
+            stretches.append(i)
             node = ("c", i - 1)
             continue
-        add(GPU_WORK, irow[i], float(dur[i]), float(end[i]))
+        add(GPU_WORK, irow[i], dur_[i], end_[i])
         node = _gpu_cause(m, i, t, end, dur, stream_first, add)
+    _add_stretches(m, np.asarray(stretches, np.int64), scale, t, acc, spans)
+
+
+def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
+                   acc: dict[tuple[int, int], float],
+                   spans: list[tuple[float, float, int]] | None) -> None:
+    """Add the parts of the stretches into positions ``at`` to ``acc`` (and ``spans``)."""
+    if not at.size:
+        return
+    lo, hi = m.part_off[at], m.part_off[at + 1]
+    counts = hi - lo
+    parts = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    rows = m.part_row[parts]
+    ns = m.part_dur[parts] * scale[np.where(rows >= 0, rows, len(m.row_key))]
+    key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1
+    found, inverse = np.unique(key, return_inverse=True)
+    sums = np.bincount(inverse, weights=ns)
+    for k, v in zip(found.tolist(), sums.tolist(), strict=True):
+        cat, row = divmod(k, len(m.row_key) + 1)
+        acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + v
+    if spans is None:
+        return
+    # Merged parts are in no real order: laid back to back, ending at the position.
+    total = np.cumsum(ns)
+    last = np.cumsum(counts) - 1
+    ends = np.repeat(t[at], counts) - (np.repeat(total[last], counts) - total)
+    spans.extend(zip((ends - ns).tolist(), ends.tolist(), m.part_cat[parts].tolist(),
+                     strict=True))
 
 
 def _gpu_cause(m: Model, i: int, t: np.ndarray, end: np.ndarray, dur: np.ndarray,
@@ -386,10 +445,12 @@ class IterationView:
 
 
 def iteration_view(table: EventTable, window: Window, name: str | None = None,
-                   shapes: bool = False) -> IterationView:
-    """The dependency model of ``window`` (the median iteration), its path and gains."""
-    m = build_model(table, window, name, shapes)
+                   shapes: bool = False, spans: bool = False,
+                   ranges: np.ndarray | None = None) -> IterationView:
+    """The dependency model of ``window`` (the median iteration), its path (in time too,
+    with ``spans``: for the timeline) and each row's gain; ``ranges``: ``range_owners``."""
+    m = build_model(table, window, name, shapes, ranges)
     gains = max_gains(m) / 1000.0
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
              zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
-    return IterationView(m, *critical_path(m), keyed)
+    return IterationView(m, *critical_path(m, spans), keyed)

@@ -103,7 +103,7 @@ class Model:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, np.ndarray):
-                raw = zlib.compress(value.astype("<i8").tobytes(), 6)
+                raw = zlib.compress(value.astype("<i8").tobytes(), 1)
                 value = base64.b64encode(raw).decode("ascii")
             out[f.name] = value
         return out
@@ -122,10 +122,13 @@ class Model:
 
 
 def build_model(table: EventTable, window: Window, name: str | None = None,
-                shapes: bool = False) -> Model:
-    """The dependency model of the iteration ``window`` of ``table`` (module docstring)."""
+                shapes: bool = False, ranges: np.ndarray | None = None) -> Model:
+    """The dependency model of the iteration ``window`` of ``table`` (module docstring);
+    ``ranges``: ``views/ops.py: range_owners(table, name)``, when the caller has it."""
     ws, we = window
-    row_of, keys, kinds, shape_texts = _row_ids(table, window, name, shapes)
+    if ranges is None:
+        ranges = range_owners(table, name)
+    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes)
     cpu = _cpu_chains(table, ws, we, row_of)
     gpu = _gpu_items(table, ws, we, row_of, cpu)
     items, launch_times = gpu.pop("items"), gpu.pop("launch_times")
@@ -222,12 +225,11 @@ def _last_per_target(targets: np.ndarray, sources: np.ndarray) -> list[tuple[int
     return list(zip(targets[last].tolist(), sources[last].tolist(), strict=True))
 
 
-def _row_ids(table: EventTable, window: Window, name: str | None,
+def _row_ids(table: EventTable, window: Window, ranges: np.ndarray,
              shapes: bool) -> tuple[np.ndarray, list[str], list[str], list[str]]:
     """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them)."""
     ws, we = window
     inside = (table.start < we) & (table.end > ws) | (table.start == ws)
-    ranges = range_owners(table, name)
     owner = (is_op(table) | ranges) & ~under_our_sync(table) & inside
     work = device_work(table) & (table.launcher == NO_PARENT) & inside
     events = np.flatnonzero(owner | work)
