@@ -48,7 +48,7 @@ class Finding:
                 f"({short_percent(self.saves_share)})")
 
     def __str__(self) -> str:
-        saving = f" ({self.saving})" if self.saving else ""
+        saving = f"; {self.saving}" if self.saving else ""
         return f"{self.title}: {self.evidence}{saving}. Try: {self.suggestion}"
 
 
