@@ -101,9 +101,10 @@ def test_derived_lists_follow_the_declarations():
                          "--flops": "with_flops=True", "--stack": "with_stack=True",
                          "--modules": "with_modules=True"}
     # --nsight runs no torch profiler: every view, --roofline/--counters (runs of their
-    # own), --trace and --gather are excluded; the plain run's settings are not
+    # own), --trace, --gather and --try (each variant is profiled) are excluded; the plain
+    # run's settings are not
     assert set(NSIGHT_EXCLUDES.values()) == set(VIEWS) | {"roofline", "counters", "trace",
-                                                         "gather"}
+                                                         "gather", "variants"}
 
 
 def test_takes_value_comes_from_the_table():

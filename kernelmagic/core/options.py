@@ -147,6 +147,14 @@ class ProfileOptions:
         "--gather", needs_profiler=True,
         help="in a torch.distributed process group: every rank profiles, rank 0 "
              "shows (and -o binds) the report of all ranks, the others one line")
+    # Checked against the variants there are by kernelmagic/live/variants.py: parse.
+    variants: str | None = option(
+        "--try", default=None, metavar="VARIANTS", needs_profiler=True,
+        help="after the run, measure each variant the same way (comma-separated): bf16, "
+             "fp16, tf32, compile, cudagraphs, inference, threads=N, "
+             "sdpa=math|efficient|flash|cudnn, your @kernelmagic.variant names, or auto "
+             "(what the findings suggest and the device runs); each row gives its speed-up "
+             "and the numerical error of the cell's value")
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -169,6 +177,8 @@ class ProfileOptions:
                     f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
                     "profiling, torch's profiler does not run"
                 )
+        if self.variants is not None:
+            _check_variants(self)
         if self.memory_all and not self.memory:
             raise ValueError("--memory-all needs --memory (it shows every iteration's "
                              "memory timeline)")
@@ -224,6 +234,17 @@ def check_keywords(keywords: Mapping[str, Any]) -> None:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")
 
+
+
+def _check_variants(options: ProfileOptions) -> None:
+    """``--try``'s value as one comma-separated string (the API may give a list)."""
+    value = options.variants
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        object.__setattr__(options, "variants", ",".join(value))
+    elif not isinstance(value, str):
+        raise ValueError(f"--try takes variant names, as a string or a list; got {value!r}")
+    if options.gather:
+        raise ValueError("--try cannot be combined with --gather")
 
 
 def check_variable_name(option: str, value: str) -> str:

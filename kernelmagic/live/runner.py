@@ -496,7 +496,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     profiler and re-raises, with the completed iterations' result as ``exc.result``;
     with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
     (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one.
+    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
+    ``"auto"``) measures each variant after the baseline: ``result.experiments``
+    (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
     check_keywords(view_options)
@@ -506,6 +508,11 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
     try:
+        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
+            from kernelmagic.live.experiments import profile_variants
+
+            return profile_variants(target, fn, plan(options), progress=reporter,
+                                    source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)
