@@ -290,28 +290,29 @@ def test_a_clean_trace_says_nothing() -> None:
                     reason="the machine runs more than twice as many jobs as it has cores: "
                            "each profile sees its own preemptions")
 def test_what_if_predicts_a_cheaper_matmul_on_this_machine() -> None:
-    """Profile a cell, then the same cell with its matmuls made cheaper (half of them: the
-    same sizes, so the caches see the same data): what_if on the first, with the matmul
-    row's own measured speed-up, predicts the second within 15%. Only ratios of one run are
-    compared, and the cell is its matmuls (little else whose time a loaded machine could
-    inflate in one run and not the other), so load moves both sides alike."""
+    """Profile a cell of matmuls, then the same cell with a smaller inner size (as many
+    calls, the same output): what_if on the first, with the matmul row's own measured
+    speed-up, predicts the second within 15%. Only ratios of one run are compared, and the
+    cell is its matmuls (little else whose time load could inflate in one run and not the
+    other)."""
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         x, y = torch.randn(256, 256), torch.randn(256, 256)
+        xs, ys = x[:, :128].contiguous(), y[:128, :].contiguous()
 
-        def cell(matmuls: int) -> None:
-            for _ in range(matmuls):
-                x @ y
+        def cell(a: torch.Tensor, b: torch.Tensor) -> None:
+            for _ in range(4):
+                a @ b
 
         def mm(result: ProfileResult) -> float:  # its time in the median iteration
             return next(r.max_gain_us for r in result.rows if r.key == "aten::mm")
 
         ratios = []
         for _ in range(7):  # the median of seven pairs: a burst of load hits one pair
-            before = kernelmagic.profile(lambda: cell(4), iters=31, warmup=3, name="before")
-            after = kernelmagic.profile(lambda: cell(2), iters=31, warmup=3, name="after")
+            before = kernelmagic.profile(lambda: cell(x, y), iters=31, warmup=3, name="before")
+            after = kernelmagic.profile(lambda: cell(xs, ys), iters=31, warmup=3, name="after")
             predicted = before.what_if({"aten::mm": mm(before) / mm(after)}).iteration_us
             ratios.append(predicted / (after.stats.median * 1e6))
         assert sorted(ratios)[3] == pytest.approx(1.0, abs=0.15), ratios
