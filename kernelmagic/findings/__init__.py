@@ -20,6 +20,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``measurement``: a slow first run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
+- ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
+  between the steps
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
@@ -97,11 +99,26 @@ from kernelmagic.findings.startup import (
     setup,
     startup_in_window,
 )
+from kernelmagic.findings.steps import (
+    BETWEEN_SHARE,
+    FIRST_STEP_MIN,
+    FIRST_STEP_RATIO,
+    SLOWDOWN_AGREEMENT,
+    SLOWDOWN_MIN_STEPS,
+    SLOWDOWN_RISE,
+    STEP_BUSY,
+    STEP_IN_OPS,
+    slow_first_step,
+    step_overhead,
+    steps_slow_down,
+    time_between_steps,
+)
 from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
 __all__ = [
     "BATCH_NORM_TRAINING",
+    "BETWEEN_SHARE",
     "CAUSE_SHARE",
     "COMM_BOUND_SHARE",
     "COUNTER_RULES",
@@ -114,6 +131,8 @@ __all__ = [
     "ELEMENTWISE_CALLS",
     "ELEMENTWISE_OPS",
     "ELEMENTWISE_SHARE",
+    "FIRST_STEP_MIN",
+    "FIRST_STEP_RATIO",
     "GPU_IDLE_SHARE",
     "GRAPH_BREAK_SHARE",
     "GROWTH_MIN_BYTES",
@@ -132,9 +151,14 @@ __all__ = [
     "SETUP_CALL_US",
     "SETUP_LAUNCH_US",
     "SHORT_KERNEL_US",
+    "SLOWDOWN_AGREEMENT",
+    "SLOWDOWN_MIN_STEPS",
+    "SLOWDOWN_RISE",
     "SLOW_FIRST_ITER_RATIO",
     "SLOW_WARMUP_RATIO",
     "STARTUP_SHARE",
+    "STEP_BUSY",
+    "STEP_IN_OPS",
     "SYNC_OPS",
     "TRAIN_MODE_SHARE",
     "WAIT_CALLS",
@@ -156,9 +180,13 @@ __all__ = [
     "priced",
     "recompile_in_loop",
     "setup",
+    "slow_first_step",
     "slow_warmup",
     "startup_in_window",
+    "step_overhead",
+    "steps_slow_down",
     "sync_points",
+    "time_between_steps",
     "train_mode_under_no_grad",
     "wall_us",
     "with_measurements",
@@ -169,6 +197,7 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
     memory_growth,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
+    step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
 ]
 
 

@@ -23,6 +23,7 @@ from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_view
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
@@ -37,7 +38,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
                  torch_version: str = "", trace_path: str = "",
                  memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False) -> ProfileResult:
+                 memory_all: bool = False, steps_target: str = "") -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
@@ -58,6 +59,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``memory_ledger``: the run's memory changes with their categories
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
+      (``views/steps.py``).
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -87,6 +90,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         shown = None if memory_all else min(median, max(len(windows) - 1, 0))
         memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
+    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     owners = range_owners(table, name)  # the ranges that are rows: for both views below
@@ -131,6 +135,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
         trust=TrustChecks(**trust_checks(table)),
+        steps=steps.rows,
+        step_groups=steps.groups,
+        steps_summary=steps.summary,
     )
 
 
@@ -138,3 +145,12 @@ def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> 
     """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
     return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
             for r in rows]
+
+
+def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
+           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
+    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
+    if "steps" not in wanted:
+        return StepsView()
+    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
+                      memory="memory" in wanted, median_iteration=median)

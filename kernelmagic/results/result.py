@@ -36,6 +36,7 @@ from kernelmagic.core.rows import (
     Span,
     TrustChecks,
 )
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -122,6 +123,11 @@ class ProfileResult:
     critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
     dependency_model: dict[str, Any] = field(default_factory=dict)
     trust: TrustChecks | None = None
+    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
+    steps: list[StepRow] = field(default_factory=list)
+    step_groups: list[StepGroupRow] = field(default_factory=list)
+    steps_summary: StepsSummary | None = None
+    repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
     # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
     experiments: list[ExperimentRow] = field(default_factory=list)
     experiments_note: str = ""  # e.g. --try auto found nothing to try
@@ -329,6 +335,12 @@ class ProfileResult:
             "critical_spans": [asdict(x) for x in self.critical_spans],
             "dependency_model": dict(self.dependency_model),
             "trust": asdict(self.trust) if self.trust is not None else None,
+            "steps": [asdict(x) for x in self.steps],
+            "step_groups": [asdict(x) for x in self.step_groups],
+            "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
+                              else None),
+            "repeated_call": (asdict(self.repeated_call) if self.repeated_call is not None
+                              else None),
             "experiments": [_experiment_dict(x) for x in self.experiments],
             "experiments_note": self.experiments_note,
         }
@@ -424,6 +436,12 @@ class ProfileResult:
                 dependency_model=dict(data.get("dependency_model") or {}),
                 trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
                        else None),
+                steps=[StepRow(**x) for x in data.get("steps", [])],
+                step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
+                steps_summary=(StepsSummary(**data["steps_summary"])
+                               if data.get("steps_summary") is not None else None),
+                repeated_call=(RepeatedCall(**data["repeated_call"])
+                               if data.get("repeated_call") is not None else None),
                 experiments=[_experiment_row(x) for x in data.get("experiments", [])],
                 experiments_note=str(data.get("experiments_note", "")),
             )
