@@ -42,6 +42,7 @@ __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view"
 
 SIDES = ("both", "cpu", "device")
 PATH_LANE = "critical path"  # the timeline lane the path is drawn on
+SPAN_RESOLUTION = 4000  # the lane keeps pieces longer than the iteration / this (a pixel)
 _MAX_CELLS = 4_000_000  # scenario x position cells replayed at once (memory: 32 MB a matrix)
 
 
@@ -278,20 +279,21 @@ def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow],
     _, sched = predict(m, *_factors(m, 1))
     pieces: list[tuple[float, float, int]] | None = [] if spans else None
     rows = _walk(m, sched, pieces)
-    return rows, _merged(pieces) if pieces else []
+    return rows, _merged(pieces, m.window_ns / SPAN_RESOLUTION) if pieces else []
 
 
-def _merged(pieces: list[tuple[float, float, int]]) -> list[Span]:
-    """The path's pieces (ns) as spans (µs), neighbours of one category joined."""
+def _merged(pieces: list[tuple[float, float, int]], finest: float) -> list[Span]:
+    """The path's pieces (ns) as spans (µs), neighbours of one category joined; pieces
+    shorter than ``finest`` ns (under a pixel of the picture) left out."""
     start, end, cat = (np.asarray(x) for x in zip(*pieces, strict=True))
-    keep = end > start
+    keep = end - start >= max(finest, 1e-9)
     start, end, cat = start[keep], end[keep], cat[keep]
     order = np.lexsort((end, start))
     start, end, cat = start[order], end[order], cat[order]
     if not start.size:
         return []
     joined = np.zeros(start.size, bool)
-    joined[1:] = (cat[1:] == cat[:-1]) & (start[1:] - end[:-1] < 1.0)
+    joined[1:] = (cat[1:] == cat[:-1]) & (start[1:] - end[:-1] < max(finest, 1.0))
     first = np.flatnonzero(~joined)
     stop = np.maximum.reduceat(end, first)
     return [Span(CATEGORY_NAMES[k], PATH_LANE, a / 1000.0, b / 1000.0)
