@@ -12,12 +12,15 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``base``: ``Finding``, and the iteration's length and shares every rule reads
 - ``startup``: CUDA start-up or first-call set-up inside the profiled window
   (``startup_in_window``); the other rules do not blame that time on anything else
+- ``device``: which lower precision the device runs faster (``precision``, the advice
+  the other rules word from it); float32 convolutions holding a GPU's time (``fp32_conv``)
 - ``gpu``: the GPU idle most of the iteration with what the CPU events point to
   (``gpu_idle``, ``cpu_causes``), launch-bound, host-device syncs, float32 matmuls
 - ``communication``: communication not hidden by compute
 - ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
-- ``measurement``: a slow first run, a noisy measurement
+- ``measurement``: a busy machine (other processes competing for the CPU), a slow first
+  run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
 - ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
@@ -59,6 +62,14 @@ from kernelmagic.findings.compiled import (
 )
 from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
+from kernelmagic.findings.device import (
+    CONV_SHARE,
+    FP32_CONV_SHARE,
+    Precision,
+    cheaper_matmuls,
+    fp32_conv,
+    precision,
+)
 from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import (
     CAUSE_SHARE,
@@ -75,8 +86,13 @@ from kernelmagic.findings.gpu import (
     sync_points,
 )
 from kernelmagic.findings.measurement import (
+    BUSY_MIN_SECONDS,
+    BUSY_OTHER_CORES,
+    BUSY_SHARE,
+    NOISY_BEST,
     NOISY_SPREAD,
     SLOW_WARMUP_RATIO,
+    busy_machine,
     noisy,
     slow_warmup,
 )
@@ -119,8 +135,12 @@ from kernelmagic.results.result import ProfileResult
 __all__ = [
     "BATCH_NORM_TRAINING",
     "BETWEEN_SHARE",
+    "BUSY_MIN_SECONDS",
+    "BUSY_OTHER_CORES",
+    "BUSY_SHARE",
     "CAUSE_SHARE",
     "COMM_BOUND_SHARE",
+    "CONV_SHARE",
     "COUNTER_RULES",
     "DATA_LOADER",
     "DOMINANT_SHARE",
@@ -133,6 +153,7 @@ __all__ = [
     "ELEMENTWISE_SHARE",
     "FIRST_STEP_MIN",
     "FIRST_STEP_RATIO",
+    "FP32_CONV_SHARE",
     "GPU_IDLE_SHARE",
     "GRAPH_BREAK_SHARE",
     "GROWTH_MIN_BYTES",
@@ -143,6 +164,7 @@ __all__ = [
     "MATMUL_SHARE",
     "NAMED",
     "NEAR_PEAK",
+    "NOISY_BEST",
     "NOISY_SPREAD",
     "REUSE_RATIO",
     "ROOFLINE_RULES",
@@ -164,11 +186,15 @@ __all__ = [
     "WAIT_CALLS",
     "Cause",
     "Finding",
+    "Precision",
     "Setup",
+    "busy_machine",
+    "cheaper_matmuls",
     "communication_bound",
     "cpu_causes",
     "dominant_op",
     "find",
+    "fp32_conv",
     "fp32_matmul",
     "fusable_elementwise",
     "gpu_idle",
@@ -177,6 +203,7 @@ __all__ = [
     "memory_growth",
     "mostly_eager",
     "noisy",
+    "precision",
     "priced",
     "recompile_in_loop",
     "setup",
@@ -193,9 +220,11 @@ __all__ = [
 ]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
+    # share 1, whatever their size: a leak runs out of memory however fast it is; on a
+    # busy machine every other figure is off
+    memory_growth, busy_machine,
     communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
-    launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
-    memory_growth,
+    launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
     step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
 ]

@@ -22,6 +22,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
@@ -123,6 +124,10 @@ class ProfileResult:
     critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
     dependency_model: dict[str, Any] = field(default_factory=dict)
     trust: TrustChecks | None = None
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
     # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
     steps: list[StepRow] = field(default_factory=list)
     step_groups: list[StepGroupRow] = field(default_factory=list)
@@ -335,6 +340,8 @@ class ProfileResult:
             "critical_spans": [asdict(x) for x in self.critical_spans],
             "dependency_model": dict(self.dependency_model),
             "trust": asdict(self.trust) if self.trust is not None else None,
+            "device_info": self.device_info.to_dict() if self.device_info else None,
+            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
             "step_groups": [asdict(x) for x in self.step_groups],
             "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
@@ -436,6 +443,9 @@ class ProfileResult:
                 dependency_model=dict(data.get("dependency_model") or {}),
                 trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
                        else None),
+                device_info=(DeviceInfo.from_dict(data["device_info"])
+                             if data.get("device_info") else None),
+                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
                 steps=[StepRow(**x) for x in data.get("steps", [])],
                 step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
                 steps_summary=(StepsSummary(**data["steps_summary"])
