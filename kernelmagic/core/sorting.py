@@ -68,6 +68,8 @@ SORTS: tuple[SortKey, ...] = (
             "total CPU time per iteration (nested ops overlap)", "cpu_time_total"),
     SortKey("calls", "number of calls", "calls per iteration", "count"),
     SortKey("avg", "total time per call", "time per call", None),
+    SortKey("max_gain", "what the median iteration would save without the row (the dependency "
+            "model)", "what the median iteration would save without it", "max_gain_us"),
 )
 _BY_NAME = {key.name: key for key in SORTS}
 

@@ -56,7 +56,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "dominant_op", "One op dominates",
         f"{top.key} takes {whole_percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter))
+        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter),
+        rows=(top.key,))
 
 
 def is_compiled_row(key: str) -> bool:
@@ -125,4 +126,5 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         "fusable_elementwise", "Many small elementwise ops",
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{whole_percent(share)} of self time",
-        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter))
+        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
+        rows=tuple(r.key for r in ops))
