@@ -49,6 +49,7 @@ def test_the_primary_self_time_is_the_devices_when_profiled():
     ("cpu", True, 30.0), ("calls", True, 4.0),
     ("avg", True, 150.0),  # 600 µs of device time over 4 calls
     ("avg", False, 7.5),  # 30 µs of CPU time over 4 calls
+    ("max_gain", True, 0.0),  # the row's max_gain_us (the dependency model's; none here)
 ])
 def test_each_sort_key_orders_by_its_figure(key, device, expected):
     assert sort_value(key, device)(ROW) == expected
@@ -58,9 +59,10 @@ def test_the_table_of_keys_is_the_options():
     from kernelmagic.core.options import ProfileOptions
 
     with pytest.raises(ValueError, match="must be one of self_device, self_cpu, device, cpu, "
-                                         "calls, avg; got 'bogus'"):
+                                         "calls, avg, max_gain; got 'bogus'"):
         ProfileOptions(sort="bogus")
-    assert list(SORT_KEYS) == ["self_device", "self_cpu", "device", "cpu", "calls", "avg"]
+    assert list(SORT_KEYS) == ["self_device", "self_cpu", "device", "cpu", "calls", "avg",
+                               "max_gain"]
     assert [k.name for k in SORTS if k.device] == ["self_device", "device"]
     with pytest.raises(ValueError, match="unknown sort key 'bogus'; expected one of self_device"):
         sort_key("bogus")
@@ -70,7 +72,7 @@ def test_the_options_help_lists_every_key_and_the_defaults():
     from kernelmagic.core.options import OPTIONS
 
     text = ("sort key: self_device (default when CUDA is profiled), self_cpu (default "
-            "otherwise), device, cpu, calls, avg")
+            "otherwise), device, cpu, calls, avg, max_gain")
     assert sort_help() == text
     assert [o.help for o in OPTIONS if o.name == "sort"] == [text]
 
@@ -91,6 +93,8 @@ def test_sort_columns_are_the_op_tables_columns():
     assert sort_column("avg", True) == "device_avg"
     assert sort_column("avg", False) == "cpu_avg"
     for key in SORT_KEYS:
+        if key == "max_gain":  # a column only where the dependency model priced the rows
+            continue
         if not sort_key(key).device:
             op_table(cpu).column(column_for_sort(cpu, key))  # KeyError if missing
         op_table(cuda).column(column_for_sort(cuda, key))
