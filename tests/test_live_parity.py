@@ -14,8 +14,7 @@ import torch
 from workloads import block_and_input
 
 import kernelmagic
-from kernelmagic.views.ops import SYNC_RANGE
-from kernelmagic.views.ranges import MODULE_RANGE
+from kernelmagic.core.range_names import MODULE_RANGE, SYNC_RANGE
 from kernelmagic.views.source_lines import FRAME, is_library_file
 
 TIMES = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",

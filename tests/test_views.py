@@ -136,7 +136,7 @@ def test_user_ranges_breakdown():
 
 def test_timeline_of_one_iteration():
     from kernelmagic.live.session import table_from_session
-    from kernelmagic.views import iteration_windows
+    from kernelmagic.views.iterations import iteration_windows
 
     a = torch.randn(128, 128)
     held = []

@@ -13,6 +13,7 @@ from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
 from kernelmagic.core.rows import OpRow, TrustChecks
+from kernelmagic.core.sorting import default_sort
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
@@ -71,7 +72,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         has_work = device_work(table).any()
         device = "cuda" if has_work else "cpu"
     on_device = device != "cpu"
-    sort = sort or ("self_device" if on_device else "self_cpu")
+    sort = sort or default_sort(on_device)
     wanted = [v for v in VIEWS if v in views]
     figures = Figures(table)
     peak: dict[str, float] = {}
