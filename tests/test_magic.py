@@ -480,7 +480,7 @@ def test_save_then_compare_shows_report_and_comparison(ip, monkeypatch):
     first = comparison["text/plain"].splitlines()[0]
     assert first.startswith("fast vs ")
     assert ": 64.00x faster, too few iterations to judge the noise (" in first
-    assert " · per iteration 62.5 ms (IQR 0 µs) → 977 µs (IQR 0 µs) · " in first
+    assert " · per iteration (median) 62.5 ms (IQR 0 µs) → 977 µs (IQR 0 µs) · " in first
     counts = {r.key: r.count for r in before.rows}, {r.key: r.count for r in after.rows}
     assert (counts[0]["aten::mm"], counts[1]["aten::mm"]) == (8 * 3, 3)
     assert "aten::mm" in comparison["text/plain"]

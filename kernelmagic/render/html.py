@@ -6,7 +6,7 @@ import base64
 from html import escape
 from typing import Any
 
-from kernelmagic.render.table import Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.render.text import summary_line
 from kernelmagic.results.result import ProfileResult
 
@@ -75,7 +75,7 @@ def table_html(table: Table, rows: list[Any], header: bool = True) -> str:
             f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows)}</tbody></table>")
 
 
-def static_table_html(table: Table, limit: int | None = 50) -> str:
+def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
     """The top ``limit`` rows in the table's own order, with a note of how many are left."""
     rows = table.sorted_rows()
     shown = rows if limit is None else rows[:limit]
@@ -120,7 +120,7 @@ def findings_html(result: ProfileResult) -> str:
             f'<ul style="margin-top:2px">{items}</ul></div>')
 
 
-def views_html(result: ProfileResult, limit: int | None = 50,
+def views_html(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                images: dict[str, bytes | None] | None = None) -> str:
     """Each deeper view under its own heading (``images``: a chart above a view's table)."""
     from kernelmagic.render.views import view_tables
@@ -130,16 +130,17 @@ def views_html(result: ProfileResult, limit: int | None = 50,
         body = (static_table_html(view, limit) if isinstance(view, Table)
                 else f"<p>{escape(str(view))}</p>")
         body = image_tag((images or {}).get(title), f"{title} chart") + body
-        if title == "memory":  # the timeline by category above the table
-            from kernelmagic.render.memory import memory_svg
+        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
+
+        if title == ALIVE_TITLE:  # the timeline by category above the table
 
             body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
-        out.append(f'<div class="km-view km-view-{escape(title)}">'
+        out.append(f'<div class="km-view km-view-{escape(title.replace(" ", "-"))}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)
 
 
-def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = 50,
+def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = ROWS_SHOWN,
                 findings: bool = True, timeline_png: bytes | None = None,
                 roofline_png: bytes | None = None) -> str:
     """Summary, chart, timeline, tables and findings in one self-contained fragment."""

@@ -18,7 +18,11 @@ MAX_LABEL = 28
 
 
 def roofline_table(result: ProfileResult) -> Table:
-    """Per op: calls, FLOPs and bytes per call, intensity, rates, roof reached, bound, time."""
+    """Per op: calls, FLOPs and bytes per call, intensity, rates, roof reached, bound, time.
+
+    The time is what the counts describe: a counted op's own time plus that of the ops it
+    calls inside it (``aten::relu``'s ``aten::clamp_min``), other ops' self time.
+    """
     total = sum(r.time for r in result.roofline)
     side = "device" if result.profiles_device else "CPU"
 
@@ -42,9 +46,11 @@ def roofline_table(result: ProfileResult) -> Table:
                width=84),
         Column("bound", "bound", lambda r: bound_order.get(r.bound, -1), lambda r: r.bound,
                width=84),
-        Column("time", summed(f"self {side}", result.iters), lambda r: r.time,
+        # Not self time: a counted op owns the time of the ops it calls inside it too
+        # (``live/roofline.py``), so the title names neither "self" nor "total".
+        Column("time", summed(f"{side} time", result.iters), lambda r: r.time,
                lambda r: format_us(r.time)),
-        Column("pct", f"% self {side}", share, lambda r: _pct(share(r))),
+        Column("pct", f"% {side} time", share, lambda r: _pct(share(r))),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")
 

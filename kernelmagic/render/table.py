@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import format_bytes, format_count
+from kernelmagic.core.units import counted, format_bytes, format_count
 from kernelmagic.results.result import OpRow, ProfileResult
+
+#: Rows every renderer lists before saying how many more there are: the text report, the
+#: HTML fallback and the widget's first page show the same rows (``result.table()`` and
+#: ``Comparison.table()`` default to the same figure).
+ROWS_SHOWN = 25
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class Table:
 
     def more(self, n: int) -> str:
         """``n`` rows not shown, counted in the table's noun: ``1 more op``, ``1,234 more ops``."""
-        return f"{n:,} more {self.noun[:-1] if n == 1 else self.noun}"
+        return counted(n, f"more {self.noun[:-1]}", f"more {self.noun}")
 
     def column(self, column_id: str) -> Column:
         for col in self.columns:

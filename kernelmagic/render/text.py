@@ -5,7 +5,7 @@ from __future__ import annotations
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.timing import format_seconds, format_us
 from kernelmagic.core.units import short_percent as _percent
-from kernelmagic.render.table import Table, column_for_sort, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
 
@@ -34,15 +34,15 @@ def summary_line(result: ProfileResult) -> str:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
             busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {busy:.0f}% of wall")
+            parts.append(f"GPU busy {busy:.0f}% of the mean wall time")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
-                     f"{format_us(per_iter_cpu)} self CPU time per iteration")
+                     f"{format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     elif result.breakdown is None:
         share = 100 * per_iter_cpu / wall_us if wall_us > 0 else 0.0
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration "
-                     f"({share:.0f}% of wall)")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean; "
+                     f"{share:.0f}% of the mean wall time)")
     else:
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     if result.breakdown is not None:
         parts.append(breakdown_text(result.breakdown))
     return " · ".join(parts)
@@ -74,7 +74,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_table(table: Table, limit: int | None = 25, column_id: str | None = None,
+def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
                  more_hint: str = "") -> str:
     """Any ``Table`` as aligned text: the top ``limit`` rows by one column, descending."""
     rows = table.sorted_rows(column_id)
@@ -97,7 +97,7 @@ def render_table(table: Table, limit: int | None = 25, column_id: str | None = N
     return "\n".join(lines)
 
 
-def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = None) -> str:
+def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None) -> str:
     """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
     return render_table(op_table(result), limit, column_for_sort(result, by or result.sort),
                         more_hint=" (result.table(None) lists all)")
@@ -111,7 +111,8 @@ def findings_text(result: ProfileResult) -> str:
     return "\n".join(["Findings:", *(f"- {f}" for f in found)])
 
 
-def text_report(result: ProfileResult, limit: int | None = 25, findings: bool = True) -> str:
+def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
+                findings: bool = True) -> str:
     """Summary, warning, notes, op table, deeper views and findings: ``text/plain``."""
     from kernelmagic.render.views import view_notes, view_tables
 

@@ -19,10 +19,10 @@ from kernelmagic.render.html import (
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.results.result import ProfileResult
 
-PAGE = 25
+PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
 ARROWS = {True: " ▼", False: " ▲"}
 
 
@@ -180,13 +180,13 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                                     layout=w.Layout(display="none"))
     # Hidden when the op table is the only view: nothing to choose between.
     if "memory" in result.views:  # the memory timeline above its table (or alone: traces)
-        from kernelmagic.render.memory import memory_svg
+        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
 
         svg = memory_svg(result)
-        if svg is not None and "memory" in box_of:
-            box_of["memory"] = w.VBox([w.Image(value=svg, format="svg+xml",
-                                               layout=image_layout), box_of["memory"]],
-                                      layout=w.Layout(display="none"))
+        if svg is not None and ALIVE_TITLE in box_of:
+            box_of[ALIVE_TITLE] = w.VBox([w.Image(value=svg, format="svg+xml",
+                                                  layout=image_layout), box_of[ALIVE_TITLE]],
+                                         layout=w.Layout(display="none"))
         elif svg is not None:
             parts.append(w.Image(value=svg, format="svg+xml", layout=image_layout))
     selector = w.ToggleButtons(options=list(views), value="ops", description="view",
