@@ -99,8 +99,9 @@ class ProfileMagics(Magics):
     @option("--gather", action="store_true",
             help="in a torch.distributed process group: every rank profiles, rank 0 "
                  "shows (and -o binds) the report of all ranks, the others one line")
+    # argparse %-formats help: "%%%%" shows as "%%".
     @option("statement", nargs="*",
-            help="line magic only: the statement to profile (%%profile uses the cell)")
+            help="line magic only: the statement to profile (%%%%profile uses the cell)")
     @line_cell_magic
     def profile(self, line: str, cell: str | None = None) -> None:
         """Profile a cell (``%%profile``) or one statement (``%profile``) with torch.profiler.

@@ -74,6 +74,9 @@ def test_generated_help_lists_every_option(ip):
     for option in ("--iters", "--warmup", "--topk", "--sort", "--name", "--out",
                    "--cpu-only", "--quiet", "self_device", "warmup + iters"):
         assert option in text, option
+    # argparse %-formats help text: the cell magic keeps both of its % signs (#28).
+    assert "(%%profile\n" in text or "(%%profile uses" in text
+    assert "(%profile" not in text
 
 
 # --- running --------------------------------------------------------------------------
@@ -258,7 +261,7 @@ def test_long_table_shows_top_rows_and_more_on_request():
     table = SortableTable(op_table(cpu_result(rows=rows)), page=25)
     assert len(table.order) == 25 and table.order[0] == "op0999"
     assert table.body.value.count('class="km-row"') == 25
-    assert "25 of 1000 ops" in table.status.value
+    assert "25 of 1,000 ops" in table.status.value  # counted: thousands separated (#28)
     table.more_button.click()
     assert len(table.order) == 50
     table.all_button.click()

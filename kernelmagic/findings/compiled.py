@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import PROFILED
 from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import counted
 from kernelmagic.findings.base import Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -66,7 +67,7 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
         return Finding(
             rule="recompile",
             title="torch.compile recompiled inside the measured loop",
-            evidence=(f"{len(recompiles)} recompile(s) during the profiled iterations "
+            evidence=(f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
                       f"({seconds:.2f} s of compiling in the measurement); the guard that "
                       f"failed: {guard} (compile {recompiles[0].compile_id} of "
                       f"{recompiles[0].function})"),
@@ -78,7 +79,7 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
     return Finding(
         rule="recompile",
         title="torch.compile compiled inside the measured loop",
-        evidence=(f"{len(late)} compile(s) ({seconds:.2f} s) ran during the profiled "
+        evidence=(f"{counted(len(late), 'compile')} ({seconds:.2f} s) ran during the profiled "
                   "iterations: the warm-up did not reach that code"),
         suggestion="raise --warmup so every compile happens before the profiled iterations",
         share=share,

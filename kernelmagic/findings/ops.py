@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
-from kernelmagic.core.units import format_us
+from kernelmagic.core.units import counted, format_us
 from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
@@ -50,7 +50,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "dominant_op", "One op dominates",
         f"{top.key} takes {share:.0%} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter))
+        f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
+        of_wall(result, per_iter))
 
 
 def fusable_elementwise(result: ProfileResult) -> Finding | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import si
+from kernelmagic.core.units import counted, si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.results.result import ProfileResult
 
@@ -85,7 +85,7 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
         "overhead_bound", "Most of the time is overhead, not work",
         f"{share:.0%} of op time is in ops that reach under {OVERHEAD_FRACTION:.0%} of both "
         "roofs "
-        f"({calls:g} calls per iteration, {per_call:.1f} µs each): {named}",
+        f"({counted(calls, 'call')} per iteration, {per_call:.1f} µs each): {named}",
         "give each op more work and launch fewer of them: larger batches, "
         "torch.compile (fuses ops), and on CUDA CUDA graphs "
         "(torch.compile(mode=\"reduce-overhead\"))", _share_of_iteration(result, rows))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from kernelmagic.core.timing import format_seconds
+from kernelmagic.core.units import counted
 
 #: Seconds of wall time before anything is shown.
 DELAY = 1.0
@@ -39,7 +40,7 @@ class ProgressUpdate:
         if self.stage == "warmup":
             return f"warm-up {self.done}/{self.total}"
         if self.stage == "reading":
-            return (f"reading {self.done:,} events" if self.done
+            return (f"reading {counted(self.done, 'event')}" if self.done
                     else "stopping the profiler, reading its events")
         line = (f"profiled iteration {self.done}/{self.total} · "
                 f"{format_seconds(self.elapsed)} elapsed")

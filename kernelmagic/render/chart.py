@@ -10,6 +10,7 @@ import zlib
 from typing import Any
 
 from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import counted
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import OpRow, ProfileResult
 
@@ -43,7 +44,7 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
     value = result.value(row, key)
     if key == "calls":
         calls = value / result.iters
-        return f"{calls:g} call" if calls == 1 else f"{calls:g} calls"
+        return counted(calls, "call")
     if key == "avg":
         return f"{format_us(value)} per call"
     on_device = key in ("self_device", "device")
@@ -58,7 +59,7 @@ def _texts(result: ProfileResult, key: str,
     name = _short(result.name, MAX_NAME)
     if not rows:
         return f"{name}: ops by {_MEASURE[key]}", []
-    title = f"{name}: top {len(rows)} ops by {_MEASURE[key]}"
+    title = f"{name}: top {counted(len(rows), 'op')} by {_MEASURE[key]}"
     if key in ("self_cpu", "self_device"):
         covered = sum(result.share(r, device=key == "self_device") for r in rows)
         share = f"{covered:.0%}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
 from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import counted
 from kernelmagic.core.units import percent_of as _pct
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
@@ -144,10 +145,11 @@ def compiled_note(result: ProfileResult) -> str:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]
     if warm:
-        parts.append(f"the warm-up's {len(warm)} compile(s) took "
+        parts.append(f"the warm-up's {counted(len(warm), 'compile')} took "
                      f"{sum(c.duration_s for c in warm):.2f} s (kept out of the measurement)")
     late = [c for c in result.compiles if c.phase == PROFILED]
     if late:
-        parts.append(f"WARNING: {len(late)} compile(s) ({sum(c.duration_s for c in late):.2f} s)"
+        seconds = sum(c.duration_s for c in late)
+        parts.append(f"WARNING: {counted(len(late), 'compile')} ({seconds:.2f} s)"
                      " ran inside the profiled iterations")
     return "; ".join(parts)

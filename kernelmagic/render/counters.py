@@ -8,7 +8,7 @@ from typing import Any
 
 from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
 from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import format_count, si
+from kernelmagic.core.units import counted, format_count, si
 from kernelmagic.core.units import percent as _pct
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
@@ -143,8 +143,9 @@ def capture_notes(result: ProfileResult) -> list[str]:
     notes = []
     if result.capture == "nsight":
         notes.append(
-            f"Nsight capture: cudaProfilerStart/Stop bracketed the {result.iters} timed "
-            f"iterations inside the NVTX range {result.name!r}; torch's profiler did not run "
+            "Nsight capture: cudaProfilerStart/Stop bracketed the "
+            f"{counted(result.iters, 'timed iteration')} inside the NVTX range "
+            f"{result.name!r}; torch's profiler did not run "
             "(Nsight held CUPTI), so the times are the wall clock's and there are no op rows")
     if result.counters and result.counters_note:
         untimed = ("; no kernel times to go with them, so counts without rates"

@@ -7,8 +7,8 @@ from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import counted, si
 from kernelmagic.core.units import percent as _pct
-from kernelmagic.core.units import si
 from kernelmagic.render.table import Column, Table, format_count, name_column, summed
 from kernelmagic.results.result import ProfileResult
 
@@ -156,7 +156,7 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
     title = f"{result.name}: roofline ({peaks.get('source', '')})"
     if left_out:
         hidden = sum(r.time for r in left_out) / total
-        title += (f"\n{len(left_out)} ops without FLOPs or beyond the top {k} not drawn "
+        title += (f"\n{counted(len(left_out), 'op')} without FLOPs or beyond the top {k} not drawn "
                   f"({hidden:.0%} of op time)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", alpha=0.3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.timing import format_seconds, format_us
+from kernelmagic.core.units import counted
 from kernelmagic.core.units import short_percent as _percent
 from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
@@ -22,8 +23,8 @@ def summary_line(result: ProfileResult) -> str:
     parts = [
         f"{result.name}",
         device,
-        f"{plural(result.iters, 'iteration')}{warmup}" if not result.interrupted_after
-        else f"interrupted after {result.iters} of {plural(result.planned_iters, 'iteration')}"
+        f"{counted(result.iters, 'iteration')}{warmup}" if not result.interrupted_after
+        else f"interrupted after {result.iters} of {counted(result.planned_iters, 'iteration')}"
              f"{warmup}",
         f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
         f"best {format_seconds(s.best)})",
@@ -46,11 +47,6 @@ def summary_line(result: ProfileResult) -> str:
     if result.breakdown is not None:
         parts.append(breakdown_text(result.breakdown))
     return " · ".join(parts)
-
-
-def plural(n: int, word: str) -> str:
-    """``1 iteration``, ``3 iterations``."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def breakdown_text(parts: Breakdown) -> str:

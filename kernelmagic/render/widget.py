@@ -12,6 +12,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from kernelmagic.core.units import counted
 from kernelmagic.render.html import (
     MIN_NAME_WIDTH,
     findings_html,
@@ -131,7 +132,9 @@ class SortableTable:
         """The rows shown, and the status line saying how many of how many."""
         shown = self._order[: self.visible]
         n, total = len(shown), len(self._order)
-        return shown, f'<span class="km-status">{n} of {total} {self.table.noun}</span>'
+        noun = self.table.noun
+        return shown, (f'<span class="km-status">{n:,} of '
+                       f'{counted(total, noun[:-1], noun)}</span>')
 
     def _resort(self) -> None:
         self._order = self.table.sorted_rows(self.column_id, self.descending)

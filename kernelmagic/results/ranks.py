@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 
@@ -98,7 +99,7 @@ class ManyRanksResult:
         return mime_bundle(self, include=include)
 
     def __repr__(self) -> str:
-        return (f"<ManyRanksResult: {len(self.ranks)} ranks"
+        return (f"<ManyRanksResult: {counted(len(self.ranks), 'rank')}"
                 f"{f' of {self.world_size}' if self.world_size else ''}>")
 
     # --- serialisation ---------------------------------------------------------------
