@@ -133,9 +133,9 @@ class ManyRanksResult:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
         any view of ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
         of every rank, with a ``rank`` column. Needs pandas."""
-        from kernelmagic.io.frames import dataframe, rank_records
+        from kernelmagic.io.frames import ranks_frame
 
-        return dataframe(*rank_records(self, view))
+        return ranks_frame(self, view)
 
     def save(self, path: str | Path) -> Path:
         """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""
