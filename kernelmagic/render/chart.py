@@ -1,5 +1,6 @@
 """The report's charts, drawn with matplotlib's object-oriented API (no pyplot state): the
-top-k bar chart (a cached Figure per bar count, updated in place) and the timeline."""
+top-k bar chart (a cached Figure per bar count, updated in place). The timeline is an SVG
+of its own (``render/timeline.py``)."""
 
 from __future__ import annotations
 
@@ -370,38 +371,3 @@ def figure_png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
-
-
-def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
-    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    lanes = sorted({s.lane for s in result.timeline}, key=lambda lane: (lane != "CPU", lane))
-    height = 1.4 + 0.5 * max(len(lanes), 1)
-    fig = Figure(figsize=(10, height), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    names = sorted({s.key for s in result.timeline})
-    palette = [f"C{i}" for i in range(10)]
-    color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
-    end = max((s.end for s in result.timeline), default=1.0) / 1e3
-    for y, lane in enumerate(reversed(lanes)):
-        spans = [s for s in result.timeline if s.lane == lane]
-        ax.broken_barh([(s.start / 1e3, (s.end - s.start) / 1e3) for s in spans], (y - 0.4, 0.8),
-                       facecolors=[color[s.key] for s in spans], edgecolor="white", linewidth=0.3)
-        for s in spans:
-            width = (s.end - s.start) / 1e3
-            if width > end / 12:
-                ax.text(s.start / 1e3 + width / 2, y, s.key.replace("aten::", "")[:24],
-                        ha="center", va="center", fontsize=7, color="white", clip_on=True)
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(list(reversed(lanes)), fontsize=9)
-    ax.set_xlim(0, end * 1.01 if end > 0 else 1)
-    ax.set_xlabel("time within the iteration (ms)")
-    ax.set_title(f"{result.name}: one profiled iteration (the median one)", fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    if not result.timeline:
-        ax.text(0.5, 0.5, "no events in this iteration", ha="center", transform=ax.transAxes)
-    fig.subplots_adjust(left=0.1, right=0.98, top=1 - 0.4 / height, bottom=0.6 / height)
-    return figure_png(fig)

@@ -111,18 +111,21 @@ def measured_points(result: ProfileResult, k: int) -> list[CounterRow]:
 
 
 def draw_measured(ax: Any, result: ProfileResult, k: int) -> tuple[list[float], list[float]]:
-    """Measured kernels on the roofline chart's axes as hollow diamonds; their (x, y)."""
+    """Measured kernels on the roofline chart's axes as hollow diamonds; their (x, y).
+    Their names are the chart's to place (``measured_names``), as the modelled ops' are."""
     points = measured_points(result, k)
-    short = short_names(r.key for r in result.counters)
     xs = [r.intensity for r in points]
     ys = [r.flops_per_s for r in points]
     if points:
         ax.scatter(xs, ys, marker="D", s=36, facecolors="none", edgecolors=MEASURED_COLOR,
                    linewidths=1.2, label="kernel (measured)")
-        for r in points:
-            ax.annotate(short[r.key][:28], (r.intensity, r.flops_per_s), fontsize=7,
-                        color=MEASURED_COLOR, textcoords="offset points", xytext=(6, -10))
     return xs, ys
+
+
+def measured_names(result: ProfileResult, k: int) -> list[str]:
+    """The short names of the kernels ``draw_measured`` draws, in its order."""
+    short = short_names(r.key for r in result.counters)
+    return [short[r.key] for r in measured_points(result, k)]
 
 
 def counter_views(result: ProfileResult) -> list[tuple[str, object]]:

@@ -16,6 +16,7 @@ from kernelmagic.core.units import counted
 from kernelmagic.render.html import (
     MIN_NAME_WIDTH,
     findings_html,
+    inline_svg,
     summary_html,
     table_html,
     table_widths,
@@ -86,7 +87,7 @@ class SortableTable:
         fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
                        max_width=f"{widest}px")
         shown, status = self._page()
-        self.body = shared.html(table_html(table, shown, header=False), layout=fit)
+        self.body = shared.html(table_html(table, shown, header=False, scroll=False), layout=fit)
         self.status = shared.html(status)
         # The two buttons show and hide together: one layout.
         more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
@@ -144,13 +145,13 @@ class SortableTable:
 
     def _render(self) -> None:
         shown, status = self._page()
-        self.body.value = table_html(self.table, shown, header=False)
+        self.body.value = table_html(self.table, shown, header=False, scroll=False)
         self.status.value = status
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
 
 
 def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
-                  timeline_png: bytes | None = None,
+                  timeline_svg: bytes | None = None,
                   roofline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
@@ -165,8 +166,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     image_layout = w.Layout(width="auto", max_width="100%")
     if chart is not None:  # the top-k bars (render/chart.py: chart_svg)
         parts.append(w.Image(value=chart, format="svg+xml", layout=image_layout))
-    if timeline_png is not None:
-        parts.append(w.Image(value=timeline_png, format="png", layout=image_layout))
+    if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
+        parts.append(shared.html(inline_svg(timeline_svg)))
     table = SortableTable(op_table(result), shared=shared)
     views: dict[str, Any] = {"ops": table}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
