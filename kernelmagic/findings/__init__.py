@@ -23,6 +23,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
+- ``experiments``: not a rule: after ``--try``, the suggestions a variant tried quote
+  what was measured, and advice measured slower is withdrawn
 - ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
   of ``RankSummary`` objects with their own ``find``
 """
@@ -54,6 +56,7 @@ from kernelmagic.findings.compiled import (
 )
 from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
+from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import (
     CAUSE_SHARE,
     GPU_IDLE_SHARE,
@@ -110,6 +113,7 @@ __all__ = [
     "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound", "memory_growth",
     "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
     "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
+    "with_measurements",
 ]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
@@ -127,4 +131,5 @@ def find(result: ProfileResult) -> list[Finding]:
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
     found = [f for f in (rule(result) for rule in rules) if f is not None]
-    return sorted(found, key=lambda f: -f.share)
+    found = sorted(found, key=lambda f: -f.share)
+    return with_measurements(found, result) if result.experiments else found

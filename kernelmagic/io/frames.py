@@ -71,6 +71,15 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
     "breakdown": dict.fromkeys(("wall", "compute", "communication", "memcpy", "idle"),
                                "µs per iteration (mean)"),
     "stack": {"ops": "op calls, summed over {over}"},
+    "experiments": {
+        "median_us": "µs per iteration (median)",
+        **dict.fromkeys(("speedup", "speedup_low", "speedup_high"),
+                        "the baseline's time per iteration / the variant's (above 1: faster)"),
+        "max_abs_error": "the units of the cell's value",
+        "max_rel_error": "fraction of the baseline value's largest magnitude",
+        "compile_us": "µs (the first warm-up run)",
+        "iters": "profiled iterations",
+    },
 }
 
 
@@ -140,7 +149,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     else:
         raise ValueError(f"no view {view!r} in this result; views: "
                          f"{', '.join(view_names(result))}")
-    columns = [f.name for f in dataclasses.fields(row_type)]
+    # A field marked ``metadata={"column": False}`` (an experiment's own result) is no column.
+    columns = [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
     return [{c: getattr(item, c) for c in columns} for item in items], columns
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, select
 from kernelmagic.core.op_names import is_fp32_gemm
-from kernelmagic.core.range_names import MODULE_RANGE as _MODULE_RANGE
+from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import TraceFileError, read_table
@@ -65,23 +65,6 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     if keep.all():
         return table
     return select(table, keep)
-
-
-def supported_views(table: EventTable) -> list[str]:
-    """The deeper views this trace holds data for (``--trace`` keeps what was recorded).
-
-    Not "shapes": rows stay one per op even when the trace recorded input shapes.
-    """
-    views = ["timeline"]
-    if (table.kind == Kind.MEMORY).any():
-        views.append("memory")
-    if table.flops.any():
-        views.append("flops")
-    if (table.kind == Kind.PYTHON).any():
-        views.append("stack")
-    if any(_MODULE_RANGE.match(x) for x in table.names):
-        views.append("modules")
-    return views
 
 
 def gpu_runtime(table: EventTable) -> str:
@@ -132,7 +115,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     result = build_result(
         table,
         name=iterations.name,
-        views=[v for v in supported_views(table) if timeline or v != "timeline"],
+        views=[v for v in trace_views(table) if timeline or v != "timeline"],
         iterations=iterations.windows,
         timings=iterations.timings,
         device_name=table.meta.get("device_name"),

@@ -22,14 +22,14 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic.core.events import EventTable
-from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
-from kernelmagic.results.builder import VIEWS, build_result
+from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
 
@@ -496,15 +496,23 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     profiler and re-raises, with the completed iterations' result as ``exc.result``;
     with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
     (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one.
+    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
+    ``"auto"``) measures each variant after the baseline: ``result.experiments``
+    (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
+    check_keywords(view_options)
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only, **view_options)
     fn = as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
     try:
+        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
+            from kernelmagic.live.experiments import profile_variants
+
+            return profile_variants(target, fn, plan(options), progress=reporter,
+                                    source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)

@@ -175,8 +175,11 @@ def views_html(result: ProfileResult, limit: int | None = ROWS_SHOWN,
         from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
 
         if title == ALIVE_TITLE:  # the timeline by category above the table
-
             body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
+        if title == "experiments":  # the speed-ups' bars above the table
+            from kernelmagic.render.experiments import experiments_svg
+
+            body = image_tag(experiments_svg(result), "speed-ups", "image/svg+xml") + body
         out.append(f'<div class="km-view km-view-{escape(title.replace(" ", "-"))}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)

@@ -131,6 +131,12 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     from kernelmagic.render.compiled import compiled_tables
 
     views += compiled_tables(result)  # torch.compile: empty unless compiled code ran
+    if result.experiments:  # --try
+        from kernelmagic.render.experiments import experiments_table
+
+        views.append(("experiments", experiments_table(result)))
+    elif result.experiments_note:
+        views.append(("experiments", result.experiments_note))
     return views
 
 
@@ -173,6 +179,10 @@ def view_notes(result: ProfileResult) -> list[str]:
 
     if note := compiled_note(result):
         notes.append(note)
+    if result.experiments:
+        from kernelmagic.render.experiments import baseline_line
+
+        notes.append(baseline_line(result))
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
+from kernelmagic.core.options import VIEWS
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
@@ -21,10 +22,7 @@ from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["VIEWS", "build_result"]
-
-#: The deeper views ``build_result`` knows, in the order results list them.
-VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline")
+__all__ = ["build_result"]
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
