@@ -18,7 +18,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from kernelmagic.core.options import OPTIONS, Option, ProfileOptions, check_variable_name
+from kernelmagic.core.options import (
+    OPTIONS,
+    Option,
+    ProfileOptions,
+    StepTarget,
+    check_variable_name,
+)
 
 #: The magic's own options: what to do with the result (bind, keep, compare, show).
 DISPLAY_OPTIONS: tuple[Option, ...] = (
@@ -97,6 +103,8 @@ class ProfileMagics(Magics):
                              else "nothing to profile: usage is %profile [options] statement")
         name = args.name if args.name is not None else f"cell[{cell_number(self.shell)}]"
         try:
+            if args.steps is not None:  # --steps NAME: the object it names, checked
+                args.steps = StepTarget.named(args.steps, self.shell.user_ns)
             options = options_from(args, name)
             if args.gather and args.compare is not None:
                 raise ValueError("--gather cannot be combined with --compare")

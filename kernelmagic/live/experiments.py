@@ -307,6 +307,7 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
     variant_opts = dataclasses.replace(
         opts, name=f"{opts.name} [{variant.name}]", trace=None, force=False,
         roofline=False, counters=False, variants=None,
+        steps=None,  # --steps' hooks (timed runs only) would make compiled code recompile
         warmup=max(opts.warmup, 1) if variant.compiles else opts.warmup)
     shown = (VariantProgress(progress, label, began, variant.compiles)
              if progress is not None else None)

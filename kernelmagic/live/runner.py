@@ -29,6 +29,7 @@ from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
+from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
@@ -186,11 +187,15 @@ def _execute(fn: Callable[[], Any], run: Plan,
     warmup_timings: list[float] = []
     if progress is not None:
         progress.start(opts.warmup, opts.iters)
+    # Without --steps, the last warm-up run counts top-level module calls (steps' hint).
+    repeats = RepeatedCalls(source_file) if opts.steps is None else None
     if opts.warmup:
         with torch_compat.labelled_range(warmup_range(name)):
             for w in range(opts.warmup):
                 start = clock()
-                fn()
+                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
+                      else contextlib.nullcontext()):
+                    fn()
                 sync()
                 warmup_timings.append(clock() - start)  # each run ends synchronised
                 if progress is not None:
@@ -209,6 +214,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
                                      memory=opts.memory, flops=opts.flops, stack=opts.stack)
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
+    steps = StepRanges(opts.steps, name)  # --steps: NAME/step j around each call
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
     interrupt: KeyboardInterrupt | None = None
@@ -217,7 +223,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
              else contextlib.nullcontext())
     try:
         with quiet, prof:
-            with torch_compat.labelled_range(name), modules:
+            with torch_compat.labelled_range(name), modules, steps:
                 if progress is not None:
                     progress.profiling()
                 try:
@@ -226,7 +232,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
                             baseline = torch_compat.reset_device_peak()
                         with torch_compat.labelled_range(iteration_range(name, i)):
                             start = clock()
-                            fn()
+                            steps.run(fn)
                             sync()
                             timings.append(clock() - start)
                         if device_peaks is not None:
@@ -257,6 +263,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
                                 source_file, progress, out_of_memory)
         if watch is not None:
             result = watch.annotate(result)
+        if repeats is not None:
+            result.repeated_call = repeats.found()
         if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
@@ -456,6 +464,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         memory_ledger=ledger,
         memory_all=opts.memory_all,
+        steps_target=opts.steps.label if opts.steps is not None else "",
     )
     if interrupted:
         result.planned_iters = opts.iters
@@ -485,7 +494,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
     ``modules``, ``timeline``, ``roofline``, ``counters`` (CUDA: hardware counters per
     kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
-    iterations for Nsight, no torch profiler), and ``trace="run.json"`` (with ``force``).
+    iterations for Nsight, no torch profiler), ``trace="run.json"`` (with ``force``), and
+    ``steps=model`` (an ``nn.Module``, or a function bound by name in its module: each
+    call during a profiled iteration is a step, ``result.steps``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.

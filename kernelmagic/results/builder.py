@@ -19,6 +19,7 @@ from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_view
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
@@ -33,7 +34,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
                  torch_version: str = "", trace_path: str = "",
                  memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False) -> ProfileResult:
+                 memory_all: bool = False, steps_target: str = "") -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
@@ -54,6 +55,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``memory_ledger``: the run's memory changes with their categories
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
+      (``views/steps.py``).
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -83,6 +86,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         shown = None if memory_all else min(median, max(len(windows) - 1, 0))
         memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
+    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
@@ -117,4 +121,16 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions,
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        steps=steps.rows,
+        step_groups=steps.groups,
+        steps_summary=steps.summary,
     )
+
+
+def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
+           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
+    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
+    if "steps" not in wanted:
+        return StepsView()
+    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
+                      memory="memory" in wanted, median_iteration=median)

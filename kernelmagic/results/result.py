@@ -34,6 +34,7 @@ from kernelmagic.core.rows import (
     SourceRow,
     Span,
 )
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 from kernelmagic.core.units import counted
 
@@ -113,6 +114,11 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
+    steps: list[StepRow] = field(default_factory=list)
+    step_groups: list[StepGroupRow] = field(default_factory=list)
+    steps_summary: StepsSummary | None = None
+    repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
     # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
     experiments: list[ExperimentRow] = field(default_factory=list)
     experiments_note: str = ""  # e.g. --try auto found nothing to try
@@ -281,6 +287,12 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "steps": [asdict(x) for x in self.steps],
+            "step_groups": [asdict(x) for x in self.step_groups],
+            "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
+                              else None),
+            "repeated_call": (asdict(self.repeated_call) if self.repeated_call is not None
+                              else None),
             "experiments": [_experiment_dict(x) for x in self.experiments],
             "experiments_note": self.experiments_note,
         }
@@ -371,6 +383,12 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                steps=[StepRow(**x) for x in data.get("steps", [])],
+                step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
+                steps_summary=(StepsSummary(**data["steps_summary"])
+                               if data.get("steps_summary") is not None else None),
+                repeated_call=(RepeatedCall(**data["repeated_call"])
+                               if data.get("repeated_call") is not None else None),
                 experiments=[_experiment_row(x) for x in data.get("experiments", [])],
                 experiments_note=str(data.get("experiments_note", "")),
             )
