@@ -115,7 +115,8 @@ def test_many_ranks_frames_have_a_rank_column():
 
 def _numeric_fields(row_type) -> list[str]:
     """The row's numbers that measure something (not a line, depth, iteration or rank)."""
-    ids = {"line", "depth", "iteration", "rank", "world_size"}
+    ids = {"line", "depth", "iteration", "rank", "world_size", "index", "slowest_index",
+           "slowest_iteration"}
     return [f.name for f in dataclasses.fields(row_type)
             if str(f.type) in ("float", "int", "float | None", "dict[str, float]")
             and f.name not in ids]

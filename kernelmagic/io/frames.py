@@ -62,6 +62,9 @@ UNITS: dict[str, str] = {
                      "memcpy_us", "idle_us"), "µs per step"),
     **dict.fromkeys(("before", "after", "delta"), "µs per iteration"),
 }
+#: Units of columns no table above names, by how their names end (``median_us``).
+SUFFIX_UNITS = (("_us", "µs"), ("_s", "seconds"), ("_bytes", "bytes"), ("memory_held", "bytes"),
+                ("memory_per_step", "bytes per step"), ("top_ops", "op -> µs"))
 #: Columns whose unit depends on the view.
 VIEW_UNITS: dict[str, dict[str, str]] = {
     "ops": {"flops": "FLOP, summed over {over}"},
@@ -71,6 +74,12 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
     "breakdown": dict.fromkeys(("wall", "compute", "communication", "memcpy", "idle"),
                                "µs per iteration (mean)"),
     "stack": {"ops": "op calls, summed over {over}"},
+    "steps": {**dict.fromkeys(("wall_us", "cpu_us", "device_us"), "µs in this step"),
+              "memory_held": "bytes held at the step's end"},
+    "step_groups": {"count": "steps per iteration",
+                    **dict.fromkeys(("median_us", "first_us", "slowest_us", "cpu_us",
+                                     "device_us"), "µs per step"),
+                    "top_ops": "op -> µs per step"},
     "experiments": {
         "median_us": "µs per iteration (median)",
         **dict.fromkeys(("speedup", "speedup_low", "speedup_high"),
@@ -89,7 +98,12 @@ def units(view: str, columns: list[str], iters: int | None) -> dict[str, str]:
     table = {**UNITS, **VIEW_UNITS.get(view, {})}
     over = (f"the {counted(iters, 'profiled iteration')}" if iters is not None
             else "each rank's profiled iterations")
-    return {c: table[c].format(over=over) for c in columns if c in table}
+    found = {c: table[c].format(over=over) for c in columns if c in table}
+    for c in columns:  # the rest by their names' endings, as the row records write them
+        suffix = next((u for end, u in SUFFIX_UNITS if c.endswith(end)), None)
+        if c not in found and suffix is not None:
+            found[c] = suffix
+    return found
 
 
 #: Views whose name differs from the result field that holds them.
