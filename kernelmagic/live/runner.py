@@ -24,8 +24,9 @@ from typing import Any
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
-from kernelmagic.live import memory_categories, torch_compat
+from kernelmagic.live import cpu_load, memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
+from kernelmagic.live.device_peaks import device_info
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
@@ -217,6 +218,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     steps = StepRanges(opts.steps, name)  # --steps: NAME/step j around each call
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
+    cpus = cpu_load.cores()
     interrupt: KeyboardInterrupt | None = None
     out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
     quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
@@ -226,6 +228,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
             with torch_compat.labelled_range(name), modules, steps:
                 if progress is not None:
                     progress.profiling()
+                load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 try:
                     for i in range(opts.iters):
                         if device_peaks is not None:
@@ -253,6 +256,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
                     timings.append(clock() - start)
                     if device_peaks is not None:  # the failed iteration's rise counts too
                         device_peaks.append(torch_compat.device_peak(baseline))
+                load_after = cpu_load.snapshot(cpus)  # and once after it
             if progress is not None:
                 progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
@@ -261,6 +265,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
             gc.disable()
         result, table = _result(prof, run, timings, warmup_timings, device_peaks,
                                 source_file, progress, out_of_memory)
+        result.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
+                                           torch_compat.num_threads())
         if watch is not None:
             result = watch.annotate(result)
         if repeats is not None:
@@ -269,6 +275,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
             if gc_was_enabled:
                 gc.enable()
             result = roofline_view(result, fn, table, run.profiles_device)
+            # the roofs just measured or looked up are the device's figures the advice uses
+            result = dataclasses.replace(result, device_info=device_info(run.profiles_device))
         if opts.counters and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
@@ -466,6 +474,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         memory_all=opts.memory_all,
         steps_target=opts.steps.label if opts.steps is not None else "",
     )
+    result.device_info = device_info(run.profiles_device)
     if interrupted:
         result.planned_iters = opts.iters
     if out_of_memory is not None:

@@ -22,6 +22,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
@@ -114,6 +115,10 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
     # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
     steps: list[StepRow] = field(default_factory=list)
     step_groups: list[StepGroupRow] = field(default_factory=list)
@@ -287,6 +292,8 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "device_info": self.device_info.to_dict() if self.device_info else None,
+            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
             "step_groups": [asdict(x) for x in self.step_groups],
             "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
@@ -383,6 +390,9 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                device_info=(DeviceInfo.from_dict(data["device_info"])
+                             if data.get("device_info") else None),
+                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
                 steps=[StepRow(**x) for x in data.get("steps", [])],
                 step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
                 steps_summary=(StepsSummary(**data["steps_summary"])
