@@ -36,6 +36,7 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from kernelmagic.core.op_names import (
@@ -203,6 +204,7 @@ __all__ = [
     "mostly_eager",
     "noisy",
     "precision",
+    "priced",
     "recompile_in_loop",
     "setup",
     "slow_first_step",
@@ -229,11 +231,24 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
 
 
 def find(result: ProfileResult) -> list[Finding]:
-    """Every rule's finding for ``result`` (``RULES``, then the roofline's), the largest
-    ``share`` of the iteration first; equal shares keep the rules' order."""
+    """Every rule's finding for ``result`` (``RULES``, then the roofline's), with what the
+    dependency model predicts its change saves at most; the largest saving first (as a
+    share of the iteration; ``share`` for a finding the model cannot price); equal
+    shares keep the rules' order."""
     rules = RULES + ROOFLINE_RULES if result.roofline else RULES
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
-    found = [f for f in (rule(result) for rule in rules) if f is not None]
-    found = sorted(found, key=lambda f: -f.share)
+    found = [priced(result, f) for f in (rule(result) for rule in rules) if f is not None]
+    found = sorted(found, key=lambda f: -(f.saves_share if f.saves_share is not None
+                                          else f.share))
     return with_measurements(found, result) if result.experiments else found
+
+
+def priced(result: ProfileResult, finding: Finding) -> Finding:
+    """``finding`` with ``saves_us``: the iteration without its rows' time (``what_if``
+    with ``inf``), when it names rows the median iteration holds."""
+    answer = result.saves_at_most(finding.rows, finding.side) if finding.rows else None
+    if answer is None:
+        return finding
+    return dataclasses.replace(finding, saves_us=answer.saved_us,
+                               iteration_us=answer.measured_us)

@@ -146,7 +146,26 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops"),
-        _CAUSE_FIX[lead].format(stack=record(result, "--stack")), share)
+        _CAUSE_FIX[lead].format(stack=record(result, "--stack")), share,
+        rows=cause_rows(result, lead), side="cpu")
+
+
+def cause_rows(result: ProfileResult, kind: str) -> tuple[str, ...]:
+    """The rows whose CPU time a ``Cause`` of ``kind`` counts (none for "between": no row
+    owns the time between ops)."""
+    skip = {id(r) for r in setup(result).calls}
+    rows = [r for r in result.op_totals if r.count and id(r) not in skip]
+    if kind == "launch":
+        return tuple(r.key for r in rows if r.key in LAUNCH_CALLS)
+    if kind == "sync":
+        return tuple(r.key for r in rows if r.key in SYNC_OPS or r.key in WAIT_CALLS)
+    if kind == "data":
+        return tuple(r.key for r in rows if r.key.startswith(DATA_LOADER))
+    if kind == "inside":
+        return tuple(r.key for r in rows if r.key not in LAUNCH_CALLS and r.key not in SYNC_OPS
+                     and r.key not in WAIT_CALLS and not r.key.startswith(DATA_LOADER)
+                     and not is_runtime_call(r.key))
+    return ()
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -175,7 +194,8 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         f"the GPU is busy {busy:.0%} of each iteration; {format_us(cpu)} of CPU work "
         f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
-        "or larger batches", of_wall(result, min(idle, cpu)))
+        "or larger batches", of_wall(result, min(idle, cpu)),
+        rows=cause_rows(result, "launch"), side="cpu")
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -192,7 +212,8 @@ def sync_points(result: ProfileResult) -> Finding | None:
         "sync_points", "Host-device synchronisation inside the loop",
         "per iteration: " + ", ".join(parts),
         "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
-        "loop); accumulate on the device and read once at the end", of_wall(result, waited))
+        "loop); accumulate on the device and read once at the end", of_wall(result, waited),
+        rows=tuple(r.key for r in hits), side="cpu")
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
@@ -223,4 +244,5 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         "fp32_matmul", "Float32 matmuls are not using Tensor Cores",
         f"matmuls take {share:.0%} of device time in float32 kernels such as {fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
-        hint, of_wall(result, matmul / result.iters))
+        hint, of_wall(result, matmul / result.iters),
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")

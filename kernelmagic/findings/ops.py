@@ -56,7 +56,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"{top.key} takes {share:.0%} of self time "
         f"({format_us(per_iter)} per iteration, "
         f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
-        of_wall(result, per_iter))
+        of_wall(result, per_iter), rows=(top.key,))
 
 
 def is_compiled_row(key: str) -> bool:
@@ -125,4 +125,5 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         "fusable_elementwise", "Many small elementwise ops",
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{share:.0%} of self time",
-        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter))
+        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
+        rows=tuple(r.key for r in ops))

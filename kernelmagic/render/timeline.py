@@ -1,10 +1,12 @@
 """``--timeline``'s picture: one profiled iteration as an SVG that explains itself.
 
-Lanes are the CPU's top-level ops and, on a GPU, the kernels of each stream. The ops that
-take most of the iteration get a colour each, named in a legend below the lanes (the rest
-share one grey, "other ops"); a bar is labelled only where its name fits inside it, and
-every bar and legend entry carries its full name and time in a ``<title>``, which a browser
-shows on hover when the SVG is inline (the HTML report and the widget put it inline).
+Lanes are the CPU's top-level ops and, on a GPU, the kernels of each stream; at the bottom
+the dependency model's critical path, coloured by what lies on it (``result.critical_spans``).
+The ops that take most of the iteration get a colour each, named in a legend below the
+lanes (the rest share one grey, "other ops"); a bar is labelled only where its name fits
+inside it, and every bar and legend entry carries its full name and time in a
+``<title>``, which a browser shows on hover when the SVG is inline (the HTML report and the
+widget put it inline).
 Colours of text follow the page (``currentColor``), so the picture reads on light and dark
 themes alike.
 """
@@ -21,6 +23,9 @@ from kernelmagic.results.result import ProfileResult
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22")
 OTHER = "#9e9e9e"
+#: Colours of the critical path's categories (its lane at the bottom), apart from the ops'.
+PATH_PALETTE = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3", "#6b6ecf")
+PATH_LANE = "critical path"
 FONT = 11  # px
 CHAR = 0.62 * FONT  # a generous width of one character of the sans-serif font, px
 LEFT, RIGHT, TOP = 78, 12, 22
@@ -39,8 +44,9 @@ def short_name(key: str) -> str:
 
 
 def lane_order(spans: list[Span]) -> list[str]:
-    """The CPU first, then the streams in their order."""
-    return sorted({s.lane for s in spans}, key=lambda lane: (lane != "CPU", lane))
+    """The CPU first, then the streams in their order, the critical path last."""
+    return sorted({s.lane for s in spans},
+                  key=lambda lane: (lane == PATH_LANE, lane != "CPU", lane))
 
 
 def colours(spans: list[Span]) -> dict[str, str]:
@@ -81,13 +87,16 @@ def _axis(x0: float, plot_w: float, end: float, y: float) -> list[str]:
     return out
 
 
-def _legend(colour_of: dict[str, str], others: bool, width: int, y: float) -> tuple[list[str],
-                                                                                      float]:
-    """Swatches for the coloured ops (and "other ops"), wrapped to ``width``; the lanes'
-    meaning on the line below. Returns the elements and the y below them."""
+def _legend(colour_of: dict[str, str], others: bool, width: int, y: float,
+            path_colours: dict[str, str] | None = None) -> tuple[list[str], float]:
+    """Swatches for the coloured ops (and "other ops"), then the critical path's categories,
+    wrapped to ``width``; the lanes' meaning on the line below. Returns the elements and the
+    y below them."""
     items = [(short_name(k), k, c) for k, c in colour_of.items()]
     if others:
         items.append(("other ops", "every op without a colour of its own", OTHER))
+    items += [(f"path: {k}", f"on the critical path: {k}", c)
+              for k, c in (path_colours or {}).items()]
     out, x = [], 8.0
     for label, full, colour in items:
         step = 18 + text_width(label) + 12
@@ -99,18 +108,23 @@ def _legend(colour_of: dict[str, str], others: bool, width: int, y: float) -> tu
                    f'fill="currentColor">{escape(label)}</text></g>')
         x += step
     y += LEGEND_ROW + 2
+    path = "; critical path = what the iteration waits on" if path_colours else ""
     out.append(f'<text x="8" y="{y:.1f}" fill="currentColor" fill-opacity="0.8">Lanes: CPU '
-               "= top-level ops; stream N = GPU work on stream N. Hover a bar for its name "
-               "and time.</text>")
+               f"= top-level ops; stream N = GPU work on stream N{path}. Hover a bar for its "
+               "name and time.</text>")
     return out, y + 8
 
 
 def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
     """The median profiled iteration: a lane per CPU and stream, bars coloured by op, a
     time axis, a legend of the colours and the lanes."""
-    spans = result.timeline
+    ops = list(result.timeline)
+    path = list(getattr(result, "critical_spans", []))
+    spans = ops + path
     lanes = lane_order(spans)
-    colour_of = colours(spans)
+    colour_of = colours(ops)
+    path_colours = {k: PATH_PALETTE[i % len(PATH_PALETTE)]
+                    for i, k in enumerate(dict.fromkeys(s.key for s in path))}
     end = max((s.end for s in spans), default=0.0) or 1.0
     plot_w = width - LEFT - RIGHT
     scale = plot_w / end
@@ -120,7 +134,8 @@ def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
     for lane in lanes:
         parts.append(f'<text x="{LEFT - 6}" y="{y + LANE / 2 + 4:.1f}" text-anchor="end" '
                      f'fill="currentColor">{escape(lane)}</text>')
-        parts += [_bar(s, LEFT, scale, y, colour_of.get(s.key, OTHER))
+        parts += [_bar(s, LEFT, scale, y, path_colours.get(s.key, OTHER) if lane == PATH_LANE
+                       else colour_of.get(s.key, OTHER))
                   for s in spans if s.lane == lane]
         y += LANE + GAP
     if not spans:
@@ -128,8 +143,8 @@ def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
                      'fill="currentColor">no events in this iteration</text>')
         y += LANE
     parts += _axis(LEFT, plot_w, end, y)
-    others = any(s.key not in colour_of for s in spans)
-    legend, bottom = _legend(colour_of, others, width, y + 40)
+    others = any(s.key not in colour_of for s in ops)
+    legend, bottom = _legend(colour_of, others, width, y + 40, path_colours)
     parts += legend
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="km-timeline" width="{width}" '
             f'height="{bottom:.0f}" viewBox="0 0 {width} {bottom:.0f}" '

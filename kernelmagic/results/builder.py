@@ -6,17 +6,21 @@ the result (the results layer: it imports the views below it, never torch).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
+from kernelmagic.core.rows import OpRow, TrustChecks
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
+from kernelmagic.views.critical_path import iteration_view
+from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
-from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.steps import StepsView, steps_view
@@ -89,14 +93,20 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
+    owners = range_owners(table, name)  # the ranges that are rows: for both views below
+    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
+    model = (iteration_view(table, windows[min(median, len(windows) - 1)], name,
+                            shapes="shapes" in wanted, spans=bool(chosen), ranges=owners)
+             if windows else None)
     return ProfileResult(
         name=name,
         iters=len(timings),
         warmup=warmup,
         device=device,
         device_name=device_name,
-        rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                     flops="flops" in wanted, window=outer_window(table, name), name=name),
+        rows=_with_gains(rows, model.gains_us if model else {}),
         kernels=kernel_rows(table) if on_device else [],
         timings=list(timings),
         warmup_timings=list(warmup_timings),
@@ -121,10 +131,20 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions,
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        critical_path=model.path if model else [],
+        critical_spans=model.spans if model else [],
+        dependency_model=model.model.to_dict() if model else {},
+        trust=TrustChecks(**trust_checks(table)),
         steps=steps.rows,
         step_groups=steps.groups,
         steps_summary=steps.summary,
     )
+
+
+def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
+    """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
+    return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
+            for r in rows]
 
 
 def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
