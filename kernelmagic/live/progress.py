@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from kernelmagic.core.units import format_seconds
+from kernelmagic.core.units import counted, format_seconds
 
 #: Seconds of wall time before anything is shown.
 DELAY = 1.0
@@ -49,7 +49,7 @@ class ProgressUpdate:
         if self.stage == "warmup":
             return f"warm-up {self.done}/{self.total}"
         if self.stage == "reading":
-            return (f"reading {self.done:,} events" if self.done
+            return (f"reading {counted(self.done, 'event')}" if self.done
                     else "stopping the profiler, reading its events")
         line = (f"profiled iteration {self.done}/{self.total} · "
                 f"{format_seconds(self.elapsed)} elapsed")
