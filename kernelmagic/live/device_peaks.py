@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
+
+from kernelmagic.core.roofline_bounds import Peaks
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -95,41 +97,6 @@ DOUBT_BELOW = 0.25
 BUDGET_S = 0.15  # seconds per dtype's matmuls, and for the copy
 REPS = 20  # timings per size at most (the best counts)
 COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 512 * 2**20}  # beyond the caches (H200 L2: 50 MB)
-
-
-@dataclass(frozen=True)
-class Peaks:
-    """The roofs of one device.
-
-    ``flops_per_s`` maps ``float32``/``bfloat16``/``float16`` to FLOP/s; ``bytes_per_s``
-    is memory bandwidth; ``source`` says where they came from (``"measured"``,
-    ``"datasheet: H100 SXM"``, ``"set_peaks"``); ``measured`` holds what the short
-    measurement saw (the same figures on CPU); ``note`` any doubt about them.
-    """
-
-    device: str
-    flops_per_s: dict[str, float]
-    bytes_per_s: float
-    source: str
-    measured: dict[str, float] = field(default_factory=dict)
-    note: str = ""
-
-    def flops_for(self, dtype: str) -> float:
-        """The compute roof for ``dtype`` (the float32 roof for other dtypes)."""
-        return self.flops_per_s.get(dtype) or self.flops_per_s.get("float32", 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "flops_per_s": dict(self.flops_per_s),
-                "bytes_per_s": self.bytes_per_s, "source": self.source,
-                "measured": dict(self.measured), "note": self.note}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Peaks:
-        return cls(device=str(data["device"]),
-                   flops_per_s={str(k): float(v) for k, v in data["flops_per_s"].items()},
-                   bytes_per_s=float(data["bytes_per_s"]), source=str(data["source"]),
-                   measured={str(k): float(v) for k, v in data.get("measured", {}).items()},
-                   note=str(data.get("note", "")))
 
 
 _cache: dict[str, Peaks] = {}

@@ -305,12 +305,12 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
     counts are joined to the profiled run's ``table``."""
     from kernelmagic.live.device_peaks import peaks
     from kernelmagic.live.op_counter import count_ops
-    from kernelmagic.live.roofline import collect_roofline, ops_to_open
+    from kernelmagic.views.roofline import collect_roofline, ops_to_open
 
     roofs = peaks("cuda" if on_device else "cpu")
     views = [*result.views, "roofline"]
     try:
-        counts = count_ops(fn, ops_to_open(table))
+        counts = count_ops(fn, ops_to_open(table, torch_compat.flop_formula_names()))
     except Exception as exc:  # the cell ran fine unprofiled: the counting mode is at fault
         note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
         return dataclasses.replace(result, views=views,
