@@ -24,7 +24,6 @@ from kernelmagic.core.range_names import MODULE_RANGE as _MODULE_RANGE
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import TraceFileError, read_table
-from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -68,7 +67,8 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
 
 
 def supported_views(table: EventTable) -> list[str]:
-    """The deeper views this trace holds data for (``--trace`` keeps what was recorded).
+    """The deeper views this trace holds data for (``--trace`` keeps what was recorded),
+    with "counters" when it was recorded with profiler metrics.
 
     Not "shapes": rows stay one per op even when the trace recorded input shapes.
     """
@@ -81,6 +81,8 @@ def supported_views(table: EventTable) -> list[str]:
         views.append("stack")
     if any(_MODULE_RANGE.match(x) for x in table.names):
         views.append("modules")
+    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
+        views.append("counters")
     return views
 
 
@@ -119,7 +121,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
     """
     from kernelmagic.core.events import derive_links
-    from kernelmagic.results.builder import build_result
+    from kernelmagic.results.builder import RunFacts, build_result
 
     source = Path(path)
     table = read_table(source)
@@ -129,22 +131,19 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
     table = derive_links(within_iterations(table, iterations))
-    result = build_result(
+    facts = RunFacts(
+        device_name=table.meta.get("device_name"),
+        matmul_precision=inferred_matmul_precision(table),
+        gpu_runtime=gpu_runtime(table),
+        source="trace",
+        distributed={k: table.meta[k] for k in ("rank", "world_size", "backend")
+                     if k in table.meta},
+    )
+    return build_result(
         table,
         name=iterations.name,
         views=[v for v in supported_views(table) if timeline or v != "timeline"],
         iterations=iterations.windows,
         timings=iterations.timings,
-        device_name=table.meta.get("device_name"),
-        matmul_precision=inferred_matmul_precision(table),
+        facts=facts,
     )
-    result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
-                          if k in table.meta}
-    result.source = "trace"
-    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
-        result.counters = counter_rows(table)
-        result.counters_note = join_note(table)
-        result.views.append("counters")
-    if result.profiles_device:
-        result.gpu_runtime = gpu_runtime(table)
-    return result
