@@ -231,6 +231,7 @@ def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], fl
              report: Reporter) -> list[float]:
     """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range;
     each run's wall time (seconds, each run ends synchronised)."""
+    __tracebackhide__ = True
     warmup_timings: list[float] = []
     if not opts.warmup:
         return warmup_timings
@@ -257,6 +258,7 @@ def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[]
     out of memory with ``keep_out_of_memory`` (``--memory``), the failed iteration
     counting as far as it ran. Anything else propagates.
     """
+    __tracebackhide__ = True
     sync = torch_compat.synchronize
     timings, peaks = timed.timings, timed.device_peaks
     start = baseline = 0.0
@@ -289,6 +291,7 @@ def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[]
 def _cyclic_gc_restored() -> Iterator[None]:
     """Leave the cyclic garbage collector on at the end if it was on at the start,
     whatever was paused in between."""
+    __tracebackhide__ = True
     was_enabled = gc.isenabled()
     try:
         yield
@@ -302,6 +305,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
              watch: Watch | None) -> tuple[Timed, ProfileResult, EventTable]:
     """The timed loop inside the profiler session ``prof`` and the block's ``NAME``
     range; then what the finished session holds, as a result and its table."""
+    __tracebackhide__ = True
     opts = run.options
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
@@ -331,6 +335,7 @@ def _one_more_run(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
     """``--roofline`` and ``--counters``: each runs ``fn`` once more, after the timed
     iterations, unless those were cut short. Also returns what cut the run short, if
     anything did (a Ctrl-C in the counters' slow replayed run keeps the timed result)."""
+    __tracebackhide__ = True
     opts = run.options
     if timed.interrupt is not None or timed.out_of_memory is not None:
         return result, timed.interrupt
@@ -349,6 +354,7 @@ def _one_more_run(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
 def _raise_if_cut_short(result: ProfileResult, interrupt: KeyboardInterrupt | None,
                         out_of_memory: BaseException | None) -> None:
     """Re-raise what cut the run short, carrying the result of what ran as ``.result``."""
+    __tracebackhide__ = True
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt
@@ -434,6 +440,7 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
                     report: Reporter, warmup_timings: list[float]) -> ProfileResult:
     """``--nsight``: the timed loop between ``cudaProfilerStart`` and ``Stop`` inside the
     block's NVTX range; a result with timings and no rows."""
+    __tracebackhide__ = True
     from kernelmagic.core.events import TableBuilder, derive_links
     from kernelmagic.live import counter_run
 

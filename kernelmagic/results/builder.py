@@ -81,11 +81,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       ranges, else ``ProfilerStep#N``, else the whole trace).
     - ``timings``: wall seconds per iteration; default the windows' lengths.
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
-    - ``device_peaks``: per-iteration device memory peaks (bytes) measured live; default
-      from the table's device memory records.
-    - ``memory_ledger``: the run's memory changes with their categories
-      (``memory_categories.py``); default the table's records, every category "unknown".
-      ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
     - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -132,9 +128,11 @@ def _median_index(timings: Sequence[float]) -> int:
 def _memory_fields(table: EventTable, windows: list[Window], name: str, on_device: bool,
                    device_peaks: Sequence[float] | None, ledger: MemoryLedger | None,
                    shown: int | None) -> dict[str, Any]:
-    """The ``--memory`` fields: peaks per iteration (the live device peaks when measured)
-    and the views of the categorised ledger (``shown``: the one iteration whose timeline
-    is kept, None for all)."""
+    """The ``--memory`` fields. ``device_peaks``: per-iteration device memory peaks
+    (bytes) measured live; default from the table's device memory records. ``ledger``:
+    the run's memory changes with their categories (``live/memory_categories.py``);
+    default the table's records, every category "unknown". ``shown``: the iteration whose
+    memory timeline is kept (the median one), None for every one (``memory_all``)."""
     device_peak = (max(device_peaks or [0.0]) if device_peaks is not None
                    else peak_memory(table, windows, on_device=True))
     ledger = ledger if ledger is not None else ledger_from_table(table)
