@@ -18,21 +18,52 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from kernelmagic.core.options import ProfileOptions, check_variable_name
+from kernelmagic.core.options import OPTIONS, Option, ProfileOptions, check_variable_name
 
-#: Every option string of the magic, and whether it takes a value (``split_line`` reads
-#: it): filled by ``option`` as the options are declared on ``ProfileMagics.profile``.
-TAKES_VALUE: dict[str, bool] = {}
+#: The magic's own options: what to do with the result (bind, keep, compare, show).
+DISPLAY_OPTIONS: tuple[Option, ...] = (
+    Option(("-o", "--out"), "bind the result object to VAR in the user namespace",
+           metavar="VAR", name="out", value_type=str),
+    Option(("-q", "--quiet"), "show nothing (use with -o)", name="quiet"),
+    Option(("--save",), "keep the result under NAME for the life of the kernel (for "
+           "--compare)", metavar="NAME", name="save", value_type=str),
+    Option(("--compare",), "show this run against a result kept with --save NAME, or a "
+           "file written by result.save(path)", metavar="NAME_OR_PATH", name="compare",
+           value_type=str),
+    Option(("--no-findings",), "hide the plain-language findings below the table",
+           name="no_findings"),
+)
+
+#: Every option string of the magic, and whether it takes a value (``split_line`` reads it).
+TAKES_VALUE: dict[str, bool] = {
+    flag: o.value_type is not None for o in OPTIONS + DISPLAY_OPTIONS for flag in o.flags}
 
 
-class option(argument):  # lower case: a decorator, beside magic_arguments' ``argument``
-    """``magic_arguments.argument`` that also records in ``TAKES_VALUE`` whether each of
-    its option strings takes a value: argparse's own answer, from the action it adds.
-    (``argument`` keeps its flags and settings as ``args`` and ``kwds``.)"""
+def _argument(o: Option) -> argument:
+    """The ``magic_arguments`` decorator of one option. Values default to None, so that
+    ``ProfileOptions`` gets only what the line gave and keeps its own defaults."""
+    if o.value_type is None:
+        return argument(*o.flags, action="store_true", dest=o.name, help=o.help)
+    return argument(*o.flags, type=o.value_type, default=None, dest=o.name,
+                    metavar=o.metavar, help=o.help)
 
-    def add_to_parser(self, parser: Any, group: Any) -> None:
-        action = (parser if group is None else group).add_argument(*self.args, **self.kwds)
-        TAKES_VALUE.update(dict.fromkeys(action.option_strings, action.nargs != 0))
+
+def with_options(magic: Any) -> Any:
+    """Decorate ``magic`` with every option, in ``OPTIONS`` order, then the display options
+    and the line magic's statement (decorators apply bottom-up: the last is added first)."""
+    magic = argument("statement", nargs="*",
+                     help="line magic only: the statement to profile (%%%%profile uses the "
+                          "cell)")(magic)
+    for o in reversed(OPTIONS + DISPLAY_OPTIONS):
+        magic = _argument(o)(magic)
+    return magic_arguments()(magic)
+
+
+def options_from(args: Any, name: str) -> ProfileOptions:
+    """The run's options from the parsed line: what it gave, defaults for the rest."""
+    values = {o.name: getattr(args, o.name) for o in OPTIONS}
+    given = {k: v for k, v in values.items() if v is not None and v is not False}
+    return ProfileOptions(**{**given, "name": name})
 
 
 @magics_class
@@ -43,64 +74,7 @@ class ProfileMagics(Magics):
         super().__init__(shell)
         self.saved: dict[str, Any] = {}
 
-    @magic_arguments()
-    @option("-n", "--iters", type=int, default=10,
-            help="profiled iterations (at least 1; default 10)")
-    @option("-w", "--warmup", type=int, default=3,
-            help="unprofiled warm-up runs before profiling (at least 0; default 3)")
-    @option("-k", "--topk", type=int, default=10,
-            help="bars in the chart (at least 1; default 10)")
-    @option("-s", "--sort", type=str, default=None,
-            help="sort key: self_device (default when CUDA is profiled), self_cpu "
-                 "(default otherwise), device, cpu, calls, avg")
-    @option("--name", type=str, default=None,
-            help="name of the result and of its record_function/NVTX ranges "
-                 "(default: cell[<execution count>])")
-    @option("-o", "--out", type=str, default=None, metavar="VAR",
-            help="bind the result object to VAR in the user namespace")
-    @option("--cpu-only", action="store_true",
-            help="profile CPU activity only, even when CUDA is available")
-    @option("-q", "--quiet", action="store_true", help="show nothing (use with -o)")
-    @option("--save", type=str, default=None, metavar="NAME",
-            help="keep the result under NAME for the life of the kernel (for --compare)")
-    @option("--compare", type=str, default=None, metavar="NAME_OR_PATH",
-            help="show this run against a result kept with --save NAME, or a file "
-                 "written by result.save(path)")
-    @option("--no-findings", action="store_true",
-            help="hide the plain-language findings below the table")
-    @option("--memory", action="store_true",
-            help="memory allocated per op (self and total), the memory timeline by category "
-                 "(parameters, gradients, activations, ...), its peak, what was alive at it, "
-                 "and memory each iteration keeps")
-    @option("--memory-all", action="store_true", dest="memory_all",
-            help="with --memory: the memory timeline of every iteration, not the median one")
-    @option("--shapes", action="store_true", help="split op rows by input shapes")
-    @option("--flops", action="store_true",
-            help="FLOPs per op where torch can count them, and the achieved FLOP/s")
-    @option("--stack", action="store_true",
-            help="op time attributed to your own Python functions, the cell's first")
-    @option("--modules", action="store_true",
-            help="time per nn.Module call path (e.g. ff.0), nested")
-    @option("--timeline", action="store_true",
-            help="a picture of one profiled iteration: CPU ops and GPU kernels per stream")
-    @option("--roofline", action="store_true",
-            help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
-                 "peaks: compute-, memory- or overhead-bound, with a roofline chart")
-    @option("--counters", action="store_true",
-            help="CUDA: one more run reading hardware counters per kernel (FLOP "
-                 "instructions by precision, DRAM bytes, occupancy) through CUPTI")
-    @option("--nsight", action="store_true",
-            help="CUDA: bracket the iterations with cudaProfilerStart/Stop for Nsight "
-                 "(nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off); "
-                 "torch's profiler does not run, the report has the timings only")
-    @option("--trace", type=str, default=None, metavar="PATH",
-            help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
-    @option("--force", action="store_true", help="let --trace overwrite an existing file")
-    @option("--gather", action="store_true",
-            help="in a torch.distributed process group: every rank profiles, rank 0 "
-                 "shows (and -o binds) the report of all ranks, the others one line")
-    @option("statement", nargs="*",
-            help="line magic only: the statement to profile (%%profile uses the cell)")
+    @with_options
     @line_cell_magic
     def profile(self, line: str, cell: str | None = None) -> None:
         """Profile a cell (``%%profile``) or one statement (``%profile``) with torch.profiler.
@@ -123,14 +97,7 @@ class ProfileMagics(Magics):
                              else "nothing to profile: usage is %profile [options] statement")
         name = args.name if args.name is not None else f"cell[{cell_number(self.shell)}]"
         try:
-            options = ProfileOptions(
-                iters=args.iters, warmup=args.warmup, topk=args.topk, sort=args.sort,
-                name=name, cpu_only=args.cpu_only, memory=args.memory, shapes=args.shapes,
-                memory_all=args.memory_all,
-                flops=args.flops, stack=args.stack, modules=args.modules,
-                timeline=args.timeline, roofline=args.roofline, trace=args.trace,
-                force=args.force, gather=args.gather, counters=args.counters,
-                nsight=args.nsight)
+            options = options_from(args, name)
             if args.gather and args.compare is not None:
                 raise ValueError("--gather cannot be combined with --compare")
             if args.out is not None:

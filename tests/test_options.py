@@ -1,6 +1,18 @@
+from dataclasses import fields
+
 import pytest
 
-from kernelmagic.core.options import SORT_KEYS, ProfileOptions, check_variable_name
+from kernelmagic.core.options import (
+    NSIGHT_EXCLUDES,
+    OPTIONS,
+    RECORDING,
+    SORT_KEYS,
+    VIEWS,
+    ProfileOptions,
+    check_keywords,
+    check_variable_name,
+    trace_views,
+)
 
 
 def test_defaults():
@@ -56,3 +68,65 @@ def test_variable_names():
     for bad in ("1x", "a-b", "class", ""):
         with pytest.raises(ValueError, match="-o/--out must be a Python identifier"):
             check_variable_name("-o/--out", bad)
+
+
+# The option table: every list of options is derived from ProfileOptions' fields.
+
+def test_every_field_is_an_option_and_the_magic_takes_each_one():
+    from kernelmagic.magic import ProfileMagics
+
+    names = [f.name for f in fields(ProfileOptions)]
+    assert [o.name for o in OPTIONS] == names
+    parser = ProfileMagics.profile.parser
+    dests = {a.dest for a in parser._actions}
+    assert set(names) <= dests
+    # a value-taking option keeps ProfileOptions' default when the line omits it
+    args = parser.parse_args(["--memory", "-n", "4"])
+    assert (args.iters, args.warmup, args.memory) == (4, None, True)
+
+
+def test_the_magic_builds_the_same_options_as_the_api():
+    from kernelmagic.magic import ProfileMagics, options_from
+
+    args = ProfileMagics.profile.parser.parse_args(
+        ["-n", "4", "-w", "0", "--memory", "--memory-all", "--sort", "calls", "--timeline"])
+    assert options_from(args, "cell[3]") == ProfileOptions(
+        iters=4, warmup=0, memory=True, memory_all=True, sort="calls", timeline=True,
+        name="cell[3]")  # -w 0 is a value given, not an option left out
+
+
+def test_derived_lists_follow_the_declarations():
+    assert VIEWS == ("memory", "shapes", "flops", "stack", "modules", "timeline")
+    assert RECORDING == {"--memory": "profile_memory=True", "--shapes": "record_shapes=True",
+                         "--flops": "with_flops=True", "--stack": "with_stack=True",
+                         "--modules": "with_modules=True"}
+    # --nsight runs no torch profiler: every view, --roofline/--counters (runs of their
+    # own), --trace and --gather are excluded; the plain run's settings are not
+    assert set(NSIGHT_EXCLUDES.values()) == set(VIEWS) | {"roofline", "counters", "trace",
+                                                         "gather"}
+
+
+def test_takes_value_comes_from_the_table():
+    from kernelmagic.magic import TAKES_VALUE
+
+    assert TAKES_VALUE["-n"] and TAKES_VALUE["--trace"] and TAKES_VALUE["--compare"]
+    assert not TAKES_VALUE["--memory"] and not TAKES_VALUE["-q"]
+
+
+def test_a_trace_holds_the_views_its_table_has_data_for():
+    from fakes import table_of
+
+    from kernelmagic.core.events import Kind
+
+    assert trace_views(table_of((Kind.OP, "aten::mm", 0, 10, 1))) == ["timeline"]
+    held = table_of((Kind.OP, "aten::mm", 0, 10, 1, {"flops": 8}),
+                    (Kind.MEMORY, "[memory]", 2, 2, 1),
+                    (Kind.PYTHON, "cell.py(3): f", 0, 10, 1),
+                    (Kind.RANGE, "module: ff.0 (Linear)", 0, 10, 1))
+    assert trace_views(held) == ["memory", "flops", "stack", "modules", "timeline"]
+
+
+def test_unknown_keywords_name_the_option():
+    check_keywords({"memory": True, "iters": 3})
+    with pytest.raises(ValueError, match="unknown option 'memroy'; expected one of iters"):
+        check_keywords({"memroy": True})

@@ -1,15 +1,24 @@
-"""Validated options for one profiling run.
+"""The options of a run, declared once, and validated in one place.
 
-Every option is checked here, in one place, and a bad value raises ``ValueError``
-with a one-line message that names the option and what it accepts. The magic turns
-that into IPython's ``UsageError``; the plain-Python API lets it propagate.
+Each ``ProfileOptions`` field is declared with its option (``option(...)``: flags, help,
+and what the option implies), and every other list of options is derived from those
+declarations: the magic's flags and ``%%profile?`` help, the API's keyword check, the
+deeper views, what a trace holds, what ``--nsight`` excludes, and how a trace records the
+same thing. A bad value raises ``ValueError`` with a one-line message that names the
+option and what it accepts; the magic turns that into IPython's ``UsageError``, the
+plain-Python API lets it propagate.
 """
 
 from __future__ import annotations
 
 import keyword
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernelmagic.core.events import EventTable
 
 #: Sort keys accepted by ``--sort``, with what each one orders by.
 SORT_KEYS: dict[str, str] = {
@@ -22,37 +31,121 @@ SORT_KEYS: dict[str, str] = {
 }
 
 
-#: Options that need torch's profiler (or a run of their own), so not ``--nsight``.
-NSIGHT_EXCLUDES: dict[str, str] = {
-    "--memory": "memory", "--shapes": "shapes", "--flops": "flops", "--stack": "stack",
-    "--modules": "modules", "--timeline": "timeline", "--roofline": "roofline",
-    "--counters": "counters", "--trace": "trace", "--gather": "gather",
-}
+@dataclass(frozen=True)
+class Option:
+    """One option of a run, declared on its ``ProfileOptions`` field with ``option()``."""
+
+    flags: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+    #: a deeper view that ``build_result`` computes (the view's name is the field's)
+    view: bool = False
+    #: the ``torch.profiler.profile`` argument that records the same in a trace
+    recording: str = ""
+    #: needs torch's profiler (or a run of its own), so cannot go with ``--nsight``
+    needs_profiler: bool = False
+    #: for a view: whether a trace's table holds its data (None: a trace never does)
+    in_trace: Callable[[EventTable], bool] | None = None
+    #: from the field: its name, default and the type of its value (None for a flag)
+    name: str = ""
+    default: Any = None
+    value_type: type | None = None
+
+
+def option(*flags: str, help: str, default: Any = False, **settings: Any) -> Any:
+    """A ``ProfileOptions`` field declared with its option (flags, help, what it implies)."""
+    return field(default=default, metadata={"option": Option(flags, help, **settings)})
+
+
+def _holds_kind(kind: str) -> Callable[[EventTable], bool]:
+    def holds(table: EventTable) -> bool:
+        from kernelmagic.core.events import Kind  # numpy: not at the magic's import
+
+        return bool((table.kind == Kind[kind]).any())
+    return holds
+
+
+def _holds_flops(table: EventTable) -> bool:
+    return bool(table.flops.any())
+
+
+def _holds_module_ranges(table: EventTable) -> bool:
+    from kernelmagic.core.range_names import MODULE_RANGE
+
+    return any(MODULE_RANGE.match(x) for x in table.names)
+
+
+def _always(table: EventTable) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """What to run and how to report it. Construction validates every field."""
+    """What to run and how to report it. Construction validates every field.
 
-    iters: int = 10
-    warmup: int = 3
-    topk: int = 10
-    sort: str | None = None
-    name: str = "profile"
-    cpu_only: bool = False
-    memory: bool = False
-    shapes: bool = False
-    flops: bool = False
-    stack: bool = False
-    modules: bool = False
-    timeline: bool = False
-    roofline: bool = False
-    trace: str | None = None
-    force: bool = False
-    gather: bool = False  # torch.distributed: all ranks' results to rank 0 (ranks/live.py)
-    counters: bool = False  # one more run reading CUPTI hardware counters per kernel
-    nsight: bool = False  # cudaProfilerStart/Stop around the iterations, no torch profiler
-    memory_all: bool = False  # --memory's timeline of every iteration, not the median one
+    Adding an option is one field here (plus its view: ``docs/architecture.md``).
+    """
+
+    iters: int = option("-n", "--iters", default=10,
+                        help="profiled iterations (at least 1; default 10)")
+    warmup: int = option("-w", "--warmup", default=3,
+                         help="unprofiled warm-up runs before profiling (at least 0; default 3)")
+    topk: int = option("-k", "--topk", default=10,
+                       help="bars in the chart (at least 1; default 10)")
+    sort: str | None = option("-s", "--sort", default=None,
+                              help="sort key: self_device (default when CUDA is profiled), "
+                                   "self_cpu (default otherwise), device, cpu, calls, avg")
+    name: str = option("--name", default="profile",
+                       help="name of the result and of its record_function/NVTX ranges "
+                            "(default: cell[<execution count>])")
+    cpu_only: bool = option("--cpu-only",
+                            help="profile CPU activity only, even when CUDA is available")
+    memory: bool = option(
+        "--memory", view=True, recording="profile_memory=True", needs_profiler=True,
+        in_trace=_holds_kind("MEMORY"),
+        help="memory allocated per op (self and total), the memory timeline by category "
+             "(parameters, gradients, activations, ...), its peak, what was alive at it, "
+             "and memory each iteration keeps")
+    memory_all: bool = option(
+        "--memory-all",
+        help="with --memory: the memory timeline of every iteration, not the median one")
+    shapes: bool = option("--shapes", view=True, recording="record_shapes=True",
+                          needs_profiler=True, help="split op rows by input shapes")
+    flops: bool = option("--flops", view=True, recording="with_flops=True",
+                         needs_profiler=True, in_trace=_holds_flops,
+                         help="FLOPs per op where torch can count them, and the achieved "
+                              "FLOP/s")
+    stack: bool = option("--stack", view=True, recording="with_stack=True",
+                         needs_profiler=True, in_trace=_holds_kind("PYTHON"),
+                         help="op time attributed to your own Python functions, the cell's "
+                              "first")
+    modules: bool = option("--modules", view=True, recording="with_modules=True",
+                           needs_profiler=True, in_trace=_holds_module_ranges,
+                           help="time per nn.Module call path (e.g. ff.0), nested")
+    timeline: bool = option("--timeline", view=True, needs_profiler=True, in_trace=_always,
+                            help="a picture of one profiled iteration: CPU ops and GPU "
+                                 "kernels per stream")
+    roofline: bool = option(
+        "--roofline", needs_profiler=True,
+        help="FLOPs and bytes per op (one extra unprofiled run) against the device's "
+             "peaks: compute-, memory- or overhead-bound, with a roofline chart")
+    counters: bool = option(
+        "--counters", needs_profiler=True,
+        help="CUDA: one more run reading hardware counters per kernel (FLOP "
+             "instructions by precision, DRAM bytes, occupancy) through CUPTI")
+    nsight: bool = option(
+        "--nsight",
+        help="CUDA: bracket the iterations with cudaProfilerStart/Stop for Nsight "
+             "(nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off); "
+             "torch's profiler does not run, the report has the timings only")
+    trace: str | None = option(
+        "--trace", default=None, metavar="PATH", needs_profiler=True,
+        help="write a Chrome trace (.json or .json.gz) for Perfetto / chrome://tracing")
+    force: bool = option("--force", help="let --trace overwrite an existing file")
+    gather: bool = option(
+        "--gather", needs_profiler=True,
+        help="in a torch.distributed process group: every rank profiles, rank 0 "
+             "shows (and -o binds) the report of all ranks, the others one line")
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -90,6 +183,46 @@ class ProfileOptions:
                 "use self_cpu, cpu, calls or avg"
             )
         return self.sort
+
+
+#: A field's annotation -> the type of its option's value (None: a flag, no value).
+_VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "str | None": str}
+
+
+def _declared() -> tuple[Option, ...]:
+    """Each field's ``Option``, completed with the field's name, default and value type."""
+    return tuple(
+        replace(f.metadata["option"], name=f.name, default=f.default,
+                value_type=_VALUE_TYPES[str(f.type)])
+        for f in fields(ProfileOptions))
+
+
+#: Every option of a run, in the order ``%%profile?`` lists them.
+OPTIONS: tuple[Option, ...] = _declared()
+
+#: The deeper views ``build_result`` knows, in the order results list them.
+VIEWS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.view)
+
+#: Options that need torch's profiler (or a run of their own), so not ``--nsight``.
+NSIGHT_EXCLUDES: dict[str, str] = {o.flags[-1]: o.name for o in OPTIONS if o.needs_profiler}
+
+#: The options that record something more, and the ``torch.profiler.profile`` argument
+#: that records the same in a trace.
+RECORDING: dict[str, str] = {o.flags[-1]: o.recording for o in OPTIONS if o.recording}
+
+
+def trace_views(table: EventTable) -> list[str]:
+    """The deeper views a trace's table holds data for, in ``VIEWS`` order."""
+    return [o.name for o in OPTIONS if o.in_trace is not None and o.in_trace(table)]
+
+
+def check_keywords(keywords: Mapping[str, Any]) -> None:
+    """ValueError naming the first keyword that is not an option of a run."""
+    known = [o.name for o in OPTIONS]
+    for key in keywords:
+        if key not in known:
+            raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")
+
 
 
 def check_variable_name(option: str, value: str) -> str:

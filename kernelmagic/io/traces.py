@@ -20,7 +20,7 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, select
 from kernelmagic.core.op_names import is_fp32_gemm
-from kernelmagic.core.range_names import MODULE_RANGE as _MODULE_RANGE
+from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import TraceFileError, read_table
@@ -66,26 +66,6 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     return select(table, keep)
 
 
-def supported_views(table: EventTable) -> list[str]:
-    """The deeper views this trace holds data for (``--trace`` keeps what was recorded),
-    with "counters" when it was recorded with profiler metrics.
-
-    Not "shapes": rows stay one per op even when the trace recorded input shapes.
-    """
-    views = ["timeline"]
-    if (table.kind == Kind.MEMORY).any():
-        views.append("memory")
-    if table.flops.any():
-        views.append("flops")
-    if (table.kind == Kind.PYTHON).any():
-        views.append("stack")
-    if any(_MODULE_RANGE.match(x) for x in table.names):
-        views.append("modules")
-    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
-        views.append("counters")
-    return views
-
-
 def gpu_runtime(table: EventTable) -> str:
     """``"rocm"`` when the trace's runtime calls are HIP's (``hipLaunchKernel``...) or, with
     none, its GPU is an AMD one; else ``"cuda"``. Either way torch calls the device "cuda"."""
@@ -121,7 +101,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
     """
     from kernelmagic.core.events import derive_links
-    from kernelmagic.results.builder import RunFacts, build_result
+    from kernelmagic.results.builder import TABLE_COUNTERS, RunFacts, build_result
 
     source = Path(path)
     table = read_table(source)
@@ -131,6 +111,9 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
     table = derive_links(within_iterations(table, iterations))
+    views = [v for v in trace_views(table) if timeline or v != "timeline"]
+    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
+        views.append(TABLE_COUNTERS)
     facts = RunFacts(
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
@@ -142,7 +125,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     return build_result(
         table,
         name=iterations.name,
-        views=[v for v in supported_views(table) if timeline or v != "timeline"],
+        views=views,
         iterations=iterations.windows,
         timings=iterations.timings,
         facts=facts,

@@ -23,14 +23,14 @@ from typing import Any
 
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.memory_rows import MemoryLedger
-from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
-from kernelmagic.results.builder import VIEWS, RunFacts, build_result
+from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
 
@@ -544,6 +544,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     of every iteration, not only the median one.
     """
     __tracebackhide__ = True
+    check_keywords(view_options)
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
                              cpu_only=cpu_only, **view_options)
     fn = as_callable(target, namespace)

@@ -9,17 +9,8 @@ neither kind of result is told to do what only the other can.
 
 from __future__ import annotations
 
+from kernelmagic.core.options import RECORDING
 from kernelmagic.results.result import ProfileResult
-
-#: The ``%%profile`` options that record something more, and the ``torch.profiler.profile``
-#: argument that records the same in a trace.
-RECORDING = {
-    "--shapes": "record_shapes=True",
-    "--memory": "profile_memory=True",
-    "--stack": "with_stack=True",
-    "--flops": "with_flops=True",
-    "--modules": "with_modules=True",
-}
 
 
 def more_iterations(result: ProfileResult, n: int) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
+from kernelmagic.core.options import VIEWS
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
@@ -24,10 +25,8 @@ from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["VIEWS", "RunFacts", "build_result"]
+__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result"]
 
-#: The deeper views ``build_result`` knows, in the order results list them.
-VIEWS = ("memory", "shapes", "flops", "stack", "modules", "timeline")
 #: A view ``build_result`` also reads from the table when asked: the counters a trace
 #: recorded with profiler metrics holds. A live run's come from a run of their own
 #: (``live/runner.py: counters_view``), after the result is built.
