@@ -62,6 +62,7 @@ class FakeEvent:
     def privateuse1_elapsed_us(self): return -1
     def metadata_json(self): return ""
     def extra_meta(self): return {}
+    def typed_metadata(self): return {}  # torch 2.14 reads it
     def flow_id(self): return 0
     def flow_type(self): return 0
     def flow_start(self): return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import inspect
 import os
@@ -25,11 +26,13 @@ from kernelmagic.core.events import EventTable
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
+from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
+from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
@@ -185,17 +188,17 @@ def _execute(fn: Callable[[], Any], run: Plan,
     report: Reporter = progress if progress is not None else Silent()
     report.start(opts.warmup, opts.iters)
     try:
-        warmup_timings = _warm_up(fn, opts, clock, report)
+        warm = _warm_up(fn, opts, clock, report, source_file)
         if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
-            return _nsight_capture(fn, run, clock, report, warmup_timings)
+            return _nsight_capture(fn, run, clock, report, warm.timings)
         torch_compat.warm_profiler(run.profiles_device)
         if watch is not None:
             watch.profiling()
         prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
                                          memory=opts.memory, flops=opts.flops,
                                          stack=opts.stack)
-        timed, result, table = _profile(prof, fn, run, clock, report, warmup_timings,
-                                        source_file, watch)
+        timed, result, table = _profile(prof, fn, run, clock, report, warm, source_file,
+                                        watch)
         result, interrupt = _one_more_run(result, fn, table, run, timed)
     finally:
         report.close()
@@ -227,30 +230,42 @@ class Timed:
     out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
 
 
+@dataclass(frozen=True)
+class WarmUp:
+    """What the warm-up runs gave: each run's wall time (seconds, each run ends
+    synchronised) and, without ``--steps``, the module the last run called most often
+    at the top level (the steps hint, ``live/steps.py: RepeatedCalls``)."""
+
+    timings: list[float]
+    repeated_call: RepeatedCall | None = None
+
+
 def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], float],
-             report: Reporter) -> list[float]:
-    """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range;
-    each run's wall time (seconds, each run ends synchronised)."""
+             report: Reporter, source_file: str | None) -> WarmUp:
+    """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range."""
     __tracebackhide__ = True
-    warmup_timings: list[float] = []
-    if not opts.warmup:
-        return warmup_timings
-    sync = torch_compat.synchronize
-    with torch_compat.labelled_range(warmup_range(opts.name)):
-        for w in range(opts.warmup):
-            start = clock()
-            fn()
-            sync()
-            warmup_timings.append(clock() - start)
-            report.warmup(w + 1)
-    return warmup_timings
+    repeats = RepeatedCalls(source_file) if opts.steps is None else None
+    timings: list[float] = []
+    if opts.warmup:
+        sync = torch_compat.synchronize
+        with torch_compat.labelled_range(warmup_range(opts.name)):
+            for w in range(opts.warmup):
+                start = clock()
+                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
+                      else contextlib.nullcontext()):
+                    fn()
+                sync()
+                timings.append(clock() - start)
+                report.warmup(w + 1)
+    return WarmUp(timings, repeats.found() if repeats is not None else None)
 
 
 def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[], float],
                 report: Reporter, timed: Timed, keep_out_of_memory: bool = False) -> None:
     """The measured region, the same for a profiler session and for ``--nsight``: each
-    iteration inside its ``NAME/iter i`` range, timed from the call of ``fn`` to the end
-    of the synchronize after it, into ``timed``.
+    iteration inside its ``NAME/iter i`` range, timed from the call of ``fn`` (the cell,
+    or with ``--steps`` the cell under its step ranges) to the end of the synchronize
+    after it, into ``timed``.
 
     Nothing else runs inside the timed span; the device's peak (when ``timed`` measures
     peaks) and ``report`` are read between iterations. A ``KeyboardInterrupt`` after at
@@ -301,21 +316,24 @@ def _cyclic_gc_restored() -> Iterator[None]:
 
 
 def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
-             report: Reporter, warmup_timings: list[float], source_file: str | None,
+             report: Reporter, warm: WarmUp, source_file: str | None,
              watch: Watch | None) -> tuple[Timed, ProfileResult, EventTable]:
     """The timed loop inside the profiler session ``prof`` and the block's ``NAME``
-    range; then what the finished session holds, as a result and its table."""
+    range (with ``--steps``, ``NAME/step j`` around each call of the target); then what
+    the finished session holds, as a result and its table."""
     __tracebackhide__ = True
     opts = run.options
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
              else contextlib.nullcontext())
+    steps = StepRanges(opts.steps, opts.name)
+    run_once = fn if opts.steps is None else functools.partial(steps.run, fn)
     timed = Timed(device_peaks=[] if opts.memory and run.profiles_device else None)
     with _cyclic_gc_restored():
         with quiet, prof:
-            with torch_compat.labelled_range(opts.name), modules:
+            with torch_compat.labelled_range(opts.name), modules, steps:
                 report.profiling()
-                _timed_loop(fn, opts.name, opts.iters, clock, report, timed,
+                _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
                             keep_out_of_memory=opts.memory)
                 if timed.interrupt is not None:
                     torch_compat.synchronize()
@@ -324,7 +342,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
-        result, table = _result(prof, run, timed, warmup_timings, source_file, report)
+        result, table = _result(prof, run, timed, warm, source_file, report)
         if watch is not None:
             result = watch.annotate(result)
     return timed, result, table
@@ -457,8 +475,8 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
     return result
 
 
-def _result(prof: Any, run: Plan, timed: Timed, warmup_timings: list[float],
-            source_file: str | None, report: Reporter) -> tuple[ProfileResult, EventTable]:
+def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str | None,
+            report: Reporter) -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
@@ -480,7 +498,8 @@ def _result(prof: Any, run: Plan, timed: Timed, warmup_timings: list[float],
             failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
             ledger = dataclasses.replace(
                 ledger, note="; ".join(n for n in (failed, ledger.note) if n))
-    return _build(table, run, timed, warmup_timings, source_file, ledger), table
+    return _build(table, run, timed, warm.timings, source_file, ledger,
+                  warm.repeated_call), table
 
 
 def _out_of_memory_note(exc: BaseException, iteration: int) -> str:
@@ -492,8 +511,8 @@ def _out_of_memory_note(exc: BaseException, iteration: int) -> str:
 
 
 def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[float],
-           source_file: str | None = None,
-           memory_ledger: MemoryLedger | None = None) -> ProfileResult:
+           source_file: str | None = None, memory_ledger: MemoryLedger | None = None,
+           repeated_call: RepeatedCall | None = None) -> ProfileResult:
     """``build_result`` with what this run knows beyond its events."""
     opts = run.options
     facts = RunFacts(
@@ -506,13 +525,15 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         capture="nsight" if opts.nsight else "",
         planned_iters=opts.iters if len(timed.timings) < opts.iters else 0,
+        repeated_call=repeated_call,
     )
     return build_result(
         table, name=opts.name, views=[v for v in VIEWS if getattr(opts, v)],
         timings=timed.timings, device="cuda" if run.profiles_device else "cpu",
         source_file=source_file,
         device_peaks=timed.device_peaks if timed.device_peaks is not None else [],
-        memory_ledger=memory_ledger, memory_all=opts.memory_all, facts=facts)
+        memory_ledger=memory_ledger, memory_all=opts.memory_all,
+        steps_target=opts.steps.label if opts.steps is not None else "", facts=facts)
 
 
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
@@ -530,7 +551,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
     ``modules``, ``timeline``, ``roofline``, ``counters`` (CUDA: hardware counters per
     kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
-    iterations for Nsight, no torch profiler), and ``trace="run.json"`` (with ``force``).
+    iterations for Nsight, no torch profiler), ``trace="run.json"`` (with ``force``), and
+    ``steps=model`` (an ``nn.Module``, or a function bound by name in its module: each
+    call during a profiled iteration is a step, ``result.steps``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.
@@ -541,7 +564,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     profiler and re-raises, with the completed iterations' result as ``exc.result``;
     with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
     (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one.
+    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
+    ``"auto"``) measures each variant after the baseline: ``result.experiments``
+    (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
     check_keywords(view_options)
@@ -551,6 +576,11 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
     try:
+        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
+            from kernelmagic.live.experiments import profile_variants
+
+            return profile_variants(target, fn, plan(options), progress=reporter,
+                                    source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)

@@ -13,6 +13,7 @@ from typing import Any
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
+from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
@@ -22,6 +23,7 @@ from kernelmagic.views.memory import ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
@@ -40,7 +42,8 @@ class RunFacts:
 
     ``sort`` defaults to "self_device" on a device, else "self_cpu"; ``gpu_runtime``
     ("cuda" or "rocm") is kept only when a device was profiled; ``planned_iters`` is the
-    number of iterations asked for when fewer ran (Ctrl-C, out of memory).
+    number of iterations asked for when fewer ran (Ctrl-C, out of memory);
+    ``repeated_call`` a module the warm-up saw called many times (without ``--steps``).
     """
 
     warmup: int = 0
@@ -56,6 +59,7 @@ class RunFacts:
     capture: str = ""
     planned_iters: int = 0
     distributed: Mapping[str, Any] = field(default_factory=dict)
+    repeated_call: RepeatedCall | None = None
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
@@ -64,7 +68,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  source_file: str | None = None,
                  device_peaks: Sequence[float] | None = None,
                  memory_ledger: MemoryLedger | None = None, memory_all: bool = False,
-                 facts: RunFacts = RunFacts()) -> ProfileResult:
+                 steps_target: str = "", facts: RunFacts = RunFacts()) -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a finished ``ProfileResult``
     (nothing to set on it afterwards: it caches figures).
 
@@ -81,6 +85,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``timings``: wall seconds per iteration; default the windows' lengths.
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
     - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
+    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
+      (``views/steps.py``).
     - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -93,6 +99,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     wanted = [v for v in (*VIEWS, TABLE_COUNTERS) if v in views]
     figures = Figures(table)
     median = _median_index(timings)
+    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     return ProfileResult(
@@ -109,12 +116,22 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         breakdown=breakdown(table, windows, busy) if windows else None,
         compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
         **(_memory_fields(table, windows, name, on_device, device_peaks, memory_ledger,
                           None if memory_all else min(median, max(len(windows) - 1, 0)))
            if "memory" in wanted else {}),
         **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
         **_copied(facts, on_device),
     )
+
+
+def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
+           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
+    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
+    if "steps" not in wanted:
+        return StepsView()
+    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
+                      memory="memory" in wanted, median_iteration=median)
 
 
 def _median_index(timings: Sequence[float]) -> int:
@@ -158,5 +175,5 @@ def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
         "torch_version": facts.torch_version, "trace_path": facts.trace_path,
         "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,
         "capture": facts.capture, "planned_iters": facts.planned_iters,
-        "distributed": dict(facts.distributed),
+        "distributed": dict(facts.distributed), "repeated_call": facts.repeated_call,
     }
