@@ -23,6 +23,17 @@ SYNC_OPS = {
 #: Waits the CPU makes for the GPU, beyond ``SYNC_OPS`` (time only, for ``gpu_idle``).
 WAIT_CALLS = frozenset({"cudaEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
                         "hipEventSynchronize", "hipMemcpy"})
+#: Runtime calls that block the CPU until GPU work ends (the dependency model's sync edges,
+#: ``views/dependencies.py``): device, stream and event synchronisation, and the blocking
+#: (not ``Async``) memcpy, CUDA and ROCm.
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+})
+#: Runtime calls that make one stream wait for work on another (an event recorded there).
+STREAM_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent",
+                               "hipStreamWaitEvent"})
 LAUNCH_CALLS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
     "cuLaunchKernelEx", "cudaGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",
@@ -66,6 +77,28 @@ ELEMENTWISE_OPS = {
 FP32_GEMM = re.compile(r"sgemm|f32f32_f32|gemm.*fp32", re.IGNORECASE)
 #: ... unless it also says TF32 or a lower precision.
 LOW_PRECISION = re.compile(r"tf32|bf16|f16|half|fp8|e4m3|e5m2", re.IGNORECASE)
+
+
+#: Convolution ops and their backward (the ops that launch the convolution kernels).
+CONV_OPS = frozenset({
+    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::miopen_convolution",
+    "aten::miopen_convolution_transpose", "aten::convolution_backward",
+    "aten::cudnn_convolution_backward", "aten::miopen_convolution_backward",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    "aten::mkldnn_convolution", "aten::slow_conv2d_forward", "aten::_slow_conv2d_backward",
+})
+#: A convolution kernel's name that says float32: cuDNN's single-precision kernels
+#: (``scudnn``, ``sgemm``, ``implicit_convolve_sgemm``, ``dgrad_engine<float, ...``) ...
+FP32_CONV = re.compile(r"sgemm|scudnn|<float,|f32f32_f32|fp32", re.IGNORECASE)
+#: ... unless it names a Tensor Core shape (``h884``, ``s1688``: half inputs).
+TENSOR_CORE_SHAPE = re.compile(r"[hs](884|1688|16816)")
+
+
+def is_fp32_conv(kernel: str) -> bool:
+    """A float32 convolution kernel, not a TF32 or lower-precision one, by its name."""
+    return (bool(FP32_CONV.search(kernel)) and not LOW_PRECISION.search(kernel)
+            and not TENSOR_CORE_SHAPE.search(kernel))
 
 
 def is_runtime_call(name: str) -> bool:

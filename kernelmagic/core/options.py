@@ -30,6 +30,7 @@ SORT_KEYS: dict[str, str] = {
     "cpu": "total CPU time (the op and everything it calls)",
     "calls": "number of calls",
     "avg": "total time per call",
+    "max_gain": "what the median iteration would save without the row (the dependency model)",
 }
 
 

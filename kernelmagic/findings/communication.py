@@ -34,4 +34,5 @@ def communication_bound(result: ProfileResult) -> Finding | None:
         + (f"; largest: {biggest} per iteration" if biggest else ""),
         "overlap collectives with compute (DDP gradient buckets, FSDP prefetch, async "
         "collectives), or communicate less per step (larger local batches, gradient "
-        "accumulation, compression)", share)
+        "accumulation, compression)", share,
+        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)))

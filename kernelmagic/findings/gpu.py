@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelmagic.core.machine import AMPERE, GPU, PRE_VOLTA
 from kernelmagic.core.op_names import (
     DATA_LOADER,
     LAUNCH_CALLS,
@@ -21,6 +22,7 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
 from kernelmagic.results.result import ProfileResult
@@ -143,7 +145,26 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops"),
-        _CAUSE_FIX[lead].format(stack=record(result, "--stack")), share)
+        _CAUSE_FIX[lead].format(stack=record(result, "--stack")), share,
+        rows=cause_rows(result, lead), side="cpu")
+
+
+def cause_rows(result: ProfileResult, kind: str) -> tuple[str, ...]:
+    """The rows whose CPU time a ``Cause`` of ``kind`` counts (none for "between": no row
+    owns the time between ops)."""
+    skip = {id(r) for r in setup(result).calls}
+    rows = [r for r in result.op_totals if r.count and id(r) not in skip]
+    if kind == "launch":
+        return tuple(r.key for r in rows if r.key in LAUNCH_CALLS)
+    if kind == "sync":
+        return tuple(r.key for r in rows if r.key in SYNC_OPS or r.key in WAIT_CALLS)
+    if kind == "data":
+        return tuple(r.key for r in rows if r.key.startswith(DATA_LOADER))
+    if kind == "inside":
+        return tuple(r.key for r in rows if r.key not in LAUNCH_CALLS and r.key not in SYNC_OPS
+                     and r.key not in WAIT_CALLS and not r.key.startswith(DATA_LOADER)
+                     and not is_runtime_call(r.key))
+    return ()
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -172,7 +193,8 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         f"the GPU is busy {busy:.0%} of each iteration; {format_us(cpu)} of CPU work "
         f"launches {launches:g} kernels with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
-        "or larger batches", of_wall(result, min(idle, cpu)))
+        "or larger batches", of_wall(result, min(idle, cpu)),
+        rows=cause_rows(result, "launch"), side="cpu")
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -189,10 +211,14 @@ def sync_points(result: ProfileResult) -> Finding | None:
         "sync_points", "Host-device synchronisation inside the loop",
         "per iteration: " + ", ".join(parts),
         "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
-        "loop); accumulate on the device and read once at the end", of_wall(result, waited))
+        "loop); accumulate on the device and read once at the end", of_wall(result, waited),
+        rows=tuple(r.key for r in hits), side="cpu")
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
+    """Matmuls hold ``MATMUL_SHARE`` of device time in float32 GEMM kernels while the
+    float32 matmul precision is "highest": TF32 or bfloat16 on Ampere and later, float16 on
+    Volta and Turing (no TF32 there); silent on a GPU without Tensor Cores."""
     if not result.profiles_device or result.matmul_precision != "highest":
         return None
     total = result.self_device_time_total
@@ -202,9 +228,20 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
             if is_fp32_gemm(k.key)]
     if share < MATMUL_SHARE or not fp32:
         return None
+    info = result.device_info
+    family = info.family if info is not None else GPU
+    if family == PRE_VOLTA:  # no Tensor Cores to use
+        return None
+    p = precision(result)
+    if family == AMPERE:
+        hint = f"{TF32}, or {p.call}"
+    elif family == GPU:
+        hint = f"{TF32} on Ampere or later, or {p.call}"
+    else:
+        hint = f"{p.call} ({p.note})" if p.note else p.call
     return Finding(
         "fp32_matmul", "Float32 matmuls are not using Tensor Cores",
         f"matmuls take {share:.0%} of device time in float32 kernels such as {fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
-        "torch.set_float32_matmul_precision(\"high\") (TF32), or torch.autocast(\"cuda\", "
-        "dtype=torch.bfloat16)", of_wall(result, matmul / result.iters))
+        hint, of_wall(result, matmul / result.iters),
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")

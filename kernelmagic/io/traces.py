@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kernelmagic.core.events import EventTable, Kind, select
+from kernelmagic.core.events import EventTable, Kind, device_work, select
+from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
@@ -114,13 +115,16 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     views = [v for v in trace_views(table) if timeline or v != "timeline"]
     if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
         views.append(TABLE_COUNTERS)
+    on_device = bool(device_work(table).any())
+    runtime = gpu_runtime(table)
     facts = RunFacts(
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
-        gpu_runtime=gpu_runtime(table),
+        gpu_runtime=runtime,
         source="trace",
         distributed={k: table.meta[k] for k in ("rank", "world_size", "backend")
                      if k in table.meta},
+        device_info=trace_device(table, on_device, runtime),
     )
     return build_result(
         table,
@@ -128,5 +132,18 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
         views=views,
         iterations=iterations.windows,
         timings=iterations.timings,
+        device="cuda" if on_device else "cpu",
         facts=facts,
     )
+
+
+def trace_device(table: EventTable, on_device: bool, runtime: str) -> DeviceInfo:
+    """The device a trace names in its ``deviceProperties`` (capability, datasheet peaks);
+    a CPU-only trace's CPU, whose figures a trace does not hold."""
+    if not on_device:
+        return DeviceInfo(kind="cpu")
+    major, minor = table.meta.get("compute_major"), table.meta.get("compute_minor")
+    capability = f"{major}.{minor if isinstance(minor, int) else 0}" \
+        if isinstance(major, int) else ""
+    return gpu_info("rocm" if runtime == "rocm" else "cuda",
+                    str(table.meta.get("device_name") or ""), capability)

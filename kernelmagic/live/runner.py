@@ -23,12 +23,14 @@ from types import CodeType
 from typing import Any
 
 from kernelmagic.core.events import EventTable
+from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
-from kernelmagic.live import memory_categories, torch_compat
+from kernelmagic.live import cpu_load, memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
+from kernelmagic.live.device_peaks import device_info
 from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.session import table_from_session
@@ -222,12 +224,14 @@ def _execute(fn: Callable[[], Any], run: Plan,
 @dataclass
 class Timed:
     """What the timed loop measured: each completed iteration's wall time (seconds), the
-    device's memory peak in each (``None``: not measured), and what cut the loop short."""
+    device's memory peak in each (``None``: not measured), what cut the loop short, and
+    (in a profiler session) the machine's CPU load over the loop."""
 
     timings: list[float] = field(default_factory=list)
     device_peaks: list[float] | None = None
     interrupt: KeyboardInterrupt | None = None
     out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
+    cpu_load: CpuLoad | None = None  # how busy the machine's cores were meanwhile
 
 
 @dataclass(frozen=True)
@@ -329,19 +333,24 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
     steps = StepRanges(opts.steps, opts.name)
     run_once = fn if opts.steps is None else functools.partial(steps.run, fn)
     timed = Timed(device_peaks=[] if opts.memory and run.profiles_device else None)
+    cpus = cpu_load.cores()
     with _cyclic_gc_restored():
         with quiet, prof:
             with torch_compat.labelled_range(opts.name), modules, steps:
                 report.profiling()
+                load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
                             keep_out_of_memory=opts.memory)
                 if timed.interrupt is not None:
                     torch_compat.synchronize()
+                load_after = cpu_load.snapshot(cpus)  # and once after it
             report.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
             # small objects; pausing the cyclic GC there, never in the user's code,
             # saves up to a third of that time on large profiles.
             gc.disable()
+        timed.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
+                                          torch_compat.num_threads())
         result, table = _result(prof, run, timed, warm, source_file, report)
         if watch is not None:
             result = watch.annotate(result)
@@ -359,6 +368,8 @@ def _one_more_run(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
         return result, timed.interrupt
     if opts.roofline:
         result = roofline_view(result, fn, table, run.profiles_device)
+        # the roofs just measured or looked up are the device's figures the advice uses
+        result = dataclasses.replace(result, device_info=device_info(run.profiles_device))
     if opts.counters:
         try:
             result = counters_view(result, fn)
@@ -526,6 +537,9 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         capture="nsight" if opts.nsight else "",
         planned_iters=opts.iters if len(timed.timings) < opts.iters else 0,
         repeated_call=repeated_call,
+        # the device's figures for the advice; Nsight's capture has no findings to advise
+        device_info=None if opts.nsight else device_info(run.profiles_device),
+        cpu_load=timed.cpu_load,
     )
     return build_result(
         table, name=opts.name, views=[v for v in VIEWS if getattr(opts, v)],

@@ -372,21 +372,24 @@ def figure_png(fig: Any) -> bytes:
 
 
 def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
-    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream."""
+    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream; at the
+    bottom, the dependency model's critical path, coloured by what lies on it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    shown = [*result.timeline, *result.critical_spans]
     lanes = sorted({s.lane for s in result.timeline}, key=lambda lane: (lane != "CPU", lane))
+    lanes += sorted({s.lane for s in result.critical_spans})
     height = 1.4 + 0.5 * max(len(lanes), 1)
     fig = Figure(figsize=(10, height), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    names = sorted({s.key for s in result.timeline})
+    names = sorted({s.key for s in shown})
     palette = [f"C{i}" for i in range(10)]
     color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
-    end = max((s.end for s in result.timeline), default=1.0) / 1e3
+    end = max((s.end for s in shown), default=1.0) / 1e3
     for y, lane in enumerate(reversed(lanes)):
-        spans = [s for s in result.timeline if s.lane == lane]
+        spans = [s for s in shown if s.lane == lane]
         ax.broken_barh([(s.start / 1e3, (s.end - s.start) / 1e3) for s in spans], (y - 0.4, 0.8),
                        facecolors=[color[s.key] for s in spans], edgecolor="white", linewidth=0.3)
         for s in spans:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelmagic.core.rows import KIND_MARKS
 from kernelmagic.core.timing import format_us
 from kernelmagic.core.units import format_bytes, format_count
 from kernelmagic.results.result import OpRow, ProfileResult
@@ -56,10 +57,6 @@ class Table:
         return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
 
 
-#: How a row that is not an op is marked wherever its name is shown (table, chart, text,
-#: HTML): a range that owns time itself, GPU work whose launch the trace does not hold.
-KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
-
 
 def row_label(row: Any) -> str:
     """The row's name as shown: ``[range] nccl:all_reduce`` for a range row."""
@@ -103,6 +100,8 @@ def op_table(result: ProfileResult) -> Table:
             time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device),
         ]
+    if result.dependency_model:  # what the model says each row is worth (per iteration)
+        cols.append(time_column("max_gain", "max gain/iter", _field("max_gain_us")))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:

@@ -154,6 +154,21 @@ def _streams_note(result: ProfileResult) -> str:
             "on several streams at once")
 
 
+def critical_path_notes(result: ProfileResult) -> list[str]:
+    """The median iteration's critical path in one line, and the trust line when the
+    dependency model found its own edges wrong (``docs/what-if.md``)."""
+    from kernelmagic.views.critical_path import path_summary
+
+    notes = []
+    summary = path_summary(result.critical_path)
+    if summary:
+        notes.append(f"Median iteration's {summary} (result.what_if() predicts speed-ups)")
+    line = result.trust.line() if result.trust is not None else ""
+    if line:
+        notes.append(f"Trace check: {line}")
+    return notes
+
+
 def view_notes(result: ProfileResult) -> list[str]:
     """One-line facts: peak memory, GPU busy/idle per iteration, where the trace went."""
     notes = []
@@ -171,6 +186,7 @@ def view_notes(result: ProfileResult) -> list[str]:
         notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
                      f"{format_us(idle)} of {format_us(parts.wall)} ({_pct(idle, parts.wall)} "
                      "idle)" + _streams_note(result))
+    notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line
 

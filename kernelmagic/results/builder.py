@@ -6,21 +6,26 @@ the result (the results layer: it imports the views below it, never torch).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelmagic.core.events import EventTable, Window, device_work
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
+from kernelmagic.core.rows import OpRow, TrustChecks
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
+from kernelmagic.views.critical_path import iteration_view
+from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import ledger_from_table, memory_views
-from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.steps import StepsView, steps_view
@@ -43,7 +48,8 @@ class RunFacts:
     ``sort`` defaults to "self_device" on a device, else "self_cpu"; ``gpu_runtime``
     ("cuda" or "rocm") is kept only when a device was profiled; ``planned_iters`` is the
     number of iterations asked for when fewer ran (Ctrl-C, out of memory);
-    ``repeated_call`` a module the warm-up saw called many times (without ``--steps``).
+    ``repeated_call`` a module the warm-up saw called many times (without ``--steps``);
+    ``device_info`` the device's figures for the advice; ``cpu_load`` the machine's load.
     """
 
     warmup: int = 0
@@ -60,6 +66,8 @@ class RunFacts:
     planned_iters: int = 0
     distributed: Mapping[str, Any] = field(default_factory=dict)
     repeated_call: RepeatedCall | None = None
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
@@ -102,27 +110,43 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
+    shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
+    in_timeline = "timeline" in wanted and shown is not None and bool(timings)
+    owners = range_owners(table, name)  # the ranges that are rows: for both views below
+    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
+    model = (iteration_view(table, shown, name, shapes="shapes" in wanted,
+                            spans=in_timeline, ranges=owners) if shown is not None else None)
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
-        rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                     flops="flops" in wanted, window=outer_window(table, name), name=name),
+        rows=_with_gains(rows, model.gains_us if model else {}),
         kernels=kernel_rows(table) if on_device else [],
         sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],
         ranges=user_ranges(table, figures, name, on_device=on_device),
-        timeline=(timeline(table, windows[min(median, len(windows) - 1)])
-                  if "timeline" in wanted and windows and timings else []),
+        timeline=timeline(table, shown) if in_timeline and shown is not None else [],
         gpu_busy=busy if on_device else [],
         breakdown=breakdown(table, windows, busy) if windows else None,
         compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
         steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
+        critical_path=model.path if model else [],
+        critical_spans=model.spans if model else [],
+        dependency_model=model.model.to_dict() if model else {},
+        trust=TrustChecks(**trust_checks(table)),
         **(_memory_fields(table, windows, name, on_device, device_peaks, memory_ledger,
                           None if memory_all else min(median, max(len(windows) - 1, 0)))
            if "memory" in wanted else {}),
         **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
         **_copied(facts, on_device),
     )
+
+
+def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
+    """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
+    return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
+            for r in rows]
 
 
 def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
@@ -176,4 +200,5 @@ def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
         "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,
         "capture": facts.capture, "planned_iters": facts.planned_iters,
         "distributed": dict(facts.distributed), "repeated_call": facts.repeated_call,
+        "device_info": facts.device_info, "cpu_load": facts.cpu_load,
     }

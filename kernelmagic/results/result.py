@@ -22,10 +22,12 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
     Breakdown,
+    CriticalPathRow,
     KernelRow,
     ModuleRow,
     OpRow,
@@ -33,6 +35,7 @@ from kernelmagic.core.rows import (
     RooflineRow,
     SourceRow,
     Span,
+    TrustChecks,
 )
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
@@ -55,6 +58,8 @@ def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
         return lambda r: float(r.count)
     if key == "avg":
         return (lambda r: r.device_time) if device else (lambda r: r.cpu_time)
+    if key == "max_gain":
+        return lambda r: r.max_gain_us
     raise ValueError(f"unknown sort key {key!r}; expected one of {', '.join(SORT_KEYS)}")
 
 
@@ -113,6 +118,16 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # The median iteration's dependency model (views/dependencies.py, packed), its critical
+    # path, and what the model found wrong with its own edges (the trust line).
+    critical_path: list[CriticalPathRow] = field(default_factory=list)
+    critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
+    dependency_model: dict[str, Any] = field(default_factory=dict)
+    trust: TrustChecks | None = None
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
     # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
     steps: list[StepRow] = field(default_factory=list)
     step_groups: list[StepGroupRow] = field(default_factory=list)
@@ -209,6 +224,41 @@ class ProfileResult:
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
 
+    @cached_property
+    def _model(self) -> Any:
+        from kernelmagic.views.dependencies import Model
+
+        return Model.from_dict(self.dependency_model)
+
+    def what_if(self, factors: dict[str, float], side: str = "both") -> Any:
+        """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``
+        makes that row twice as fast, ``float("inf")`` removes it; keys are the op
+        table's row keys (or its labels, ``[range] nccl:all_reduce``). ``side``: "both"
+        (the row's own CPU time and the GPU work it launched), "cpu" or "device".
+
+        Returns a ``WhatIf`` (``views/critical_path.py``): ``iteration_us``, ``saved_us``,
+        ``saved_share`` and the new critical path (``.summary``), in the measured median
+        iteration's terms (``what_if({})`` gives it back). See ``docs/what-if.md``."""
+        from kernelmagic.views.critical_path import WhatIf, what_if
+
+        if not self.dependency_model:
+            raise ValueError("this result has no dependency model (saved by an older "
+                             "kernelmagic, or no iteration was profiled)")
+        answer = what_if(self._model, factors, side)
+        scale = (self.stats.median * 1e6 / answer.measured_us
+                 if answer.measured_us > 0 and self.timings else 1.0)
+        return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
+                      answer.saved_us * scale, answer.saved_share, answer.critical_path)
+
+    def saves_at_most(self, keys: Any, side: str = "both") -> Any:
+        """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
+        median iteration does not hold; None when it holds none of them (or no model)."""
+        if not self.dependency_model:
+            return None
+        held = set(self._model.row_key)
+        present = [k for k in keys if k in held]
+        return self.what_if(dict.fromkeys(present, float("inf")), side) if present else None
+
     # --- presentation --------------------------------------------------------------
 
     def summary(self) -> str:
@@ -286,6 +336,12 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "critical_path": [asdict(x) for x in self.critical_path],
+            "critical_spans": [asdict(x) for x in self.critical_spans],
+            "dependency_model": dict(self.dependency_model),
+            "trust": asdict(self.trust) if self.trust is not None else None,
+            "device_info": self.device_info.to_dict() if self.device_info else None,
+            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
             "step_groups": [asdict(x) for x in self.step_groups],
             "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
@@ -382,6 +438,14 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                critical_path=[CriticalPathRow(**x) for x in data.get("critical_path", [])],
+                critical_spans=[Span(**x) for x in data.get("critical_spans", [])],
+                dependency_model=dict(data.get("dependency_model") or {}),
+                trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
+                       else None),
+                device_info=(DeviceInfo.from_dict(data["device_info"])
+                             if data.get("device_info") else None),
+                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
                 steps=[StepRow(**x) for x in data.get("steps", [])],
                 step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
                 steps_summary=(StepsSummary(**data["steps_summary"])
