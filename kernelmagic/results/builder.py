@@ -21,7 +21,7 @@ from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
-from kernelmagic.views.critical_path import iteration_view
+from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import ledger_from_table, memory_views
@@ -88,13 +88,11 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       (``source_file`` names the profiled code's file, listed first), "modules",
       "timeline" (of the median iteration)), and "counters" (``TABLE_COUNTERS``).
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
-      ``find_iterations(table, name)`` (``views/iterations.py``: ``<name>/iter i``
-      ranges, else ``ProfilerStep#N``, else the whole trace).
-    - ``timings``: wall seconds per iteration; default the windows' lengths.
+      ``find_iterations(table, name)`` (``views/iterations.py``); ``timings``: wall
+      seconds per iteration, default the windows' lengths.
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
     - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
-    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
-      (``views/steps.py``).
+    - ``steps_target``: what each step is a call of (``views/steps.py``).
     - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -112,15 +110,10 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
-    owners = range_owners(table, name)  # the ranges that are rows: for both views below
-    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                   flops="flops" in wanted, window=outer_window(table, name), name=name,
-                   ranges=owners)
-    model = (iteration_view(table, shown, name, shapes="shapes" in wanted,
-                            spans=in_timeline, ranges=owners) if shown is not None else None)
+    rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline)
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
-        rows=_with_gains(rows, model.gains_us if model else {}),
+        rows=rows,
         kernels=kernel_rows(table) if on_device else [],
         sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],
@@ -141,6 +134,21 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
         **_copied(facts, on_device),
     )
+
+
+def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],
+                    shown: Window | None,
+                    spans: bool) -> tuple[list[OpRow], IterationView | None]:
+    """The op rows, each with its ``max_gain_us``, and the ``shown`` (median) iteration's
+    dependency model (``views/critical_path.py``; None without iterations; ``spans``:
+    with its spans, for the timeline)."""
+    owners = range_owners(table, name)  # the ranges that are rows: for both views
+    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
+    model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
+                            ranges=owners) if shown is not None else None)
+    return _with_gains(rows, model.gains_us if model else {}), model
 
 
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
