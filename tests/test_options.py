@@ -6,13 +6,13 @@ from kernelmagic.core.options import (
     NSIGHT_EXCLUDES,
     OPTIONS,
     RECORDING,
-    SORT_KEYS,
     VIEWS,
     ProfileOptions,
     check_keywords,
     check_variable_name,
     trace_views,
 )
+from kernelmagic.core.sorting import SORT_KEYS
 
 
 def test_defaults():

@@ -22,12 +22,9 @@ from ranks_data import (
 )
 
 import kernelmagic
-from kernelmagic.findings.ranks import (
-    COMM_BOUND_SHARE,
-    communication_bound,
-    straggler,
-    straggler_spread,
-)
+from kernelmagic.core.errors import TraceFileError
+from kernelmagic.findings.communication import COMM_BOUND_SHARE
+from kernelmagic.findings.ranks import communication_bound, straggler, straggler_spread
 from kernelmagic.io.ranks import (
     DuplicateRank,
     RanksError,
@@ -38,7 +35,6 @@ from kernelmagic.io.ranks import (
 )
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.ranks import ManyRanksResult
-from kernelmagic.sources.trace_file import TraceFileError
 
 
 @pytest.fixture(scope="module")

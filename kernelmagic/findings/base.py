@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import format_us, short_percent
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 NAMED = 3  # ops or calls named in a finding's evidence
 
@@ -68,5 +70,4 @@ def of_wall(result: ProfileResult, us_per_iter: float) -> float:
 
 def per_iter_self(result: ProfileResult, row: OpRow) -> float:
     """``row``'s self time per iteration, µs: device time where the device is profiled."""
-    attr = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
-    return getattr(row, attr) / result.iters
+    return self_time(row, result.profiles_device) / result.iters

@@ -6,17 +6,9 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import percent_of as _pct
+from kernelmagic.core.units import format_bytes, format_us, percent_of
 from kernelmagic.render.names import short_names
-from kernelmagic.render.table import (
-    Column,
-    Table,
-    format_bytes,
-    name_column,
-    summed,
-    time_column,
-)
+from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
 
 
@@ -33,7 +25,7 @@ def kernel_table(result: ProfileResult) -> Table:
                     lambda k: k.device_time_total),
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
-               lambda k: _pct(k.device_time_total, total)),
+               lambda k: percent_of(k.device_time_total, total)),
         Column("launched_by", "launched by", lambda k: k.launched_by, lambda k: k.launched_by,
                numeric=False, width=220),
     ]
@@ -47,7 +39,7 @@ def source_table(result: ProfileResult) -> Table:
         Column("code", "code", lambda s: s.code, lambda s: s.code, numeric=False, width=300),
         time_column("self_cpu", summed("self CPU", result.iters), lambda s: s.self_cpu_time_total),
         Column("pct", "% self CPU", lambda s: s.self_cpu_time_total,
-               lambda s: _pct(s.self_cpu_time_total, total)),
+               lambda s: percent_of(s.self_cpu_time_total, total)),
         Column("ops", "ops", lambda s: s.ops, lambda s: f"{s.ops:,}"),
     ]
     if result.profiles_device:
@@ -184,8 +176,8 @@ def view_notes(result: ProfileResult) -> list[str]:
     if result.profiles_device and parts is not None and parts.device != "cpu":
         idle = parts.idle
         notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
-                     f"{format_us(idle)} of {format_us(parts.wall)} ({_pct(idle, parts.wall)} "
-                     "idle)" + _streams_note(result))
+                     f"{format_us(idle)} of {format_us(parts.wall)} "
+                     f"({percent_of(idle, parts.wall)} idle)" + _streams_note(result))
     notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line

@@ -16,6 +16,7 @@ from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
 from kernelmagic.core.rows import OpRow, TrustChecks
+from kernelmagic.core.sorting import default_sort
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
@@ -202,7 +203,7 @@ def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
     return {
         "warmup": facts.warmup, "warmup_timings": list(facts.warmup_timings),
         "device_name": facts.device_name,
-        "sort": facts.sort or ("self_device" if on_device else "self_cpu"),
+        "sort": facts.sort or default_sort(on_device),
         "topk": facts.topk, "matmul_precision": facts.matmul_precision,
         "torch_version": facts.torch_version, "trace_path": facts.trace_path,
         "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,

@@ -9,7 +9,6 @@ carries over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -24,7 +23,6 @@ from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
-from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
     Breakdown,
     CriticalPathRow,
@@ -37,30 +35,13 @@ from kernelmagic.core.rows import (
     Span,
     TrustChecks,
 )
+from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
 FORMAT_VERSION = 1
-
-
-def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
-    if key == "self_cpu":
-        return lambda r: r.self_cpu_time_total
-    if key == "cpu":
-        return lambda r: r.cpu_time_total
-    if key == "self_device":
-        return lambda r: r.self_device_time_total
-    if key == "device":
-        return lambda r: r.device_time_total
-    if key == "calls":
-        return lambda r: float(r.count)
-    if key == "avg":
-        return (lambda r: r.device_time) if device else (lambda r: r.cpu_time)
-    if key == "max_gain":
-        return lambda r: r.max_gain_us
-    raise ValueError(f"unknown sort key {key!r}; expected one of {', '.join(SORT_KEYS)}")
 
 
 @dataclass(eq=False)
@@ -181,7 +162,7 @@ class ProfileResult:
     @property
     def self_time_total(self) -> float:
         """Total self time on the primary device (the GPU when profiled, else the CPU)."""
-        return self.self_device_time_total if self.profiles_device else self.self_cpu_time_total
+        return self_time(self, self.profiles_device)
 
     @cached_property
     def op_totals(self) -> list[OpRow]:
@@ -209,18 +190,17 @@ class ProfileResult:
 
     def value(self, row: OpRow, by: str | None = None) -> float:
         """The figure of ``row`` that sort key ``by`` orders by."""
-        return _sort_value(by or self.sort, self.profiles_device)(row)
+        return sort_value(by or self.sort, self.profiles_device)(row)
 
     def share(self, row: OpRow, device: bool | None = None) -> float:
         """``row``'s self time as a fraction of the total self time (CPU or device)."""
         on_device = self.profiles_device if device is None else device
-        total = self.self_device_time_total if on_device else self.self_cpu_time_total
-        mine = row.self_device_time_total if on_device else row.self_cpu_time_total
-        return mine / total if total > 0 else 0.0
+        total = self_time(self, on_device)  # the result's totals are named as the rows' fields
+        return self_time(row, on_device) / total if total > 0 else 0.0
 
     def top(self, k: int | None = None, by: str | None = None) -> list[OpRow]:
         """The ``k`` rows with the largest value of sort key ``by`` (default: ``sort``)."""
-        key = _sort_value(by or self.sort, self.profiles_device)
+        key = sort_value(by or self.sort, self.profiles_device)
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
 

@@ -29,12 +29,12 @@ from kernelmagic.core.range_names import SYNC_RANGE, is_ours
 from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
-__all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
-           "range_owners", "under_our_sync"]
+__all__ = ["group", "is_op", "kernel_rows", "op_rows", "outer_window", "range_owners",
+           "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
-#: CPU-side kinds that can own time as a range (``OTHER``: DataLoader ranges and the like).
+#: CPU-side kinds that can own time as a range (``OTHER``: profiler records and the like).
 _RANGE_KINDS = np.asarray((Kind.RANGE, Kind.STEP, Kind.OTHER), dtype=np.int8)
 
 
