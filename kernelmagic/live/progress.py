@@ -64,6 +64,45 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+class Reporter(Protocol):
+    """What the runner tells where the run stands, between runs of the code."""
+
+    def start(self, warmup: int, iters: int) -> None: ...
+
+    def warmup(self, done: int) -> None: ...
+
+    def profiling(self) -> None: ...
+
+    def iteration(self, done: int) -> None: ...
+
+    def reading(self, events: int = 0) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Silent:
+    """A ``Reporter`` that shows nothing: the runner's when nobody watches, so that the
+    runner tells it everything without asking first whether anyone listens."""
+
+    def start(self, warmup: int, iters: int) -> None:
+        pass
+
+    def warmup(self, done: int) -> None:
+        pass
+
+    def profiling(self) -> None:
+        pass
+
+    def iteration(self, done: int) -> None:
+        pass
+
+    def reading(self, events: int = 0) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class Progress:
     """Turns the runner's calls into updates; silent until ``delay`` seconds have passed."""
 
