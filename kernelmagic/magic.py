@@ -126,7 +126,8 @@ class ProfileMagics(Magics):
             try:
                 # The freed heap goes back to the OS after the report is shown, not before.
                 result = runner.execute(fn, plan, source_file=code.co_filename,
-                                        progress=progress, free_memory=False)
+                                        progress=progress, free_memory=False,
+                                        cell_label=f"cell[{cell_number(self.shell)}]")
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)

@@ -77,6 +77,28 @@ class SourceRow:
 
 
 @dataclass(frozen=True)
+class PythonLineRow:
+    """CPU time no op covered, given to the user's Python line that ran (the ``python``
+    view, ``kernelmagic/views/python_lines.py``). ``self_us`` is per iteration, ``share``
+    its fraction of the iteration; ``location`` is ``cell[n]:line`` for the cell's own
+    lines, else ``file:line``; ``samples`` how many samples the figure rests on."""
+
+    location: str
+    function: str
+    code: str
+    self_us: float
+    share: float
+    file: str = ""
+    line: int = 0
+    samples: int = 0
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables: its location."""
+        return self.location
+
+
+@dataclass(frozen=True)
 class ModuleRow:
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 

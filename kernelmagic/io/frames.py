@@ -28,7 +28,7 @@ MISSING_PANDAS = (
 )
 
 #: Views whose name differs from the result field that holds them.
-ALIASES = {"ops": "rows", "stack": "sources"}
+ALIASES = {"ops": "rows", "stack": "sources", "python": "python_lines"}
 
 
 @cache

@@ -23,11 +23,13 @@ from typing import Any
 
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
+from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
+from kernelmagic.live.python_sampler import Sampler
 from kernelmagic.live.session import table_from_session
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
@@ -149,14 +151,14 @@ def execute(fn: Callable[[], Any], run: Plan,
             clock: Callable[[], float] = time.perf_counter,
             source_file: str | None = None,
             progress: Progress | None = None,
-            free_memory: bool = True) -> ProfileResult:
+            free_memory: bool = True, cell_label: str = "") -> ProfileResult:
     """``_execute`` with dynamo and inductor watched (``compile_watch.Watch``): the result
     gets the compiled view's reasons and compiles; inductor's config is restored."""
     __tracebackhide__ = True
     watch = Watch()
     try:
         return _execute(fn, run, on_trace_ready, clock, source_file, progress, free_memory,
-                        watch)
+                        watch, cell_label)
     finally:
         watch.stop()
 
@@ -166,7 +168,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
              clock: Callable[[], float] = time.perf_counter,
              source_file: str | None = None,
              progress: Progress | None = None,
-             free_memory: bool = True, watch: Watch | None = None) -> ProfileResult:
+             free_memory: bool = True, watch: Watch | None = None,
+             cell_label: str = "") -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -174,7 +177,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
     iteration is re-raised too, carrying the result of the completed iterations as
     its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
-    functions ``--stack`` lists first; ``progress`` is told where the run stands
+    functions ``--stack`` lists first (``cell_label``, ``cell[n]``, names its lines when
+    it is a cell's); ``progress`` is told where the run stands
     between runs of ``fn``, never inside the timed span. ``free_memory=False`` leaves
     handing the freed heap back to the OS (``torch_compat.return_freed_memory``, a few
     ms) to the caller: the magic does it once the report is on screen.
@@ -209,6 +213,9 @@ def _execute(fn: Callable[[], Any], run: Plan,
     prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
                                      memory=opts.memory, flops=opts.flops, stack=opts.stack)
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
+    # --python (and --stack, for the cell's own lines): the Python stack, sampled
+    sampler = Sampler(_execute.__code__) if opts.python or opts.stack else None
+    sampling = sampler if sampler is not None else contextlib.nullcontext()
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
     interrupt: KeyboardInterrupt | None = None
@@ -217,7 +224,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
              else contextlib.nullcontext())
     try:
         with quiet, prof:
-            with torch_compat.labelled_range(name), modules:
+            with torch_compat.labelled_range(name), modules, sampling:
                 if progress is not None:
                     progress.profiling()
                 try:
@@ -254,7 +261,9 @@ def _execute(fn: Callable[[], Any], run: Plan,
             # saves up to a third of that time on large profiles.
             gc.disable()
         result, table = _result(prof, run, timings, warmup_timings, device_peaks,
-                                source_file, progress, out_of_memory)
+                                source_file, progress, out_of_memory,
+                                sampler.samples() if sampler is not None else None,
+                                cell_label)
         if watch is not None:
             result = watch.annotate(result)
         if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
@@ -419,7 +428,9 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
 def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
             device_peaks: list[float] | None, source_file: str | None,
             progress: Progress | None = None,
-            out_of_memory: BaseException | None = None) -> tuple[ProfileResult, EventTable]:
+            out_of_memory: BaseException | None = None,
+            samples: PythonSamples | None = None,
+            cell_label: str = "") -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
@@ -456,6 +467,8 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         memory_ledger=ledger,
         memory_all=opts.memory_all,
+        python_samples=samples,
+        cell_label=cell_label,
     )
     if interrupted:
         result.planned_iters = opts.iters

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import percent
 from kernelmagic.core.units import percent_of as _pct
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import (
@@ -60,6 +61,30 @@ def source_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.sources), "order", noun="source locations")
 
 
+def python_table(result: ProfileResult) -> Table:
+    """``--python``: the time no op covered, per user line, per iteration."""
+    cols = [
+        Column("op", "line", lambda r: r.location, lambda r: r.location, numeric=False,
+               width=260),
+        Column("function", "function", lambda r: r.function, lambda r: r.function,
+               numeric=False, width=140),
+        Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=300),
+        time_column("self_us", "self per iteration", lambda r: r.self_us),
+        Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
+        Column("samples", "samples", lambda r: r.samples, lambda r: f"{r.samples:,}"),
+    ]
+    return Table(cols, list(result.python_lines), "self_us", noun="Python lines")
+
+
+def python_view(result: ProfileResult) -> object:
+    """The ``python`` view: its table, or the one line that says why there is none."""
+    if result.python_note:
+        return result.python_note
+    if not result.python_lines:
+        return "No Python line of yours ran outside the ops."
+    return python_table(result)
+
+
 def module_table(result: ProfileResult) -> Table:
     order = {m.key: i for i, m in enumerate(result.modules)}
     cols = [
@@ -109,6 +134,8 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     if "stack" in result.views:
         views.append(("source", source_table(result) if result.sources else
                       "No op ran under a Python function of yours."))
+    if "python" in result.views:
+        views.append(("python", python_view(result)))
     if "modules" in result.views:
         views.append(("modules", module_table(result) if result.modules else
                       "No nn.Module was called."))

@@ -11,12 +11,21 @@ from collections.abc import Sequence
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
+from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.core.rows import SourceRow
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.python_lines import (
+    TRACE_HINT,
+    PythonLines,
+    python_lines,
+    samples_from_trace,
+    split_top_level,
+)
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.timeline import peak_memory, timeline
@@ -33,7 +42,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
                  torch_version: str = "", trace_path: str = "",
                  memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False) -> ProfileResult:
+                 memory_all: bool = False, python_samples: PythonSamples | None = None,
+                 cell_label: str = "") -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
@@ -54,6 +64,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``memory_ledger``: the run's memory changes with their categories
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``python_samples``: the live sampler's samples for "python" (default: made from the
+      table's ``with_stack`` frames, as for a trace); ``cell_label`` (the magic's ``cell[n]``)
+      names the lines of ``source_file``, which is a cell's.
     - the rest is copied into the result unchanged.
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -85,6 +98,13 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         memory.note = ledger.note
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
+    lines, lines_note = PythonLines(), ""
+    if "python" in wanted:
+        samples = (python_samples if python_samples is not None
+                   else samples_from_trace(table, windows))
+        lines = python_lines(table, windows, samples, source_file, cell_label)
+        if python_samples is None and not samples.n:
+            lines_note = TRACE_HINT
     return ProfileResult(
         name=name,
         iters=len(timings),
@@ -99,7 +119,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         matmul_precision=matmul_precision,
         views=wanted,
         peak_memory=peak,
-        sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
+        sources=_sources(table, figures, source_file, python_samples) if "stack" in wanted
+        else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],
         ranges=user_ranges(table, figures, name, on_device=on_device),
         timeline=timeline(table, chosen[0]) if chosen else [],
@@ -117,4 +138,14 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions,
         graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        python_lines=lines.rows,
+        python_unattributed=lines.unattributed_us,
+        python_note=lines_note,
     )
+
+
+def _sources(table: EventTable, figures: Figures, source_file: str | None,
+             samples: PythonSamples | None) -> list[SourceRow]:
+    """``--stack``'s rows, the cell's top level split by line where samples say how."""
+    rows = source_rows(table, figures, source_file)
+    return split_top_level(rows, table, samples) if samples is not None else rows

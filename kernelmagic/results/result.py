@@ -28,6 +28,7 @@ from kernelmagic.core.rows import (
     KernelRow,
     ModuleRow,
     OpRow,
+    PythonLineRow,
     RangeRow,
     RooflineRow,
     SourceRow,
@@ -111,6 +112,10 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # --python (kernelmagic/views/python_lines.py): time no op covers, per user line
+    python_lines: list[PythonLineRow] = field(default_factory=list)
+    python_unattributed: float = 0.0  # µs per iteration no user line held
+    python_note: str = ""  # why there are no Python lines (a trace without with_stack)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -276,6 +281,9 @@ class ProfileResult:
             "graph_breaks": [asdict(x) for x in self.graph_breaks],
             "compiles": [asdict(x) for x in self.compiles],
             "fused_kernels": [asdict(x) for x in self.fused_kernels],
+            "python_lines": [asdict(x) for x in self.python_lines],
+            "python_unattributed": self.python_unattributed,
+            "python_note": self.python_note,
         }
 
     def save(self, path: Any) -> Any:
@@ -364,6 +372,9 @@ class ProfileResult:
                 graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
                 compiles=[CompileRow(**x) for x in data.get("compiles", [])],
                 fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
+                python_lines=[PythonLineRow(**x) for x in data.get("python_lines", [])],
+                python_unattributed=float(data.get("python_unattributed", 0.0)),
+                python_note=str(data.get("python_note", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
