@@ -171,3 +171,39 @@ def test_stack_names_the_cells_top_level_lines(ip):
     assert sources and all(s.line > 0 for s in sources), sources
     first = max(sources, key=lambda s: s.self_cpu_time_total)
     assert (first.line, first.code) == (1, "y = torch.mm(a, a)")
+
+
+# --- why the GPU waits -------------------------------------------------------------------
+
+
+def test_gpu_idle_names_the_python_line_of_a_trace():
+    # 10 ms iteration: load_batch() runs 1-8 ms with no op, then aten::mm launches one
+    # 1.2 ms kernel. The GPU idles; the time outside ops is load_batch's 7 ms (2 ms of it
+    # in no user frame).
+    table = table_of((Kind.RANGE, "ProfilerStep#1", 0, 10_000, 1),
+                     (Kind.PYTHON, "/home/u/train.py(30): load_batch", 1_000, 8_000, 1),
+                     (Kind.OP, "aten::mm", 8_000, 9_000, 1),
+                     (Kind.RUNTIME, "cudaLaunchKernel", 8_100, 8_200, 1, {"correlation": 1}),
+                     (Kind.KERNEL, "gemm", 8_300, 9_500, 7, {"device": 0, "correlation": 1}))
+    from kernelmagic.core.options import trace_views
+
+    assert "python" in trace_views(table)
+    result = build_result(table, name="t", views=trace_views(table),
+                          iterations=[(0, 10_000 * US)])
+    (row,) = result.python_lines
+    assert (row.location, row.function) == ("/home/u/train.py:30", "load_batch")
+    assert row.self_us == pytest.approx(7000.0)
+    assert result.python_unattributed == pytest.approx(2000.0)
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert "outside any op (most at /home/u/train.py:30 `load_batch` 7.00 ms)" in idle.evidence
+
+
+def test_a_trace_without_frames_says_how_to_name_the_lines():
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "a100_multi_stream_sync.json.gz"
+    result = kernelmagic.load(path)
+    assert "python" not in result.views  # no python_function events in it
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert "outside any op (Python between ops, waits)" in idle.evidence
+    assert "torch.profiler.profile(with_stack=True) names your lines" in idle.suggestion
