@@ -80,7 +80,7 @@ class Sampler:
             if code is self.stop:
                 return -1
             if self._is_user(code):
-                key = (code.co_filename, frame.f_lineno, code.co_name,
+                key = (code.co_filename, frame.f_lineno or 0, code.co_name,
                        code.co_name == "<module>")
                 index = self._index.get(key)
                 if index is None:
