@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileResult",
-           "__version__", "compare", "load", "peaks", "profile", "set_peaks"]
+           "__version__", "compare", "load", "peaks", "profile", "set_peaks", "variant"]
 
 if TYPE_CHECKING:
     from kernelmagic.core.options import ProfileOptions
     from kernelmagic.io.storage import load
     from kernelmagic.live.device_peaks import peaks, set_peaks
     from kernelmagic.live.runner import profile
+    from kernelmagic.live.variants import variant
     from kernelmagic.results.compare import Comparison, compare
     from kernelmagic.results.ranks import ManyRanksResult
     from kernelmagic.results.result import OpRow, ProfileResult
@@ -37,6 +38,7 @@ _LAZY = {
     "ManyRanksResult": "kernelmagic.results.ranks",
     "peaks": "kernelmagic.live.device_peaks",
     "set_peaks": "kernelmagic.live.device_peaks",
+    "variant": "kernelmagic.live.variants",  # imports no torch: @kernelmagic.variant is cheap
 }
 
 # A line magic that had our name before we loaded (restored on unload).

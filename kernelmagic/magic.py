@@ -18,7 +18,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from kernelmagic.core.options import OPTIONS, Option, ProfileOptions, check_variable_name
+from kernelmagic.core.options import (
+    OPTIONS,
+    Option,
+    ProfileOptions,
+    StepTarget,
+    check_variable_name,
+)
 
 #: The magic's own options: what to do with the result (bind, keep, compare, show).
 DISPLAY_OPTIONS: tuple[Option, ...] = (
@@ -97,6 +103,8 @@ class ProfileMagics(Magics):
                              else "nothing to profile: usage is %profile [options] statement")
         name = args.name if args.name is not None else f"cell[{cell_number(self.shell)}]"
         try:
+            if args.steps is not None:  # --steps NAME: the object it names, checked
+                args.steps = StepTarget.named(args.steps, self.shell.user_ns)
             options = options_from(args, name)
             if args.gather and args.compare is not None:
                 raise ValueError("--gather cannot be combined with --compare")
@@ -104,6 +112,7 @@ class ProfileMagics(Magics):
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
                 raise ValueError("--save needs a non-empty NAME")
+            tried = _variants(options.variants)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         baseline = self._baseline(args.compare) if args.compare is not None else None
@@ -125,9 +134,12 @@ class ProfileMagics(Magics):
         try:
             try:
                 # The freed heap goes back to the OS after the report is shown, not before.
-                result = runner.execute(fn, plan, source_file=code.co_filename,
-                                        progress=progress, free_memory=False,
-                                        cell_label=f"cell[{cell_number(self.shell)}]")
+                if tried:
+                    result = self._experiments(source, code, fn, plan, tried, progress)
+                else:
+                    result = runner.execute(fn, plan, source_file=code.co_filename,
+                                            progress=progress, free_memory=False,
+                                            cell_label=f"cell[{cell_number(self.shell)}]")
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)
@@ -147,6 +159,23 @@ class ProfileMagics(Magics):
                 sink.replace(None)  # a bar the report did not replace leaves nothing behind
             if ran:
                 _trim_heap_in_background()
+
+    def _experiments(self, source: str, code: Any, fn: Any, plan: Any, tried: list[str],
+                     progress: Any) -> Any:
+        """``--try``: the baseline and each variant (``live/experiments.py``); the cell
+        runs so that its last expression's value is kept, as ``Out[n]`` would be."""
+        __tracebackhide__ = True
+        from kernelmagic.live import experiments
+
+        if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
+            cell = experiments.Cell(run=fn, make_function=None, has_value=False,
+                                    why_not_function="the cell uses await")
+        else:
+            cell = experiments.cell_of_source(
+                self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
+                self.shell.user_global_ns, self.shell.user_ns)
+        return experiments.run_with_variants(cell, plan, tried, source_file=code.co_filename,
+                                             progress=progress, free_memory=False)
 
     def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
         """Bind/keep the result as asked and display it (in the progress bar's place)."""
@@ -218,6 +247,15 @@ class ProfileMagics(Magics):
                 return code
             shell.showsyntaxerror(filename)
             raise UsageError("the cell has a syntax error (shown above)") from None
+
+
+def _variants(text: str | None) -> list[str]:
+    """``--try``'s variants, checked (``live/variants.py`` imports no torch); [] without."""
+    if text is None:
+        return []
+    from kernelmagic.live.variants import parse
+
+    return parse(text)
 
 
 def _compile_awaiting(shell: Any, source: str, filename: str) -> Any:

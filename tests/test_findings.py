@@ -201,7 +201,7 @@ def test_find_runs_every_rule_biggest_share_first():
     assert [(f.rule, f.share) for f in found] == [
         ("launch_bound", pytest.approx(0.4)), ("dominant_op", pytest.approx(0.1)),
         ("fusable_elementwise", pytest.approx(0.1))]
-    assert len(findings.RULES) == 15  # 11 + memory_growth + torch.compile's 3
+    assert len(findings.RULES) == 19  # 11 + memory_growth + torch.compile's 3 + --steps' 4
 
 
 @pytest.mark.parametrize("rule", findings.RULES)

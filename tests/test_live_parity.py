@@ -24,6 +24,32 @@ MEMORY = ("self_cpu_memory_usage", "cpu_memory_usage", "self_device_memory_usage
           "device_memory_usage")
 
 
+
+#: with_stack's Python frames by name, for torch releases whose events have no
+#: ``is_python_function`` flag (2.11 and older): ``file.py(12): f``, built-ins, modules.
+_PYTHON_FRAME = re.compile(r"^(.+\(\d+\): .+|<built-in (method|function) .+>|nn\.Module: .+)$")
+
+
+def _torch_release() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+#: torch 2.10 (checked; older too, presumably) keeps with_stack's Python frames out of the
+#: session's events (they reach only the exported trace), and its key_averages() puts a few
+#: allocations under other ops than 2.13's parse does (a few KiB per op on the training
+#: step). kernelmagic follows 2.13's rule; docs/testing.md records the run.
+OLD_TORCH = _torch_release() < (2, 11)
+needs_session_frames = pytest.mark.skipif(
+    OLD_TORCH, reason="this torch keeps with_stack's frames out of the session's events")
+
+
+def is_python_function(e) -> bool:
+    """torch's own flag where it has one, else the frame's name."""
+    flag = getattr(e, "is_python_function", None)
+    return bool(flag) if flag is not None else bool(_PYTHON_FRAME.match(str(e.name)))
+
+
 def run(fn, **options):
     seen = {}
     result = kernelmagic.profile(fn, iters=3, warmup=1, name="parity",
@@ -47,7 +73,7 @@ def ranges_that_own_time(prof, name: str) -> set[str]:
     from kernelmagic.core.range_names import is_ours
 
     def has_op_below(e) -> bool:
-        return any((not c.is_user_annotation and not getattr(c, "is_python_function", False))
+        return any((not c.is_user_annotation and not is_python_function(c))
                    or has_op_below(c) for c in e.cpu_children)
 
     return {str(e.name) for e in prof.function_events
@@ -89,7 +115,7 @@ def torch_device_adjustments(prof) -> tuple[dict[str, float], dict[str, float]]:
                 parent = parent.cpu_parent
             continue
         owner = e.cpu_parent
-        while owner is not None and getattr(owner, "is_python_function", False):
+        while owner is not None and is_python_function(owner):
             owner = owner.cpu_parent
         if owner is not None and not owner.is_user_annotation:
             self_more[owner.name] = self_more.get(owner.name, 0.0) + spent
@@ -120,7 +146,7 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
     under its own synchronize and those outside the run's outer range (the profiler's own
     start/stop work). ``patch(expected)`` adjusts torch's figures a test knows differ."""
     python = {str(e.name) for e in prof.function_events
-              if getattr(e, "is_python_function", False)}  # (torch 2.11 has no such flag)
+              if is_python_function(e)}
     owners = ranges_that_own_time(prof, result.name)
     expected = {}
     for avg in prof.key_averages(group_by_input_shape=shapes):
@@ -145,7 +171,7 @@ def assert_rows_equal_key_averages(result, prof, *, shapes=False, memory=False, 
     if outer:
         lo, hi = outer[0].time_range.start, outer[0].time_range.end
         ours += [e for e in prof.function_events
-                 if is_op_row(e) and not getattr(e, "is_python_function", False)
+                 if is_op_row(e) and not is_python_function(e)
                  and not lo <= e.time_range.start <= hi and e not in ours]
     adjusted = set()
     for e in ours:
@@ -221,12 +247,13 @@ def test_training_step_forward_backward_adamw():
 def test_training_step_with_every_view():
     result, prof = run(_training_step(), shapes=True, memory=True, flops=True, stack=True,
                        modules=True)
-    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True, flops=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=not OLD_TORCH, flops=True)
     assert any(r.self_cpu_memory_usage for r in result.rows)
     assert any(r.flops for r in result.rows)
     assert not any(re.match(r".*\(\d+\): ", r.key) for r in result.rows), "no Python frames"
 
 
+@needs_session_frames
 def test_block_with_shapes_memory_stack_modules(block):
     model, x = block
 
@@ -235,7 +262,7 @@ def test_block_with_shapes_memory_stack_modules(block):
             model(x)
 
     result, prof = run(step, shapes=True, memory=True, stack=True, modules=True)
-    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=not OLD_TORCH)
     # Modules: each module row is the sum of its ranges in torch's own events.
     events = prof.function_events
     for module in result.modules:
@@ -247,11 +274,11 @@ def test_block_with_shapes_memory_stack_modules(block):
     # Sources: the innermost user frame above each op in torch's own tree.
     expected: dict[str, float] = {}
     for e in events:
-        if e.is_python_function or e.is_user_annotation or e.name.startswith("["):
+        if is_python_function(e) or e.is_user_annotation or e.name.startswith("["):
             continue
         p = e.cpu_parent
         while p is not None:
-            m = FRAME.match(p.name) if p.is_python_function else None
+            m = FRAME.match(p.name) if is_python_function(p) else None
             if m and not is_library_file(m["file"]):
                 key = f"{m['file']}:{m['line']} {m['func']}"
                 expected[key] = expected.get(key, 0.0) + e.self_cpu_time_total
@@ -263,6 +290,7 @@ def test_block_with_shapes_memory_stack_modules(block):
         assert value == pytest.approx(expected[key], rel=1e-12)
 
 
+@needs_session_frames
 def test_python_frames_of_another_thread():
     """Each thread has its own tree. Torch records ops of the profiling thread only, but
     ``with_stack`` frames of every Python thread: the worker's frames must not become
@@ -286,7 +314,7 @@ def test_python_frames_of_another_thread():
     finally:
         stop.set()
         worker.join()
-    threads = {e.thread for e in prof.function_events if e.is_python_function}
+    threads = {e.thread for e in prof.function_events if is_python_function(e)}
     assert len(threads) >= 2, "frames of both threads were recorded"
     assert_rows_equal_key_averages(result, prof)
 
@@ -304,7 +332,7 @@ def test_cuda_block_and_training_step_device_times():
             model(x)
 
     result, prof = run(infer, shapes=True, memory=True)
-    assert_rows_equal_key_averages(result, prof, shapes=True, memory=True)
+    assert_rows_equal_key_averages(result, prof, shapes=True, memory=not OLD_TORCH)
     assert result.device == "cuda" and result.self_device_time_total > 0
     kernels = [e for e in prof.function_events
                if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation]
@@ -408,7 +436,9 @@ def test_cuda_session_rows_equal_torchs_parse():
         # drops the overhead row.)
         # ...and moves their launch calls to those events' threads, so the calls are no
         # longer children of mm and add: kernelmagic keeps them there (less self time).
-        expected[("aten::mm", "")]["self_cpu_time_total"] -= 10.0
+        # torch 2.14 no longer moves aten::mm's launch (its row agrees with ours there).
+        if _torch_release() < (2, 14):
+            expected[("aten::mm", "")]["self_cpu_time_total"] -= 10.0
         expected[("aten::add", "")]["self_cpu_time_total"] -= 5.0
 
     assert_rows_equal_key_averages(result, prof, memory=True, patch=patch)
@@ -568,6 +598,8 @@ def test_activity_types_without_torchs_accessor_match_it():
     calls, kernels, memcpy, memset, GPU-side range, overhead) it agrees with torch 2.13's."""
     from kernelmagic.live.session import activity_types
 
+    if not hasattr(torch._C._autograd._KinetoEvent, "activity_type"):
+        pytest.skip("this torch has no activity_type() to compare with (2.11 and older)")
     for events in (_real_session_events(), _cuda_session()):
         expected = [e.activity_type() for e in events]
         assert activity_types(events, _WithoutActivityType) == expected

@@ -24,7 +24,8 @@ from ci_gate import need_modules
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "demo_notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = {"quickstart.ipynb", "sdpa_backends.ipynb", "torch_compile.ipynb"}
+EXPECTED = {"experiments.ipynb", "generation.ipynb", "quickstart.ipynb", "sdpa_backends.ipynb",
+            "torch_compile.ipynb"}
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"

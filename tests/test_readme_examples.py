@@ -120,6 +120,28 @@ def compare_example(full: bool = False) -> str:
     return comparison_text(after.compare(before), limit=None if full else 8) + "\n"
 
 
+def steps_example(full: bool = False) -> str:
+    import torch
+    from workloads import Decoder, generate
+
+    import kernelmagic
+    from kernelmagic.render.steps import group_table, step_table, steps_notes
+    from kernelmagic.render.text import render_table
+
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    prompt = torch.randint(0, 128, (1, 64))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the demo notebook: too small a model to gain from more
+    try:
+        result = kernelmagic.profile(lambda: generate(model, prompt), iters=5, warmup=1,
+                                     name="generate", steps=model, memory=True)
+    finally:
+        torch.set_num_threads(threads)
+    return "\n".join(["[steps]", render_table(group_table(result)), "", "[steps in order]",
+                      render_table(step_table(result), None), "", *steps_notes(result)]) + "\n"
+
+
 def nccl_trace_example(full: bool = False) -> str:
     return _cli("show", "tests/data/a100_nccl_rank.json.gz", "--limit", "6")
 
@@ -130,6 +152,7 @@ EXAMPLES: dict[str, tuple[Callable[..., str], bool]] = {
     "modules": (modules_example, True),
     "roofline": (roofline_example, True),
     "compare": (compare_example, True),
+    "steps": (steps_example, True),
     "nccl-trace": (nccl_trace_example, False),
 }
 

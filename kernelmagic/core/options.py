@@ -11,8 +11,10 @@ plain-Python API lets it propagate.
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import os
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -75,8 +77,62 @@ def _holds_module_ranges(table: EventTable) -> bool:
     return any(MODULE_RANGE.match(x) for x in table.names)
 
 
+def _holds_step_ranges(table: EventTable) -> bool:
+    from kernelmagic.core.range_names import STEP_RANGE
+
+    return any(STEP_RANGE.match(x) for x in table.names)
+
+
 def _always(table: EventTable) -> bool:
     return True
+
+
+def _is_module(obj: object) -> bool:
+    """Whether ``obj`` is a ``torch.nn.Module``, without importing torch."""
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module"
+               for c in type(obj).__mro__)
+
+
+@dataclass(frozen=True, eq=False)
+class StepTarget:
+    """What ``--steps`` profiles each call of: an ``nn.Module`` (``kind`` "module": forward
+    hooks) or a Python function (``kind`` "function": a wrapper bound in its place in each of
+    ``namespaces`` that binds it, so calls by name reach the wrapper). ``label`` names it
+    in the report (the name given to ``--steps``)."""
+
+    obj: Any
+    label: str
+    kind: str
+    namespaces: tuple[dict[str, Any], ...] = field(default=())
+
+    @classmethod
+    def of(cls, obj: Any, label: str = "",
+           namespaces: tuple[dict[str, Any], ...] = ()) -> StepTarget:
+        """``obj`` checked; ValueError when it is neither a module nor a function that a
+        namespace binds."""
+        shown = f"--steps {label}" if label else "steps"  # the magic's flag, or the keyword
+        if _is_module(obj):
+            return cls(obj, label or type(obj).__name__, "module")
+        if not isinstance(obj, types.FunctionType):
+            raise ValueError(f"{shown}: must name an nn.Module or a function; got "
+                             f"{type(obj).__name__}")
+        if inspect.iscoroutinefunction(obj) or inspect.isgeneratorfunction(obj):
+            raise ValueError(f"{shown}: an async or generator function cannot be a step (its "
+                             "call returns before its work runs)")
+        spaces = [*namespaces, obj.__globals__]
+        unique = tuple({id(ns): ns for ns in spaces}.values())
+        if not any(value is obj for ns in unique for value in ns.values()):
+            raise ValueError(f"{shown}: {obj.__name__} is not bound to a name in its module "
+                             "or namespace (a nested function?), so its calls cannot be "
+                             "wrapped")
+        return cls(obj, label or obj.__name__, "function", unique)
+
+    @classmethod
+    def named(cls, name: str, namespace: dict[str, Any]) -> StepTarget:
+        """The target ``--steps NAME`` names in ``namespace``; ValueError when there is none."""
+        if name not in namespace:
+            raise ValueError(f"--steps {name}: no such name in your namespace")
+        return cls.of(namespace[name], label=name, namespaces=(namespace,))
 
 
 @dataclass(frozen=True)
@@ -150,6 +206,20 @@ class ProfileOptions:
         "--gather", needs_profiler=True,
         help="in a torch.distributed process group: every rank profiles, rank 0 "
              "shows (and -o binds) the report of all ranks, the others one line")
+    # Checked against the variants there are by kernelmagic/live/variants.py: parse.
+    variants: str | None = option(
+        "--try", default=None, metavar="VARIANTS", needs_profiler=True,
+        help="after the run, measure each variant the same way (comma-separated): bf16, "
+             "fp16, tf32, compile, cudagraphs, inference, threads=N, "
+             "sdpa=math|efficient|flash|cudnn, your @kernelmagic.variant names, or auto "
+             "(what the findings suggest and the device runs); each row gives its speed-up "
+             "and the numerical error of the cell's value")
+    steps: StepTarget | None = option(  # noqa: RUF009 (option() is a dataclasses.field)
+        "--steps", default=None, metavar="TARGET", view=True, needs_profiler=True,
+        in_trace=_holds_step_ranges,
+        help="each call of TARGET (an nn.Module or a function in your namespace) during a "
+             "profiled iteration is a step: time per step, steps grouped by their inputs' "
+             "shapes (prefill, decode), time between steps (API: steps=model)")
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -163,6 +233,8 @@ class ProfileOptions:
             raise ValueError("--name must be a non-empty string")
         if any(ch in self.name for ch in "\r\n"):
             raise ValueError("--name must be a single line")
+        if self.steps is not None and not isinstance(self.steps, StepTarget):
+            object.__setattr__(self, "steps", StepTarget.of(self.steps))
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
         if self.nsight:
@@ -172,6 +244,8 @@ class ProfileOptions:
                     f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
                     "profiling, torch's profiler does not run"
                 )
+        if self.variants is not None:
+            _check_variants(self)
         if self.memory_all and not self.memory:
             raise ValueError("--memory-all needs --memory (it shows every iteration's "
                              "memory timeline)")
@@ -190,7 +264,8 @@ class ProfileOptions:
 
 
 #: A field's annotation -> the type of its option's value (None: a flag, no value).
-_VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "str | None": str}
+_VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "str | None": str,
+                                        "StepTarget | None": str}  # --steps NAME
 
 
 def _declared() -> tuple[Option, ...]:
@@ -227,6 +302,17 @@ def check_keywords(keywords: Mapping[str, Any]) -> None:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")
 
+
+
+def _check_variants(options: ProfileOptions) -> None:
+    """``--try``'s value as one comma-separated string (the API may give a list)."""
+    value = options.variants
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        object.__setattr__(options, "variants", ",".join(value))
+    elif not isinstance(value, str):
+        raise ValueError(f"--try takes variant names, as a string or a list; got {value!r}")
+    if options.gather:
+        raise ValueError("--try cannot be combined with --gather")
 
 
 def check_variable_name(option: str, value: str) -> str:

@@ -85,3 +85,17 @@ def counted(n: float, noun: str, plural: str | None = None) -> str:
     word = noun if n == 1 else (plural if plural is not None else noun + "s")
     number = f"{int(n):,}" if float(n).is_integer() else f"{n:.3g}"
     return f"{number} {word}"
+
+
+def speedup_text(speedup: float) -> str:
+    """A ratio of times (before / after) as a change: ``1.90x faster``, ``3.98x slower``."""
+    if speedup >= 1:
+        return f"{speedup:.2f}x faster"
+    return f"{1 / speedup:.2f}x slower" if speedup > 0 else "slower"
+
+
+def format_error(x: float) -> str:
+    """A numerical error in two significant digits: ``0``, ``3.1e-03``, ``0.12``."""
+    if x == 0:
+        return "0"
+    return f"{x:.2g}" if 1e-2 <= abs(x) < 1e3 else f"{x:.1e}"

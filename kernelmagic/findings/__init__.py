@@ -20,9 +20,13 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``measurement``: a slow first run, a noisy measurement
 - ``memory``: memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
+- ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
+  between the steps
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
+- ``experiments``: not a rule: after ``--try``, the suggestions a variant tried quote
+  what was measured, and advice measured slower is withdrawn
 - ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
   of ``RankSummary`` objects with their own ``find``
 """
@@ -54,6 +58,7 @@ from kernelmagic.findings.compiled import (
 )
 from kernelmagic.findings.counters import NEAR_PEAK, REUSE_RATIO
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
+from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import (
     CAUSE_SHARE,
     GPU_IDLE_SHARE,
@@ -93,23 +98,39 @@ from kernelmagic.findings.startup import (
     setup,
     startup_in_window,
 )
+from kernelmagic.findings.steps import (
+    BETWEEN_SHARE,
+    FIRST_STEP_MIN,
+    FIRST_STEP_RATIO,
+    SLOWDOWN_AGREEMENT,
+    SLOWDOWN_MIN_STEPS,
+    SLOWDOWN_RISE,
+    STEP_BUSY,
+    STEP_IN_OPS,
+    slow_first_step,
+    step_overhead,
+    steps_slow_down,
+    time_between_steps,
+)
 from kernelmagic.findings.training import TRAIN_MODE_SHARE, train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
 __all__ = [
-    "BATCH_NORM_TRAINING", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES", "DATA_LOADER",
-    "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE", "ELEMENTWISE_AVG_US",
-    "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE", "GPU_IDLE_SHARE",
-    "GRAPH_BREAK_SHARE", "GROWTH_MIN_BYTES", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO",
-    "LAUNCH_CALLS", "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD",
-    "REUSE_RATIO",
+    "BATCH_NORM_TRAINING", "BETWEEN_SHARE", "CAUSE_SHARE", "COMM_BOUND_SHARE", "COUNTER_RULES",
+    "DATA_LOADER", "DOMINANT_SHARE", "DROPOUT_OPS", "DROPOUT_TRAINING", "EAGER_SHARE",
+    "ELEMENTWISE_AVG_US", "ELEMENTWISE_CALLS", "ELEMENTWISE_OPS", "ELEMENTWISE_SHARE",
+    "FIRST_STEP_MIN", "FIRST_STEP_RATIO", "GPU_IDLE_SHARE", "GRAPH_BREAK_SHARE",
+    "GROWTH_MIN_BYTES", "LAUNCH_BOUND_BUSY", "LAUNCH_BOUND_CPU_RATIO", "LAUNCH_CALLS",
+    "MATMUL_OPS", "MATMUL_SHARE", "NAMED", "NEAR_PEAK", "NOISY_SPREAD", "REUSE_RATIO",
     "ROOFLINE_RULES", "RULES", "SETUP_CALLS", "SETUP_CALL_US", "SETUP_LAUNCH_US",
-    "SHORT_KERNEL_US", "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE",
+    "SHORT_KERNEL_US", "SLOWDOWN_AGREEMENT", "SLOWDOWN_MIN_STEPS", "SLOWDOWN_RISE",
+    "SLOW_FIRST_ITER_RATIO", "SLOW_WARMUP_RATIO", "STARTUP_SHARE", "STEP_BUSY", "STEP_IN_OPS",
     "SYNC_OPS", "TRAIN_MODE_SHARE", "WAIT_CALLS", "Cause", "Finding", "Setup",
     "communication_bound", "cpu_causes", "dominant_op", "find", "fp32_matmul",
     "fusable_elementwise", "gpu_idle", "graph_break_gap", "launch_bound", "memory_growth",
-    "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_warmup",
-    "startup_in_window", "sync_points", "train_mode_under_no_grad", "wall_us",
+    "mostly_eager", "noisy", "recompile_in_loop", "setup", "slow_first_step", "slow_warmup",
+    "startup_in_window", "step_overhead", "steps_slow_down", "sync_points", "time_between_steps",
+    "train_mode_under_no_grad", "wall_us", "with_measurements",
 ]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
@@ -117,6 +138,7 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     launch_bound, sync_points, fp32_matmul, fusable_elementwise, slow_warmup, noisy,
     memory_growth,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
+    step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
 ]
 
 
@@ -127,4 +149,5 @@ def find(result: ProfileResult) -> list[Finding]:
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
     found = [f for f in (rule(result) for rule in rules) if f is not None]
-    return sorted(found, key=lambda f: -f.share)
+    found = sorted(found, key=lambda f: -f.share)
+    return with_measurements(found, result) if result.experiments else found

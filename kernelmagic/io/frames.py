@@ -84,7 +84,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     else:
         raise ValueError(f"no view {view!r} in this result; views: "
                          f"{', '.join(view_names(result))}")
-    columns = [f.name for f in dataclasses.fields(row_type)]
+    # A field marked ``metadata={"column": False}`` (an experiment's own result) is no column.
+    columns = [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
     return [{c: getattr(item, c) for c in columns} for item in items], columns
 
 

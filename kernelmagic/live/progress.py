@@ -33,9 +33,19 @@ class ProgressUpdate:
     elapsed: float  # seconds since the profiled iterations began (0 during warm-up)
     remaining: float | None  # seconds, estimated from the profiled iterations so far
     fraction: float  # 0..1 of all runs (warm-up and profiled)
+    label: str = ""  # what runs, before the stage: ``variant 2/4 compile`` (--try)
+    note: str = ""  # after the stage: ``compiling``
 
     def text(self) -> str:
-        """One line, e.g. ``profiled iteration 4/10 · 12.1 s elapsed · ~18.2 s left``."""
+        """One line, e.g. ``profiled iteration 4/10 · 12.1 s elapsed · ~18.2 s left``,
+        after the ``label`` and before the ``note`` when there are:
+        ``variant 2/4 compile: warm-up 0/3 (compiling)``."""
+        line = self._stage_text()
+        if self.note:
+            line += f" ({self.note})"
+        return f"{self.label}: {line}" if self.label else line
+
+    def _stage_text(self) -> str:
         if self.stage == "warmup":
             return f"warm-up {self.done}/{self.total}"
         if self.stage == "reading":
@@ -69,6 +79,8 @@ class Progress:
         self.profiling_began: float | None = None
         self.shown = False  # whether the sink has shown anything
         self._last_draw = -float("inf")
+        self.label = ""  # shown before each update's stage (ProgressUpdate.label)
+        self.note = ""  # shown after it (ProgressUpdate.note)
 
     # --- the runner's calls (between runs of the code) -------------------------------
 
@@ -120,7 +132,7 @@ class Progress:
         finished = (done if stage == "warmup" else
                     self.warmup_total + (done if stage == "profile" else self.iters_total))
         return ProgressUpdate(stage, done, total, elapsed, remaining,
-                              finished / runs if runs else 1.0)
+                              finished / runs if runs else 1.0, self.label, self.note)
 
 
 class LineSink:

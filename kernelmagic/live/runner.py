@@ -31,6 +31,7 @@ from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.python_sampler import Sampler
 from kernelmagic.live.session import table_from_session
+from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
@@ -190,11 +191,15 @@ def _execute(fn: Callable[[], Any], run: Plan,
     warmup_timings: list[float] = []
     if progress is not None:
         progress.start(opts.warmup, opts.iters)
+    # Without --steps, the last warm-up run counts top-level module calls (steps' hint).
+    repeats = RepeatedCalls(source_file) if opts.steps is None else None
     if opts.warmup:
         with torch_compat.labelled_range(warmup_range(name)):
             for w in range(opts.warmup):
                 start = clock()
-                fn()
+                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
+                      else contextlib.nullcontext()):
+                    fn()
                 sync()
                 warmup_timings.append(clock() - start)  # each run ends synchronised
                 if progress is not None:
@@ -216,6 +221,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     # --python (and --stack, for the cell's own lines): the Python stack, sampled
     sampler = Sampler(_execute.__code__) if opts.python or opts.stack else None
     sampling = sampler if sampler is not None else contextlib.nullcontext()
+    steps = StepRanges(opts.steps, name)  # --steps: NAME/step j around each call
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
     interrupt: KeyboardInterrupt | None = None
@@ -224,7 +230,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
              else contextlib.nullcontext())
     try:
         with quiet, prof:
-            with torch_compat.labelled_range(name), modules, sampling:
+            with torch_compat.labelled_range(name), modules, steps, sampling:
                 if progress is not None:
                     progress.profiling()
                 try:
@@ -233,7 +239,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
                             baseline = torch_compat.reset_device_peak()
                         with torch_compat.labelled_range(iteration_range(name, i)):
                             start = clock()
-                            fn()
+                            steps.run(fn)
                             sync()
                             timings.append(clock() - start)
                         if device_peaks is not None:
@@ -266,6 +272,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
                                 cell_label)
         if watch is not None:
             result = watch.annotate(result)
+        if repeats is not None:
+            result.repeated_call = repeats.found()
         if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
@@ -469,6 +477,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         memory_all=opts.memory_all,
         python_samples=samples,
         cell_label=cell_label,
+        steps_target=opts.steps.label if opts.steps is not None else "",
     )
     if interrupted:
         result.planned_iters = opts.iters
@@ -498,7 +507,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
     ``modules``, ``timeline``, ``roofline``, ``counters`` (CUDA: hardware counters per
     kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
-    iterations for Nsight, no torch profiler), and ``trace="run.json"`` (with ``force``).
+    iterations for Nsight, no torch profiler), ``trace="run.json"`` (with ``force``), and
+    ``steps=model`` (an ``nn.Module``, or a function bound by name in its module: each
+    call during a profiled iteration is a step, ``result.steps``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.
@@ -509,7 +520,9 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     profiler and re-raises, with the completed iterations' result as ``exc.result``;
     with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
     (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one.
+    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
+    ``"auto"``) measures each variant after the baseline: ``result.experiments``
+    (``kernelmagic/live/experiments.py``).
     """
     __tracebackhide__ = True
     check_keywords(view_options)
@@ -519,6 +532,11 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = progress_for_api(progress)
     try:
+        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
+            from kernelmagic.live.experiments import profile_variants
+
+            return profile_variants(target, fn, plan(options), progress=reporter,
+                                    source_file=code.co_filename if code is not None else None)
         return execute(fn, plan(options), on_trace_ready,
                        source_file=code.co_filename if code is not None else None,
                        progress=reporter)

@@ -134,6 +134,10 @@ def views_html(result: ProfileResult, limit: int | None = 50,
             from kernelmagic.render.memory import memory_svg
 
             body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
+        if title == "experiments":  # the speed-ups' bars above the table
+            from kernelmagic.render.experiments import experiments_svg
+
+            body = image_tag(experiments_svg(result), "speed-ups", "image/svg+xml") + body
         out.append(f'<div class="km-view km-view-{escape(title)}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)

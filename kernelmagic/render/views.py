@@ -1,4 +1,4 @@
-"""The deeper views as tables: kernels, source lines, modules and the user's ranges.
+"""The deeper views as tables: kernels, source lines, modules, the user's ranges and steps.
 
 ``view_tables(result)`` lists the views a report shows besides the op table, each as
 (title, Table or a one-line note); ``view_notes`` the one-line facts that go with them.
@@ -155,9 +155,18 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
                       "whose category analysis failed, holds only the raw records)."))
         if result.memory_growth:
             views.append(("memory growth", growth_table(result)))
+    from kernelmagic.render.steps import steps_tables
+
+    views += steps_tables(result)  # --steps
     from kernelmagic.render.compiled import compiled_tables
 
     views += compiled_tables(result)  # torch.compile: empty unless compiled code ran
+    if result.experiments:  # --try
+        from kernelmagic.render.experiments import experiments_table
+
+        views.append(("experiments", experiments_table(result)))
+    elif result.experiments_note:
+        views.append(("experiments", result.experiments_note))
     return views
 
 
@@ -193,6 +202,9 @@ def view_notes(result: ProfileResult) -> list[str]:
         from kernelmagic.render.roofline import verdict_line
 
         notes.append(verdict_line(result))
+    from kernelmagic.render.steps import steps_notes
+
+    notes += steps_notes(result)
     from kernelmagic.render.counters import capture_notes
 
     notes.extend(capture_notes(result))
@@ -200,6 +212,10 @@ def view_notes(result: ProfileResult) -> list[str]:
 
     if note := compiled_note(result):
         notes.append(note)
+    if result.experiments:
+        from kernelmagic.render.experiments import baseline_line
+
+        notes.append(baseline_line(result))
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

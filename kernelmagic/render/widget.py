@@ -189,6 +189,15 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                                       layout=w.Layout(display="none"))
         elif svg is not None:
             parts.append(w.Image(value=svg, format="svg+xml", layout=image_layout))
+    if "experiments" in box_of:  # --try: the speed-ups' bars above the table
+        from kernelmagic.render.experiments import experiments_svg
+
+        bars = experiments_svg(result)
+        if bars is not None:
+            box_of["experiments"] = w.VBox([w.Image(value=bars, format="svg+xml",
+                                                    layout=image_layout),
+                                            box_of["experiments"]],
+                                           layout=w.Layout(display="none"))
     selector = w.ToggleButtons(options=list(views), value="ops", description="view",
                                _dom_classes=("km-views",),
                                layout=w.Layout(display="none" if len(views) == 1 else None))

@@ -28,6 +28,7 @@ from kernelmagic.views.python_lines import (
 )
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
+from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
@@ -42,7 +43,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
                  torch_version: str = "", trace_path: str = "",
                  memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False, python_samples: PythonSamples | None = None,
+                 memory_all: bool = False, steps_target: str = "",
+                 python_samples: PythonSamples | None = None,
                  cell_label: str = "") -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
 
@@ -64,6 +66,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``memory_ledger``: the run's memory changes with their categories
       (``memory_categories.py``); default the table's records, every category "unknown".
       ``memory_all``: the memory timeline of every iteration, not only the median one.
+    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
+      (``views/steps.py``).
     - ``python_samples``: the live sampler's samples for "python" (default: made from the
       table's ``with_stack`` frames, as for a trace); ``cell_label`` (the magic's ``cell[n]``)
       names the lines of ``source_file``, which is a cell's.
@@ -96,6 +100,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         shown = None if memory_all else min(median, max(len(windows) - 1, 0))
         memory = memory_views(table, windows, ledger, shown, name=name)
         memory.note = ledger.note
+    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     lines, lines_note = PythonLines(), ""
@@ -141,6 +146,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         python_lines=lines.rows,
         python_unattributed=lines.unattributed_us,
         python_note=lines_note,
+        steps=steps.rows,
+        step_groups=steps.groups,
+        steps_summary=steps.summary,
     )
 
 
@@ -149,3 +157,12 @@ def _sources(table: EventTable, figures: Figures, source_file: str | None,
     """``--stack``'s rows, the cell's top level split by line where samples say how."""
     rows = source_rows(table, figures, source_file)
     return split_top_level(rows, table, samples) if samples is not None else rows
+
+
+def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
+           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
+    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
+    if "steps" not in wanted:
+        return StepsView()
+    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
+                      memory="memory" in wanted, median_iteration=median)

@@ -21,6 +21,7 @@ from kernelmagic.core.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
@@ -34,6 +35,7 @@ from kernelmagic.core.rows import (
     SourceRow,
     Span,
 )
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
@@ -116,6 +118,14 @@ class ProfileResult:
     python_lines: list[PythonLineRow] = field(default_factory=list)
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
+    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
+    steps: list[StepRow] = field(default_factory=list)
+    step_groups: list[StepGroupRow] = field(default_factory=list)
+    steps_summary: StepsSummary | None = None
+    repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
+    # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
+    experiments: list[ExperimentRow] = field(default_factory=list)
+    experiments_note: str = ""  # e.g. --try auto found nothing to try
 
     # --- derived figures ---------------------------------------------------------
 
@@ -284,6 +294,14 @@ class ProfileResult:
             "python_lines": [asdict(x) for x in self.python_lines],
             "python_unattributed": self.python_unattributed,
             "python_note": self.python_note,
+            "steps": [asdict(x) for x in self.steps],
+            "step_groups": [asdict(x) for x in self.step_groups],
+            "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
+                              else None),
+            "repeated_call": (asdict(self.repeated_call) if self.repeated_call is not None
+                              else None),
+            "experiments": [_experiment_dict(x) for x in self.experiments],
+            "experiments_note": self.experiments_note,
         }
 
     def save(self, path: Any) -> Any:
@@ -375,6 +393,14 @@ class ProfileResult:
                 python_lines=[PythonLineRow(**x) for x in data.get("python_lines", [])],
                 python_unattributed=float(data.get("python_unattributed", 0.0)),
                 python_note=str(data.get("python_note", "")),
+                steps=[StepRow(**x) for x in data.get("steps", [])],
+                step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
+                steps_summary=(StepsSummary(**data["steps_summary"])
+                               if data.get("steps_summary") is not None else None),
+                repeated_call=(RepeatedCall(**data["repeated_call"])
+                               if data.get("repeated_call") is not None else None),
+                experiments=[_experiment_row(x) for x in data.get("experiments", [])],
+                experiments_note=str(data.get("experiments_note", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
@@ -383,3 +409,17 @@ class ProfileResult:
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
+
+
+def _experiment_dict(row: ExperimentRow) -> dict[str, Any]:
+    """A ``--try`` row as JSON: its fields, its own result as that result's dict."""
+    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "result"}
+    out["advice"] = list(row.advice)
+    out["result"] = row.result.to_dict() if row.result is not None else None
+    return out
+
+
+def _experiment_row(data: dict[str, Any]) -> ExperimentRow:
+    inner = data.get("result")
+    return ExperimentRow(**{**data, "result": (ProfileResult.from_dict(inner)
+                                               if inner is not None else None)})

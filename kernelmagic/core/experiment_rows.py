@@ -1,0 +1,87 @@
+"""One row per variant tried by ``%%profile --try`` (``kernelmagic/live/experiments.py``).
+
+A row holds the variant's measured speed-up against the baseline, the noise verdict of
+``results/compare.py``, the numerical cost (the cell's value against the baseline's) and
+the variant's own ``ProfileResult`` (``result``; ``None`` when it did not run). Times are
+µs per iteration, errors in the units of the cell's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The usual tolerance of each dtype, as ``torch.testing.assert_close`` has them
+#: (rtol, atol): a variant whose value differs from the baseline's by more (relative to
+#: the baseline's largest magnitude) is marked.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "tf32": (1e-3, 1e-5),  # float32 matmuls with 10-bit mantissas (TensorFloat-32)
+    "bfloat16": (1.6e-2, 1e-5),
+    "float16": (1e-3, 1e-5),
+}
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    """One variant of the cell, measured like the baseline (same warm-up and iterations).
+
+    ``speedup`` is the baseline's median time per iteration over the variant's (above 1
+    is faster; 0 when the variant did not run); ``speedup_low``/``speedup_high`` the
+    same ratio from the two runs' quartiles, the noise band the chart draws. ``verdict``
+    is ``Comparison.verdict()``. ``max_abs_error`` and ``max_rel_error`` (max |a - b|
+    over max |b|, in float64) compare the cell's value with the baseline's, ``None``
+    when they are not comparable (``numerics`` says why); ``tolerance`` names the dtype
+    whose usual tolerance applied and ``within_tolerance`` whether the value met it.
+    ``compile_us`` is the first warm-up run, where ``torch.compile`` compiles, apart
+    from the iterations. ``error`` is the one-line reason the variant did not run or
+    failed (``skipped`` when the device cannot run it).
+    """
+
+    variant: str
+    label: str = ""  # as the report words it: "bf16 autocast" (the name when "")
+    advice: list[str] = field(default_factory=list)  # words of the advice it tries
+    median_us: float = 0.0
+    speedup: float = 0.0
+    speedup_low: float = 0.0
+    speedup_high: float = 0.0
+    verdict: str = ""
+    beyond_noise: bool = False
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    numerics: str = ""  # "not comparable: ..." or "" when compared
+    tolerance: str = ""  # the dtype whose usual tolerance applied
+    within_tolerance: bool | None = None
+    compile_us: float | None = None
+    error: str = ""
+    skipped: bool = False  # the device or build cannot run it: ``error`` says why
+    iters: int = 0
+    # Not a column: the variant's own report (results/result.py writes it as its dict).
+    result: Any = field(default=None, compare=False, repr=False,
+                        metadata={"column": False})
+
+    @property
+    def key(self) -> str:
+        """The variant's name (tables break ties by ``key``)."""
+        return self.variant
+
+    @property
+    def title(self) -> str:
+        """The variant as findings quote it: its label, else its name."""
+        return self.label or self.variant
+
+    @property
+    def ran(self) -> bool:
+        """Whether the variant was measured (neither skipped nor failed)."""
+        return not self.error and self.median_us > 0
+
+    @property
+    def faster(self) -> bool:
+        """Measured faster than the baseline, beyond the noise of both runs."""
+        return self.ran and self.beyond_noise and self.speedup > 1
+
+    @property
+    def slower(self) -> bool:
+        """Measured slower than the baseline, beyond the noise of both runs."""
+        return self.ran and self.beyond_noise and self.speedup < 1

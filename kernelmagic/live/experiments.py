@@ -1,0 +1,357 @@
+"""``%%profile --try``: the cell's baseline, then each variant measured the same way.
+
+The baseline is profiled as any run is (``runner.execute``); each variant then gets its
+own warm-up and the same number of timed iterations through the same entry point, with
+the variant's context manager (``live/variants.py``) entered around each run. Its row
+(``core/experiment_rows.py``) holds the speed-up and noise verdict of ``Comparison``
+(``results/compare.py``), the numerical cost (the cell's value from the variant's last
+run against the baseline's, in float64) and the variant's own ``ProfileResult``.
+
+A variant that fails is a row with its one-line error, and the others still run; Ctrl-C
+keeps the rows measured so far (``exc.result``), as the runner keeps its iterations.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import symtable
+import time
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
+from kernelmagic.live import runner, variants
+from kernelmagic.live.progress import Progress
+from kernelmagic.results.compare import compare
+from kernelmagic.results.result import ProfileResult
+
+#: The name the cell takes as a function for ``torch.compile`` (never bound anywhere).
+CELL_FUNCTION = "__kernelmagic_cell__"
+
+
+class LastValue:
+    """``fn`` that remembers what its last call returned (the cell's value)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.value: Any = None
+
+    def __call__(self) -> Any:
+        __tracebackhide__ = True
+        self.value = self.fn()
+        return self.value
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What the experiments run: ``run`` returns the cell's value (its last expression,
+    as ``Out[n]``; None without one); ``make_function()`` returns the cell as one
+    function for ``torch.compile`` (None when it cannot be one: ``why_not_function``
+    says why)."""
+
+    run: Callable[[], Any]
+    make_function: Callable[[], Callable[[], Any]] | None
+    has_value: bool = True
+    why_not_function: str = ""
+
+
+def cell_of_callable(fn: Callable[[], Any]) -> Cell:
+    """The plain API's target: its return value is the value, it compiles as it is."""
+    return Cell(run=fn, make_function=lambda: fn)
+
+
+def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, Any],
+                   locals_: dict[str, Any] | None = None) -> Cell:
+    """A cell's (transformed) source as a ``Cell``, compiled under ``filename`` (the one
+    IPython's cache knows, so tracebacks show the cell's lines) with ``flags``.
+
+    ``run`` execs all but a last expression, then evaluates it. ``make_function()``
+    makes the body a ``def __kernelmagic_cell__():`` with every name the cell assigns
+    declared ``global``, whose globals are a copy of the user namespace taken then:
+    ``torch.compile`` installs its compiled code as globals of the function (names
+    such as ``__compiled_fn_1``), and they must not land in the user's namespace.
+    """
+    locals_ = globals_ if locals_ is None else locals_
+    tree = ast.parse(source, filename)
+    last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    body = tree.body[:-1] if last is not None else tree.body
+    head = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags, True)
+    tail = (compile(ast.Expression(body=last.value), filename, "eval", flags, True)
+            if last is not None else None)
+
+    def run_cell() -> Any:
+        __tracebackhide__ = True
+        exec(head, globals_, locals_)
+        return eval(tail, globals_, locals_) if tail is not None else None
+
+    code = _function_code(tree, source, filename, flags, last)
+
+    def make_function() -> Callable[[], Any]:
+        return types.FunctionType(code, dict(globals_), CELL_FUNCTION)
+
+    return Cell(run=run_cell, make_function=make_function, has_value=last is not None)
+
+
+def _function_code(tree: ast.Module, source: str, filename: str, flags: int,
+                   last: ast.Expr | None) -> types.CodeType:
+    table = symtable.symtable(source, filename, "exec")
+    assigned = sorted(s.get_name() for s in table.get_symbols()
+                      if s.is_assigned() or s.is_imported())
+    stub = ast.parse(f"def {CELL_FUNCTION}():\n    pass")
+    func = stub.body[0]
+    assert isinstance(func, ast.FunctionDef)
+    body: list[ast.stmt] = [ast.Global(names=assigned)] if assigned else []
+    body += tree.body[:-1] if last is not None else tree.body
+    body.append(ast.Return(value=last.value if last is not None else None))
+    func.body = body
+    ast.fix_missing_locations(stub)
+    module = compile(stub, filename, "exec", flags, True)
+    return next(c for c in module.co_consts if isinstance(c, types.CodeType))
+
+
+# --- the numerical cost ------------------------------------------------------------------
+
+
+def tensors_in(value: Any) -> list[Any] | str:
+    """The tensors of a cell's value (a tensor; tuples, lists and dicts of them; an
+    object with tensor attributes, as a model output), in a fixed order; a reason
+    when there are none to compare."""
+    import torch
+
+    if value is None:
+        return "the cell has no value"
+    found: list[Any] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif depth > 8:
+            return
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                walk(item, depth + 1)
+        elif isinstance(v, dict):
+            for key in v:
+                walk(v[key], depth + 1)
+        elif hasattr(v, "__dict__") and not isinstance(v, type):
+            for item in vars(v).values():
+                walk(item, depth + 1)
+
+    walk(value, 0)
+    return found or f"the cell's value ({type(value).__name__}) holds no tensor"
+
+
+def snapshot(value: Any) -> tuple[list[Any], list[str]] | str:
+    """The value's tensors as float64 copies on the CPU, with their dtypes: later runs
+    may overwrite the originals in place. A reason string when there are none."""
+    import torch
+
+    found = tensors_in(value)
+    if isinstance(found, str):
+        return found
+    dtypes = [str(t.dtype).removeprefix("torch.") for t in found]
+    return [t.detach().to("cpu", torch.float64, copy=True) for t in found], dtypes
+
+
+def numerical_cost(base: tuple[list[Any], list[str]] | str,
+                   other: tuple[list[Any], list[str]] | str,
+                   tolerance: str | None) -> dict[str, Any]:
+    """The ``ExperimentRow`` fields that compare a variant's value with the baseline's:
+    max |a - b|, max |a - b| / max |b|, the tolerance applied and whether it held:
+    the relative error within the dtype's ``rtol``, or the absolute one within its
+    ``atol``. (Relative to the largest magnitude, not element by element: a value
+    near 0 in the baseline would make any rounding look like a 100% error.)"""
+    if isinstance(base, str) or isinstance(other, str):
+        reason = base if isinstance(base, str) else other
+        return {"numerics": f"not comparable: {reason}"}
+    (a_list, _), (b_list, dtypes) = other, base
+    shapes_a, shapes_b = [tuple(t.shape) for t in a_list], [tuple(t.shape) for t in b_list]
+    if shapes_a != shapes_b:
+        return {"numerics": f"not comparable: shapes differ ({_shapes(shapes_b)} in the "
+                            f"baseline, {_shapes(shapes_a)} here)"}
+    name = _tolerance_name(tolerance, dtypes + list(other[1]))
+    rtol, atol = TOLERANCES.get(name, (0.0, 0.0))
+    abs_err, scale = 0.0, 0.0
+    for a, b in zip(a_list, b_list, strict=True):
+        if a.numel():
+            abs_err = max(abs_err, float((a - b).abs().max()))
+            scale = max(scale, float(b.abs().max()))
+    rel = abs_err / scale if scale > 0 else (0.0 if abs_err == 0 else float("inf"))
+    return {"max_abs_error": abs_err, "max_rel_error": rel, "tolerance": name,
+            "within_tolerance": rel <= rtol or abs_err <= atol}
+
+
+def _shapes(shapes: list[tuple[int, ...]]) -> str:
+    return ", ".join("[" + ", ".join(map(str, s)) + "]" for s in shapes)
+
+
+def _tolerance_name(tolerance: str | None, dtypes: list[str]) -> str:
+    """The coarsest of the variant's precision and the values' dtypes (integers and
+    booleans compare exactly: "exact")."""
+    names = [d for d in dtypes if d in TOLERANCES]
+    if tolerance is not None:
+        names.append(tolerance)
+    if not names:
+        return "exact"
+    return max(names, key=lambda d: TOLERANCES[d][0])
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+class VariantProgress(Progress):
+    """The baseline's progress sink, each update headed ``variant i/n NAME``; silent
+    until ``delay`` after the experiments began (not after each variant's start)."""
+
+    def __init__(self, base: Progress, label: str, began: float, compiles: bool) -> None:
+        super().__init__(base.sink, base.clock, base.delay, base.redraw)
+        self.began = began
+        self.label = label
+        self.note = "compiling" if compiles else ""
+
+    def start(self, warmup: int, iters: int) -> None:
+        self.warmup_total, self.iters_total = warmup, iters
+        self._update("warmup", 0, warmup, final=True)
+
+    def warmup(self, done: int) -> None:
+        self.note = ""
+        super().warmup(done)
+
+
+def one_line(exc: BaseException) -> str:
+    """``TypeError: first line of the message``."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
+                      source_file: str | None = None, progress: Progress | None = None,
+                      free_memory: bool = True) -> ProfileResult:
+    """The baseline's result with ``experiments``: one row per variant in ``names``
+    (``variants.parse``'s; ``auto`` becomes the variants the baseline's findings
+    suggest and this device runs). Errors of the baseline propagate as the runner's."""
+    __tracebackhide__ = True
+    recorder = LastValue(cell.run)
+    baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
+                              free_memory=free_memory)
+    base_value = snapshot(recorder.value)
+    recorder.value = None
+    chosen, note = resolve(names, baseline, run.profiles_device)
+    rows: list[ExperimentRow] = []
+    began = time.perf_counter() if progress is None else progress.clock()
+    try:
+        for i, name in enumerate(chosen):
+            label = f"variant {i + 1}/{len(chosen)} {name}"
+            rows.append(measure(variants.lookup(name), cell, run, baseline, base_value,
+                                source_file, progress, label, began, free_memory))
+    except KeyboardInterrupt as exc:
+        rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
+                                  "variants before it are kept"))
+        exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
+        raise
+    return _with_rows(baseline, rows, note)
+
+
+def profile_variants(target: Any, fn: Callable[[], Any], run: runner.Plan, *,
+                     progress: Progress | None = None,
+                     source_file: str | None = None) -> ProfileResult:
+    """``kernelmagic.profile(..., variants=...)``: ``fn`` made of ``target`` (a callable,
+    whose return value is the value; a code object has none and does not compile)."""
+    __tracebackhide__ = True
+    names = variants.parse(run.options.variants or "")
+    cell = (cell_of_callable(fn) if not isinstance(target, types.CodeType)
+            else Cell(run=fn, make_function=None, has_value=False,
+                      why_not_function="a code object"))
+    return run_with_variants(cell, run, names, progress=progress, source_file=source_file)
+
+
+def _with_rows(baseline: ProfileResult, rows: list[ExperimentRow], note: str) -> ProfileResult:
+    return dataclasses.replace(baseline, experiments=rows, experiments_note=note)
+
+
+def resolve(names: Sequence[str], baseline: ProfileResult,
+            on_device: bool) -> tuple[list[str], str]:
+    """``names`` with ``auto`` replaced by what the findings suggest (in place), and
+    a note when ``auto`` found nothing to try."""
+    if variants.AUTO not in names:
+        return list(names), ""
+    suggested = variants.suggested([f.suggestion for f in baseline.findings()], on_device)
+    out: list[str] = []
+    for name in names:
+        for item in suggested if name == variants.AUTO else [name]:
+            if item not in out:
+                out.append(item)
+    note = ("" if suggested else "--try auto: no finding suggests a variant this device "
+            "can run")
+    return out, note
+
+
+def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
+            baseline: ProfileResult, base_value: Any, source_file: str | None,
+            progress: Progress | None, label: str, began: float,
+            free_memory: bool) -> ExperimentRow:
+    """One variant's row: profiled as the baseline was, its context around each run."""
+    __tracebackhide__ = True
+    why = variant.why_not(run.profiles_device)
+    if not why and variant.compiles and cell.make_function is None:
+        why = f"the cell cannot be compiled as a function ({cell.why_not_function})"
+    if why:
+        return ExperimentRow(variant.name, variant.label, list(variant.advice), error=why,
+                             skipped=True)
+    recorder = LastValue(_under(variant, run.profiles_device, _target(variant, cell)))
+    opts = run.options
+    variant_opts = dataclasses.replace(
+        opts, name=f"{opts.name} [{variant.name}]", trace=None, force=False,
+        roofline=False, counters=False, variants=None,
+        steps=None,  # --steps' hooks (timed runs only) would make compiled code recompile
+        warmup=max(opts.warmup, 1) if variant.compiles else opts.warmup)
+    shown = (VariantProgress(progress, label, began, variant.compiles)
+             if progress is not None else None)
+    try:
+        result = runner.execute(recorder, dataclasses.replace(run, options=variant_opts),
+                                source_file=source_file, progress=shown,
+                                free_memory=free_memory)
+    except Exception as exc:  # the variant failed; the baseline and the others stand
+        return ExperimentRow(variant.name, variant.label, list(variant.advice),
+                             error=one_line(exc))
+    return _row(variant, baseline, result, numerical_cost(
+        base_value, snapshot(recorder.value), variant.tolerance))
+
+
+def _target(variant: variants.Variant, cell: Cell) -> Callable[[], Any]:
+    if not variant.compiles or cell.make_function is None:
+        return cell.run
+    import torch
+
+    return torch.compile(cell.make_function(), mode=variant.compile_mode or None)
+
+
+def _under(variant: variants.Variant, on_device: bool,
+           fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run inside the variant's context, entered and left around each call."""
+
+    def run_variant() -> Any:
+        __tracebackhide__ = True
+        with variant.context(on_device):
+            return fn()
+
+    return run_variant
+
+
+def _row(variant: variants.Variant, baseline: ProfileResult, result: ProfileResult,
+         numerics: dict[str, Any]) -> ExperimentRow:
+    comparison = compare(baseline, result)
+    b, a = baseline.stats, result.stats
+    compile_us = (result.warmup_timings[0] * 1e6
+                  if variant.compiles and result.warmup_timings else None)
+    return ExperimentRow(
+        variant.name, label=variant.label, advice=list(variant.advice),
+        median_us=a.median * 1e6, speedup=comparison.speedup,
+        speedup_low=b.q1 / a.q3 if a.q3 > 0 else 0.0,
+        speedup_high=b.q3 / a.q1 if a.q1 > 0 else 0.0,
+        verdict=comparison.verdict(), beyond_noise=comparison.beyond_noise,
+        compile_us=compile_us, iters=result.iters, result=result, **numerics)

@@ -1,0 +1,245 @@
+"""The steps view (``--steps TARGET``): each call of the target, from its ``NAME/step j``
+range (``core/range_names.py``), as column arithmetic over the ``EventTable``.
+
+Per step: its wall time (the range's length), the time inside ops during it (their self
+CPU time), the GPU work it launched and, with ``--memory``, the bytes held at its end.
+Steps are grouped by their inputs' shapes and dtypes (the text after the range's ``: ``):
+a generation loop's prefill and decode steps fall apart, a training loop's batches stay
+together. When the inputs differ at almost every step (a model without a KV cache sees
+the sequence grow by one token each step), steps whose inputs differ only in their sizes
+form one group. Two groups, the first holding only each iteration's first step with the
+larger input, are named ``prefill`` and ``decode``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
+from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
+from kernelmagic.views.ops import is_op
+from kernelmagic.views.tree import Figures, nearest_ancestor
+
+__all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
+
+#: More distinct inputs than this: steps whose inputs differ only in sizes are one group.
+MAX_GROUPS = 4
+#: A module whose forward runs this many times or more at the top level in one run of
+#: the code gets the note suggesting ``--steps`` (when it was not given).
+REPEAT_HINT_CALLS = 4
+#: Ops named per group and between the steps.
+TOP_OPS = 3
+
+_NUMBER = re.compile(r"\d+")
+_SHAPE = re.compile(r"\(([\d, ]*)\)")
+
+
+@dataclass
+class StepsView:
+    """The steps view's rows (``summary`` is None when no step was asked for or found)."""
+
+    rows: list[StepRow] = field(default_factory=list)
+    groups: list[StepGroupRow] = field(default_factory=list)
+    summary: StepsSummary | None = None
+
+
+@dataclass
+class _Steps:
+    """The step ranges found, in time order: event index, iteration, index in it, inputs."""
+
+    idx: np.ndarray
+    iteration: np.ndarray
+    index: np.ndarray
+    inputs: list[str]
+
+
+def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
+    parsed = {i: p for i, text in enumerate(table.names)
+              if (p := parse_step(text, name)) is not None}
+    is_step = np.zeros(len(table.names), dtype=bool)
+    is_step[list(parsed)] = True
+    idx = np.flatnonzero((table.kind == Kind.RANGE) & is_step[table.name])
+    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
+    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
+    it = np.searchsorted(starts, table.start[idx], side="right") - 1
+    inside = (it >= 0) & (table.start[idx] <= ends[np.maximum(it, 0)]) if windows else it >= 0
+    idx, it = idx[inside], it[inside]
+    index = np.zeros(idx.size, dtype=np.int64)
+    for i in np.unique(it).tolist():
+        mine = it == i
+        index[mine] = np.arange(int(mine.sum()))
+    return _Steps(idx, it, index, [parsed[int(n)][1] for n in table.name[idx]])
+
+
+def _pattern(inputs: str) -> str:
+    return _NUMBER.sub("#", inputs)
+
+
+def _merged_label(members: list[str]) -> str:
+    """Inputs that share a pattern, each size written as its range: ``x (1, 65…79) int64``."""
+    numbers = [[int(x) for x in _NUMBER.findall(m)] for m in members]
+    parts = _NUMBER.split(members[0])
+    out = [parts[0]]
+    for k, rest in enumerate(parts[1:]):
+        lo, hi = min(n[k] for n in numbers), max(n[k] for n in numbers)
+        out.append(f"{lo}" if lo == hi else f"{lo}…{hi}")
+        out.append(rest)
+    return "".join(out)
+
+
+def _group_keys(inputs: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Each step's group key, and each key's inputs as the report shows them."""
+    distinct = list(dict.fromkeys(inputs))
+    if len(distinct) <= MAX_GROUPS:
+        return inputs, {k: k for k in distinct}
+    keys = [_pattern(x) for x in inputs]
+    members: dict[str, list[str]] = {}
+    for key, text in zip(keys, inputs, strict=True):
+        members.setdefault(key, []).append(text)
+    return keys, {k: _merged_label(list(dict.fromkeys(v))) for k, v in members.items()}
+
+
+def _first_elements(inputs: str) -> int:
+    """Elements of the first tensor input (0 when none is written)."""
+    found = _SHAPE.search(inputs.split(INPUT_SEPARATOR)[0])
+    if found is None:
+        return 0
+    dims = [int(x) for x in _NUMBER.findall(found.group(1))]
+    return int(np.prod(dims)) if dims else 1
+
+
+def _labels(steps: _Steps, keys: list[str], shown: dict[str, str]) -> dict[str, str]:
+    """Each group's name: ``prefill``/``decode`` for a generation loop, else its inputs."""
+    order = list(dict.fromkeys(keys))
+    if len(order) == 2:
+        first, rest = order
+        firsts = [k for k, i in zip(keys, steps.index.tolist(), strict=True) if i == 0]
+        only_first = all(k == first for k in firsts) and keys.count(first) == len(firsts)
+        if only_first and _first_elements(shown[first]) > _first_elements(shown[rest]):
+            return {first: "prefill", rest: "decode"}
+    if len(order) == 1 and not shown[order[0]]:
+        return {order[0]: "all steps"}
+    return {k: shown[k] or "no tensor inputs" for k in order}
+
+
+def _memory_levels(table: EventTable, on_device: bool):  # type: ignore[no-untyped-def]
+    """``level(t)``: the bytes allocated (on the GPU, or the CPU) since the table began,
+    at each time of the array ``t``; None when the table holds no memory records."""
+    mem = (table.kind == Kind.MEMORY) & ((table.device >= 0) if on_device else
+                                         (table.device < 0))
+    if not mem.any():
+        return None
+    when = table.start[mem]
+    order = np.argsort(when, kind="stable")
+    when = when[order]
+    running = np.concatenate(([0], np.cumsum(table.nbytes[mem][order])))
+    return lambda t: running[np.searchsorted(when, t, side="right")].astype(np.float64)
+
+
+def _top(names: list[str], ids: np.ndarray, values: np.ndarray, per: float) -> dict[str, float]:
+    sums: Counter[int] = Counter()
+    for i, v in zip(ids.tolist(), values.tolist(), strict=True):
+        sums[i] += v
+    return {names[i]: v / per for i, v in sums.most_common(TOP_OPS) if v > 0}
+
+
+def _group_row(label: str, inputs: str, sel: np.ndarray, steps: _Steps, wall: np.ndarray,
+               cpu: np.ndarray, device: np.ndarray, grown: np.ndarray, median_it: int,
+               top_ops: dict[str, float]) -> StepGroupRow:
+    its = steps.iteration[sel]
+    firsts = [wall[sel][its == i][0] for i in np.unique(its).tolist()]
+    slow = sel[int(np.argmax(wall[sel]))]
+    in_median = int((its == median_it).sum())
+    return StepGroupRow(
+        group=label, inputs=inputs,
+        count=in_median if in_median else round(sel.size / max(np.unique(its).size, 1)),
+        median_us=float(np.median(wall[sel])), first_us=float(np.median(firsts)),
+        slowest_us=float(wall[slow]), slowest_index=int(steps.index[slow]),
+        slowest_iteration=int(steps.iteration[slow]), cpu_us=float(np.median(cpu[sel])),
+        device_us=float(np.median(device[sel])), memory_per_step=float(np.median(grown[sel])),
+        top_ops=top_ops)
+
+
+def _between(table: EventTable, figures: Figures, windows: list[Window], steps: _Steps,
+             wall: np.ndarray, owner: np.ndarray) -> tuple[float, dict[str, float]]:
+    """The loop's time outside the steps per iteration (median), and the ops that ran there."""
+    sync = ((table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
+            if SYNC_RANGE in table.names else np.zeros(table.n, dtype=bool))
+    outside = []
+    for i, (lo, hi) in enumerate(windows):
+        ours = sync & (table.start >= lo) & (table.start <= hi)
+        ours_us = float(figures.cpu_total[ours].sum())
+        outside.append(max(0.0, (hi - lo) / 1000.0 - float(wall[steps.iteration == i].sum())
+                           - ours_us))
+    under_sync = nearest_ancestor(table.parent, sync) >= 0
+    starts = table.start
+    in_windows = np.zeros(table.n, dtype=bool)
+    for lo, hi in windows:
+        in_windows |= (starts >= lo) & (starts <= hi)
+    ops = np.flatnonzero(is_op(table) & (owner < 0) & ~under_sync & in_windows)
+    top = _top(table.names, table.name[ops], figures.self_cpu[ops], max(len(windows), 1))
+    return (float(np.median(outside)) if outside else 0.0), top
+
+
+def steps_view(table: EventTable, figures: Figures, windows: list[Window], name: str, *,
+               target: str = "", on_device: bool = False, memory: bool = False,
+               median_iteration: int = 0) -> StepsView:
+    """The steps of the run ``name`` inside ``windows`` (the profiled iterations).
+
+    ``target`` names what was profiled as a step (the note when it was never called);
+    ``on_device``: top ops by self device time, memory on the GPU; ``memory``: the bytes
+    held after each step (the table's memory records); ``median_iteration``: the
+    iteration whose steps count as "per iteration".
+    """
+    steps = _find_steps(table, windows, name)
+    label = target or "the target"
+    if not steps.idx.size:
+        return StepsView(summary=StepsSummary(
+            target=target, note=f"{label} was not called during the profiled iterations"))
+    idx = steps.idx
+    wall = figures.cpu_total[idx]
+    step_mask = np.zeros(table.n, dtype=bool)
+    step_mask[idx] = True
+    owner = nearest_ancestor(table.parent, step_mask)
+    ops = np.flatnonzero(is_op(table) & (owner >= 0))
+    at = np.full(table.n, -1, dtype=np.int64)
+    at[idx] = np.arange(idx.size)
+    cpu = np.bincount(at[owner[ops]], weights=figures.self_cpu[ops], minlength=idx.size)
+    device = np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
+    levels = _memory_levels(table, on_device) if memory else None
+    held = grown = np.zeros(idx.size)
+    if levels is not None:
+        win_start = np.asarray([w[0] for w in windows], dtype=np.int64)[steps.iteration]
+        held = levels(table.end[idx]) - levels(win_start)
+        grown = held - np.where(steps.index > 0, np.roll(held, 1), 0.0)  # since the last step
+    keys, shown = _group_keys(steps.inputs)
+    labels = _labels(steps, keys, shown)
+    own_self = figures.self_device if on_device else figures.self_cpu
+    groups = []
+    key_array = np.asarray(keys, dtype=object)
+    for key, group_label in labels.items():
+        sel = np.flatnonzero(key_array == key)
+        mine = ops[np.isin(at[owner[ops]], sel)]
+        top = _top(table.names, table.name[mine], own_self[mine], sel.size)
+        groups.append(_group_row(group_label, shown[key], sel, steps, wall, cpu, device, grown,
+                                 median_iteration, top))
+    rows = [StepRow(iteration=int(steps.iteration[k]), index=int(steps.index[k]),
+                    group=labels[keys[k]], wall_us=float(wall[k]), cpu_us=float(cpu[k]),
+                    device_us=float(device[k]), memory_held=float(held[k]),
+                    inputs=steps.inputs[k]) for k in range(idx.size)]
+    between, between_top = _between(table, figures, windows, steps, wall, owner)
+    firsts = wall[steps.index == 0]
+    slow = int(np.argmax(wall))
+    in_median = int((steps.iteration == median_iteration).sum())
+    summary = StepsSummary(
+        target=target, steps=in_median, median_us=float(np.median(wall)),
+        first_us=float(np.median(firsts)), slowest_us=float(wall[slow]),
+        slowest_index=int(steps.index[slow]), slowest_iteration=int(steps.iteration[slow]),
+        between_us=between, between_top_ops=between_top, median_iteration=median_iteration)
+    return StepsView(rows=rows, groups=groups, summary=summary)
