@@ -91,6 +91,10 @@ def main() -> None:
             table[wname] = {o: median(v) / base for o, v in runs.items()}
             for o, v in runs.items():
                 print(f"    {o:<11} {fmt_time(median(v)):>9}   {median(v) / base:.2f}x")
+            if args.python_only:  # a loaded machine: each round's ratio, then their median
+                paired = [p / b for p, b in zip(runs["--python"], runs["(none)"], strict=True)]
+                print(f"    --python / (none), median of the {len(paired)} rounds' ratios: "
+                      f"{median(paired):.2f}x")
     if args.python_only:
         return
     with torch.inference_mode():

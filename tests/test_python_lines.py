@@ -126,6 +126,11 @@ def test_a_pure_python_helper_is_named_with_its_measured_share():
     assert top.location.endswith(f"pyline_helpers.py:{HELPER_LINE}")
     assert top.code == "return sum(map(int.__mul__, range(n), range(n)))"
     assert abs(top.share - measured) < 0.10, (top.share, measured)
+    # ops + Python lines + unattributed = the iteration, unattributed under 10% of it
+    parts = result.breakdown
+    python = sum(r.self_us for r in result.python_lines)
+    assert parts.compute + python + result.python_unattributed == pytest.approx(parts.wall)
+    assert result.python_unattributed < 0.10 * parts.wall
 
 
 def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
@@ -142,6 +147,7 @@ def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
     # The sleep's 10 ms, within what sampling every millisecond on a loaded machine gives
     assert 0.5 * 10_000 < top.self_us < 2 * 10_000, top
     assert top.share == pytest.approx(top.self_us / result.breakdown.wall)
+    assert result.python_unattributed < 0.10 * result.breakdown.wall
     assert "Python lines" in result.summary() and "unattributed" in result.summary()
     data = cap.outputs[0].data  # the text, HTML and widget reports list the view
     assert "[python]" in data["text/plain"] and "time.sleep(0.01)" in data["text/plain"]
