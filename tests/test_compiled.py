@@ -20,7 +20,7 @@ from kernelmagic.core.timing import format_us
 from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import OpRow, ProfileResult
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.tree import Figures
 from tests.fakes import cpu_result, cuda_result, table_of
@@ -215,6 +215,89 @@ def test_dynamo_state_is_left_alone(mlp):
     assert dynamo_config.capture_scalar_outputs == scalars
     assert len(again.compiled_regions) == 1
     assert [c.phase for c in again.compiles] == ["before"]  # shown for its region
+
+
+def sin_cos(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * torch.cos(x) + x.relu()
+
+
+@pytest.fixture(scope="module")
+def compiled_before() -> tuple[ProfileResult, dict[str, object]]:
+    """``sin_cos`` compiled and run before the profile, the usual way (compile in one cell,
+    profile in the next): inductor's C++ kernel profiling was off when it compiled."""
+    from torch._dynamo.utils import get_compilation_metrics
+    from torch._inductor import config as inductor_config
+
+    assert not inductor_config.cpp.enable_kernel_profile
+    fn = torch.compile(sin_cos)
+    x = torch.randn(512, 512)
+    fn(x)
+    metrics = len(get_compilation_metrics())
+    result = kernelmagic.profile(lambda: fn(x), iters=3, warmup=1, name="before")
+    fn(x)  # still compiled, as it was
+    return result, {"metrics_after": len(get_compilation_metrics()), "metrics": metrics,
+                    "profile_flag": inductor_config.cpp.enable_kernel_profile}
+
+
+def test_a_function_compiled_before_shows_its_kernels_aten_ops(compiled_before):
+    result, state = compiled_before
+    kernels = result.fused_kernels
+    assert kernels and all(not k.timed and k.count == 0 for k in kernels)
+    assert all(k.key.startswith("cpp_fused_") for k in kernels)
+    assert {k.compile_id for k in kernels} == {r.compile_id for r in result.compiled_regions}
+    fused = {op.strip() for k in kernels for op in k.aten_ops.split(",")}
+    assert {"aten.sin", "aten.cos", "aten.mul"} <= fused, kernels
+    # The one line that says why there are no times and how to get them.
+    report = text_report(result)
+    assert report.count("kernels with no times: inductor's C++ kernels record their times "
+                        "only when compiled with torch._inductor.config.cpp."
+                        "enable_kernel_profile = True") == 1
+    assert "not recorded" in report
+    # ... and the user's dynamo state is as it was: no compile, no flag left switched on.
+    assert state["metrics_after"] == state["metrics"]
+    assert state["profile_flag"] is False
+    assert [c.phase for c in result.compiles] == ["before"]
+
+
+def test_a_dominant_compiled_graph_is_not_one_op(compiled_before):
+    result, _ = compiled_before
+    found = find(result)
+    assert not any(f.rule == "dominant_op" and "CompiledFxGraph" in f.evidence for f in found)
+    graph = next(f for f in found if f.rule == "dominant_graph")
+    (region,) = result.compiled_regions
+    assert graph.evidence.startswith(f"the compiled graph of region {region.compile_id} "
+                                     "(sin_cos, test_compiled.py:")
+    assert "its fused kernels (no times recorded): cpp_fused_" in graph.evidence
+    assert "aten.sin" in graph.evidence
+    assert "CompiledFxGraph" not in graph.suggestion
+    assert "enable_kernel_profile = True before its first torch.compile" in graph.suggestion
+
+
+def test_a_dominant_graph_with_kernel_times_names_the_heaviest():
+    from kernelmagic.core.compiled_rows import CompiledRegionRow, FusedKernelRow
+
+    rows = [OpRow("## Call CompiledFxGraph fabc ##", 10, 9000.0, 9000.0),
+            OpRow("aten::add", 10, 1000.0, 1000.0)]
+    regions = [CompiledRegionRow("0/0", 10, 9500.0, 9000.0, function="f", file="/a/b.py",
+                                 line=3)]
+    kernels = [FusedKernelRow("graph_0_cpp_fused_mul_sin_0", 10, 6000.0,
+                              aten_ops="aten.sin, aten.mul", compile_id="0/0"),
+               FusedKernelRow("graph_0_cpp_fused_add_1", 10, 2000.0, aten_ops="aten.add",
+                              compile_id="0/0")]
+    result = cpu_result(rows=rows, timings=[0.001] * 10, compiled_regions=regions,
+                        fused_kernels=kernels)
+    (f,) = [f for f in find(result) if f.rule == "dominant_graph"]
+    assert f.evidence == ("the compiled graph of region 0/0 (f, b.py:3) takes 90% of self "
+                          "time (900 µs per iteration); its heaviest fused kernels: "
+                          "graph_0_cpp_fused_mul_sin_0 600 µs per iteration (aten.sin, "
+                          "aten.mul); graph_0_cpp_fused_add_1 200 µs per iteration (aten.add)")
+    assert f.suggestion.startswith("work on what its heaviest kernel, "
+                                   "graph_0_cpp_fused_mul_sin_0, computes (aten.sin, aten.mul)")
+    # A trace of a CPU graph holds no kernels: how to see them.
+    bare = cpu_result(rows=rows, timings=[0.001] * 10, compiled_regions=regions)
+    (g,) = [f for f in find(bare) if f.rule == "dominant_graph"]
+    assert "enable_kernel_profile = True" in g.suggestion
+    assert "dominant_op" not in _rules(bare)
 
 
 def test_view_on_a_hand_made_table():

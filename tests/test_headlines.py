@@ -58,9 +58,11 @@ HEADLINES = {
                              "inside ops)"),
     "ranks/rank-1.json.gz": ("gpu_idle", "idle 53% of the iteration (CPU-bound: CPU work "
                              "inside ops)"),
-    # The GPU is busy 97% of the step and no op holds half of it: no headline problem; the
-    # CPU-side step lengths vary (35 to 96 ms) while the CPU runs ahead of the GPU.
-    "v100_gpu_annotations.json.gz": ("noisy", "spans 25% of the median"),
+    # The GPU is busy 97% of the step, 64% of its time in float32 convolutions (cuDNN's
+    # sgemm/scudnn kernels) and their backward: float16 autocast and channels_last first.
+    # (The CPU-side step lengths vary, 35 to 96 ms: noisy comes after.)
+    "v100_gpu_annotations.json.gz": ("fp32_conv", "convolutions and their backward take 64% "
+                                     "of device time"),
     # Only in ../shared/traces: CUPTI counter replay makes each launch 67 ms; context
     # creation, streams and the model's warm-up are in the window too.
     "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s of a "
@@ -68,6 +70,7 @@ HEADLINES = {
 }
 #: Rules whose findings may come after a headline without contradicting it, per trace.
 ALSO = {
+    "v100_gpu_annotations.json.gz": "noisy",
     "rank0_steps.json.gz": "communication_bound",
     "ranks/rank-0.json.gz": "communication_bound",
     "ranks/rank-1.json.gz": "communication_bound",
@@ -342,7 +345,8 @@ def test_dropout_under_no_grad_in_a_real_encoder_layer():
             layer(x)
 
     training = kernelmagic.profile(run, iters=3, warmup=1)
-    lead = training.findings()[0]
+    # A loaded test machine may put busy_machine first: the layers' headline comes next.
+    lead = next(f for f in training.findings() if f.rule != "busy_machine")
     assert lead.rule == "train_mode_under_no_grad", [str(f) for f in training.findings()]
     assert "aten::bernoulli_" in lead.evidence and ".eval()" in lead.suggestion
     layer.eval()

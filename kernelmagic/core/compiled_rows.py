@@ -103,7 +103,10 @@ class FusedKernelRow:
     ``cpp_fused_mul_sin_0``): its time and the aten ops it fused.
 
     ``time_total`` is device time for GPU kernels, CPU time for C++ kernels (recorded only
-    where inductor's C++ kernel profiling was on when the kernel was compiled).
+    where inductor's C++ kernel profiling was on when the kernel was compiled). ``timed``
+    False: a kernel of a compiled graph that ran without recording it (compiled before
+    the run, without that profiling), read from inductor's generated code: no count or
+    time, its aten ops only (``UNTIMED_KERNELS`` says why and how to time it).
     ``aten_ops`` come from the generated code's ``Original ATen`` comment, else from the
     kernel's descriptive name; ``source`` is the user's code where inductor records it
     (its provenance tracking, on for compiles in kernelmagic's warm-up).
@@ -117,3 +120,17 @@ class FusedKernelRow:
     graph: str = ""  # the compiled graph (``graph_0``) the kernel belongs to
     source: str = ""  # the user's lines it came from: ``path:line; path:line``
     compile_id: str = ""  # the compiled region it ran in
+    timed: bool = True  # False: read from the generated code of a graph that ran, no record
+
+
+#: How to get a CPU graph's kernel times without changing the user's compiled code.
+UNTIMED_HOW = (
+    "compile the function for the first time inside the profiled cell (kernelmagic switches "
+    "kernel profiling on for its warm-up), or set "
+    "torch._inductor.config.cpp.enable_kernel_profile = True before its first torch.compile")
+#: Why a CPU graph's kernels have no times, and how to get them: one line for the report.
+UNTIMED_KERNELS = (
+    "inductor's C++ kernels record their times only when compiled with "
+    "torch._inductor.config.cpp.enable_kernel_profile = True, and these graphs were "
+    f"compiled without it (before this run); to time them, {UNTIMED_HOW} (kernelmagic "
+    "leaves your compiled code as it is)")

@@ -68,6 +68,28 @@ FP32_GEMM = re.compile(r"sgemm|f32f32_f32|gemm.*fp32", re.IGNORECASE)
 LOW_PRECISION = re.compile(r"tf32|bf16|f16|half|fp8|e4m3|e5m2", re.IGNORECASE)
 
 
+#: Convolution ops and their backward (the ops that launch the convolution kernels).
+CONV_OPS = frozenset({
+    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose", "aten::miopen_convolution",
+    "aten::miopen_convolution_transpose", "aten::convolution_backward",
+    "aten::cudnn_convolution_backward", "aten::miopen_convolution_backward",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    "aten::mkldnn_convolution", "aten::slow_conv2d_forward", "aten::_slow_conv2d_backward",
+})
+#: A convolution kernel's name that says float32: cuDNN's single-precision kernels
+#: (``scudnn``, ``sgemm``, ``implicit_convolve_sgemm``, ``dgrad_engine<float, ...``) ...
+FP32_CONV = re.compile(r"sgemm|scudnn|<float,|f32f32_f32|fp32", re.IGNORECASE)
+#: ... unless it names a Tensor Core shape (``h884``, ``s1688``: half inputs).
+TENSOR_CORE_SHAPE = re.compile(r"[hs](884|1688|16816)")
+
+
+def is_fp32_conv(kernel: str) -> bool:
+    """A float32 convolution kernel, not a TF32 or lower-precision one, by its name."""
+    return (bool(FP32_CONV.search(kernel)) and not LOW_PRECISION.search(kernel)
+            and not TENSOR_CORE_SHAPE.search(kernel))
+
+
 def is_runtime_call(name: str) -> bool:
     """A CUDA or HIP runtime or driver call (``cudaMalloc``, ``cuInit``, ``hipFree``)."""
     return bool(_RUNTIME.match(name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelmagic.core.machine import AMPERE, GPU, PRE_VOLTA
 from kernelmagic.core.op_names import (
     DATA_LOADER,
     LAUNCH_CALLS,
@@ -21,6 +22,7 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
 from kernelmagic.results.result import ProfileResult
@@ -203,6 +205,9 @@ def sync_points(result: ProfileResult) -> Finding | None:
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
+    """Matmuls hold ``MATMUL_SHARE`` of device time in float32 GEMM kernels while the
+    float32 matmul precision is "highest": TF32 or bfloat16 on Ampere and later, float16 on
+    Volta and Turing (no TF32 there); silent on a GPU without Tensor Cores."""
     if not result.profiles_device or result.matmul_precision != "highest":
         return None
     total = result.self_device_time_total
@@ -212,9 +217,19 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
             if is_fp32_gemm(k.key)]
     if share < MATMUL_SHARE or not fp32:
         return None
+    info = result.device_info
+    family = info.family if info is not None else GPU
+    if family == PRE_VOLTA:  # no Tensor Cores to use
+        return None
+    p = precision(result)
+    if family == AMPERE:
+        hint = f"{TF32}, or {p.call}"
+    elif family == GPU:
+        hint = f"{TF32} on Ampere or later, or {p.call}"
+    else:
+        hint = f"{p.call} ({p.note})" if p.note else p.call
     return Finding(
         "fp32_matmul", "Float32 matmuls are not using Tensor Cores",
         f"matmuls take {share:.0%} of device time in float32 kernels such as {fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
-        "torch.set_float32_matmul_precision(\"high\") (TF32), or torch.autocast(\"cuda\", "
-        "dtype=torch.bfloat16)", of_wall(result, matmul / result.iters))
+        hint, of_wall(result, matmul / result.iters))

@@ -1,16 +1,24 @@
-"""The measurement itself: a first run far slower than steady state (``slow_warmup``),
-iterations too spread to trust (``noisy``). Neither explains any of the iteration
-(``share`` 0)."""
+"""The measurement itself: other processes competing for the CPU while it ran
+(``busy_machine``: every figure is off, so it comes first), a first run far slower than
+steady state (``slow_warmup``), iterations too spread to trust (``noisy``). The last two
+explain none of the iteration (``share`` 0)."""
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_seconds
+import math
+
+from kernelmagic.core.units import counted, format_seconds, short_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
 
 SLOW_WARMUP_RATIO = 5.0       # first warm-up run vs steady median
 NOISY_SPREAD = 0.15           # IQR / median above this is noisy
+NOISY_BEST = 0.6              # or the best run below this fraction of the median
+BUSY_OTHER_CORES = 0.5        # other processes' CPU (in cores) worth naming ...
+BUSY_SHARE = 0.25             # ... when it is this share of the cores, or leaves fewer free
+#                               cores than torch has threads
+BUSY_MIN_SECONDS = 0.1        # spans shorter than this are too coarse to judge (10 ms ticks)
 
 
 def slow_warmup(result: ProfileResult) -> Finding | None:
@@ -28,14 +36,47 @@ def slow_warmup(result: ProfileResult) -> Finding | None:
 
 
 def noisy(result: ProfileResult) -> Finding | None:
+    """The middle half of the iterations spans more than ``NOISY_SPREAD`` of the median,
+    or the best run is below ``NOISY_BEST`` of it (a quiet moment on a busy machine)."""
     if len(result.timings) < 2:
         return None
-    spread = result.stats.relative_spread
-    if spread <= NOISY_SPREAD:
+    stats = result.stats
+    spread = stats.relative_spread
+    best = stats.best / stats.median if stats.median > 0 else 1.0
+    if spread <= NOISY_SPREAD and best >= NOISY_BEST:
         return None
     more = max(50, 5 * result.iters)
+    evidence = (f"the middle half of the {stats.n} iterations spans {spread:.0%} of the median "
+                f"(IQR {format_seconds(stats.iqr)})")
+    if best < NOISY_BEST:
+        evidence += (f"; the best run took {format_seconds(stats.best)}, {best:.0%} of the "
+                     f"median {format_seconds(stats.median)}")
     return Finding(
-        "noisy", "The measurement is noisy",
-        f"the middle half of the {result.stats.n} iterations spans {spread:.0%} of the median "
-        f"(IQR {format_seconds(result.stats.iqr)})",
+        "noisy", "The measurement is noisy", evidence,
         f"{more_iterations(result, more)} and keep other work off the machine")
+
+
+def busy_machine(result: ProfileResult) -> Finding | None:
+    """Other processes used at least ``BUSY_OTHER_CORES`` of the cores while the profiled
+    iterations ran (a live run's ``cpu_load``), and either ``BUSY_SHARE`` of them or so
+    much that fewer cores were free than torch has threads: every time in the report is
+    inflated by waiting for a core, so this comes first (``share`` 1)."""
+    load = result.cpu_load
+    if load is None or load.seconds < BUSY_MIN_SECONDS or load.cores <= 0:
+        return None
+    crowded = load.torch_threads > load.free_cores
+    if load.other_cores < BUSY_OTHER_CORES or not (crowded or load.other_share >= BUSY_SHARE):
+        return None
+    free = load.free_cores
+    threads = counted(load.torch_threads, "thread")
+    evidence = (f"other processes kept {load.other_cores:.1f} of the "
+                f"{counted(load.cores, 'core')} busy ({short_percent(load.other_share)}) while the "
+                f"iterations ran, leaving {free:.1f} free for torch's {threads}")
+    if load.load_average:
+        evidence += f"; load average {load.load_average:.1f}"
+    fewer = max(1, math.floor(free))
+    hint = ("profile on a quieter machine (stop the other work)"
+            + (f", or use fewer threads than free cores: torch.set_num_threads({fewer})"
+               if crowded and fewer < load.torch_threads else ""))
+    return Finding("busy_machine", "The machine is busy: other processes compete for the CPU",
+                   evidence, hint, share=1.0)

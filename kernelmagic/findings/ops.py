@@ -1,16 +1,20 @@
 """Where the op time goes: one op dominating (``dominant_op``), many small elementwise ops
-(``fusable_elementwise``)."""
+(``fusable_elementwise``). A compiled graph is never "one op": when one dominates,
+``dominant_graph`` names its heaviest fused kernels, or how to see them."""
 
 from __future__ import annotations
 
+from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
 from kernelmagic.core.units import format_us
-from kernelmagic.findings.base import Finding, of_wall, per_iter_self, wall_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
+from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import OpRow, ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
+from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
 
 DOMINANT_SHARE = 0.5          # one op's share of self time
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
@@ -34,9 +38,10 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if top.key in (*DROPOUT_OPS, *DROPOUT_TRAINING) and train_mode_under_no_grad(result):
         return None
+    if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
+        return dominant_graph(result, top, share)
     if top.key in MATMUL_OPS:
-        hint = ("make the matmuls cheaper: lower precision (torch.autocast with bfloat16), "
-                "or fewer/larger ones")
+        hint = cheaper_matmuls(result)
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
@@ -51,6 +56,58 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"{top.key} takes {share:.0%} of self time "
         f"({format_us(per_iter)} per iteration, "
         f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter))
+
+
+def is_compiled_row(key: str) -> bool:
+    """A compiled graph's run (``## Call CompiledFxGraph ... ##``) or region's row."""
+    return bool(GRAPH_CALL.match(key) or REGION.match(key))
+
+
+def _region_of(result: ProfileResult, row: OpRow) -> CompiledRegionRow | None:
+    """The compiled region ``row`` ran in: by compile id for a region's row; for a graph's,
+    the region whose graphs' time is nearest the row's."""
+    regions = [r for r in result.compiled_regions if r.compile_id != BACKWARD]
+    named = REGION.match(row.key)
+    if named:
+        return next((r for r in regions if r.compile_id == named[1]), None)
+    return min(regions, key=lambda r: abs(r.graph_time_total - row.cpu_time_total),
+               default=None)
+
+
+def dominant_graph(result: ProfileResult, row: OpRow, share: float) -> Finding:
+    """A compiled graph holding ``DOMINANT_SHARE`` of self time: its heaviest fused
+    kernels and the aten ops they fuse, or how to see them."""
+    per_iter = per_iter_self(result, row)
+    region = _region_of(result, row)
+    frame = (f" ({region.function}, {region.file.rsplit('/', 1)[-1]}:{region.line})"
+             if region is not None and region.function and region.line else "")
+    label = f"region {region.compile_id}{frame}" if region is not None else row.key
+    kernels = [k for k in result.fused_kernels
+               if region is None or not k.compile_id or k.compile_id == region.compile_id]
+    timed = sorted((k for k in kernels if k.timed and k.time_total > 0),
+                   key=lambda k: -k.time_total)
+    untimed = [k for k in kernels if not k.timed]
+    evidence = (f"the compiled graph of {label} takes {share:.0%} of self time "
+                f"({format_us(per_iter)} per iteration)")
+    if timed:
+        evidence += "; its heaviest fused kernels: " + "; ".join(
+            f"{k.key} {format_us(k.time_total / result.iters)} per iteration"
+            + (f" ({k.aten_ops})" if k.aten_ops else "") for k in timed[:NAMED])
+        top = timed[0]
+        hint = (f"work on what its heaviest kernel, {top.key}, computes"
+                + (f" ({top.aten_ops})" if top.aten_ops else "")
+                + ": the inductor kernels table lists each kernel with its aten ops "
+                  "and your lines")
+    elif untimed:
+        evidence += ("; its fused kernels (no times recorded): "
+                     + "; ".join(f"{k.key} ({k.aten_ops})" if k.aten_ops else k.key
+                                 for k in untimed[:NAMED]))
+        hint = f"to see which kernel takes the time, {UNTIMED_HOW}"
+    else:
+        hint = ("see its fused kernels: on a GPU each is a kernel of its own (triton_*); on a "
+                f"CPU, {UNTIMED_HOW}")
+    return Finding("dominant_graph", "One compiled graph dominates", evidence, hint,
+                   of_wall(result, per_iter))
 
 
 def fusable_elementwise(result: ProfileResult) -> Finding | None:

@@ -18,6 +18,7 @@ from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REAC
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
+from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
 
 REGIME_SHARE = 0.5        # memory- or overhead-bound ops holding at least this share of time
@@ -70,8 +71,8 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         f"{share:.0%} of op time is in ops limited by memory bandwidth "
         f"(peak {si(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
-        "(one pass over memory instead of one per op), and use lower precision "
-        "(bfloat16 halves the bytes)", _share_of_iteration(result, rows))
+        f"(one pass over memory instead of one per op), and {fewer_bytes(result)}",
+        _share_of_iteration(result, rows))
 
 
 def overhead_bound(result: ProfileResult) -> Finding | None:
@@ -107,11 +108,10 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
     gain = low / roof if dtype == "float32" and roof else 0.0
     if reached >= COMPUTE_FAR and gain < LOW_PRECISION_GAIN:
         return None
-    hint = (f"lower precision: torch.autocast(dtype=torch.{fast}) "
+    device = "cuda" if result.profiles_device else "cpu"
+    hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
             f"(the {fast} roof is {gain:.1f}x the float32 one on this device)"
-            if gain >= LOW_PRECISION_GAIN else
-            "larger, better-shaped matmuls (multiples of 64/128), and lower precision for "
-            "tensor cores")
+            if gain >= LOW_PRECISION_GAIN else _shapes_and_precision(result))
     title = ("Compute-bound, far from the roof" if reached < COMPUTE_FAR else
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(
@@ -119,6 +119,13 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
         f"{share:.0%} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
         f"{dtype}, {reached:.0%} of its {si(roof, 'FLOP/s')} roof", hint,
         _share_of_iteration(result, rows))
+
+
+def _shapes_and_precision(result: ProfileResult) -> str:
+    """Better shapes, and the device's faster precision where it has one."""
+    p = precision(result)
+    low = (f", and {p.call}" if p.call else f"; {p.note}" if p.note else "")
+    return f"larger, better-shaped matmuls (multiples of 64/128){low}"
 
 
 def unexplained_by_roofline(result: ProfileResult) -> Finding | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, select
+from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
@@ -130,4 +131,17 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
         result.views.append("counters")
     if result.profiles_device:
         result.gpu_runtime = gpu_runtime(table)
+    result.device_info = trace_device(table, result)
     return result
+
+
+def trace_device(table: EventTable, result: ProfileResult) -> DeviceInfo:
+    """The device a trace names in its ``deviceProperties`` (capability, datasheet peaks);
+    a CPU-only trace's CPU, whose figures a trace does not hold."""
+    if not result.profiles_device:
+        return DeviceInfo(kind="cpu")
+    major, minor = table.meta.get("compute_major"), table.meta.get("compute_minor")
+    capability = f"{major}.{minor if isinstance(minor, int) else 0}" \
+        if isinstance(major, int) else ""
+    return gpu_info("rocm" if result.gpu_runtime == "rocm" else "cuda",
+                    str(table.meta.get("device_name") or ""), capability)

@@ -29,6 +29,7 @@ Nothing here calls ``torch._dynamo.reset()`` or clears a counter.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import linecache
 import os
@@ -43,12 +44,14 @@ from kernelmagic.core.compiled_rows import (
     WARMUP,
     CompiledRegionRow,
     CompileRow,
+    FusedKernelRow,
     GraphBreakRow,
 )
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.compiled import id_order
+from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, id_order
 
-__all__ = ["Watch", "aten_ops_from_name", "kernel_origins", "split_reason"]
+__all__ = ["Watch", "aten_ops_from_name", "graph_sources", "kernel_origins", "scan_code",
+           "split_reason", "untimed_kernels"]
 
 _DYNAMO = "torch._dynamo"
 _INDUCTOR_CONFIG = "torch._inductor.config"
@@ -197,8 +200,58 @@ class Watch:
         kernels = [dataclasses.replace(k, aten_ops=origins.get(k.key) or aten_ops_from_name(k.key),
                                        source=_source_of(k.key, k.compile_id, lines))
                    for k in result.fused_kernels]
+        kernels += untimed_kernels(result, kernels)
         return dataclasses.replace(result, compiled_regions=regions, graph_breaks=breaks,
                                    compiles=compiles, fused_kernels=kernels)
+
+
+def graph_sources(keys: set[str]) -> dict[str, str]:
+    """FX graph cache key (``## Call CompiledFxGraph <key> ##``) -> the code inductor
+    generated for that graph, for the compiled graphs alive in this process.
+
+    The graphs are found among the garbage collector's objects (``CompiledFxGraph``,
+    read, never changed): a function compiled before the run holds its graphs, and
+    nothing else maps a key to its code. Only called when a graph ran without kernel
+    records (a few tens of ms on a large heap).
+    """
+    module = sys.modules.get("torch._inductor.output_code")
+    kind = getattr(module, "CompiledFxGraph", None)
+    if kind is None or not keys:
+        return {}
+    out: dict[str, str] = {}
+    for obj in gc.get_objects():
+        # type(), not isinstance(): a dead weak proxy raises on __class__
+        if issubclass(type(obj), kind):
+            key = getattr(obj, "_fx_graph_cache_key", None)
+            if key in keys and key not in out:
+                out[key] = str(getattr(obj, "source_code", "") or "")
+    return out
+
+
+def untimed_kernels(result: ProfileResult, timed: list[FusedKernelRow]) -> list[FusedKernelRow]:
+    """The kernels of the compiled graphs that ran without recording any (C++ kernels
+    compiled before the run, without inductor's kernel profiling): from each graph's
+    generated code, their aten ops, no count or time (``timed=False``)."""
+    keys = {m[1] for m in map(GRAPH_CALL.match, (r.key for r in result.rows)) if m}
+    if not keys:
+        return []
+    seen_graphs = {k.graph for k in timed if k.graph}
+    seen_names = {k.key for k in timed}
+    regions = [r.compile_id for r in result.compiled_regions if r.compile_id != BACKWARD]
+    region = regions[0] if len(set(regions)) == 1 else ""
+    rows: list[FusedKernelRow] = []
+    for _, text in sorted(graph_sources(keys).items()):
+        found = scan_code(text)
+        number = _AOT_ID.search(text)
+        graph = f"graph_{number[1]}" if number else ""
+        names = list(dict.fromkeys(_KERNEL_DEF.findall(text)))  # every kernel it defines
+        if (graph and graph in seen_graphs) or any(n in seen_names for n in names):
+            continue  # its kernels recorded themselves
+        rows += [FusedKernelRow(key=n, count=0, time_total=0.0,
+                                aten_ops=found.get(n) or aten_ops_from_name(n),
+                                graph=graph, compile_id=region, timed=False)
+                 for n in names]
+    return rows
 
 
 def _compile_row(m: Any, phase: str) -> CompileRow:
@@ -287,6 +340,12 @@ def _scan(path: str) -> dict[str, str]:
             text = f.read()
     except OSError:
         return {}
+    return scan_code(text)
+
+
+def scan_code(text: str) -> dict[str, str]:
+    """Kernel name -> the aten ops it fused, in one module of inductor's generated code
+    (C++ kernels also as their profiling records name them: ``graph_<n>_<name>``)."""
     graph = _AOT_ID.search(text)
     aten_of: dict[str, str] = {}
     last = 0

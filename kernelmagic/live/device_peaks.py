@@ -2,8 +2,9 @@
 
 On CPU the peaks are measured once per process by a short microbenchmark (a matmul per
 dtype, a large copy; well under a second) and cached. On CUDA they come from the
-datasheet table below, keyed by substrings of ``torch.cuda.get_device_name()``, and are
-checked by a short measurement; a GPU the table does not know is measured like a CPU.
+datasheet table (``kernelmagic/core/datasheet.py``), keyed by substrings of
+``torch.cuda.get_device_name()``, and are checked by a short measurement; a GPU the
+table does not know is measured like a CPU.
 ``set_peaks`` overrides either.
 
 torch is imported inside the functions, so importing this module is cheap.
@@ -11,82 +12,20 @@ torch is imported inside the functions, so importing this module is cheap.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kernelmagic.core.datasheet import DATASHEET, TB, T, datasheet
+from kernelmagic.core.machine import DeviceInfo, gpu_info
+
+__all__ = ["DATASHEET", "DTYPES", "TB", "Peaks", "T", "datasheet", "device_info", "measure",
+           "peaks", "quick_rates", "set_peaks"]
+
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
-
-T = 1e12  # TFLOP/s
-TB = 1e12  # TB/s (datasheets use decimal units)
-
-#: Datasheet peaks of common GPUs: dense (no structured sparsity) FLOP/s for float32
-#: (CUDA cores, no TF32), bfloat16 and float16 (tensor cores, FP32 accumulate), and
-#: memory bandwidth. The first pattern found in the device name wins, so longer names
-#: come first. GPUs without native bf16 (T4, V100) get their float32 figure for it.
-DATASHEET: list[tuple[str, str, dict[str, float], float]] = [
-    # (pattern in the device name, label, flops_per_s per dtype, bytes_per_s)
-    # NVIDIA GH200 datasheet: FP32 67 TF, BF16/FP16 1,979 TF sparse, 4 TB/s (HBM3)
-    ("GH200", "GH200", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4.0 * TB),
-    # NVIDIA H200 datasheet, NVL: FP32 60 TF, BF16/FP16 1,671 TF sparse, 4.8 TB/s
-    ("H200 NVL", "H200 NVL", {"float32": 60 * T, "bfloat16": 835 * T, "float16": 835 * T},
-     4.8 * TB),
-    # NVIDIA H200 datasheet (SXM): FP32 67 TF, BF16/FP16 1,979 TF with sparsity, 4.8 TB/s.
-    # Measured on an H200 (torch 2.11+cu130, tools/gpu_capture.py): 8192^3 matmul
-    # float32 51.2 TFLOP/s (TF32 off), bfloat16 789, float16 760; copy of 1 GiB 4.26 TB/s
-    # (read + write): 76-89% of these figures, as expected of dense library kernels.
-    ("H200", "H200", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4.8 * TB),
-    # NVIDIA H100 datasheet, PCIe: FP32 51 TF, BF16/FP16 1,513 TF sparse, 2.0 TB/s
-    ("H100 PCIe", "H100 PCIe",
-     {"float32": 51 * T, "bfloat16": 756 * T, "float16": 756 * T}, 2.0 * TB),
-    # NVIDIA H100 datasheet, NVL: FP32 60 TF, BF16/FP16 1,671 TF sparse, 3.9 TB/s
-    ("H100 NVL", "H100 NVL",
-     {"float32": 60 * T, "bfloat16": 835 * T, "float16": 835 * T}, 3.9 * TB),
-    # NVIDIA H100 datasheet, SXM: FP32 67 TF, BF16/FP16 1,979 TF sparse, 3.35 TB/s
-    ("H100", "H100 SXM", {"float32": 67 * T, "bfloat16": 989 * T, "float16": 989 * T},
-     3.35 * TB),
-    # NVIDIA A100 datasheet: FP32 19.5 TF, BF16/FP16 312 TF; 80 GB SXM 2,039 GB/s,
-    # 80 GB PCIe 1,935 GB/s, 40 GB 1,555 GB/s
-    ("A100-SXM4-80GB", "A100 80GB SXM",
-     {"float32": 19.5 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2.039 * TB),
-    ("A100 80GB PCIe", "A100 80GB PCIe",
-     {"float32": 19.5 * T, "bfloat16": 312 * T, "float16": 312 * T}, 1.935 * TB),
-    ("A100", "A100 40GB", {"float32": 19.5 * T, "bfloat16": 312 * T, "float16": 312 * T},
-     1.555 * TB),
-    # NVIDIA L40S datasheet: FP32 91.6 TF, BF16/FP16 733 TF sparse, 864 GB/s
-    ("L40S", "L40S", {"float32": 91.6 * T, "bfloat16": 366 * T, "float16": 366 * T},
-     0.864 * TB),
-    # NVIDIA L40 datasheet: FP32 90.5 TF, BF16/FP16 362 TF sparse, 864 GB/s
-    ("L40", "L40", {"float32": 90.5 * T, "bfloat16": 181 * T, "float16": 181 * T},
-     0.864 * TB),
-    # NVIDIA L4 datasheet: FP32 30.3 TF, BF16/FP16 242 TF sparse, 300 GB/s
-    ("L4", "L4", {"float32": 30.3 * T, "bfloat16": 121 * T, "float16": 121 * T}, 0.300 * TB),
-    # NVIDIA A10 datasheet: FP32 31.2 TF, BF16/FP16 250 TF sparse, 600 GB/s. (The A10G
-    # has its own figures and no NVIDIA datasheet: it is measured instead.)
-    ("A10G", "", {}, 0.0),
-    ("A10", "A10", {"float32": 31.2 * T, "bfloat16": 125 * T, "float16": 125 * T},
-     0.600 * TB),
-    # NVIDIA T4 datasheet: FP32 8.1 TF, FP16 65 TF (tensor cores), 320 GB/s; no bf16
-    ("T4", "T4", {"float32": 8.1 * T, "bfloat16": 8.1 * T, "float16": 65 * T}, 0.320 * TB),
-    # NVIDIA V100 datasheet (SXM2): FP32 15.7 TF, tensor 125 TF, 900 GB/s; PCIe 14/112
-    ("V100-SXM", "V100 SXM2",
-     {"float32": 15.7 * T, "bfloat16": 15.7 * T, "float16": 125 * T}, 0.900 * TB),
-    ("V100", "V100 PCIe", {"float32": 14 * T, "bfloat16": 14 * T, "float16": 112 * T},
-     0.900 * TB),
-    # NVIDIA Ada whitepaper, RTX 4090: FP32 82.6 TF, FP16/BF16 tensor (FP32 accumulate)
-    # 165.2 TF, 1,008 GB/s
-    ("RTX 4090", "RTX 4090",
-     {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T}, 1.008 * TB),
-    # NVIDIA Ampere GA102 whitepaper, RTX 3090: FP32 35.6 TF, FP16/BF16 tensor (FP32
-    # accumulate) 71 TF, 936 GB/s
-    ("RTX 3090", "RTX 3090",
-     {"float32": 35.6 * T, "bfloat16": 71 * T, "float16": 71 * T}, 0.936 * TB),
-    # NVIDIA RTX A6000 datasheet: FP32 38.7 TF, tensor 309.7 TF sparse (FP16), 768 GB/s
-    ("RTX A6000", "RTX A6000",
-     {"float32": 38.7 * T, "bfloat16": 154.8 * T, "float16": 154.8 * T}, 0.768 * TB),
-]
 
 #: A datasheet figure is doubted when the short measurement reaches less than this
 #: share of it (a power-capped board, a MIG slice, a mismatched table entry).
@@ -134,14 +73,6 @@ class Peaks:
 
 _cache: dict[str, Peaks] = {}
 _overrides: dict[str, dict[str, Any]] = {}
-
-
-def datasheet(device_name: str) -> tuple[str, dict[str, float], float] | None:
-    """(label, flops_per_s, bytes_per_s) of the first table entry found in the name."""
-    for pattern, label, flops, bandwidth in DATASHEET:
-        if pattern in device_name:
-            return (label, dict(flops), bandwidth) if label else None
-    return None
 
 
 def peaks(device: str | None = None) -> Peaks:
@@ -309,3 +240,84 @@ def _matmuls(device: str, max_n: int, best_time: Callable[[Callable[[], Any], fl
                 n *= 2
             out[name] = best
     return out
+
+
+# --- what the advice needs: the device's family and which dtypes it runs faster ----------
+
+QUICK_N = 128  # the quick check's square matmul: small, so a slow dtype costs milliseconds
+QUICK_REPS = 5  # timings per dtype (the best counts)
+QUICK_DTYPES = ("float32", "bfloat16")  # what the CPU advice compares
+_quick: dict[str, float] = {}
+
+
+def device_info(profiles_device: bool) -> DeviceInfo:
+    """The profiled device for the findings' advice (``kernelmagic/core/machine.py``).
+
+    A GPU: its name and compute capability, with the roofs already measured in this
+    process (``--roofline``) or else its datasheet peaks. The CPU: the roofs when
+    ``--roofline`` measured them (or ``set_peaks`` set them), else ``quick_rates``: a
+    few one-thread 128x128 matmuls in float32 and bfloat16, once per process (tens of
+    milliseconds at most), enough to
+    tell a CPU with native bfloat16 (several times float32's rate) from one without (a
+    small fraction of it).
+    """
+    import torch
+
+    if profiles_device:
+        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        if not torch.cuda.is_available():  # (a test standing in for a GPU run)
+            return DeviceInfo(kind=kind)
+        major, minor = torch.cuda.get_device_capability()
+        info = gpu_info(kind, torch.cuda.get_device_name(), f"{major}.{minor}")
+        if "cuda" in _cache or "cuda" in _overrides:
+            known = peaks("cuda")
+            info = replace(info, flops_per_s=dict(known.flops_per_s),
+                           peaks_source=known.source)
+        return info
+    if "cpu" in _cache or "cpu" in _overrides:
+        known = peaks("cpu")
+        return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=dict(known.flops_per_s),
+                          peaks_source=known.source)
+    return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=quick_rates(),
+                      peaks_source="measured (quick check)")
+
+
+def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """One thread's FLOP/s per dtype of ``QUICK_DTYPES`` on the CPU, from the best of
+    ``QUICK_REPS`` matmuls of ``QUICK_N`` squared (cached per process). One thread, so a
+    busy machine's scheduler stalls do not reach it; only the dtypes' ratio is used."""
+    if _quick:
+        return dict(_quick)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for name in QUICK_DTYPES:
+                a = torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
+                torch.mm(a, a)  # set-up: the kernel picked, pages touched
+                best = float("inf")
+                for _ in range(QUICK_REPS):
+                    t0 = clock()
+                    torch.mm(a, a)
+                    best = min(best, clock() - t0)
+                _quick[name] = 2 * QUICK_N**3 / best if best > 0 else 0.0
+    finally:
+        torch.set_num_threads(threads)
+    return dict(_quick)
+
+
+@functools.cache
+def _cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else ``platform.processor()``."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()

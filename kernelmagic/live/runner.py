@@ -25,8 +25,9 @@ from kernelmagic.core.events import EventTable
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
-from kernelmagic.live import memory_categories, torch_compat
+from kernelmagic.live import cpu_load, memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
+from kernelmagic.live.device_peaks import device_info
 from kernelmagic.live.progress import Progress, ProgressUpdate
 from kernelmagic.live.progress import for_api as progress_for_api
 from kernelmagic.live.python_sampler import Sampler
@@ -224,6 +225,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     steps = StepRanges(opts.steps, name)  # --steps: NAME/step j around each call
     device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
     gc_was_enabled = gc.isenabled()
+    cpus = cpu_load.cores()
     interrupt: KeyboardInterrupt | None = None
     out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
     quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
@@ -233,6 +235,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
             with torch_compat.labelled_range(name), modules, steps, sampling:
                 if progress is not None:
                     progress.profiling()
+                load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 try:
                     for i in range(opts.iters):
                         if device_peaks is not None:
@@ -260,6 +263,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
                     timings.append(clock() - start)
                     if device_peaks is not None:  # the failed iteration's rise counts too
                         device_peaks.append(torch_compat.device_peak(baseline))
+                load_after = cpu_load.snapshot(cpus)  # and once after it
             if progress is not None:
                 progress.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
@@ -270,6 +274,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
                                 source_file, progress, out_of_memory,
                                 sampler.samples() if sampler is not None else None,
                                 cell_label)
+        result.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
+                                           torch_compat.num_threads())
         if watch is not None:
             result = watch.annotate(result)
         if repeats is not None:
@@ -278,6 +284,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
             if gc_was_enabled:
                 gc.enable()
             result = roofline_view(result, fn, table, run.profiles_device)
+            # the roofs just measured or looked up are the device's figures the advice uses
+            result = dataclasses.replace(result, device_info=device_info(run.profiles_device))
         if opts.counters and interrupt is None and out_of_memory is None:  # one more run
             if gc_was_enabled:
                 gc.enable()
@@ -479,6 +487,7 @@ def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[flo
         cell_label=cell_label,
         steps_target=opts.steps.label if opts.steps is not None else "",
     )
+    result.device_info = device_info(run.profiles_device)
     if interrupted:
         result.planned_iters = opts.iters
     if out_of_memory is not None:

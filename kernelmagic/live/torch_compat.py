@@ -30,6 +30,7 @@ __all__ = [
     "matmul_precision",
     "module_ranges",
     "new_profiler",
+    "num_threads",
     "profiler_running",
     "release",
     "reset_device_peak",
@@ -194,6 +195,11 @@ def warm_profiler(profile_device: bool) -> None:
             torch.ones(2, device="cuda").add_(1)
             torch.cuda.synchronize()
     _profiler_warmed.add(profile_device)
+
+
+def num_threads() -> int:
+    """torch's intra-op threads (``torch.get_num_threads()``)."""
+    return int(torch.get_num_threads())
 
 
 def matmul_precision() -> str:

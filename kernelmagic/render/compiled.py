@@ -3,7 +3,15 @@ kernels inductor generated, and the compiles of the run."""
 
 from __future__ import annotations
 
-from kernelmagic.core.compiled_rows import BEFORE, PROFILED, WARMUP, FusedKernelRow
+import dataclasses
+
+from kernelmagic.core.compiled_rows import (
+    BEFORE,
+    PROFILED,
+    UNTIMED_KERNELS,
+    WARMUP,
+    FusedKernelRow,
+)
 from kernelmagic.core.timing import format_us
 from kernelmagic.core.units import percent_of as _pct
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
@@ -76,6 +84,16 @@ def break_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.graph_breaks), "gap_iter", noun="graph breaks")
 
 
+#: What a kernel without a profiling record shows for its calls and times.
+UNRECORDED = "not recorded"
+
+
+def _untimed(column: Column) -> Column:
+    """``column`` showing ``UNRECORDED`` for a kernel that recorded no time."""
+    shown = column.show
+    return dataclasses.replace(column, show=lambda k: shown(k) if k.timed else UNRECORDED)
+
+
 def kernel_table(result: ProfileResult) -> Table:
     """Each kernel inductor generated, its time and the aten ops it fused."""
     n = max(result.iters, 1)
@@ -83,9 +101,10 @@ def kernel_table(result: ProfileResult) -> Table:
         Column("op", "kernel", lambda k: k.key, lambda k: k.key, numeric=False, width=360),
         Column("region", "region", lambda k: k.compile_id, lambda k: k.compile_id,
                numeric=False, width=100),
-        Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
-        time_column("time", summed("time", result.iters), lambda k: k.time_total),
-        time_column("time_iter", "per iteration", lambda k: k.time_total / n),
+        Column("calls", "calls", lambda k: k.count,
+               lambda k: f"{k.count:,}" if k.timed else UNRECORDED),
+        _untimed(time_column("time", summed("time", result.iters), lambda k: k.time_total)),
+        _untimed(time_column("time_iter", "per iteration", lambda k: k.time_total / n)),
         Column("aten", "aten ops fused", lambda k: k.aten_ops, lambda k: k.aten_ops,
                numeric=False, width=360),
         Column("source", "from your lines", lambda k: k.source, _lines, numeric=False,
@@ -150,4 +169,7 @@ def compiled_note(result: ProfileResult) -> str:
     if late:
         parts.append(f"WARNING: {len(late)} compile(s) ({sum(c.duration_s for c in late):.2f} s)"
                      " ran inside the profiled iterations")
+    graphs = any(r.graph_time_total > 0 for r in result.compiled_regions)
+    if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
+        parts.append(f"kernels with no times: {UNTIMED_KERNELS}")
     return "; ".join(parts)

@@ -22,6 +22,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
@@ -118,6 +119,10 @@ class ProfileResult:
     python_lines: list[PythonLineRow] = field(default_factory=list)
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
+    # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
+    # advice follows; what else used the CPU while the iterations were timed (live runs)
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
     # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
     steps: list[StepRow] = field(default_factory=list)
     step_groups: list[StepGroupRow] = field(default_factory=list)
@@ -294,6 +299,8 @@ class ProfileResult:
             "python_lines": [asdict(x) for x in self.python_lines],
             "python_unattributed": self.python_unattributed,
             "python_note": self.python_note,
+            "device_info": self.device_info.to_dict() if self.device_info else None,
+            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
             "step_groups": [asdict(x) for x in self.step_groups],
             "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
@@ -393,6 +400,9 @@ class ProfileResult:
                 python_lines=[PythonLineRow(**x) for x in data.get("python_lines", [])],
                 python_unattributed=float(data.get("python_unattributed", 0.0)),
                 python_note=str(data.get("python_note", "")),
+                device_info=(DeviceInfo.from_dict(data["device_info"])
+                             if data.get("device_info") else None),
+                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
                 steps=[StepRow(**x) for x in data.get("steps", [])],
                 step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
                 steps_summary=(StepsSummary(**data["steps_summary"])

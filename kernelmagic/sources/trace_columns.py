@@ -223,6 +223,8 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
             meta["device_name"] = props[0]["name"]
         if type(props[0].get("computeMajor")) is int:
             meta["compute_major"] = props[0]["computeMajor"]
+            if type(props[0].get("computeMinor")) is int:
+                meta["compute_minor"] = props[0]["computeMinor"]
     info = found.get("distributedInfo")
     if isinstance(info, dict):
         for key in ("rank", "world_size", "backend"):
