@@ -213,3 +213,66 @@ def test_a_trace_without_frames_says_how_to_name_the_lines():
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
     assert "outside any op (Python between ops, waits)" in idle.evidence
     assert "torch.profiler.profile(with_stack=True) names your lines" in idle.suggestion
+
+
+def _gpu_iteration(*middle):
+    """A 1 ms step: a kernel 100-200 µs, another GPU work 600-700 µs, and ``middle`` events;
+    so the GPU idles 0-100 (start), 200-600 (the stretch under test) and 700-1000 (end)."""
+    from kernelmagic.core.events import Kind as K
+
+    return table_of((K.STEP, "ProfilerStep#1", 0, 1000, 1),
+                    (K.OP, "aten::mm", 40, 70, 1),
+                    (K.RUNTIME, "cudaLaunchKernel", 50, 60, 1, {"correlation": 1}),
+                    (K.KERNEL, "gemm", 100, 200, 7, {"device": 0, "correlation": 1}),
+                    *middle)
+
+
+def _idle_of(table):
+    from kernelmagic.views.gpu_idle import gpu_idle_rows
+
+    return {(r.cause, r.detail): r for r in gpu_idle_rows(table, [(0, 1000 * US)])}
+
+
+def test_gpu_idle_names_a_launch_gap_by_the_cpu_op():
+    rows = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::index", 210, 590, 1),
+        (Kind.OP, "aten::empty", 300, 310, 1),  # inside it, not at the middle (400 µs)
+        (Kind.OP, "aten::add", 590, 598, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 592, 596, 1, {"correlation": 2}),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0, "correlation": 2})))
+    gap = rows[("launch gap", "aten::index")]
+    assert gap.idle_us == pytest.approx(400.0) and gap.share == pytest.approx(0.4)
+    assert rows[("iteration edge", "start")].idle_us == pytest.approx(100.0)
+    assert rows[("iteration edge", "end")].idle_us == pytest.approx(300.0)
+    assert sum(r.idle_us for r in rows.values()) == pytest.approx(800.0)  # 1 ms - 200 µs busy
+
+
+def test_gpu_idle_names_a_sync_and_a_host_to_device_copy():
+    sync = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::item", 150, 260, 1),
+        (Kind.OP, "aten::_local_scalar_dense", 151, 259, 1),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0})))
+    assert sync[("sync", "aten::item")].idle_us == pytest.approx(400.0)
+    copy = _idle_of(_gpu_iteration(
+        (Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", 600, 700, 7, {"device": 0})))
+    assert copy[("host-to-device copy", "Memcpy HtoD (Pageable -> Device)")].idle_us == \
+        pytest.approx(400.0)
+    sync_only = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::_local_scalar_dense", 150, 260, 1),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0})))
+    assert ("sync", "aten::_local_scalar_dense") in sync_only
+
+
+def test_gpu_idle_view_of_a_shared_trace():
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "a100_multi_stream_sync.json.gz"
+    result = kernelmagic.load(path)
+    rows = result.gpu_idle
+    assert rows and result.breakdown is not None
+    # Every idle stretch has one cause: the rows add up to the breakdown's idle time.
+    assert sum(r.idle_us for r in rows) == pytest.approx(result.breakdown.idle, rel=1e-6)
+    frame = result.to_pandas("gpu_idle")
+    assert list(frame.columns)[:3] == ["cause", "detail", "idle_us"]
+    back = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.gpu_idle == rows

@@ -99,6 +99,26 @@ class PythonLineRow:
 
 
 @dataclass(frozen=True)
+class GpuIdleRow:
+    """Time the GPU ran nothing, per cause (the ``gpu_idle`` view,
+    ``kernelmagic/views/gpu_idle.py``): ``cause`` is ``iteration edge``, ``sync``,
+    ``host-to-device copy``, ``data loading`` or ``launch gap``; ``detail`` the op (or
+    ``Python between ops``) behind it; ``idle_us`` per iteration, ``share`` of the iteration;
+    ``stretches`` how many idle stretches, over all iterations."""
+
+    cause: str
+    detail: str
+    idle_us: float
+    share: float
+    stretches: int = 0
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables."""
+        return f"{self.cause}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class ModuleRow:
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 

@@ -61,6 +61,19 @@ def source_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.sources), "order", noun="source locations")
 
 
+def gpu_idle_table(result: ProfileResult) -> Table:
+    """Why the GPU waits: its idle time per cause, per iteration (``views/gpu_idle.py``)."""
+    cols = [
+        Column("op", "cause", lambda r: r.cause, lambda r: r.cause, numeric=False, width=160),
+        Column("detail", "op or line", lambda r: r.detail, lambda r: r.detail, numeric=False,
+               width=260),
+        time_column("idle_us", "idle per iteration", lambda r: r.idle_us),
+        Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
+        Column("stretches", "stretches", lambda r: r.stretches, lambda r: f"{r.stretches:,}"),
+    ]
+    return Table(cols, list(result.gpu_idle), "idle_us", noun="causes")
+
+
 def python_table(result: ProfileResult) -> Table:
     """``--python``: the time no op covered, per user line, per iteration."""
     cols = [
@@ -131,6 +144,8 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
         views.append(("kernels", kernel_table(result)))
     if result.ranges:
         views.append(("ranges", range_table(result)))
+    if result.gpu_idle:
+        views.append(("gpu idle", gpu_idle_table(result)))
     if "stack" in result.views:
         views.append(("source", source_table(result) if result.sources else
                       "No op ran under a Python function of yours."))

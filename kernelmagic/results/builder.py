@@ -16,6 +16,7 @@ from kernelmagic.core.rows import SourceRow
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
+from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
@@ -146,6 +147,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         python_lines=lines.rows,
         python_unattributed=lines.unattributed_us,
         python_note=lines_note,
+        gpu_idle=gpu_idle_rows(table, windows) if on_device else [],
         steps=steps.rows,
         step_groups=steps.groups,
         steps_summary=steps.summary,

@@ -27,6 +27,7 @@ from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPe
 from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
     Breakdown,
+    GpuIdleRow,
     KernelRow,
     ModuleRow,
     OpRow,
@@ -119,6 +120,7 @@ class ProfileResult:
     python_lines: list[PythonLineRow] = field(default_factory=list)
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
+    gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
     # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
     # advice follows; what else used the CPU while the iterations were timed (live runs)
     device_info: DeviceInfo | None = None
@@ -299,6 +301,7 @@ class ProfileResult:
             "python_lines": [asdict(x) for x in self.python_lines],
             "python_unattributed": self.python_unattributed,
             "python_note": self.python_note,
+            "gpu_idle": [asdict(x) for x in self.gpu_idle],
             "device_info": self.device_info.to_dict() if self.device_info else None,
             "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
@@ -400,6 +403,7 @@ class ProfileResult:
                 python_lines=[PythonLineRow(**x) for x in data.get("python_lines", [])],
                 python_unattributed=float(data.get("python_unattributed", 0.0)),
                 python_note=str(data.get("python_note", "")),
+                gpu_idle=[GpuIdleRow(**x) for x in data.get("gpu_idle", [])],
                 device_info=(DeviceInfo.from_dict(data["device_info"])
                              if data.get("device_info") else None),
                 cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
