@@ -276,3 +276,12 @@ def test_gpu_idle_view_of_a_shared_trace():
     assert list(frame.columns)[:3] == ["cause", "detail", "idle_us"]
     back = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.gpu_idle == rows
+
+
+def test_the_gpu_idle_finding_names_the_biggest_cause():
+    table = _gpu_iteration((Kind.OP, "aten::item", 150, 260, 1),
+                           (Kind.OP, "aten::_local_scalar_dense", 151, 259, 1),
+                           (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0}))
+    result = build_result(table, name="t", iterations=[(0, 1000 * US)])
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert idle.evidence.endswith("; the GPU's biggest idle cause: sync (aten::item) 400 µs")

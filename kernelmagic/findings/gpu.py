@@ -89,6 +89,16 @@ def _between_detail(result: ProfileResult) -> str:
                                    f"{format_us(r.self_us)}" for r in lines) + ")"
 
 
+def _idle_cause(result: ProfileResult) -> str:
+    """The ``gpu idle`` view's biggest cause inside the iteration (edges left out), as a
+    clause of the evidence; "" when the result has no such view."""
+    inside = [r for r in result.gpu_idle if r.cause != "iteration edge"]
+    if not inside:
+        return ""
+    top = inside[0]
+    return f"; the GPU's biggest idle cause: {top.cause} ({top.detail}) {format_us(top.idle_us)}"
+
+
 def cpu_causes(result: ProfileResult) -> list[Cause]:
     """What the CPU's events point to, most time first, µs per iteration.
 
@@ -154,7 +164,8 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
         "gpu_idle", f"The GPU is idle {parts.share('idle'):.0%} of the iteration "
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
-        f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops"),
+        f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
+        + _idle_cause(result),
         _CAUSE_FIX[lead].format(python=record(result, "--python")), share)
 
 
