@@ -83,7 +83,8 @@ def wide_cell(calls: list[tuple[Any, int]], x: torch.Tensor):
 
 
 def synthetic_result(n: int = 1000):
-    from kernelmagic.results.result import OpRow, ProfileResult
+    from kernelmagic.core.rows import OpRow
+    from kernelmagic.results.result import ProfileResult
 
     rng = random.Random(0)
     rows = []

@@ -35,6 +35,7 @@ SCRIPTS: dict[str, tuple[str, list[str]]] = {
     "measured_region": ("bench_measured_region.py", ["--rounds", "4"]),
     "event_model": ("bench_event_model.py", ["--rounds", "1", "--scale-rounds", "1"]),
     "trace_load": ("bench_trace_load.py", ["--rounds", "3"]),
+    "what_if": ("bench_what_if.py", ["--rounds", "3"]),
     "trace_memory": ("bench_trace_memory.py", ["--mb", "200"]),
     "ranks": ("bench_ranks.py", ["--copies", "16", "--rounds", "2", "--scale", "4"]),
 }

@@ -19,19 +19,20 @@ __all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileR
 
 if TYPE_CHECKING:
     from kernelmagic.core.options import ProfileOptions
+    from kernelmagic.core.rows import OpRow
     from kernelmagic.io.storage import load
     from kernelmagic.live.device_peaks import peaks, set_peaks
     from kernelmagic.live.runner import profile
     from kernelmagic.live.variants import variant
     from kernelmagic.results.compare import Comparison, compare
     from kernelmagic.results.ranks import ManyRanksResult
-    from kernelmagic.results.result import OpRow, ProfileResult
+    from kernelmagic.results.result import ProfileResult
 
 _LAZY = {
     "profile": "kernelmagic.live.runner",
     "ProfileOptions": "kernelmagic.core.options",
     "ProfileResult": "kernelmagic.results.result",
-    "OpRow": "kernelmagic.results.result",
+    "OpRow": "kernelmagic.core.rows",
     "load": "kernelmagic.io.storage",
     "compare": "kernelmagic.results.compare",
     "Comparison": "kernelmagic.results.compare",

@@ -17,7 +17,7 @@ import dataclasses
 import sys
 import warnings
 
-from kernelmagic.core.options import SORT_KEYS
+from kernelmagic.core.sorting import SORT_KEYS, sort_key
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 return _fail(f"--rank {args.rank}: {args.file} is one profile, not a run of "
                              "many ranks (a folder of traces or a saved many-ranks result)")
             if args.sort is not None:
-                if args.sort in ("self_device", "device") and not result.profiles_device:
+                if sort_key(args.sort).device and not result.profiles_device:
                     return _fail(f"--sort {args.sort}: {args.file} has no device times")
                 result = dataclasses.replace(result, sort=args.sort)
             print(text_report(result, limit=args.limit, findings=not args.no_findings))

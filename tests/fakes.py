@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kernelmagic.core.events import EventTable, TableBuilder, derive_links
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.core.rows import OpRow
+from kernelmagic.results.result import ProfileResult
 
 US = 1000  # ns
 

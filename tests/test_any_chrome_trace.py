@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from trace_json import DATA, dumps, raw
 
 import kernelmagic
+from kernelmagic.core.errors import TraceFileError
 from kernelmagic.sources import trace_fast
-from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.sources.trace_file import read_table
 
 BASE = Decimal("1712195495505000")  # µs: an absolute timestamp as torch writes them
 PID = 77

@@ -15,8 +15,9 @@ from fakes import cpu_result
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core.machine import CpuLoad
+from kernelmagic.core.rows import OpRow
 from kernelmagic.live import cpu_load
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 
 def loaded(**fields):

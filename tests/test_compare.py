@@ -8,9 +8,9 @@ import pytest
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic.io.storage import ProfileFileError
+from kernelmagic.core.errors import ProfileFileError
+from kernelmagic.core.rows import OpRow
 from kernelmagic.results.compare import OpDelta
-from kernelmagic.results.result import OpRow
 
 
 def faster():

@@ -16,11 +16,14 @@ import torch
 import kernelmagic
 from kernelmagic.core.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
 from kernelmagic.core.events import Kind
-from kernelmagic.core.timing import format_us
-from kernelmagic.findings import EAGER_SHARE, GRAPH_BREAK_SHARE, find, wall_us
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.units import format_us
+from kernelmagic.findings import find
+from kernelmagic.findings.base import wall_us
+from kernelmagic.findings.compiled import EAGER_SHARE, GRAPH_BREAK_SHARE
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.tree import Figures
 from tests.fakes import cpu_result, cuda_result, table_of

@@ -11,7 +11,8 @@ from fakes import cpu_result
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core.machine import DeviceInfo, gpu_info
-from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
+from kernelmagic.core.rows import KernelRow, OpRow
+from kernelmagic.results.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
 G = 1e9

@@ -6,9 +6,9 @@ import numpy as np
 from fakes import US, table_of
 
 from kernelmagic.core.events import NO_PARENT, Kind
+from kernelmagic.core.range_names import SYNC_RANGE
+from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.results.builder import build_result
-from kernelmagic.results.result import KernelRow, OpRow
-from kernelmagic.views import SYNC_RANGE
 from kernelmagic.views.ops import kernel_rows, op_rows
 from kernelmagic.views.tree import Figures
 
@@ -173,7 +173,7 @@ def test_build_result_windows_busy_and_timeline():
 
 
 def test_iterations_from_our_ranges_else_profiler_steps_else_whole_trace():
-    from kernelmagic.views import iteration_windows
+    from kernelmagic.views.iterations import iteration_windows
 
     steps = table_of(
         (Kind.STEP, "ProfilerStep#7", 500, 900, 1),

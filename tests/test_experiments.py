@@ -481,7 +481,13 @@ def test_try_auto_tries_what_the_findings_suggest_and_they_quote_it(ip):
     with capture_output():
         ip.run_cell("%%profile -n 5 -w 1 --try auto -q -o r\na @ a")
     result = ip.user_ns["r"]
-    assert [r.variant for r in result.experiments] == ["bf16"]
+    tried = [r.variant for r in result.experiments]
+    assert tried[0] == "bf16"
+    # Anything else tried is advice of another finding (a loaded machine's findings differ).
+    advice = {"compile": "torch.compile", "inference": "inference_mode",
+              "threads=1": "set_num_threads"}
+    texts = " ".join(f.suggestion for f in result.findings())
+    assert all(advice.get(v, v) in texts for v in tried[1:]), (tried, texts)
     (dominant,) = [f for f in result.findings() if f.rule == "dominant_op"]
     # Worded for this CPU (#28): the autocast call where its bfloat16 is faster, else why not.
     assert ('torch.autocast("cpu", dtype=torch.bfloat16)' in dominant.suggestion

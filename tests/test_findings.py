@@ -8,8 +8,12 @@ from fakes import cpu_result
 
 import kernelmagic
 from kernelmagic import findings
-from kernelmagic.core.timing import format_seconds
-from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
+from kernelmagic.core.rows import KernelRow, OpRow
+from kernelmagic.core.units import format_seconds
+from kernelmagic.findings.gpu import fp32_matmul, launch_bound, sync_points
+from kernelmagic.findings.measurement import noisy, slow_warmup
+from kernelmagic.findings.ops import dominant_op, fusable_elementwise
+from kernelmagic.results.result import ProfileResult
 
 
 def gpu(rows, kernels=(), timings=(0.001,) * 10, precision="highest", warmup=()):
@@ -29,7 +33,7 @@ def rules(result):
 def test_dominant_op_on_a_real_matmul_cell():
     a = torch.randn(512, 512)
     result = kernelmagic.profile(lambda: a @ a, iters=3, warmup=1)
-    finding = findings.dominant_op(result)
+    finding = dominant_op(result)
     assert finding is not None
     # The matmul's work is aten::mm (~1.3 ms a call here) under aten::matmul (a few µs of
     # its own): between them nearly all the self time, so one of them dominates. Which one
@@ -47,7 +51,7 @@ def test_dominant_op_on_a_real_matmul_cell():
 
 def test_dominant_op_not_when_time_is_spread():
     rows = [OpRow(f"aten::op{i}", 10, 100.0, 100.0) for i in range(4)]
-    assert findings.dominant_op(cpu_result(rows=rows)) is None
+    assert dominant_op(cpu_result(rows=rows)) is None
 
 
 # --- launch-bound ---------------------------------------------------------------------
@@ -60,7 +64,7 @@ def launchy(kernel_us):
 
 
 def test_launch_bound_triggers_on_many_tiny_kernels():
-    f = findings.launch_bound(launchy(kernel_us=2.0))
+    f = launch_bound(launchy(kernel_us=2.0))
     assert f is not None
     assert "busy 10% of each iteration" in f.evidence
     assert "50 kernels with a median of 2.00 µs" in f.evidence
@@ -68,8 +72,8 @@ def test_launch_bound_triggers_on_many_tiny_kernels():
 
 
 def test_launch_bound_not_when_kernels_are_long_or_gpu_busy():
-    assert findings.launch_bound(launchy(kernel_us=15.0)) is None  # busy 75%
-    assert findings.launch_bound(cpu_result()) is None
+    assert launch_bound(launchy(kernel_us=15.0)) is None  # busy 75%
+    assert launch_bound(cpu_result()) is None
 
 
 # --- synchronisation ------------------------------------------------------------------
@@ -80,7 +84,7 @@ def test_sync_points_on_item_and_dtoh_copies():
             OpRow("aten::item", 30, 60.0, 900.0),
             OpRow("aten::_local_scalar_dense", 30, 840.0, 840.0)]
     kernels = [KernelRow("Memcpy DtoH (Device -> Pageable)", 30, 60.0, "aten::_local_scalar_dense")]
-    f = findings.sync_points(gpu(rows, kernels))
+    f = sync_points(gpu(rows, kernels))
     assert f is not None
     assert "aten::item ×3 (reads a value to Python)" in f.evidence
     assert "Memcpy DtoH (Device -> Pageable) ×3" in f.evidence
@@ -89,8 +93,8 @@ def test_sync_points_on_item_and_dtoh_copies():
 
 def test_sync_points_not_without_syncs_or_on_cpu():
     rows = [OpRow("aten::mm", 10, 100.0, 100.0, 5000.0, 5000.0)]
-    assert findings.sync_points(gpu(rows)) is None
-    assert findings.sync_points(cpu_result(rows=[OpRow("aten::item", 10, 5.0, 5.0)])) is None
+    assert sync_points(gpu(rows)) is None
+    assert sync_points(cpu_result(rows=[OpRow("aten::item", 10, 5.0, 5.0)])) is None
 
 
 # --- float32 matmuls ------------------------------------------------------------------
@@ -103,16 +107,16 @@ def fp32(kernel="ampere_sgemm_128x64_tn", precision="highest"):
 
 
 def test_fp32_matmul_triggers_on_sgemm_at_highest_precision():
-    f = findings.fp32_matmul(fp32())
+    f = fp32_matmul(fp32())
     assert f is not None
     assert f.evidence.startswith("matmuls take 80% of device time")
     assert 'set_float32_matmul_precision("high")' in f.suggestion
 
 
 def test_fp32_matmul_not_with_tf32_or_bf16():
-    assert findings.fp32_matmul(fp32(precision="high")) is None
-    assert findings.fp32_matmul(fp32(kernel="sm90_xmma_gemm_bf16bf16_bf16f32")) is None
-    assert findings.fp32_matmul(fp32(kernel="ampere_tf32_s1688gemm_tf32_128x128")) is None
+    assert fp32_matmul(fp32(precision="high")) is None
+    assert fp32_matmul(fp32(kernel="sm90_xmma_gemm_bf16bf16_bf16f32")) is None
+    assert fp32_matmul(fp32(kernel="ampere_tf32_s1688gemm_tf32_128x128")) is None
 
 
 # --- fusable elementwise ops ----------------------------------------------------------
@@ -132,7 +136,7 @@ def test_fusable_elementwise_on_a_real_cell_of_small_ops():
     # stalls (with 40 calls a call, one 6 ms stall was enough to hide the finding).
     result = kernelmagic.profile(small_ops, iters=3, warmup=1)
     assert {r.key: r.count for r in result.rows} == {"aten::add": 750, "aten::mul": 750}
-    f = findings.fusable_elementwise(result)
+    f = fusable_elementwise(result)
     assert f is not None
     assert f.evidence.startswith("500 elementwise calls per iteration averaging ")
     assert f.evidence.endswith(" take 100% of self time")
@@ -145,7 +149,7 @@ def test_fusable_elementwise_not_on_the_block():
     block, x = block_and_input(batch=1, seq=64)
     with torch.inference_mode():
         result = kernelmagic.profile(lambda: block(x), iters=2, warmup=1)
-    assert findings.fusable_elementwise(result) is None
+    assert fusable_elementwise(result) is None
 
 
 # --- slow warm-up ---------------------------------------------------------------------
@@ -163,7 +167,7 @@ def test_slow_warmup_on_a_real_first_call_cost():
         torch.ones(8).add(1)
 
     result = kernelmagic.profile(cached, iters=3, warmup=2)
-    f = findings.slow_warmup(result)
+    f = slow_warmup(result)
     assert f is not None
     first, steady = result.warmup_timings[0], result.stats.median
     assert first >= 0.5  # time.sleep sleeps at least that long
@@ -174,23 +178,23 @@ def test_slow_warmup_on_a_real_first_call_cost():
 
 
 def test_slow_warmup_not_when_steady_or_without_warmup():
-    assert findings.slow_warmup(cpu_result(warmup_timings=[0.0012, 0.001])) is None
-    assert findings.slow_warmup(cpu_result(warmup_timings=[])) is None
+    assert slow_warmup(cpu_result(warmup_timings=[0.0012, 0.001])) is None
+    assert slow_warmup(cpu_result(warmup_timings=[])) is None
 
 
 # --- noise ----------------------------------------------------------------------------
 
 
 def test_noisy_triggers_on_wide_spread():
-    f = findings.noisy(cpu_result(timings=[0.001, 0.002, 0.001, 0.003, 0.0015]))
+    f = noisy(cpu_result(timings=[0.001, 0.002, 0.001, 0.003, 0.0015]))
     assert f is not None
     assert "--iters 50" in f.suggestion
     assert f.evidence == "the middle half of the 5 iterations spans 67% of the median (IQR 1.00 ms)"
 
 
 def test_noisy_not_on_steady_runs():
-    assert findings.noisy(cpu_result()) is None  # IQR 7.5% of the median
-    assert findings.noisy(cpu_result(timings=[0.001])) is None
+    assert noisy(cpu_result()) is None  # IQR 7.5% of the median
+    assert noisy(cpu_result(timings=[0.001])) is None
 
 
 # --- together -------------------------------------------------------------------------

@@ -12,9 +12,13 @@ from fakes import cpu_result
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core import roofline_bounds
-from kernelmagic.core.rows import Breakdown, RangeRow, RooflineRow
+from kernelmagic.core.rows import Breakdown, KernelRow, OpRow, RangeRow, RooflineRow
 from kernelmagic.findings import roofline as roofline_findings
-from kernelmagic.results.result import KernelRow, OpRow, ProfileResult
+from kernelmagic.findings.gpu import gpu_idle, launch_bound
+from kernelmagic.findings.ops import dominant_op
+from kernelmagic.findings.startup import startup_in_window
+from kernelmagic.findings.training import train_mode_under_no_grad
+from kernelmagic.results.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).parents[2] / "shared" / "traces"
@@ -150,7 +154,7 @@ def first(result):
 
 
 def test_gpu_idle_names_python_between_ops():
-    f = findings.gpu_idle(gpu([MM]))
+    f = gpu_idle(gpu([MM]))
     assert f is not None and f.share == pytest.approx(0.8)
     assert f.title == "The GPU is idle 80% of the iteration (CPU-bound: Python between ops)"
     assert f.evidence.startswith("no GPU work runs for 800 µs of each 1.00 ms iteration; "
@@ -161,7 +165,7 @@ def test_gpu_idle_names_python_between_ops():
 def test_gpu_idle_names_launch_overhead():
     rows = [MM, OpRow("cudaLaunchKernel", 1000, 8000.0, 8000.0)]
     kernels = [KernelRow("vectorized_elementwise_kernel", 1000, 2000.0, "aten::add")]
-    f = findings.gpu_idle(gpu(rows, kernels=kernels))
+    f = gpu_idle(gpu(rows, kernels=kernels))
     assert f.title.endswith("(CPU-bound: kernel launch overhead)")
     assert "800 µs launching 100 kernels (median 2.00 µs)" in f.evidence
     assert "CUDA graphs" in f.suggestion
@@ -171,7 +175,7 @@ def test_gpu_idle_names_synchronisation():
     rows = [MM, OpRow("aten::item", 50, 100.0, 6100.0),
             OpRow("aten::_local_scalar_dense", 50, 1000.0, 6000.0),
             OpRow("cudaStreamSynchronize", 50, 5000.0, 5000.0)]
-    f = findings.gpu_idle(gpu(rows))
+    f = gpu_idle(gpu(rows))
     assert f.title.endswith("(CPU-bound: host-device synchronisation)")
     assert "610 µs in host-device syncs (aten::item ×5, " in f.evidence
     assert ".item()" in f.suggestion
@@ -180,7 +184,7 @@ def test_gpu_idle_names_synchronisation():
 def test_gpu_idle_names_data_loading():
     loader = RangeRow("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 10,
                       7000.0)
-    f = findings.gpu_idle(gpu([MM], ranges=[loader]))
+    f = gpu_idle(gpu([MM], ranges=[loader]))
     assert f.title.endswith("(CPU-bound: data loading)")
     assert "700 µs in the DataLoader" in f.evidence
     assert "num_workers" in f.suggestion
@@ -188,7 +192,7 @@ def test_gpu_idle_names_data_loading():
 
 def test_gpu_idle_names_work_inside_ops():
     rows = [MM, OpRow("aten::_foreach_mul_", 10, 8000.0, 8000.0, 10.0, 10.0)]
-    f = findings.gpu_idle(gpu(rows))
+    f = gpu_idle(gpu(rows))
     assert f.title.endswith("(CPU-bound: CPU work inside ops)")
     assert "830 µs inside ops (2 op calls; most: aten::_foreach_mul_ 800 µs, aten::mm 30.0 µs)" \
         in f.evidence
@@ -196,18 +200,18 @@ def test_gpu_idle_names_work_inside_ops():
 
 
 def test_gpu_idle_silent_when_busy_on_the_cpu_or_without_a_breakdown():
-    assert findings.gpu_idle(gpu([MM], idle=400.0)) is None
-    assert findings.gpu_idle(cpu_result(breakdown=Breakdown(device="cpu", wall=1000.0,
+    assert gpu_idle(gpu([MM], idle=400.0)) is None
+    assert gpu_idle(cpu_result(breakdown=Breakdown(device="cpu", wall=1000.0,
                                                             idle=900.0))) is None
-    assert findings.gpu_idle(cpu_result()) is None
+    assert gpu_idle(cpu_result()) is None
 
 
 def test_gpu_idle_leaves_set_up_to_startup():
     # 600 of the 800 idle µs are CUDA start-up: 20% idle left, under GPU_IDLE_SHARE.
     rows = [MM, OpRow("cudaDeviceGetStreamPriorityRange", 1, 6000.0, 6000.0)]
     result = gpu(rows)
-    assert findings.gpu_idle(result) is None
-    assert findings.launch_bound(result) is None
+    assert gpu_idle(result) is None
+    assert launch_bound(result) is None
     assert first(result).rule == "startup_in_window"
 
 
@@ -217,7 +221,7 @@ def test_gpu_idle_leaves_set_up_to_startup():
 def test_startup_on_set_up_calls():
     rows = [MM, OpRow("cudaGetDeviceCount", 1, 4000.0, 4000.0),
             OpRow("cudaMalloc", 4, 1000.0, 1000.0)]
-    f = findings.startup_in_window(gpu(rows, iters=1, idle=900.0, wall=10000.0))
+    f = startup_in_window(gpu(rows, iters=1, idle=900.0, wall=10000.0))
     assert f is not None and f.share == pytest.approx(0.5)
     assert f.evidence.startswith(
         "set-up calls take 5.00 ms of a 10.0 ms iteration (50%): cudaGetDeviceCount 4.00 ms "
@@ -229,36 +233,36 @@ def test_startup_on_set_up_calls():
 
 def test_startup_on_first_launches_not_on_a_full_launch_queue():
     launches = OpRow("cudaLaunchKernel", 10, 3000.0, 3000.0)  # 300 µs a launch
-    f = findings.startup_in_window(gpu([MM, launches], iters=1, idle=4000.0, wall=5000.0))
+    f = startup_in_window(gpu([MM, launches], iters=1, idle=4000.0, wall=5000.0))
     assert f is not None
     assert "cudaLaunchKernel 3.00 ms (×10, 300 µs each where a launch takes µs" in f.evidence
     # The GPU was busy all along: the launches waited for room in the queue.
-    assert findings.startup_in_window(gpu([MM, launches], iters=1, idle=100.0,
+    assert startup_in_window(gpu([MM, launches], iters=1, idle=100.0,
                                           wall=5000.0)) is None
 
 
 def test_startup_on_a_slow_first_step():
     result = gpu([MM], iters=4, warmup=0, idle=100.0, wall=3250.0,
                  timings=[0.010, 0.001, 0.001, 0.001])
-    f = findings.startup_in_window(result)
+    f = startup_in_window(result)
     assert f is not None and f.share == pytest.approx(9000 / 4 / 3250)
     assert f.evidence == "the first iteration took 10.0 ms against 1.00 ms for the others " \
                          "(median)"
     # After a warm-up run, or slow by less than SLOW_FIRST_ITER_RATIO, or with two steps.
-    assert findings.startup_in_window(gpu([MM], iters=4, warmup=1, idle=100.0, wall=3250.0,
+    assert startup_in_window(gpu([MM], iters=4, warmup=1, idle=100.0, wall=3250.0,
                                           timings=result.timings)) is None
-    assert findings.startup_in_window(gpu([MM], iters=3, warmup=0, idle=100.0,
+    assert startup_in_window(gpu([MM], iters=3, warmup=0, idle=100.0,
                                           timings=[0.0019, 0.001, 0.001])) is None
-    assert findings.startup_in_window(gpu([MM], iters=2, warmup=0, idle=100.0,
+    assert startup_in_window(gpu([MM], iters=2, warmup=0, idle=100.0,
                                           timings=[0.010, 0.001])) is None
 
 
 def test_startup_silent_on_small_set_up_and_on_copies_and_syncs():
     rows = [MM, OpRow("cudaMalloc", 3, 1500.0, 1500.0)]  # 150 of 1000 µs: 15%
-    assert findings.startup_in_window(gpu(rows)) is None
+    assert startup_in_window(gpu(rows)) is None
     slow = [MM, OpRow("cudaMemcpyAsync", 10, 50000.0, 50000.0),  # 5 ms each: pageable copies
             OpRow("cudaStreamSynchronize", 10, 50000.0, 50000.0)]
-    assert findings.startup_in_window(gpu(slow)) is None
+    assert startup_in_window(gpu(slow)) is None
 
 
 def test_dominant_op_does_not_point_at_startup():
@@ -269,7 +273,7 @@ def test_dominant_op_does_not_point_at_startup():
 
 
 def test_dominant_op_says_the_idle_gpu_comes_first():
-    f = findings.dominant_op(gpu([MM, OpRow("aten::add", 10, 100.0, 100.0, 500.0, 500.0)]))
+    f = dominant_op(gpu([MM, OpRow("aten::add", 10, 100.0, 100.0, 500.0, 500.0)]))
     assert f is not None and f.evidence.startswith("aten::mm takes 80% of self time")
     assert f.suggestion.startswith("first keep the GPU busy (it idles 80% of the iteration")
     assert "torch.autocast" in f.suggestion
@@ -288,7 +292,7 @@ def dropout_cell(*extra, bernoulli=6000.0, scaling=1500.0):
 
 def test_train_mode_fires_on_dropout_without_backward():
     result = dropout_cell()
-    f = findings.train_mode_under_no_grad(result)
+    f = train_mode_under_no_grad(result)
     assert f is not None and f.share == pytest.approx(0.75)
     assert f.evidence.startswith("dropout takes 750 µs per iteration (75% of the iteration; "
                                  "random masks: aten::bernoulli_ ×2)")
@@ -299,7 +303,7 @@ def test_train_mode_fires_on_dropout_without_backward():
 
 
 def test_train_mode_names_batch_norm_on_the_cpu():
-    f = findings.train_mode_under_no_grad(
+    f = train_mode_under_no_grad(
         dropout_cell(OpRow("aten::native_batch_norm", 10, 900.0, 900.0)))
     assert "batch norm (aten::native_batch_norm, 90.0 µs) computes batch statistics" \
         in f.evidence
@@ -307,30 +311,30 @@ def test_train_mode_names_batch_norm_on_the_cpu():
 
 def test_train_mode_silent_with_backward_in_eval_or_when_small():
     backward = OpRow("autograd::engine::evaluate_function: AddmmBackward0", 10, 50.0, 900.0)
-    assert findings.train_mode_under_no_grad(dropout_cell(backward)) is None
+    assert train_mode_under_no_grad(dropout_cell(backward)) is None
     eval_rows = [OpRow("aten::dropout", 20, 5.0, 5.0), OpRow("aten::addmm", 10, 9000.0, 9000.0)]
-    assert findings.train_mode_under_no_grad(cpu_result(rows=eval_rows)) is None
+    assert train_mode_under_no_grad(cpu_result(rows=eval_rows)) is None
     small = dropout_cell(bernoulli=300.0, scaling=600.0)  # 90 of 1000 µs: under 10%
-    assert findings.train_mode_under_no_grad(small) is None
+    assert train_mode_under_no_grad(small) is None
 
 
 def test_train_mode_on_cuda_batch_norm_kernels():
     bn = "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>"
     rows = [OpRow("aten::cudnn_batch_norm", 10, 100.0, 200.0, 3000.0, 3000.0), MM]
     result = gpu(rows, idle=100.0, kernels=[KernelRow(bn, 10, 3000.0, "aten::cudnn_batch_norm")])
-    f = findings.train_mode_under_no_grad(result)
+    f = train_mode_under_no_grad(result)
     assert f is not None and f.share == pytest.approx(0.3)
     assert "batch norm computes batch statistics (void cudnn::bn_fw_tr_1C11" in f.evidence
     inference = gpu(rows, idle=100.0, kernels=[KernelRow(bn.replace("_tr_", "_inf_"), 10,
                                                          3000.0, "aten::cudnn_batch_norm")])
-    assert findings.train_mode_under_no_grad(inference) is None
+    assert train_mode_under_no_grad(inference) is None
 
 
 def test_train_mode_on_cuda_counts_dropout_launches_too():
     # A launch-bound GPU: dropout's kernels take 10 µs an iteration, its CPU 200 µs.
     rows = [OpRow("aten::dropout", 10, 20.0, 2000.0, 0.0, 100.0),
             OpRow("aten::native_dropout", 10, 1500.0, 1980.0, 100.0, 100.0), MM]
-    f = findings.train_mode_under_no_grad(gpu(rows))
+    f = train_mode_under_no_grad(gpu(rows))
     assert f is not None and f.share == pytest.approx(0.2)
     assert "random masks: aten::native_dropout ×1" in f.evidence
 

@@ -11,11 +11,11 @@ import re
 
 import pytest
 import torch
+from torch_releases import OLD_TORCH, needs_session_frames, torch_release
 from workloads import block_and_input
 
 import kernelmagic
-from kernelmagic.views.ops import SYNC_RANGE
-from kernelmagic.views.ranges import MODULE_RANGE
+from kernelmagic.core.range_names import MODULE_RANGE, SYNC_RANGE
 from kernelmagic.views.source_lines import FRAME, is_library_file
 
 TIMES = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
@@ -28,20 +28,6 @@ MEMORY = ("self_cpu_memory_usage", "cpu_memory_usage", "self_device_memory_usage
 #: with_stack's Python frames by name, for torch releases whose events have no
 #: ``is_python_function`` flag (2.11 and older): ``file.py(12): f``, built-ins, modules.
 _PYTHON_FRAME = re.compile(r"^(.+\(\d+\): .+|<built-in (method|function) .+>|nn\.Module: .+)$")
-
-
-def _torch_release() -> tuple[int, int]:
-    major, minor = torch.__version__.split(".")[:2]
-    return int(major), int(minor)
-
-
-#: torch 2.10 (checked; older too, presumably) keeps with_stack's Python frames out of the
-#: session's events (they reach only the exported trace), and its key_averages() puts a few
-#: allocations under other ops than 2.13's parse does (a few KiB per op on the training
-#: step). kernelmagic follows 2.13's rule; docs/testing.md records the run.
-OLD_TORCH = _torch_release() < (2, 11)
-needs_session_frames = pytest.mark.skipif(
-    OLD_TORCH, reason="this torch keeps with_stack's frames out of the session's events")
 
 
 def is_python_function(e) -> bool:
@@ -437,7 +423,7 @@ def test_cuda_session_rows_equal_torchs_parse():
         # ...and moves their launch calls to those events' threads, so the calls are no
         # longer children of mm and add: kernelmagic keeps them there (less self time).
         # torch 2.14 no longer moves aten::mm's launch (its row agrees with ours there).
-        if _torch_release() < (2, 14):
+        if torch_release() < (2, 14):
             expected[("aten::mm", "")]["self_cpu_time_total"] -= 10.0
         expected[("aten::add", "")]["self_cpu_time_total"] -= 5.0
 

@@ -250,9 +250,9 @@ def test_header_click_sorts_and_second_click_flips(ip):
 def test_long_table_shows_top_rows_and_more_on_request():
     from fakes import cpu_result
 
+    from kernelmagic.core.rows import OpRow
     from kernelmagic.render.table import op_table
     from kernelmagic.render.widget import SortableTable
-    from kernelmagic.results.result import OpRow
 
     rows = [OpRow(f"op{i:04d}", 1, float(i), float(i)) for i in range(1000)]
     table = SortableTable(op_table(cpu_result(rows=rows)), page=25)
@@ -272,8 +272,8 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     import ipywidgets
     from fakes import cpu_result
 
+    from kernelmagic.core.rows import OpRow
     from kernelmagic.render.widget import report_widget
-    from kernelmagic.results.result import OpRow
 
     sent: list[tuple[str, object]] = []
     monkeypatch.setattr(ipywidgets.Widget, "send_state",

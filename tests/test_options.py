@@ -6,13 +6,13 @@ from kernelmagic.core.options import (
     NSIGHT_EXCLUDES,
     OPTIONS,
     RECORDING,
-    SORT_KEYS,
     VIEWS,
     ProfileOptions,
     check_keywords,
     check_variable_name,
     trace_views,
 )
+from kernelmagic.core.sorting import SORT_KEYS
 
 
 def test_defaults():
@@ -29,7 +29,7 @@ def test_defaults():
         ({"warmup": -1}, "-w/--warmup must be an integer >= 0; got -1"),
         ({"topk": 0}, "-k/--topk must be an integer >= 1; got 0"),
         ({"sort": "time"}, "-s/--sort must be one of self_device, self_cpu, device, cpu, "
-                           "calls, avg; got 'time'"),
+                           "calls, avg, max_gain; got 'time'"),
         ({"name": "  "}, "--name must be a non-empty string"),
         ({"name": "a\nb"}, "--name must be a single line"),
     ],

@@ -22,12 +22,9 @@ from ranks_data import (
 )
 
 import kernelmagic
-from kernelmagic.findings.ranks import (
-    COMM_BOUND_SHARE,
-    communication_bound,
-    straggler,
-    straggler_spread,
-)
+from kernelmagic.core.errors import TraceFileError
+from kernelmagic.findings.communication import COMM_BOUND_SHARE
+from kernelmagic.findings.ranks import communication_bound, straggler, straggler_spread
 from kernelmagic.io.ranks import (
     DuplicateRank,
     RanksError,
@@ -38,7 +35,6 @@ from kernelmagic.io.ranks import (
 )
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.ranks import ManyRanksResult
-from kernelmagic.sources.trace_file import TraceFileError
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +51,11 @@ def test_folder_is_a_run_of_ranks(many):
     assert many.world_size == 128 and many.backend == "nccl"
     for rank, path in enumerate(RANK_FILES):
         assert many.summaries[rank].file == path.name
-        # each rank's result is what loading its file alone gives, less the timeline
+        # each rank's result is what loading its file alone gives, less the timeline (and
+        # the critical path drawn on it)
         alone = kernelmagic.load(path)
         assert "timeline" in alone.views and alone.timeline
-        assert many.ranks[rank] == replace(alone, timeline=[], views=[
+        assert many.ranks[rank] == replace(alone, timeline=[], critical_spans=[], views=[
             v for v in alone.views if v != "timeline"])
     assert kernelmagic.load(RANK_FILES) == many  # a list of files works the same
 

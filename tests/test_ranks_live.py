@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from ranks_data import spawnable_main
 
 import kernelmagic
-from kernelmagic.results.rank_summary import is_comm_op
+from kernelmagic.views.breakdown import is_comm_op
 
 ITERS = 3
 

@@ -147,7 +147,26 @@ def nccl_trace_example(full: bool = False) -> str:
 
 
 #: name -> (how to make it, whether it is a live run)
+def what_if_example(full: bool = False) -> str:
+    import kernelmagic
+
+    result = kernelmagic.load(REPO / "tests" / "data" / "a100_nccl_rank.json.gz")
+    asks = [("{'aten::convolution_backward': 2.0}", {"aten::convolution_backward": 2.0}, "both"),
+            ("{'aten::convolution_backward': 2.0}", {"aten::convolution_backward": 2.0},
+             "device"),
+            ("{'nccl:all_reduce': inf}", {"nccl:all_reduce": float("inf")}, "both"),
+            ("{'aten::empty': inf, 'aten::view': inf}",
+             {"aten::empty": float("inf"), "aten::view": float("inf")}, "cpu")]
+    lines = [f">>> result.what_if({text}, side={side!r})\n{result.what_if(ask, side)}"
+             for text, ask, side in asks]
+    top = sorted(result.rows, key=lambda r: -r.max_gain_us)[:5]
+    lines.append(">>> # the five rows worth the most: row.max_gain_us\n" + "\n".join(
+        f"{r.key:<28} {r.max_gain_us:>10,.1f} µs" for r in top))
+    return "\n".join(lines) + "\n"
+
+
 EXAMPLES: dict[str, tuple[Callable[..., str], bool]] = {
+    "what-if": (what_if_example, False),
     "report": (report_example, True),
     "modules": (modules_example, True),
     "roofline": (roofline_example, True),

@@ -3,7 +3,8 @@ import json
 import pytest
 from fakes import cpu_result, cuda_result
 
-from kernelmagic.results.result import FORMAT_VERSION, OpRow, ProfileResult
+from kernelmagic.core.rows import OpRow
+from kernelmagic.results.result import FORMAT_VERSION, ProfileResult
 
 
 def test_totals_are_sums_of_self_time_not_inclusive_time():

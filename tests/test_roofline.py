@@ -10,21 +10,18 @@ import torch.nn.functional as F
 from fakes import cpu_result, table_of
 
 import kernelmagic
+from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.events import Kind
+from kernelmagic.core.range_names import SYNC_RANGE
+from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.findings.roofline import compute_far_from_peak, memory_bound, overhead_bound
 from kernelmagic.live import device_peaks as peaks_mod
-from kernelmagic.live.device_peaks import Peaks, datasheet
+from kernelmagic.live.device_peaks import Peaks
 from kernelmagic.live.op_counter import count_ops, tensor_bytes
-from kernelmagic.live.roofline import (
-    OVERHEAD_FRACTION,
-    attribute_times,
-    build_rows,
-    classify,
-    ops_to_open,
-)
+from kernelmagic.live.roofline import attribute_times, build_rows, classify, ops_to_open
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.ops import SYNC_RANGE, op_rows, outer_window
+from kernelmagic.views.ops import op_rows, outer_window
 from kernelmagic.views.tree import Figures
 
 F32 = 4  # bytes per float32

@@ -24,10 +24,16 @@ from torch import nn
 from workloads import Decoder, generate
 
 import kernelmagic
-from kernelmagic import findings
 from kernelmagic.core.events import Kind
 from kernelmagic.core.options import ProfileOptions, StepTarget
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
+from kernelmagic.findings.steps import (
+    SLOWDOWN_RISE,
+    slow_first_step,
+    step_overhead,
+    steps_slow_down,
+    time_between_steps,
+)
 from kernelmagic.render.text import text_report
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.steps import steps_view
@@ -147,7 +153,7 @@ def test_slow_down_fires_on_rising_steps_with_the_numbers():
     # (1000 µs) does not count, each place takes its best time.
     rising = [100.0 + 10 * j for j in range(8)]
     stalled = [*rising[:3], 1000.0, *rising[4:]]
-    found = findings.steps_slow_down(stepped([rising, stalled, rising]))
+    found = steps_slow_down(stepped([rising, stalled, rising]))
     assert found is not None
     assert found.evidence == ("8 steps per iteration: the first takes 100 µs (best of the "
                               "iterations), the last 170 µs (a fitted rise of 70%; later "
@@ -157,37 +163,37 @@ def test_slow_down_fires_on_rising_steps_with_the_numbers():
 
 def test_slow_down_is_silent_on_flat_and_on_shallow_steps():
     flat = [100.0, 103.0, 99.0, 101.0, 100.0, 102.0, 98.0, 101.0]
-    assert findings.steps_slow_down(stepped([flat, flat])) is None
+    assert steps_slow_down(stepped([flat, flat])) is None
     shallow = [100.0 + 1.2 * j for j in range(8)]  # rises 8.4%: below SLOWDOWN_RISE
-    assert findings.SLOWDOWN_RISE == 0.1
-    assert findings.steps_slow_down(stepped([shallow])) is None
+    assert SLOWDOWN_RISE == 0.1
+    assert steps_slow_down(stepped([shallow])) is None
 
 
 def test_slow_first_step_fires_at_three_times_the_median():
     walls = [300.0, 100.0, 100.0, 100.0]
-    found = findings.slow_first_step(stepped([walls]))
+    found = slow_first_step(stepped([walls]))
     assert found is not None
     assert found.evidence.startswith("300 µs against 100 µs for the median of its 4 steps per "
                                      "iteration (3.0x)")
-    assert findings.slow_first_step(stepped([[290.0, 100.0, 100.0, 100.0]])) is None
+    assert slow_first_step(stepped([[290.0, 100.0, 100.0, 100.0]])) is None
 
 
 def test_overhead_bound_steps_on_the_cpu():
     # Each 100 µs step spends 40 µs in ops: 60 µs of Python per step, 4 steps per iteration.
-    found = findings.step_overhead(stepped([[100.0] * 4], cpu=40.0))
+    found = step_overhead(stepped([[100.0] * 4], cpu=40.0))
     assert found is not None
     assert found.evidence == ("decode steps (4 steps per iteration, 100 µs each): ops run "
                               "40.0 µs of each step (40%); the rest is Python outside ops")
     assert found.share == pytest.approx(240 / 400)
-    assert findings.step_overhead(stepped([[100.0] * 4], cpu=50.0)) is None  # at the bar
+    assert step_overhead(stepped([[100.0] * 4], cpu=50.0)) is None  # at the bar
 
 
 def test_time_between_steps_fires_above_its_share():
-    found = findings.time_between_steps(stepped([[100.0] * 4], between=100.0))  # 20%
+    found = time_between_steps(stepped([[100.0] * 4], between=100.0))  # 20%
     assert found is not None
     assert found.evidence == ("100 µs per iteration (20%) is spent between the calls of "
                               "model; ops there: aten::argmax 40.0 µs")
-    assert findings.time_between_steps(stepped([[100.0] * 4], between=99.0)) is None
+    assert time_between_steps(stepped([[100.0] * 4], between=99.0)) is None
 
 
 def test_step_rows_survive_the_json_text_round_trip():
@@ -245,7 +251,7 @@ def test_generation_with_a_kv_cache_splits_prefill_from_flat_decode(one_thread):
     assert len(result.steps) == 5 * 16
     assert [s.index for s in result.steps[:16]] == list(range(16))
     assert result.steps_summary.target == "Decoder"
-    assert findings.steps_slow_down(result) is None  # decode time per step is flat
+    assert steps_slow_down(result) is None  # decode time per step is flat
     # The cache grows by one token's keys and values per layer per decode step: 2 layers x
     # (k, v) x 64 floats x 4 bytes = 1024 bytes, and the loop's idx by one int64 (8 bytes),
     # the same at each step once the prefill's logits are freed (after the first decode).
@@ -278,7 +284,7 @@ def test_generation_without_a_cache_is_one_growing_group(one_thread):
         "idx (1, 64) int64", "idx (1, 65) int64", "idx (1, 66) int64"]
     by_length = dataclasses.replace(result, steps=[
         dataclasses.replace(s, wall_us=100.0 * (64 + s.index)) for s in result.steps])
-    found = findings.steps_slow_down(by_length)
+    found = steps_slow_down(by_length)
     assert found is not None
     assert "the first takes 6.40 ms (best of the iterations), the last 7.90 ms" in found.evidence
     assert "a fitted rise of 23%" in found.evidence

@@ -1,6 +1,7 @@
 import pytest
 
-from kernelmagic.core.timing import TimingStats, format_seconds, format_us
+from kernelmagic.core.timing import TimingStats
+from kernelmagic.core.units import format_seconds, format_us
 
 
 def test_stats_exact():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import kernelmagic
-from kernelmagic.io.storage import ProfileFileError
-from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.core.errors import ProfileFileError, TraceFileError
+from kernelmagic.sources.trace_file import read_table
 
 DATA = Path(__file__).parent / "data"
 GOOD = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5,

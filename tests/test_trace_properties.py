@@ -46,7 +46,7 @@ from trace_strategies import (
 )
 
 import kernelmagic
-from kernelmagic.sources.trace_file import TraceFileError
+from kernelmagic.core.errors import TraceFileError
 
 _names = itertools.count()
 

@@ -16,8 +16,9 @@ import pytest
 from ci_gate import need_modules
 from trace_json import DATA, dumps
 
+from kernelmagic.core.errors import TraceFileError
 from kernelmagic.sources import trace_fast
-from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.sources.trace_file import read_table
 from kernelmagic.sources.trace_numbers import ns_of_text
 
 need_modules("msgspec", install='pip install -e ".[fast]"')

@@ -11,6 +11,7 @@ import pytest
 import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
+from torch_releases import needs_session_frames
 from workloads import block_and_input
 
 import kernelmagic
@@ -73,6 +74,7 @@ y = activations(matmuls(x))
 """
 
 
+@needs_session_frames
 def test_stack_attributes_op_time_to_cell_functions():
     ns = {"torch": torch, "x": torch.randn(128, 128)}
     result = kernelmagic.profile(cell(STACK_CELL), namespace=ns, iters=2, warmup=1, stack=True)
@@ -136,7 +138,7 @@ def test_user_ranges_breakdown():
 
 def test_timeline_of_one_iteration():
     from kernelmagic.live.session import table_from_session
-    from kernelmagic.views import iteration_windows
+    from kernelmagic.views.iterations import iteration_windows
 
     a = torch.randn(128, 128)
     held = []
@@ -198,6 +200,7 @@ def test_unwritable_trace_folder_is_refused(tmp_path, monkeypatch):
         kernelmagic.profile(lambda: None, trace=str(tmp_path / "t.json"))
 
 
+@needs_session_frames
 def test_views_survive_json_round_trip(tmp_path):
     block, x = block_and_input(batch=1, seq=16)
 
@@ -217,6 +220,7 @@ def test_views_survive_json_round_trip(tmp_path):
 # --- through the magic ----------------------------------------------------------------
 
 
+@needs_session_frames
 def test_magic_views_in_report_and_selector(ip, tmp_path):
     ip.run_cell("from workloads import block_and_input\nblock, x = block_and_input(1, 16)")
     trace = tmp_path / "cell.json"

@@ -34,7 +34,7 @@ class Kind(IntEnum):
     RUNTIME = 7  # cuda_runtime / cuda_driver call on the CPU (cudaLaunchKernel, ...)
     MEMORY = 8  # an allocation (+bytes) or free (-bytes), an instant
     STEP = 9  # ProfilerStep#N: one training iteration
-    OTHER = 10  # anything else (DataLoader ranges, overhead, flows' hosts, ...)
+    OTHER = 10  # anything else (profiler overhead, bracketed records, unknown categories)
 
 
 #: Kinds that are work on a GPU (their time is device time).

@@ -23,6 +23,17 @@ SYNC_OPS = {
 #: Waits the CPU makes for the GPU, beyond ``SYNC_OPS`` (time only, for ``gpu_idle``).
 WAIT_CALLS = frozenset({"cudaEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
                         "hipEventSynchronize", "hipMemcpy"})
+#: Runtime calls that block the CPU until GPU work ends (the dependency model's sync edges,
+#: ``views/dependencies.py``): device, stream and event synchronisation, and the blocking
+#: (not ``Async``) memcpy, CUDA and ROCm.
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+})
+#: Runtime calls that make one stream wait for work on another (an event recorded there).
+STREAM_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent",
+                               "hipStreamWaitEvent"})
 LAUNCH_CALLS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
     "cuLaunchKernelEx", "cudaGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",

@@ -19,18 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from kernelmagic.core.sorting import SORT_KEYS, resolve_sort, sort_help
+
 if TYPE_CHECKING:
     from kernelmagic.core.events import EventTable
-
-#: Sort keys accepted by ``--sort``, with what each one orders by.
-SORT_KEYS: dict[str, str] = {
-    "self_device": "self device time (time in the op's own kernels)",
-    "self_cpu": "self CPU time (time in the op itself, children excluded)",
-    "device": "total device time (the op and everything it calls)",
-    "cpu": "total CPU time (the op and everything it calls)",
-    "calls": "number of calls",
-    "avg": "total time per call",
-}
 
 
 @dataclass(frozen=True)
@@ -149,8 +141,7 @@ class ProfileOptions:
     topk: int = option("-k", "--topk", default=10,
                        help="bars in the chart (at least 1; default 10)")
     sort: str | None = option("-s", "--sort", default=None,
-                              help="sort key: self_device (default when CUDA is profiled), "
-                                   "self_cpu (default otherwise), device, cpu, calls, avg")
+                              help=sort_help())
     name: str = option("--name", default="profile",
                        help="name of the result and of its record_function/NVTX ranges "
                             "(default: cell[<execution count>])")
@@ -251,16 +242,9 @@ class ProfileOptions:
                              "memory timeline)")
 
     def resolve_sort(self, profiles_device: bool) -> str:
-        """The sort key to use, given whether device (CUDA) activity is profiled."""
-        if self.sort is None:
-            return "self_device" if profiles_device else "self_cpu"
-        if self.sort in ("self_device", "device") and not profiles_device:
-            reason = "--cpu-only was given" if self.cpu_only else "CUDA is not available"
-            raise ValueError(
-                f"-s/--sort {self.sort} needs device profiling, but {reason}; "
-                "use self_cpu, cpu, calls or avg"
-            )
-        return self.sort
+        """The sort key to use, given whether device (CUDA) activity is profiled
+        (``kernelmagic/core/sorting.py: resolve_sort``)."""
+        return resolve_sort(self.sort, profiles_device, self.cpu_only)
 
 
 #: A field's annotation -> the type of its option's value (None: a flag, no value).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelmagic.core.units import counted, format_us
+
 
 @dataclass(frozen=True)
 class OpRow:
@@ -35,6 +37,7 @@ class OpRow:
     self_device_memory_usage: float = 0.0
     device_memory_usage: float = 0.0
     kind: str = "op"
+    max_gain_us: float = 0.0  # how much the median iteration shrinks without this row (µs)
 
     @property
     def cpu_time(self) -> float:
@@ -45,6 +48,59 @@ class OpRow:
     def device_time(self) -> float:
         """Total (inclusive) device time per call, as torch's ``device_time``."""
         return self.device_time_total / self.count if self.count else 0.0
+
+
+#: How a row that is not an op is marked wherever its name is shown (table, chart, text,
+#: HTML, ``what_if`` keys): a range that owns time itself, GPU work whose launch the trace
+#: does not hold.
+KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
+
+
+@dataclass(frozen=True)
+class CriticalPathRow:
+    """Time on the median iteration's critical path (``views/critical_path.py``), µs per
+    iteration, by category ("CPU ops", "GPU work", "waiting on syncs", ...) and row (the
+    op table's ``key`` and ``kind``; "" for time no row owns: idle, launch latency)."""
+
+    category: str
+    key: str
+    kind: str = ""
+    time: float = 0.0
+    share: float = 0.0  # of the critical path's length
+
+
+@dataclass(frozen=True)
+class TrustChecks:
+    """What the dependency model found wrong with its own edges (``views/dependencies.py:
+    trust_checks``): counts over the profiled events."""
+
+    before_launch: int = 0  # GPU work that starts before its launch began
+    clock_offset_us: float = 0.0  # by how much, the median
+    missing_work: int = 0  # launches whose GPU work is not in the trace
+    stream_overlaps: int = 0  # work that starts before the previous work on its stream ends
+    zero_timestamps: int = 0  # GPU records with a zero timestamp
+
+    def line(self) -> str:
+        """One line for the report ("" when every check passed)."""
+        parts = []
+        if self.before_launch:
+            n = self.before_launch
+            parts.append(f"{counted(n, 'kernel')} {'starts' if n == 1 else 'start'} before "
+                         f"{'its' if n == 1 else 'their'} launch: the GPU clock is about "
+                         f"{format_us(self.clock_offset_us)} off")
+        if self.missing_work:
+            n = self.missing_work
+            parts.append(f"{counted(n, 'launch', 'launches')} {'has' if n == 1 else 'have'} "
+                         "no GPU work in the trace")
+        if self.stream_overlaps:
+            n = self.stream_overlaps
+            parts.append(f"{counted(n, 'kernel')} {'overlaps' if n == 1 else 'overlap'} the "
+                         "work before it on its stream")
+        if self.zero_timestamps:
+            n = self.zero_timestamps
+            parts.append(f"{counted(n, 'GPU record')} {'has' if n == 1 else 'have'} a zero "
+                         "timestamp")
+        return "; ".join(parts) + ": what-if figures are approximate" if parts else ""
 
 
 @dataclass(frozen=True)

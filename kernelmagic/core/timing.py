@@ -1,17 +1,12 @@
-"""Per-iteration wall-time statistics, summarised the way ``%timeit`` does.
-
-``format_us`` and ``format_seconds`` live in ``kernelmagic/core/units.py``; they stay importable
-from here.
-"""
+"""Per-iteration wall-time statistics, summarised the way ``%timeit`` does (how a time is
+written: ``kernelmagic/core/units.py``)."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 
-from kernelmagic.core.units import format_seconds, format_us
-
-__all__ = ["OUTLIER_RATIO", "TimingStats", "format_seconds", "format_us"]
+__all__ = ["OUTLIER_RATIO", "TimingStats"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0

@@ -2,9 +2,10 @@
 
 Durations (``format_us``, ``format_seconds``: ``%timeit``'s three significant digits),
 counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary units
-(``format_bytes``), shares as percentages (``percent``, ``percent_of``,
-``short_percent``) and counted nouns (``counted``: "1 call", "2 calls"). Every renderer
-and finding formats through these, so a figure reads the same wherever it appears.
+(``format_bytes``), shares as percentages (``percent``, ``whole_percent``,
+``percent_of``, ``short_percent``), fixed-unit figures (``format_fixed``) and counted
+nouns (``counted``: "1 call", "2 calls"). Every renderer and finding formats through
+these, so a figure reads the same wherever it appears.
 """
 
 from __future__ import annotations
@@ -57,9 +58,16 @@ def format_bytes(n: float) -> str:
     return f"{sign}{n:.0f} B"
 
 
-def percent(share: float) -> str:
-    """A share (0.123) as a percentage with one decimal: ``12.3%``."""
-    return f"{100 * share:.1f}%"
+def percent(share: float, digits: int = 1) -> str:
+    """A share (0.123) as a percentage with ``digits`` decimals: ``12.3%`` (the tables'
+    style; ``percent(0.1234, 2)`` is ``12.34%``)."""
+    return f"{100 * share:.{digits}f}%"
+
+
+def whole_percent(share: float) -> str:
+    """A share in whole percents, ``12%``: the findings', the charts' and the summary's
+    style, where a figure is read in passing."""
+    return percent(share, 0)
 
 
 def percent_of(part: float, total: float) -> str:
@@ -73,6 +81,12 @@ def short_percent(share: float) -> str:
     if pct == 0:
         return "0%"
     return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def format_fixed(value: float, unit: str, digits: int = 1) -> str:
+    """A figure with a fixed unit and ``digits`` decimals, ``12.3 µs``, ``1.25 s``: where
+    figures listed together must add up or line up, so the unit must not change."""
+    return f"{value:.{digits}f} {unit}"
 
 
 def counted(n: float, noun: str, plural: str | None = None) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.sorting import self_time
+from kernelmagic.core.units import format_us, short_percent
+from kernelmagic.results.result import ProfileResult
 
 NAMED = 3  # ops or calls named in a finding's evidence
 
@@ -15,7 +18,10 @@ class Finding:
     """One observation: a title, the numbers that triggered it, and one suggestion.
 
     ``share`` is the fraction of the iteration the finding explains (0 when it explains
-    none of it, e.g. a noisy measurement); ``find`` orders the findings by it.
+    none of it, e.g. a noisy measurement). A finding that suggests a change names the
+    rows it would change (``rows``, on ``side``); ``find`` asks the dependency model what
+    removing their time would save at most (``saves_us`` of ``iteration_us``) and orders
+    the findings by that, or by ``share`` where the model has no answer.
     """
 
     rule: str
@@ -23,9 +29,29 @@ class Finding:
     evidence: str
     suggestion: str
     share: float = field(default=0.0, compare=False)
+    rows: tuple[str, ...] = field(default=(), compare=False)
+    side: str = field(default="both", compare=False)
+    saves_us: float | None = field(default=None, compare=False)
+    iteration_us: float = field(default=0.0, compare=False)
+
+    @property
+    def saves_share(self) -> float | None:
+        """``saves_us`` as a share of the iteration (None without a prediction)."""
+        if self.saves_us is None:
+            return None
+        return self.saves_us / self.iteration_us if self.iteration_us > 0 else 0.0
+
+    @property
+    def saving(self) -> str:
+        """``saves at most 3.1 ms of 222 ms (1.4%)`` ("" without a prediction)."""
+        if self.saves_us is None or self.saves_share is None:
+            return ""
+        return (f"saves at most {format_us(self.saves_us)} of {format_us(self.iteration_us)} "
+                f"({short_percent(self.saves_share)})")
 
     def __str__(self) -> str:
-        return f"{self.title}: {self.evidence}. Try: {self.suggestion}"
+        saving = f"; {self.saving}" if self.saving else ""
+        return f"{self.title}: {self.evidence}{saving}. Try: {self.suggestion}"
 
 
 def wall_us(result: ProfileResult) -> float:
@@ -44,5 +70,4 @@ def of_wall(result: ProfileResult, us_per_iter: float) -> float:
 
 def per_iter_self(result: ProfileResult, row: OpRow) -> float:
     """``row``'s self time per iteration, µs: device time where the device is profiled."""
-    attr = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
-    return getattr(row, attr) / result.iters
+    return self_time(row, result.profiles_device) / result.iters

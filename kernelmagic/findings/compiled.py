@@ -7,7 +7,7 @@ compiles from ``kernelmagic/live/compile_watch.py``)."""
 from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import PROFILED
-from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_fixed, format_us, whole_percent
 from kernelmagic.findings.base import Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -37,8 +37,8 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     others = len(result.graph_breaks) - 1
     more = f"; {others} more graph break(s) in the compiled view" if others > 0 else ""
     took = (f"takes {format_us(worst.gap_time_total / n)} per iteration, the GPU idle for "
-            f"{format_us(per_iter)} of it ({share:.0%} of the iteration)" if device else
-            f"takes {format_us(per_iter)} per iteration, {share:.0%} of it")
+            f"{format_us(per_iter)} of it ({whole_percent(share)} of the iteration)" if device else
+            f"takes {format_us(per_iter)} per iteration, {whole_percent(share)} of it")
     return Finding(
         rule="graph_break",
         title="A graph break splits the compiled code",
@@ -67,7 +67,8 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
             rule="recompile",
             title="torch.compile recompiled inside the measured loop",
             evidence=(f"{len(recompiles)} recompile(s) during the profiled iterations "
-                      f"({seconds:.2f} s of compiling in the measurement); the guard that "
+                      f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); "
+                      "the guard that "
                       f"failed: {guard} (compile {recompiles[0].compile_id} of "
                       f"{recompiles[0].function})"),
             suggestion=("keep shapes and Python values the guard checks stable between calls, "
@@ -78,7 +79,8 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
     return Finding(
         rule="recompile",
         title="torch.compile compiled inside the measured loop",
-        evidence=(f"{len(late)} compile(s) ({seconds:.2f} s) ran during the profiled "
+        evidence=(f"{len(late)} compile(s) ({format_fixed(seconds, 's', 2)}) ran during the "
+                  "profiled "
                   "iterations: the warm-up did not reach that code"),
         suggestion="raise --warmup so every compile happens before the profiled iterations",
         share=share,
@@ -107,7 +109,7 @@ def mostly_eager(result: ProfileResult) -> Finding | None:
         rule="mostly_eager",
         title="Most of the cell still runs eager",
         evidence=(f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
-                  f"({share:.0%}); the rest runs outside torch.compile"),
+                  f"({whole_percent(share)}); the rest runs outside torch.compile"),
         suggestion="compile the function that does the work (the model's forward or the "
                    "whole step), not a small part of it",
         share=1.0 - share,

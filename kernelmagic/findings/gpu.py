@@ -20,7 +20,7 @@ from kernelmagic.core.op_names import (
     is_fp32_gemm,
     is_runtime_call,
 )
-from kernelmagic.core.units import format_us
+from kernelmagic.core.units import format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
@@ -161,12 +161,31 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
     setup_note = (f" ({format_us(parts.idle - idle)} of it set-up)"
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
     return Finding(
-        "gpu_idle", f"The GPU is idle {parts.share('idle'):.0%} of the iteration "
+        "gpu_idle", f"The GPU is idle {whole_percent(parts.share('idle'))} of the iteration "
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
         + _idle_cause(result),
-        _CAUSE_FIX[lead].format(python=record(result, "--python")), share)
+        _CAUSE_FIX[lead].format(python=record(result, "--python")), share,
+        rows=cause_rows(result, lead), side="cpu")
+
+
+def cause_rows(result: ProfileResult, kind: str) -> tuple[str, ...]:
+    """The rows whose CPU time a ``Cause`` of ``kind`` counts (none for "between": no row
+    owns the time between ops)."""
+    skip = {id(r) for r in setup(result).calls}
+    rows = [r for r in result.op_totals if r.count and id(r) not in skip]
+    if kind == "launch":
+        return tuple(r.key for r in rows if r.key in LAUNCH_CALLS)
+    if kind == "sync":
+        return tuple(r.key for r in rows if r.key in SYNC_OPS or r.key in WAIT_CALLS)
+    if kind == "data":
+        return tuple(r.key for r in rows if r.key.startswith(DATA_LOADER))
+    if kind == "inside":
+        return tuple(r.key for r in rows if r.key not in LAUNCH_CALLS and r.key not in SYNC_OPS
+                     and r.key not in WAIT_CALLS and not r.key.startswith(DATA_LOADER)
+                     and not is_runtime_call(r.key))
+    return ()
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -192,10 +211,11 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     launches = sum(k.count for k in result.kernels) / result.iters
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
-        f"the GPU is busy {busy:.0%} of each iteration; {format_us(cpu)} of CPU work "
+        f"the GPU is busy {whole_percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
         f"launches {launches:g} kernels with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
-        "or larger batches", of_wall(result, min(idle, cpu)))
+        "or larger batches", of_wall(result, min(idle, cpu)),
+        rows=cause_rows(result, "launch"), side="cpu")
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -212,7 +232,8 @@ def sync_points(result: ProfileResult) -> Finding | None:
         "sync_points", "Host-device synchronisation inside the loop",
         "per iteration: " + ", ".join(parts),
         "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
-        "loop); accumulate on the device and read once at the end", of_wall(result, waited))
+        "loop); accumulate on the device and read once at the end", of_wall(result, waited),
+        rows=tuple(r.key for r in hits), side="cpu")
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
@@ -241,6 +262,8 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         hint = f"{p.call} ({p.note})" if p.note else p.call
     return Finding(
         "fp32_matmul", "Float32 matmuls are not using Tensor Cores",
-        f"matmuls take {share:.0%} of device time in float32 kernels such as {fp32[0].key} "
+        f"matmuls take {whole_percent(share)} of device time in float32 kernels such as "
+        f"{fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
-        hint, of_wall(result, matmul / result.iters))
+        hint, of_wall(result, matmul / result.iters),
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kernelmagic.core.units import counted, format_seconds, short_percent
+from kernelmagic.core.units import counted, format_seconds, short_percent, whole_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
@@ -46,11 +46,11 @@ def noisy(result: ProfileResult) -> Finding | None:
     if spread <= NOISY_SPREAD and best >= NOISY_BEST:
         return None
     more = max(50, 5 * result.iters)
-    evidence = (f"the middle half of the {stats.n} iterations spans {spread:.0%} of the median "
-                f"(IQR {format_seconds(stats.iqr)})")
+    evidence = (f"the middle half of the {stats.n} iterations spans {whole_percent(spread)} "
+                f"of the median (IQR {format_seconds(stats.iqr)})")
     if best < NOISY_BEST:
-        evidence += (f"; the best run took {format_seconds(stats.best)}, {best:.0%} of the "
-                     f"median {format_seconds(stats.median)}")
+        evidence += (f"; the best run took {format_seconds(stats.best)}, "
+                     f"{whole_percent(best)} of the median {format_seconds(stats.median)}")
     return Finding(
         "noisy", "The measurement is noisy", evidence,
         f"{more_iterations(result, more)} and keep other work off the machine")

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
-from kernelmagic.core.units import format_us
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.sorting import self_time
+from kernelmagic.core.units import format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
 
@@ -29,8 +31,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     the iteration, the suggestion says that comes first."""
     if not result.rows or result.self_time_total <= 0:
         return None
-    attr = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
-    top = max(result.op_totals, key=lambda r: getattr(r, attr))
+    top = max(result.op_totals, key=lambda r: self_time(r, result.profiles_device))
     share = result.share(top)
     if share < DOMINANT_SHARE or is_comm_op(top.key):  # communication: its own rule
         return None
@@ -45,17 +46,18 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
-        hint = f"optimise {top.key} first; the rest together is {1 - share:.0%}"
+        hint = f"optimise {top.key} first; the rest together is {whole_percent(1 - share)}"
     idle = unexplained_idle(result)
     if result.profiles_device and idle > GPU_IDLE_SHARE * wall_us(result):
-        hint = (f"first keep the GPU busy (it idles {result.breakdown.share('idle'):.0%} of "
-                f"the iteration); then {hint}")
+        idles = whole_percent(result.breakdown.share("idle"))
+        hint = f"first keep the GPU busy (it idles {idles} of the iteration); then {hint}"
     per_iter = per_iter_self(result, top)
     return Finding(
         "dominant_op", "One op dominates",
-        f"{top.key} takes {share:.0%} of self time "
+        f"{top.key} takes {whole_percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter))
+        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter),
+        rows=(top.key,))
 
 
 def is_compiled_row(key: str) -> bool:
@@ -87,7 +89,7 @@ def dominant_graph(result: ProfileResult, row: OpRow, share: float) -> Finding:
     timed = sorted((k for k in kernels if k.timed and k.time_total > 0),
                    key=lambda k: -k.time_total)
     untimed = [k for k in kernels if not k.timed]
-    evidence = (f"the compiled graph of {label} takes {share:.0%} of self time "
+    evidence = (f"the compiled graph of {label} takes {whole_percent(share)} of self time "
                 f"({format_us(per_iter)} per iteration)")
     if timed:
         evidence += "; its heaviest fused kernels: " + "; ".join(
@@ -123,5 +125,6 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
     return Finding(
         "fusable_elementwise", "Many small elementwise ops",
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
-        f"{share:.0%} of self time",
-        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter))
+        f"{whole_percent(share)} of self time",
+        "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
+        rows=tuple(r.key for r in ops))

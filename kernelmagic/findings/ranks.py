@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kernelmagic.core.units import format_us
+from kernelmagic.core.units import format_us, whole_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import COMM_BOUND_SHARE
 
@@ -105,13 +105,13 @@ def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
         return None
     worst = max(summaries, key=lambda s: (exposed_share(s), -s.rank))
     hidden = ("overlap not measured on the CPU" if worst.overlap is None
-              else f"{worst.overlap:.0%} of its {format_us(worst.communication_us)} "
+              else f"{whole_percent(worst.overlap)} of its {format_us(worst.communication_us)} "
                    "communication overlapped by compute")
     n = len(summaries)
     return Finding(
         rule="communication_bound",
         title="Communication-bound",
-        evidence=(f"communication not hidden by compute takes {typical:.0%} of the step "
+        evidence=(f"communication not hidden by compute takes {whole_percent(typical)} of the step "
                   f"(median over {n} rank{'s' if n > 1 else ''}); worst {worst.label}: "
                   f"{format_us(worst.exposed_communication_us)} of a "
                   f"{format_us(worst.step_median_us)} step exposed ({hidden})"),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import si
+from kernelmagic.core.units import format_fixed, percent, si, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
@@ -55,7 +55,7 @@ def _names(result: ProfileResult, rows: list[RooflineRow],
            show: Callable[[RooflineRow], str]) -> str:
     """The first ``NAMED`` rows, each with its share of op time and ``show(row)``."""
     total = sum(r.time for r in result.roofline)
-    return ", ".join(f"{r.key} {r.time / total:.0%} ({show(r)})" for r in rows[:NAMED])
+    return ", ".join(f"{r.key} {whole_percent(r.time / total)} ({show(r)})" for r in rows[:NAMED])
 
 
 def memory_bound(result: ProfileResult) -> Finding | None:
@@ -64,11 +64,12 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         return None
     peak = float(result.roofline_peaks.get("bytes_per_s", 0.0))
     named = _names(result, rows, lambda r: f"{si(r.bytes_per_s, 'B/s')}, "
-                                           f"{r.bytes_per_s / peak:.0%} of the memory roof"
+                                           f"{whole_percent(r.bytes_per_s / peak)} of the "
+                                           "memory roof"
                    if peak else si(r.bytes_per_s, "B/s"))
     return Finding(
         "memory_bound", "Most of the time is memory-bound",
-        f"{share:.0%} of op time is in ops limited by memory bandwidth "
+        f"{whole_percent(share)} of op time is in ops limited by memory bandwidth "
         f"(peak {si(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
         f"(one pass over memory instead of one per op), and {fewer_bytes(result)}",
@@ -81,12 +82,12 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
         return None
     calls = sum(r.count for r in rows) / result.iters
     per_call = sum(r.time for r in rows) / max(1, sum(r.count for r in rows))
-    named = _names(result, rows, lambda r: f"{r.roof_share:.2%} of its nearer roof")
+    named = _names(result, rows, lambda r: f"{percent(r.roof_share, 2)} of its nearer roof")
     return Finding(
         "overhead_bound", "Most of the time is overhead, not work",
-        f"{share:.0%} of op time is in ops that reach under {OVERHEAD_FRACTION:.0%} of both "
-        "roofs "
-        f"({calls:g} calls per iteration, {per_call:.1f} µs each): {named}",
+        f"{whole_percent(share)} of op time is in ops that reach under "
+        f"{whole_percent(OVERHEAD_FRACTION)} of both roofs "
+        f"({calls:g} calls per iteration, {format_fixed(per_call, 'µs')} each): {named}",
         "give each op more work and launch fewer of them: larger batches, "
         "torch.compile (fuses ops), and on CUDA CUDA graphs "
         "(torch.compile(mode=\"reduce-overhead\"))", _share_of_iteration(result, rows))
@@ -116,8 +117,8 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(
         "compute_far_from_peak", title,
-        f"{share:.0%} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
-        f"{dtype}, {reached:.0%} of its {si(roof, 'FLOP/s')} roof", hint,
+        f"{whole_percent(share)} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
+        f"{dtype}, {whole_percent(reached)} of its {si(roof, 'FLOP/s')} roof", hint,
         _share_of_iteration(result, rows))
 
 
@@ -134,15 +135,15 @@ def unexplained_by_roofline(result: ProfileResult) -> Finding | None:
     if share < UNEXPLAINED_SHARE or not rows:
         return None
     kinds = {r.key: work_kind(r.key) or "" for r in rows}
-    named = _names(result, rows, lambda r: f"{kinds[r.key]}, {r.roof_share:.1%} of the "
+    named = _names(result, rows, lambda r: f"{kinds[r.key]}, {percent(r.roof_share)} of the "
                                            "memory roof")
     order = sorted({k for k in kinds.values() if k},
                    key=lambda k: -sum(r.time for r in rows if kinds[r.key] == k))
     return Finding(
         "unexplained_by_roofline", "Time the roofline cannot explain",
-        f"{share:.0%} of op time is in ops with no FLOPs counted that reach under "
-        f"{UNEXPLAINED_REACH:.0%} of the memory roof: {named}; they are bound by neither "
-        f"roof but by {' and '.join(order)}, so neither fusing for bandwidth nor lower "
+        f"{whole_percent(share)} of op time is in ops with no FLOPs counted that reach under "
+        f"{whole_percent(UNEXPLAINED_REACH)} of the memory roof: {named}; they are bound by "
+        f"neither roof but by {' and '.join(order)}, so neither fusing for bandwidth nor lower "
         "precision is the fix",
         "; ".join(REMEDIES[k] for k in order), _share_of_iteration(result, rows))
 

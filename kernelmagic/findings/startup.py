@@ -14,10 +14,11 @@ import statistics
 from dataclasses import dataclass
 
 from kernelmagic.core.op_names import ALLOCATOR_CALLS, LAUNCH_CALLS, SETUP_CALLS, is_runtime_call
-from kernelmagic.core.units import format_seconds, format_us
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.units import format_seconds, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, wall_us
 from kernelmagic.results.advice import warm_up
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 STARTUP_SHARE = 0.2           # set-up inside the window above this fraction of the iteration
 SETUP_LAUNCH_US = 100.0       # a kernel launch averaging this long is a first launch
@@ -111,7 +112,7 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
                         if r.key not in LAUNCH_CALLS and r.key not in ALLOCATOR_CALLS), None)
         named = ", ".join(_setup_call(result, r, r is context) for r in found.calls[:NAMED])
         said.append(f"set-up calls take {format_us(found.calls_us)} of a {format_us(wall)} "
-                    f"iteration ({found.calls_us / wall:.0%}): {named}")
+                    f"iteration ({whole_percent(found.calls_us / wall)}): {named}")
     if found.first_us:
         said.append(f"the first iteration took {format_seconds(found.first)} against "
                     f"{format_seconds(found.others)} for the others (median)")
@@ -125,4 +126,5 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
                              "window",
         "; ".join(said),
         f"profile steady state: {warm_up(result)}; if cudaMalloc/cudaFree recur every step, "
-        "keep torch.cuda.empty_cache() out of the loop and shapes steady", share)
+        "keep torch.cuda.empty_cache() out of the loop and shapes steady", share,
+        rows=tuple(r.key for r in found.calls), side="cpu")

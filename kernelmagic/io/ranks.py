@@ -71,8 +71,8 @@ def parse_rank(path: str) -> Parsed:
     """
     source = Path(path)
     try:
+        from kernelmagic.core.errors import NotATrace
         from kernelmagic.io.traces import load_trace
-        from kernelmagic.sources.trace_file import NotATrace
 
         try:
             # Without the timeline: it holds one span per event of a step, so it would
@@ -99,7 +99,8 @@ def parse_rank(path: str) -> Parsed:
 
 def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files a folder, a file or a list of them names (folders: ``*.json[.gz]`` inside)."""
-    from kernelmagic.sources.trace_file import TraceFileError, find_traces
+    from kernelmagic.core.errors import TraceFileError
+    from kernelmagic.sources.trace_file import find_traces
 
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     if not items:

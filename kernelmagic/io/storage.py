@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.errors import ProfileFileError
+from kernelmagic.core.errors import NotATrace, ProfileFileError
 from kernelmagic.results.result import ProfileResult
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
 
     try:
         return load_trace(source)
-    except trace_file.NotATrace:
+    except NotATrace:
         return _load_profile(source)
 
 

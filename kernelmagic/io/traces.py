@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.events import EventTable, Kind, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
-from kernelmagic.sources.trace_file import TraceFileError, read_table
+from kernelmagic.sources.trace_file import read_table
 from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.iterations import Iterations, find_iterations
 

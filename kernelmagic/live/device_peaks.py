@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelmagic.core.datasheet import DATASHEET, TB, T, datasheet
+from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.machine import DeviceInfo, gpu_info
+from kernelmagic.core.units import whole_percent
 
-__all__ = ["DATASHEET", "DTYPES", "TB", "Peaks", "T", "datasheet", "device_info", "measure",
-           "peaks", "quick_rates", "set_peaks"]
+__all__ = ["DTYPES", "Peaks", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -148,7 +148,7 @@ def _cuda_peaks() -> Peaks:
                                     "measured peaks")
     label, flops, bandwidth = found
     measured = measure("cuda")
-    doubts = [f"{what} {measured[what] / sheet:.0%}" for what, sheet in
+    doubts = [f"{what} {whole_percent(measured[what] / sheet)}" for what, sheet in
               [*((dt, flops[dt]) for dt in ("bfloat16",)), ("bytes_per_s", bandwidth)]
               if measured.get(what, 0.0) < DOUBT_BELOW * sheet]
     note = (f"measured well below the {label} datasheet ({', '.join(doubts)} of it): "

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from kernelmagic.core.timing import format_seconds
+from kernelmagic.core.units import format_seconds
 
 #: Seconds of wall time before anything is shown.
 DELAY = 1.0

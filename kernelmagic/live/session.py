@@ -16,7 +16,9 @@ events is reproduced here so the report's numbers stay torch's:
   correlation id is its linked correlation id, as torch's ``FunctionEvent.kernels``;
   unlike torch, never to a runtime call or a profiler ``overhead`` event that merely
   shares the number (their CUPTI ids are counted apart from the ops' ids)
-- ``overhead`` events (Kineto's "Activity Buffer Request") are OTHER: not op rows
+- each event's kind comes from the rules the trace readers apply too
+  (``kernelmagic/core/event_rules.py``): ``overhead`` events (Kineto's "Activity Buffer
+  Request") are OTHER, not op rows
 - a range's GPU-side copy (``gpu_user_annotation``) keeps no correlation id: Kineto gives
   it its CPU range's id (no linked id), a number from the ops' count that may equal a
   runtime call's CUPTI id; torch attaches it to nothing then, and so does kernelmagic
@@ -31,35 +33,26 @@ from typing import Any
 import numpy as np
 import torch
 
+from kernelmagic.core.event_rules import (
+    MEMORY_NAME,
+    NAMED_KINDS,
+    category_kind,
+    known_category,
+    name_kind,
+)
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
+from kernelmagic.core.op_names import is_runtime_call
 
 _IGNORED = frozenset({
     "[OutOfMemory]", "profiler::_record_function_enter",
     "profiler::_record_function_enter_new", "profiler::_record_function_exit",
     "aten::is_leaf", "aten::output_nr", "aten::_version",
 })
-MEMORY_NAME = "[memory]"
-
-_CPU_ACTIVITY = {
-    "cpu_op": Kind.OP, "user_annotation": Kind.RANGE, "python_function": Kind.PYTHON,
-    "cuda_runtime": Kind.RUNTIME, "cuda_driver": Kind.RUNTIME,
-    "privateuse1_runtime": Kind.RUNTIME, "privateuse1_driver": Kind.RUNTIME,
-    "xpu_runtime": Kind.RUNTIME, "xpu_driver": Kind.RUNTIME,
-    "overhead": Kind.OTHER,  # the profiler's own work ("Activity Buffer Request")
-}
-_GPU_ACTIVITY = {
-    "kernel": Kind.KERNEL, "gpu_memcpy": Kind.MEMCPY, "gpu_memset": Kind.MEMSET,
-    "gpu_user_annotation": Kind.GPU_RANGE,
-}
 
 _D = torch.autograd.DeviceType
 _CPU_MEMORY = {_D.CPU, _D.MKLDNN, _D.IDEEP}
 _DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
 _GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU}  # what torch attaches to ops as kernels
-
-
-#: CPU activities that are operators (or instants: ``[memory]``).
-_OTHER_CPU = frozenset({"cpu_op", "cpu_instant_event", "overhead"})
 
 
 def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
@@ -86,9 +79,6 @@ def _thread_ids(raw: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-#: A runtime or driver call, by name, where torch cannot say (``cudaLaunchKernel``,
-#: ``cuLaunchKernelEx``, ``hipMemcpyAsync``).
-_RUNTIME_NAME = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
 #: A Python frame recorded by ``with_stack``: ``file.py(12): f``, a built-in, a module.
 _PYTHON_NAME = re.compile(r"^(.+\(\d+\): .+|<built-in (method|function) .+>|nn\.Module: .+)$")
 
@@ -118,7 +108,7 @@ def activity_types(events: list[Any], event_type: Any) -> list[str]:
                 out.append("user_annotation")
             elif name == "Activity Buffer Request":
                 out.append("overhead")
-            elif _RUNTIME_NAME.match(name):
+            elif is_runtime_call(name):  # where torch cannot say: cudaLaunchKernel, ...
                 out.append("cuda_runtime")
             elif _PYTHON_NAME.match(name):
                 out.append("python_function")
@@ -182,27 +172,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     n = len(events)
     distinct = [_demangle(x) if x else x for x in distinct_names]
 
-    # CPU or GPU: from the activity type; the device type only where that cannot tell.
     is_memory = name_col == name_ids.get(MEMORY_NAME, -1)
-    gpu_activity = _lookup(activity_ids, _GPU_ACTIVITY)
-    unknown = ~_lookup(activity_ids, _CPU_ACTIVITY) & ~_lookup(activity_ids, _OTHER_CPU) \
-        & ~gpu_activity
-    on_cpu = ~gpu_activity[activity]
-    ask = np.flatnonzero(unknown[activity] & ~is_memory)
-    if ask.size:
-        on_cpu[ask] = [d == _D.CPU for d in (events[i].device_type() for i in ask.tolist())]
-
-    kind = np.full(n, Kind.OP, dtype=np.int8)
-    kind_of_activity = np.full(len(activity_ids), Kind.OP, dtype=np.int8)
-    for text, i in activity_ids.items():
-        kind_of_activity[i] = _CPU_ACTIVITY.get(text, Kind.OP)
-    kind[on_cpu] = kind_of_activity[activity[on_cpu]]
-    step = np.fromiter((x.startswith("ProfilerStep#") for x in distinct_names), dtype=bool,
-                       count=len(distinct_names))
-    kind[on_cpu & (kind == Kind.RANGE) & step[name_col]] = Kind.STEP
-    bracket = np.fromiter((x.startswith("[") and x.endswith("]") for x in distinct_names),
-                          dtype=bool, count=len(distinct_names))
-    kind[on_cpu & (kind == Kind.OP) & bracket[name_col]] = Kind.OTHER
+    kind, on_cpu = _kinds(events, activity_ids, activity, distinct_names, name_col, is_memory)
     device = np.full(n, -1, dtype=np.int16)
 
     start = column("start_ns", np.int64) - origin
@@ -236,9 +207,6 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     launcher = np.full(n, NO_PARENT, dtype=np.int32)
     if gpu_idx:
         device_types = {i: events[i].device_type() for i in gpu_idx}
-        activity_of = {i: text for text, i in activity_ids.items()}
-        kind[gpu_idx] = [_GPU_ACTIVITY.get(activity_of[a], Kind.OTHER)
-                         for a in activity[gpu_idx].tolist()]
         device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
         tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
         # A range's GPU-side copy carries its CPU range's id, not a CUPTI id: kept, it
@@ -273,6 +241,32 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
         table = select(table, keep_mem)
     return derive_links(table)
+
+
+def _kinds(events: list[Any], activity_ids: dict[str, int], activity: np.ndarray,
+           distinct_names: dict[str, None], name_col: np.ndarray,
+           is_memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kind, on the CPU) per event, by the rules every source shares
+    (``kernelmagic/core/event_rules.py``): the category (activity type) says, once per
+    distinct one, with the device type asked only where the category is unknown; then
+    the names that override it on the CPU, once per distinct name. ``[memory]`` records
+    are left for the caller (MEMORY)."""
+    rules = [category_kind(text) for text in activity_ids]  # in id order
+    unknown = np.fromiter((not known_category(text) for text in activity_ids), dtype=bool,
+                          count=len(activity_ids))
+    on_cpu = ~np.fromiter((gpu for _, gpu in rules), dtype=bool, count=len(rules))[activity]
+    ask = np.flatnonzero(unknown[activity] & ~is_memory)
+    if ask.size:
+        on_cpu[ask] = [d == _D.CPU for d in (events[i].device_type() for i in ask.tolist())]
+    kind = np.fromiter((k for k, _ in rules), dtype=np.int8, count=len(rules))[activity]
+    said = kind.copy()
+    for base in NAMED_KINDS:
+        named = on_cpu & (said == base)
+        if named.any():
+            by_name = np.fromiter((name_kind(x, base) for x in distinct_names), dtype=np.int8,
+                                  count=len(distinct_names))
+            kind[named] = by_name[name_col[named]]
+    return kind, on_cpu
 
 
 def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[int, Any],

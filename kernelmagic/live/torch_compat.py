@@ -15,28 +15,14 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from kernelmagic.core.range_names import MODULE_RANGE, SYNC_RANGE
+from kernelmagic.core.range_names import SYNC_RANGE
 from kernelmagic.live.kineto_env import quiet_kineto_logs
 
 __all__ = [
-    "MODULE_RANGE",
-    "SYNC_RANGE",
-    "cuda_available",
-    "device_name",
-    "device_peak",
-    "export_trace",
-    "gpu_runtime",
-    "labelled_range",
-    "matmul_precision",
-    "module_ranges",
-    "new_profiler",
-    "num_threads",
+    "cuda_available", "device_name", "device_peak", "export_trace", "gpu_runtime",
+    "labelled_range", "matmul_precision", "module_ranges", "new_profiler", "num_threads",
     "profiler_running",
-    "release",
-    "reset_device_peak",
-    "return_freed_memory",
-    "synchronize",
-    "torch_version",
+    "release", "reset_device_peak", "return_freed_memory", "synchronize", "torch_version",
     "warm_profiler",
 ]
 

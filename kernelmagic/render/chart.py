@@ -9,31 +9,18 @@ import threading
 import zlib
 from typing import Any
 
-from kernelmagic.core.timing import format_us
+from kernelmagic.core.rows import OpRow
+from kernelmagic.core.sorting import self_time, sort_key
+from kernelmagic.core.units import format_us, percent, short_percent, whole_percent
 from kernelmagic.render.table import row_label
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.results.result import ProfileResult
 
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.
 MAX_NAME = 40
 
-#: What the bars measure, for the title (the chart has no x axis: each bar is labelled).
-_MEASURE = {
-    "self_cpu": "self CPU time per iteration",
-    "cpu": "total CPU time per iteration (nested ops overlap)",
-    "self_device": "self device time per iteration",
-    "device": "total device time per iteration (nested ops overlap)",
-    "calls": "calls per iteration",
-    "avg": "time per call",
-}
-
-
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _share(share: float) -> str:
-    return f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
 
 
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
@@ -46,24 +33,25 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
         return f"{calls:g} call" if calls == 1 else f"{calls:g} calls"
     if key == "avg":
         return f"{format_us(value)} per call"
-    on_device = key in ("self_device", "device")
-    total = result.self_device_time_total if on_device else result.self_cpu_time_total
+    total = self_time(result, sort_key(key).device)  # the self time on the key's side
     share = value / total if total > 0 else 0.0
-    return f"{_share(share)} · {format_us(value / result.iters)}"
+    return f"{short_percent(share)} · {format_us(value / result.iters)}"
 
 
 def _texts(result: ProfileResult, key: str,
            rows: list[OpRow]) -> tuple[str, list[tuple[str, str]]]:
-    """The title, and each bar's (name, figures)."""
+    """The title (what the bars measure: the sort key's ``measure``, as the chart has no x
+    axis), and each bar's (name, figures)."""
     name = _short(result.name, MAX_NAME)
+    sort = sort_key(key)
     if not rows:
-        return f"{name}: ops by {_MEASURE[key]}", []
-    title = f"{name}: top {len(rows)} ops by {_MEASURE[key]}"
-    if key in ("self_cpu", "self_device"):
-        covered = sum(result.share(r, device=key == "self_device") for r in rows)
-        share = f"{covered:.0%}"
+        return f"{name}: ops by {sort.measure}", []
+    title = f"{name}: top {len(rows)} ops by {sort.measure}"
+    if sort.is_self_time:
+        covered = sum(result.share(r, device=sort.device) for r in rows)
+        share = whole_percent(covered)
         if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
-            share = f"{min(covered, 0.999):.1%}"
+            share = percent(min(covered, 0.999))
         title += f", {share} of self time"
     return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 
@@ -372,21 +360,24 @@ def figure_png(fig: Any) -> bytes:
 
 
 def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
-    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream."""
+    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream; at the
+    bottom, the dependency model's critical path, coloured by what lies on it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    shown = [*result.timeline, *result.critical_spans]
     lanes = sorted({s.lane for s in result.timeline}, key=lambda lane: (lane != "CPU", lane))
+    lanes += sorted({s.lane for s in result.critical_spans})
     height = 1.4 + 0.5 * max(len(lanes), 1)
     fig = Figure(figsize=(10, height), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    names = sorted({s.key for s in result.timeline})
+    names = sorted({s.key for s in shown})
     palette = [f"C{i}" for i in range(10)]
     color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
-    end = max((s.end for s in result.timeline), default=1.0) / 1e3
+    end = max((s.end for s in shown), default=1.0) / 1e3
     for y, lane in enumerate(reversed(lanes)):
-        spans = [s for s in result.timeline if s.lane == lane]
+        spans = [s for s in shown if s.lane == lane]
         ax.broken_barh([(s.start / 1e3, (s.end - s.start) / 1e3) for s in spans], (y - 0.4, 0.8),
                        facecolors=[color[s.key] for s in spans], edgecolor="white", linewidth=0.3)
         for s in spans:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelmagic.core.timing import format_seconds, format_us
+from kernelmagic.core.units import format_seconds, format_us
 from kernelmagic.render.table import Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
 

@@ -12,8 +12,7 @@ from kernelmagic.core.compiled_rows import (
     WARMUP,
     FusedKernelRow,
 )
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import percent_of as _pct
+from kernelmagic.core.units import format_fixed, format_us, percent_of
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
 from kernelmagic.results.result import ProfileResult
@@ -49,7 +48,7 @@ def region_table(result: ProfileResult) -> Table:
         time_column("cpu_iter", "per iteration", lambda r: r.cpu_time_total / n),
         time_column("graph_iter", "in its graphs / it.", lambda r: r.graph_time_total / n),
         Column("pct", "% iteration", lambda r: r.cpu_time_total,
-               lambda r: _pct(r.cpu_time_total / n, wall)),
+               lambda r: percent_of(r.cpu_time_total / n, wall)),
     ]
     if result.profiles_device:
         cols.insert(5, time_column("device", summed("device", result.iters),
@@ -71,7 +70,7 @@ def break_table(result: ProfileResult) -> Table:
                lambda b: format_us(b.gap_time_total / n) if b.count else "no gap",
                width=144),
         Column("pct", "% iteration", lambda b: b.gap_time_total,
-               lambda b: _pct(b.gap_time_total / n, wall) if b.count else ""),
+               lambda b: percent_of(b.gap_time_total / n, wall) if b.count else ""),
         Column("reason", "reason", lambda b: b.reason, lambda b: b.reason, numeric=False,
                width=360),
         Column("hint", "hint", lambda b: b.hint, lambda b: b.hint, numeric=False, width=360),
@@ -125,7 +124,7 @@ def compile_table(result: ProfileResult) -> Table:
                lambda c: f"{c.function} {_where(c.file, c.line)}".strip(), numeric=False,
                width=300),
         Column("seconds", "compile time", lambda c: c.duration_s,
-               lambda c: f"{c.duration_s:.2f} s"),
+               lambda c: format_fixed(c.duration_s, "s", 2)),
         Column("guard", "recompiled because", lambda c: c.recompile_reason,
                lambda c: c.recompile_reason.splitlines()[0] if c.recompile_reason else "",
                numeric=False, width=420),
@@ -164,11 +163,13 @@ def compiled_note(result: ProfileResult) -> str:
     warm = [c for c in result.compiles if c.phase == WARMUP]
     if warm:
         parts.append(f"the warm-up's {len(warm)} compile(s) took "
-                     f"{sum(c.duration_s for c in warm):.2f} s (kept out of the measurement)")
+                     f"{format_fixed(sum(c.duration_s for c in warm), 's', 2)} (kept out of the "
+                     "measurement)")
     late = [c for c in result.compiles if c.phase == PROFILED]
     if late:
-        parts.append(f"WARNING: {len(late)} compile(s) ({sum(c.duration_s for c in late):.2f} s)"
-                     " ran inside the profiled iterations")
+        took = format_fixed(sum(c.duration_s for c in late), "s", 2)
+        parts.append(f"WARNING: {len(late)} compile(s) ({took}) ran inside the profiled "
+                     "iterations")
     graphs = any(r.graph_time_total > 0 for r in result.compiled_regions)
     if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
         parts.append(f"kernels with no times: {UNTIMED_KERNELS}")

@@ -7,9 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import format_count, si
-from kernelmagic.core.units import percent as _pct
+from kernelmagic.core.units import format_count, format_us, percent, si, whole_percent
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -47,7 +45,7 @@ def counter_table(result: ProfileResult) -> Table:
         Column("dram_write", "DRAM write", lambda r: r.dram_write_bytes,
                lambda r: _counted(r.has_dram, si(r.dram_write_bytes, "B"))),
         Column("occupancy", "occupancy", lambda r: r.occupancy,
-               lambda r: f"{r.occupancy:.0f}%" if r.occupancy >= 0 else NONE, width=84),
+               lambda r: whole_percent(r.occupancy / 100) if r.occupancy >= 0 else NONE, width=84),
     ]
     if timed:
         cols += [
@@ -58,7 +56,7 @@ def counter_table(result: ProfileResult) -> Table:
                    lambda r: _counted(r.has_dram and r.time > 0,
                                       si(r.dram_bytes_per_s, "B/s"))),
             Column("dram_peak", "% DRAM peak", lambda r: r.dram_peak_share,
-                   lambda r: _counted(r.dram_peak_share > 0, _pct(r.dram_peak_share)),
+                   lambda r: _counted(r.dram_peak_share > 0, percent(r.dram_peak_share)),
                    width=96),
         ]
     sort = "dram_read" if any(r.has_dram for r in result.counters) else "fp32_flops"

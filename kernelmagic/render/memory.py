@@ -7,8 +7,7 @@ from html import escape
 from math import inf
 
 from kernelmagic.core.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import format_bytes
+from kernelmagic.core.units import format_bytes, format_us, whole_percent
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
 
@@ -54,7 +53,7 @@ def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
                 f"never higher in it{makeup}")
     return (f"{row.device} memory peak {format_bytes(row.total)} "
             f"(+{format_bytes(row.rise)} in the iteration){where}, "
-            f"{row.fraction:.0%} into {it}{makeup}")
+            f"{whole_percent(row.fraction)} into {it}{makeup}")
 
 
 def memory_notes(result: ProfileResult) -> list[str]:

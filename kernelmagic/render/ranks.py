@@ -10,7 +10,7 @@ import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.timing import format_us
+from kernelmagic.core.units import format_us, whole_percent
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
@@ -32,7 +32,7 @@ RANK_REPORT = "result.ranks[N], or python -m kernelmagic show FOLDER --rank N"
 
 
 def _overlap(s: RankSummary) -> str:
-    return "-" if s.overlap is None else f"{s.overlap:.0%}"
+    return "-" if s.overlap is None else whole_percent(s.overlap)
 
 
 def ranks_table_model(result: ManyRanksResult) -> Table:
@@ -90,7 +90,7 @@ def summary_line(result: ManyRanksResult) -> str:
              f"idle {format_us(median_of('idle_us'))}"]
     overlaps = [s.overlap for s in summaries if s.overlap is not None]
     if overlaps:
-        parts[-1] += f", {statistics.median(overlaps):.0%} of communication overlapped"
+        parts[-1] += f", {whole_percent(statistics.median(overlaps))} of communication overlapped"
     return " · ".join(parts)
 
 

@@ -6,10 +6,8 @@ import math
 from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import percent as _pct
-from kernelmagic.core.units import si
-from kernelmagic.render.table import Column, Table, format_count, name_column, summed
+from kernelmagic.core.units import format_count, format_us, percent, si, whole_percent
+from kernelmagic.render.table import Column, Table, name_column, summed
 from kernelmagic.results.result import ProfileResult
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",
@@ -38,13 +36,13 @@ def roofline_table(result: ProfileResult) -> Table:
                lambda r: format_count(r.flops_per_s)),
         Column("bytes_per_s", "bytes/s", lambda r: r.bytes_per_s,
                lambda r: si(r.bytes_per_s, "B/s")),
-        Column("roof_share", "% of roof", lambda r: r.roof_share, lambda r: _pct(r.roof_share),
+        Column("roof_share", "% of roof", lambda r: r.roof_share, lambda r: percent(r.roof_share),
                width=84),
         Column("bound", "bound", lambda r: bound_order.get(r.bound, -1), lambda r: r.bound,
                width=84),
         Column("time", summed(f"self {side}", result.iters), lambda r: r.time,
                lambda r: format_us(r.time)),
-        Column("pct", f"% self {side}", share, lambda r: _pct(share(r))),
+        Column("pct", f"% self {side}", share, lambda r: percent(share(r))),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")
 
@@ -69,7 +67,7 @@ def verdict_line(result: ProfileResult) -> str:
                                                   if shares.get("unexplained") else [])
     words = {"overhead": "overhead", "unexplained": "unexplained by the roofline (random "
              "numbers, sorting, indexing)"}
-    parts = ", ".join(f"{_pct(shares[b]).replace('.0%', '%')} {words.get(b, b + '-bound')}"
+    parts = ", ".join(f"{percent(shares[b]).replace('.0%', '%')} {words.get(b, b + '-bound')}"
                       for b in shown)
     line = f"Roofline: {parts} (share of op time) · roofs: {peaks_text(result.roofline_peaks)}"
     return f"{line} · {note}" if note else line
@@ -131,7 +129,7 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
         here = (math.log10(r.intensity), math.log10(r.flops_per_s))
         near = sum(1 for x, y in placed if abs(x - here[0]) < 0.4 and abs(y - here[1]) < 0.25)
         placed.append(here)
-        ax.annotate(f"{_label(r.key)} ({share:.0%})", (r.intensity, r.flops_per_s),
+        ax.annotate(f"{_label(r.key)} ({whole_percent(share)})", (r.intensity, r.flops_per_s),
                     textcoords="offset points", xytext=(8, 4 - 11 * near), fontsize=8)
     for bound, color in COLORS.items():
         ax.scatter([], [], color=color, label=f"{bound}-bound" if bound != "overhead"
@@ -151,7 +149,7 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
     if left_out:
         hidden = sum(r.time for r in left_out) / total
         title += (f"\n{len(left_out)} ops without FLOPs or beyond the top {k} not drawn "
-                  f"({hidden:.0%} of op time)")
+                  f"({whole_percent(hidden)} of op time)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if not plotted:

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import format_bytes, format_count
-from kernelmagic.results.result import OpRow, ProfileResult
+from kernelmagic.core.rows import KIND_MARKS, OpRow
+from kernelmagic.core.sorting import self_time, sort_column
+from kernelmagic.core.units import format_bytes, format_count, format_us, percent
+from kernelmagic.results.result import ProfileResult
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,6 @@ class Table:
         sign = -1 if descending else 1
         return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
 
-
-#: How a row that is not an op is marked wherever its name is shown (table, chart, text,
-#: HTML): a range that owns time itself, GPU work whose launch the trace does not hold.
-KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
 
 
 def row_label(row: Any) -> str:
@@ -103,6 +100,8 @@ def op_table(result: ProfileResult) -> Table:
             time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device),
         ]
+    if result.dependency_model:  # what the model says each row is worth (per iteration)
+        cols.append(time_column("max_gain", "max gain/iter", _field("max_gain_us")))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:
@@ -123,13 +122,12 @@ def bytes_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
 def _flops_columns(result: ProfileResult) -> list[Column]:
     """FLOPs per iteration and the achieved rate from self time; "—" where torch can't count."""
     iters = result.iters
-    time_field = "self_device_time_total" if result.profiles_device else "self_cpu_time_total"
 
     def per_iter(r: OpRow) -> float:
         return r.flops / iters if r.flops else -1.0
 
     def rate(r: OpRow) -> float:
-        seconds = getattr(r, time_field) / 1e6
+        seconds = self_time(r, result.profiles_device) / 1e6
         return r.flops / seconds if r.flops and seconds > 0 else -1.0
 
     return [
@@ -148,11 +146,9 @@ def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool) 
     def share(r: OpRow) -> float:
         return result.share(r, device=on_device)
 
-    return Column(id_, title, share, lambda r: f"{100 * share(r):.1f}%")
+    return Column(id_, title, share, lambda r: percent(share(r)))
 
 
 def column_for_sort(result: ProfileResult, sort: str) -> str:
     """The column id that matches a ``--sort`` key."""
-    if sort == "avg":
-        return "device_avg" if result.profiles_device else "cpu_avg"
-    return sort
+    return sort_column(sort, result.profiles_device)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.timing import format_seconds, format_us
-from kernelmagic.core.units import short_percent as _percent
+from kernelmagic.core.units import format_seconds, format_us, short_percent, whole_percent
 from kernelmagic.render.table import Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
@@ -33,14 +32,14 @@ def summary_line(result: ProfileResult) -> str:
     elif result.profiles_device:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
-            busy = 100 * per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {busy:.0f}% of wall")
+            busy = per_iter_dev / wall_us if wall_us > 0 else 0.0
+            parts.append(f"GPU busy {whole_percent(busy)} of wall")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
                      f"{format_us(per_iter_cpu)} self CPU time per iteration")
     elif result.breakdown is None:
-        share = 100 * per_iter_cpu / wall_us if wall_us > 0 else 0.0
+        share = per_iter_cpu / wall_us if wall_us > 0 else 0.0
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration "
-                     f"({share:.0f}% of wall)")
+                     f"({whole_percent(share)} of wall)")
     else:
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration")
     if result.breakdown is not None:
@@ -68,20 +67,21 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) 
     share = parts.share
     comm = ""
     if parts.communication > 0:
-        comm = f"communication {_percent(share('communication'))}"
+        comm = f"communication {short_percent(share('communication'))}"
         if parts.overlap:
-            comm += f" ({_percent(parts.overlap)} of it overlapped by compute)"
+            comm += f" ({short_percent(parts.overlap)} of it overlapped by compute)"
         comm += ", "
     if parts.device == "cpu" and python is not None and parts.wall > 0:
         lines, rest = python
-        return (f"CPU: ops {_percent(share('compute'))}, {comm}Python lines "
-                f"{_percent(lines / parts.wall)}, unattributed {_percent(rest / parts.wall)} "
-                "of the iteration")
+        return (f"CPU: ops {short_percent(share('compute'))}, {comm}Python lines "
+                f"{short_percent(lines / parts.wall)}, unattributed "
+                f"{short_percent(rest / parts.wall)} of the iteration")
     if parts.device == "cpu":
-        return (f"CPU: ops {_percent(share('compute'))}, {comm}other (Python between ops, "
-                f"waits) {_percent(share('idle'))} of the iteration")
-    return (f"GPU: compute {_percent(share('compute'))}, {comm}memcpy/memset "
-            f"{_percent(share('memcpy'))}, idle {_percent(share('idle'))} of the iteration")
+        return (f"CPU: ops {short_percent(share('compute'))}, {comm}other (Python between ops, "
+                f"waits) {short_percent(share('idle'))} of the iteration")
+    return (f"GPU: compute {short_percent(share('compute'))}, {comm}memcpy/memset "
+            f"{short_percent(share('memcpy'))}, idle {short_percent(share('idle'))} of the "
+            "iteration")
 
 
 def _clip(text: str, width: int) -> str:

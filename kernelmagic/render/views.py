@@ -6,18 +6,9 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.timing import format_us
-from kernelmagic.core.units import percent
-from kernelmagic.core.units import percent_of as _pct
+from kernelmagic.core.units import format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
-from kernelmagic.render.table import (
-    Column,
-    Table,
-    format_bytes,
-    name_column,
-    summed,
-    time_column,
-)
+from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
 
 
@@ -34,7 +25,7 @@ def kernel_table(result: ProfileResult) -> Table:
                     lambda k: k.device_time_total),
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
-               lambda k: _pct(k.device_time_total, total)),
+               lambda k: percent_of(k.device_time_total, total)),
         Column("launched_by", "launched by", lambda k: k.launched_by, lambda k: k.launched_by,
                numeric=False, width=220),
     ]
@@ -48,7 +39,7 @@ def source_table(result: ProfileResult) -> Table:
         Column("code", "code", lambda s: s.code, lambda s: s.code, numeric=False, width=300),
         time_column("self_cpu", summed("self CPU", result.iters), lambda s: s.self_cpu_time_total),
         Column("pct", "% self CPU", lambda s: s.self_cpu_time_total,
-               lambda s: _pct(s.self_cpu_time_total, total)),
+               lambda s: percent_of(s.self_cpu_time_total, total)),
         Column("ops", "ops", lambda s: s.ops, lambda s: f"{s.ops:,}"),
     ]
     if result.profiles_device:
@@ -196,6 +187,21 @@ def _streams_note(result: ProfileResult) -> str:
             "on several streams at once")
 
 
+def critical_path_notes(result: ProfileResult) -> list[str]:
+    """The median iteration's critical path in one line, and the trust line when the
+    dependency model found its own edges wrong (``docs/what-if.md``)."""
+    from kernelmagic.views.critical_path import path_summary
+
+    notes = []
+    summary = path_summary(result.critical_path)
+    if summary:
+        notes.append(f"Median iteration's {summary} (result.what_if() predicts speed-ups)")
+    line = result.trust.line() if result.trust is not None else ""
+    if line:
+        notes.append(f"Trace check: {line}")
+    return notes
+
+
 def view_notes(result: ProfileResult) -> list[str]:
     """One-line facts: peak memory, GPU busy/idle per iteration, where the trace went."""
     notes = []
@@ -211,8 +217,9 @@ def view_notes(result: ProfileResult) -> list[str]:
     if result.profiles_device and parts is not None and parts.device != "cpu":
         idle = parts.idle
         notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
-                     f"{format_us(idle)} of {format_us(parts.wall)} ({_pct(idle, parts.wall)} "
-                     "idle)" + _streams_note(result))
+                     f"{format_us(idle)} of {format_us(parts.wall)} "
+                     f"({percent_of(idle, parts.wall)} idle)" + _streams_note(result))
+    notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line
 

@@ -6,20 +6,24 @@ the result (the results layer: it imports the views below it, never torch).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
 from kernelmagic.core.python_samples import PythonSamples
-from kernelmagic.core.rows import SourceRow
+from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks
+from kernelmagic.core.sorting import default_sort
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
+from kernelmagic.views.critical_path import iteration_view
+from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
-from kernelmagic.views.ops import kernel_rows, op_rows, outer_window
+from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
 from kernelmagic.views.python_lines import (
     TRACE_HINT,
     PythonLines,
@@ -82,7 +86,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         has_work = device_work(table).any()
         device = "cuda" if has_work else "cpu"
     on_device = device != "cpu"
-    sort = sort or ("self_device" if on_device else "self_cpu")
+    sort = sort or default_sort(on_device)
     wanted = [v for v in VIEWS if v in views]
     figures = Figures(table)
     peak: dict[str, float] = {}
@@ -111,14 +115,20 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         lines = python_lines(table, windows, samples, source_file, cell_label)
         if python_samples is None and not samples.n:
             lines_note = TRACE_HINT
+    owners = range_owners(table, name)  # the ranges that are rows: for both views below
+    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
+    model = (iteration_view(table, windows[min(median, len(windows) - 1)], name,
+                            shapes="shapes" in wanted, spans=bool(chosen), ranges=owners)
+             if windows else None)
     return ProfileResult(
         name=name,
         iters=len(timings),
         warmup=warmup,
         device=device,
         device_name=device_name,
-        rows=op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                     flops="flops" in wanted, window=outer_window(table, name), name=name),
+        rows=_with_gains(rows, model.gains_us if model else {}),
         kernels=kernel_rows(table) if on_device else [],
         timings=list(timings),
         warmup_timings=list(warmup_timings),
@@ -148,6 +158,10 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         python_unattributed=lines.unattributed_us,
         python_note=lines_note,
         gpu_idle=gpu_idle_rows(table, windows) if on_device else [],
+        critical_path=model.path if model else [],
+        critical_spans=model.spans if model else [],
+        dependency_model=model.model.to_dict() if model else {},
+        trust=TrustChecks(**trust_checks(table)),
         steps=steps.rows,
         step_groups=steps.groups,
         steps_summary=steps.summary,
@@ -159,6 +173,12 @@ def _sources(table: EventTable, figures: Figures, source_file: str | None,
     """``--stack``'s rows, the cell's top level split by line where samples say how."""
     rows = source_rows(table, figures, source_file)
     return split_top_level(rows, table, samples) if samples is not None else rows
+
+
+def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
+    """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
+    return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
+            for r in rows]
 
 
 def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,

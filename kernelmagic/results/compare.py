@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.results.result import ProfileResult
 
 #: Fewer iterations than this in either run and the spread says nothing.
@@ -61,11 +62,10 @@ class Comparison:
 
     @property
     def time_label(self) -> str:
-        return "self device" if self.on_device else "self CPU"
+        return self_time_label(self.on_device)
 
     def _per_iter(self, result: ProfileResult) -> dict[str, float]:
-        field = "self_device_time_total" if self.on_device else "self_cpu_time_total"
-        return {r.key: getattr(r, field) / result.iters for r in result.op_totals}
+        return {r.key: self_time(r, self.on_device) / result.iters for r in result.op_totals}
 
     @cached_property
     def rows(self) -> list[OpDelta]:

@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelmagic.core.events import Window
 from kernelmagic.core.rows import Breakdown
+from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op
 
-__all__ = ["RankSummary", "Window", "is_comm_kernel", "is_comm_op", "summarize"]
+__all__ = ["RankSummary", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None
     steps = max(result.iters, 1)
     op_us: dict[str, float] = {}
     for row in result.op_totals:
-        mine = row.self_device_time_total if on_gpu else row.self_cpu_time_total
+        mine = self_time(row, on_gpu)
         if mine > 0:
             op_us[row.key] = op_us.get(row.key, 0.0) + mine / steps
     return RankSummary(

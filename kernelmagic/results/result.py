@@ -9,7 +9,6 @@ carries over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -24,9 +23,9 @@ from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
-from kernelmagic.core.options import SORT_KEYS
 from kernelmagic.core.rows import (
     Breakdown,
+    CriticalPathRow,
     GpuIdleRow,
     KernelRow,
     ModuleRow,
@@ -36,29 +35,15 @@ from kernelmagic.core.rows import (
     RooflineRow,
     SourceRow,
     Span,
+    TrustChecks,
 )
+from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
 FORMAT_VERSION = 1
-
-
-def _sort_value(key: str, device: bool) -> Callable[[OpRow], float]:
-    if key == "self_cpu":
-        return lambda r: r.self_cpu_time_total
-    if key == "cpu":
-        return lambda r: r.cpu_time_total
-    if key == "self_device":
-        return lambda r: r.self_device_time_total
-    if key == "device":
-        return lambda r: r.device_time_total
-    if key == "calls":
-        return lambda r: float(r.count)
-    if key == "avg":
-        return (lambda r: r.device_time) if device else (lambda r: r.cpu_time)
-    raise ValueError(f"unknown sort key {key!r}; expected one of {', '.join(SORT_KEYS)}")
 
 
 @dataclass(eq=False)
@@ -121,6 +106,12 @@ class ProfileResult:
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
     gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
+    # The median iteration's dependency model (views/dependencies.py, packed), its critical
+    # path, and what the model found wrong with its own edges (the trust line).
+    critical_path: list[CriticalPathRow] = field(default_factory=list)
+    critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
+    dependency_model: dict[str, Any] = field(default_factory=dict)
+    trust: TrustChecks | None = None
     # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
     # advice follows; what else used the CPU while the iterations were timed (live runs)
     device_info: DeviceInfo | None = None
@@ -178,7 +169,7 @@ class ProfileResult:
     @property
     def self_time_total(self) -> float:
         """Total self time on the primary device (the GPU when profiled, else the CPU)."""
-        return self.self_device_time_total if self.profiles_device else self.self_cpu_time_total
+        return self_time(self, self.profiles_device)
 
     @cached_property
     def op_totals(self) -> list[OpRow]:
@@ -206,20 +197,54 @@ class ProfileResult:
 
     def value(self, row: OpRow, by: str | None = None) -> float:
         """The figure of ``row`` that sort key ``by`` orders by."""
-        return _sort_value(by or self.sort, self.profiles_device)(row)
+        return sort_value(by or self.sort, self.profiles_device)(row)
 
     def share(self, row: OpRow, device: bool | None = None) -> float:
         """``row``'s self time as a fraction of the total self time (CPU or device)."""
         on_device = self.profiles_device if device is None else device
-        total = self.self_device_time_total if on_device else self.self_cpu_time_total
-        mine = row.self_device_time_total if on_device else row.self_cpu_time_total
-        return mine / total if total > 0 else 0.0
+        total = self_time(self, on_device)  # the result's totals are named as the rows' fields
+        return self_time(row, on_device) / total if total > 0 else 0.0
 
     def top(self, k: int | None = None, by: str | None = None) -> list[OpRow]:
         """The ``k`` rows with the largest value of sort key ``by`` (default: ``sort``)."""
-        key = _sort_value(by or self.sort, self.profiles_device)
+        key = sort_value(by or self.sort, self.profiles_device)
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
+
+    @cached_property
+    def _model(self) -> Any:
+        from kernelmagic.views.dependencies import Model
+
+        return Model.from_dict(self.dependency_model)
+
+    def what_if(self, factors: dict[str, float], side: str = "both") -> Any:
+        """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``
+        makes that row twice as fast, ``float("inf")`` removes it; keys are the op
+        table's row keys (or its labels, ``[range] nccl:all_reduce``). ``side``: "both"
+        (the row's own CPU time and the GPU work it launched), "cpu" or "device".
+
+        Returns a ``WhatIf`` (``views/critical_path.py``): ``iteration_us``, ``saved_us``,
+        ``saved_share`` and the new critical path (``.summary``), in the measured median
+        iteration's terms (``what_if({})`` gives it back). See ``docs/what-if.md``."""
+        from kernelmagic.views.critical_path import WhatIf, what_if
+
+        if not self.dependency_model:
+            raise ValueError("this result has no dependency model (saved by an older "
+                             "kernelmagic, or no iteration was profiled)")
+        answer = what_if(self._model, factors, side)
+        scale = (self.stats.median * 1e6 / answer.measured_us
+                 if answer.measured_us > 0 and self.timings else 1.0)
+        return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
+                      answer.saved_us * scale, answer.saved_share, answer.critical_path)
+
+    def saves_at_most(self, keys: Any, side: str = "both") -> Any:
+        """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
+        median iteration does not hold; None when it holds none of them (or no model)."""
+        if not self.dependency_model:
+            return None
+        held = set(self._model.row_key)
+        present = [k for k in keys if k in held]
+        return self.what_if(dict.fromkeys(present, float("inf")), side) if present else None
 
     # --- presentation --------------------------------------------------------------
 
@@ -302,6 +327,10 @@ class ProfileResult:
             "python_unattributed": self.python_unattributed,
             "python_note": self.python_note,
             "gpu_idle": [asdict(x) for x in self.gpu_idle],
+            "critical_path": [asdict(x) for x in self.critical_path],
+            "critical_spans": [asdict(x) for x in self.critical_spans],
+            "dependency_model": dict(self.dependency_model),
+            "trust": asdict(self.trust) if self.trust is not None else None,
             "device_info": self.device_info.to_dict() if self.device_info else None,
             "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
             "steps": [asdict(x) for x in self.steps],
@@ -404,6 +433,11 @@ class ProfileResult:
                 python_unattributed=float(data.get("python_unattributed", 0.0)),
                 python_note=str(data.get("python_note", "")),
                 gpu_idle=[GpuIdleRow(**x) for x in data.get("gpu_idle", [])],
+                critical_path=[CriticalPathRow(**x) for x in data.get("critical_path", [])],
+                critical_spans=[Span(**x) for x in data.get("critical_spans", [])],
+                dependency_model=dict(data.get("dependency_model") or {}),
+                trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
+                       else None),
                 device_info=(DeviceInfo.from_dict(data["device_info"])
                              if data.get("device_info") else None),
                 cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,

@@ -8,8 +8,10 @@ both call, so both give equal tables. ``trace_meta`` turns the top-level keys
 ``meta``.
 
 A ``tid`` string holding an integer is that thread, ``"stream N"`` is stream N, any
-other ``tid`` string is a named lane of its own; ``ProfilerStep#N`` and DataLoader
-ranges become STEP and OTHER whatever their category says.
+other ``tid`` string is a named lane of its own. What each event is (its ``Kind``) comes
+from the rules the live source shares (``kernelmagic/core/event_rules.py``): the
+category, then the names that override it (``ProfilerStep#N`` is STEP, DataLoader ranges
+are RANGE, a bracketed op name is OTHER).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelmagic.core.event_rules import MEMORY_NAME, category_kind, kinds_by_name
 from kernelmagic.core.events import EventTable, Kind, TableBuilder
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
@@ -27,28 +30,6 @@ from kernelmagic.sources.trace_numbers import (
     thread_id,
 )
 
-#: Category -> kind, for torch >= 1.13 traces and for the older TensorBoard-era names.
-CATEGORIES: dict[str, Kind] = {
-    "cpu_op": Kind.OP,
-    "operator": Kind.OP,
-    "user_annotation": Kind.RANGE,
-    "gpu_user_annotation": Kind.GPU_RANGE,
-    "python_function": Kind.PYTHON,
-    "python": Kind.PYTHON,
-    "cuda_runtime": Kind.RUNTIME,
-    "cuda_driver": Kind.RUNTIME,
-    "runtime": Kind.RUNTIME,
-    "kernel": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY,
-    "memcpy": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET,
-    "memset": Kind.MEMSET,
-}
-_ON_DEVICE = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_RANGE})
-_GPU_SIDE_CATEGORIES = frozenset({"cuda_sync"})  # GPU-timeline events that are not work
-#: CPU-side ranges that become STEP or OTHER whatever their category says.
-STEP_PREFIX = "ProfilerStep#"
-DATALOADER_PREFIX = "enumerate(DataLoader)"
 #: The top-level keys a trace's ``meta`` is read from (``trace_meta``).
 META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion", "format")
 
@@ -118,10 +99,9 @@ class Columns(TableBuilder):
         shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
         tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
         categories: dict[Any, tuple[Kind, bool]] = {}
-        special: dict[str, Any] = {}  # CPU-side names that are steps or DataLoader
+        by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
         number, text_ns = Number, ns_of_text
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
-        unseen = object()
 
         def ns(value: Any) -> int:
             kind = type(value)
@@ -142,7 +122,7 @@ class Columns(TableBuilder):
                    stream: Any, correlation: Any, flops: Any, dims: Any) -> None:
             found = categories.get(cat)
             if found is None:
-                found = categories[cat] = _category(cat)
+                found = categories[cat] = category_kind(cat)
             kind, on_device = found
             if dur < 0:
                 raise ValueError
@@ -165,11 +145,10 @@ class Columns(TableBuilder):
                 if type(tid) is not int or tid < 0:
                     tid = tid_of(tid)
                 if kind is op or kind is rng or kind is other:
-                    again = special.get(name, unseen)
-                    if again is unseen:
-                        again = special[name] = _special(name)
-                    if again is not None:
-                        kind = again
+                    again = by_name.get(name)
+                    if again is None:
+                        again = by_name[name] = kinds_by_name(name)
+                    kind = again[kind]
             kinds(kind)
             names(name_id)
             starts(start)
@@ -190,7 +169,7 @@ class Columns(TableBuilder):
             if type(nbytes) is not int:
                 raise TypeError
             kinds(memory)
-            names(intern("[memory]"))
+            names(intern(MEMORY_NAME))
             starts(start)
             ends(start)
             tids(tid_of(tid))
@@ -233,23 +212,6 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
     if isinstance(found.get("traceName"), str):
         meta["trace_name"] = found["traceName"]
     return meta
-
-
-def _category(cat: Any) -> tuple[Kind, bool]:
-    """(kind, whether on the GPU timeline) of a category; unknown ones are OTHER on the CPU."""
-    kind = CATEGORIES.get(cat.lower()) if type(cat) is str else None
-    if kind is None:
-        return Kind.OTHER, cat in _GPU_SIDE_CATEGORIES
-    return kind, kind in _ON_DEVICE
-
-
-def _special(name: str) -> Kind | None:
-    """STEP or OTHER for the CPU-side ranges that are never rows, whatever their category."""
-    if name.startswith(STEP_PREFIX):
-        return Kind.STEP
-    if name.startswith(DATALOADER_PREFIX):
-        return Kind.OTHER
-    return None
 
 
 def _shapes_text(dims: Any) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Union
 import numpy as np
 
 from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
+from kernelmagic.core.event_rules import MEMORY_NAME
 from kernelmagic.core.events import EventTable
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
@@ -106,7 +107,7 @@ def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = Non
             a = e.args or no_args
             add_op(e.name, e.cat, start, next(durations), e.tid, e.pid, a.device, a.stream,
                    a.correlation, a.flops, a.dims)
-        elif e.name == "[memory]":
+        elif e.name == MEMORY_NAME:
             a = e.args or no_args
             add_memory(start, e.tid, a.nbytes, a.device_type, a.device_id)
     if counter_args is not None:  # the counter ranges' metric values (not in the hot loop)

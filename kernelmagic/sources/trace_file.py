@@ -20,13 +20,10 @@ import os
 import re
 from pathlib import Path
 
-from kernelmagic.core.errors import NotATrace, TraceFileError
 from kernelmagic.core.events import EventTable
-from kernelmagic.sources.trace_columns import trace_meta
 from kernelmagic.sources.trace_stream import StreamReader
 
-__all__ = ["TRACE_SUFFIXES", "NotATrace", "TraceFileError", "find_traces", "is_profile_json",
-           "read_table", "trace_meta"]
+__all__ = ["TRACE_SUFFIXES", "find_traces", "is_profile_json", "read_table"]
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.(?:profile|ranks)"')

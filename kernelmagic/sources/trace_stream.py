@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.core.errors import NotATrace, TraceFileError
+from kernelmagic.core.event_rules import MEMORY_NAME
 from kernelmagic.core.events import EventTable
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
 from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta
@@ -208,7 +209,7 @@ class StreamReader:
             ph = event.get("ph")
             if ph != "X":
                 if ph == "i" or ph == "I":
-                    if event.get("name") == "[memory]":
+                    if event.get("name") == MEMORY_NAME:
                         args = event.get("args") or no_args
                         add_memory(ns(event["ts"]), event.get("tid"), args.get("Bytes", 0),
                                    args.get("Device Type", 0), args.get("Device Id", -1))

@@ -22,6 +22,7 @@ import numpy as np
 
 from kernelmagic.core.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.units import format_fixed
 from kernelmagic.views.breakdown import Intervals
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
@@ -234,15 +235,15 @@ def _gap_ops(self_cpu: Counter[str], iters: int, gap: float) -> str:
     dynamo = sum(t for name, t in self_cpu.items() if name in DYNAMO_OVERHEAD)
     eager = Counter({name: t for name, t in self_cpu.items() if name not in DYNAMO_OVERHEAD})
     named = eager.most_common(GAP_OPS)
-    parts = [f"{name} {t / iters:.1f} µs" for name, t in named]
+    parts = [f"{name} {format_fixed(t / iters, 'µs')}" for name, t in named]
     if len(eager) > len(named):
         rest = sum(eager.values()) - sum(t for _, t in named)
-        parts.append(f"{len(eager) - len(named)} other ops {rest / iters:.1f} µs")
+        parts.append(f"{len(eager) - len(named)} other ops {format_fixed(rest / iters, 'µs')}")
     if dynamo:
-        parts.append(f"dynamo {dynamo / iters:.1f} µs")
+        parts.append(f"dynamo {format_fixed(dynamo / iters, 'µs')}")
     python = gap - sum(self_cpu.values())
     if python > 0:
-        parts.append(f"Python {python / iters:.1f} µs")
+        parts.append(f"Python {format_fixed(python / iters, 'µs')}")
     return "; ".join(parts)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.event_rules import STEP_PREFIX
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.memory_rows import (
     BEFORE,
@@ -129,7 +130,7 @@ def _scope_name(text: str, is_range: bool, name: str | None) -> str:
     if module is not None:
         return str(module[1])
     if (is_range and not is_ours(text, name) and not is_ours(text, None)
-            and not text.startswith("ProfilerStep#")):
+            and not text.startswith(STEP_PREFIX)):
         return text
     return ""
 

@@ -29,12 +29,12 @@ from kernelmagic.core.range_names import SYNC_RANGE, is_ours
 from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
-__all__ = ["SYNC_RANGE", "group", "is_op", "kernel_rows", "op_rows", "outer_window",
-           "range_owners"]
+__all__ = ["group", "is_op", "kernel_rows", "op_rows", "outer_window", "range_owners",
+           "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
-#: CPU-side kinds that can own time as a range (``OTHER``: DataLoader ranges and the like).
+#: CPU-side kinds that can own time as a range (``OTHER``: profiler records and the like).
 _RANGE_KINDS = np.asarray((Kind.RANGE, Kind.STEP, Kind.OTHER), dtype=np.int8)
 
 
@@ -48,7 +48,7 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
-def _under_our_sync(table: EventTable) -> np.ndarray:
+def under_our_sync(table: EventTable) -> np.ndarray:
     sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
     if sync < 0:
         return np.zeros(table.n, dtype=bool)
@@ -115,7 +115,8 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
 
 def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
             memory: bool = False, flops: bool = False,
-            window: tuple[int, int] | None = None, name: str | None = None) -> list[OpRow]:
+            window: tuple[int, int] | None = None, name: str | None = None,
+            ranges: np.ndarray | None = None) -> list[OpRow]:
     """One row per operator name (and input shapes with ``shapes``), in torch's order, then
     the ranges that own time and the GPU work with no recorded launch (module docstring).
 
@@ -123,11 +124,12 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     ``key_averages()``'s bit for bit. Left out: the events under kernelmagic's own
     synchronize range and, given the run's ``window`` (``outer_window``), events that
     start outside it (the profiler's own start and stop, e.g. its closing synchronize).
-    ``name`` is the run's name (its own ranges are not the user's).
+    ``name`` is the run's name (its own ranges are not the user's); ``ranges``:
+    ``range_owners(table, name)`` when the caller has it already.
     """
     order = figures.order
-    ranges = range_owners(table, name)
-    wanted = (is_op(table) | ranges) & ~_under_our_sync(table)
+    ranges = range_owners(table, name) if ranges is None else ranges
+    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
     if window is not None:
         wanted &= (table.start >= window[0]) & (table.start <= window[1])
     sel = order[wanted[order]]

@@ -12,7 +12,7 @@ from kernelmagic.core.rows import ModuleRow, RangeRow
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
-__all__ = ["MODULE_RANGE", "module_rows", "user_ranges"]
+__all__ = ["module_rows", "user_ranges"]
 
 
 def _range_device(figures: Figures, idx: np.ndarray) -> np.ndarray:

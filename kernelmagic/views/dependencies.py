@@ -1,0 +1,530 @@
+"""The dependency model of one iteration: who waits for whom, as integer arrays.
+
+Built from the ``EventTable`` (live runs and trace files alike) for one iteration window,
+with one pass per CPU thread and per GPU stream, no graph object per event:
+
+- **CPU threads** are chains of *positions*: every start and end of an event on the thread
+  (clipped to the window), in time order. The stretch into position p belongs to the
+  innermost event open there (its self time) and takes ``pos_dur[p]``; position p cannot
+  come before position p-1 plus that stretch. A thread's first position is anchored at
+  its measured time.
+- **GPU work** (kernels, memcpy, memset) on each stream runs in order: it starts after the
+  previous work on its stream ends (plus the measured gap, when it was queued behind it),
+  and after the start of the runtime call that launched it plus the launch latency.
+- **Blocking calls** (``op_names.BLOCKING_CALLS``: device, stream and event synchronise,
+  a blocking memcpy; what they sit under, ``.item()``'s ``aten::_local_scalar_dense``,
+  ``.cpu()``, ``.tolist()``, waits through them) end no earlier than the GPU work they
+  waited for ends, plus their own overhead after it. The work waited for is, on each
+  stream, the last work launched before the call began that ended before the call ended.
+- **Stream waits** (``cudaStreamWaitEvent``): the next work the thread launches starts no
+  earlier than the last work launched before the wait on each other stream (that ended
+  before it started).
+
+Scaling a row changes the stretches it owns (CPU) and the work it launched (GPU); the
+schedule is then recomputed (``views/critical_path.py``). ``Model.to_dict`` packs the
+arrays (zlib, base64) so a saved profile answers ``what_if`` too.
+
+Left out (see ``docs/what-if.md``): contention between concurrent kernels for memory
+bandwidth or SMs, CPU threads sharing a core, waits between CPU threads (a thread that
+blocks on another shows the wait as its own op time), the launch queue filling up, and
+iterations other than the median one.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
+from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
+from kernelmagic.views.ops import UNLAUNCHED, is_op, range_owners, under_our_sync
+from kernelmagic.views.tree import depth_of
+
+JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
+OVERLAP_NS = 0  # work may start this long before the previous work on its stream ends
+NONE = -(2**62)  # "no constraint" in the packed integer arrays (-inf when simulating)
+
+#: What a stretch of time on the critical path is (``pos_cat`` / the path's categories).
+CPU_OP, LAUNCH, SYNC, OUTSIDE_OPS, IDLE, GPU_WORK = range(6)
+CATEGORY_NAMES = ("CPU ops", "launches", "waiting on syncs", "CPU outside ops", "idle",
+                  "GPU work")
+
+
+@dataclass(eq=False)
+class Model:
+    """One iteration's dependencies (module docstring); times are ns from the window start.
+
+    CPU positions ``0..P-1``, chain k (a thread) holding ``chain_off[k]:chain_off[k+1]``;
+    GPU items ``0..W-1``, stream k holding ``stream_off[k]:stream_off[k+1]``, in order.
+    Rows (``row_key``, ``row_kind``, ``row_shapes``) are the op table's; -1 owns nothing.
+    """
+
+    window_ns: int = 0
+    main_chain: int = -1  # the thread whose range is the iteration window (-1: none)
+    row_key: list[str] = field(default_factory=list)
+    row_kind: list[str] = field(default_factory=list)
+    row_shapes: list[str] = field(default_factory=list)
+    chain_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    pos_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    part_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    part_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    part_cat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    part_dur: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_post: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_fixed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    sync_dep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    stream_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    item_dur: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_launch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_lat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    wait_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    wait_dep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cross_target: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cross_source: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cross_off: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def empty(self) -> bool:
+        return self.pos_anchor.size == 0 and self.item_dur.size == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: scalars and lists as they are, each array zlib-packed in base64."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                raw = zlib.compress(value.astype("<i8").tobytes(), 1)
+                value = base64.b64encode(raw).decode("ascii")
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Model:
+        kwargs: dict[str, Any] = {}
+        arrays = {f.name for f in fields(cls) if f.name.startswith(
+            ("chain_", "pos_", "part_", "sync_", "stream_", "item_", "wait_", "cross_"))}
+        for name, value in data.items():
+            if name in arrays:
+                raw = zlib.decompress(base64.b64decode(value))
+                value = np.frombuffer(raw, dtype="<i8").astype(np.int64)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+def build_model(table: EventTable, window: Window, name: str | None = None,
+                shapes: bool = False, ranges: np.ndarray | None = None) -> Model:
+    """The dependency model of the iteration ``window`` of ``table`` (module docstring);
+    ``ranges``: ``views/ops.py: range_owners(table, name)``, when the caller has it."""
+    ws, we = window
+    if ranges is None:
+        ranges = range_owners(table, name)
+    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes)
+    cpu = _cpu_chains(table, ws, we, row_of)
+    gpu = _gpu_items(table, ws, we, row_of, cpu)
+    items, launch_times = gpu.pop("items"), gpu.pop("launch_times")
+    model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
+                  row_key=keys, row_kind=kinds, row_shapes=shape_texts, **gpu)
+    _add_syncs(table, model, cpu, items, launch_times)
+    _thread_edges(model, cpu, table)
+    _merge_positions(model, cpu)
+    return model
+
+
+def _merge_positions(model: Model, cpu: _Chains) -> None:
+    """Keep only the positions something refers to (a thread's first and last, a launch, a
+    blocking call's end); each kept one gets the stretches since the previous one as
+    parts, summed by (row, category). The replay then runs on a few positions per launch."""
+    keep = np.zeros(cpu.dur.size, bool)
+    keep[cpu.chain_off[:-1]] = True
+    keep[cpu.chain_off[1:] - 1] = True
+    keep[model.item_launch[model.item_launch >= 0]] = True
+    keep[model.sync_pos] = True
+    keep[model.cross_target] = True
+    keep[model.cross_source] = True
+    kept = np.flatnonzero(keep)
+    block = np.searchsorted(kept, np.arange(cpu.dur.size))
+    has = cpu.dur != 0
+    ncat = len(CATEGORY_NAMES)
+    key = (block[has] * (len(model.row_key) + 1) + (cpu.row[has] + 1)) * ncat + cpu.cat[has]
+    found, inverse = np.unique(key, return_inverse=True)
+    model.part_dur = np.bincount(inverse, weights=cpu.dur[has]).astype(np.int64)
+    model.part_cat = found % ncat
+    model.part_row = (found // ncat) % (len(model.row_key) + 1) - 1
+    part_block = found // ncat // (len(model.row_key) + 1)
+    model.part_off = np.searchsorted(part_block, np.arange(kept.size + 1)).astype(np.int64)
+    model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
+    model.pos_anchor = cpu.anchor[kept]
+    new_index = np.cumsum(keep) - 1
+    launched = model.item_launch >= 0
+    model.item_launch = np.where(launched, new_index[np.maximum(model.item_launch, 0)], -1)
+    model.sync_pos = new_index[model.sync_pos]
+    model.cross_target = new_index[model.cross_target]
+    model.cross_source = new_index[model.cross_source]
+
+
+def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
+    """Edges between the iteration's own thread and the others (autograd's backward thread,
+    a worker): another thread starts no earlier than the iteration's thread's position
+    before its first event (it was started from there), and where the iteration's thread
+    sits outside any op and resumes within ``JOIN_NS`` of another thread going idle, it
+    waited for that thread (``loss.backward()`` waiting for the backward thread). Only
+    threads that run ops, runtime calls or ranges count (not a profiler's own records)."""
+    main = model.main_chain
+    targets: list[int] = []
+    sources: list[int] = []
+    offsets: list[int] = []
+    if main < 0:
+        return
+    lo, hi = int(cpu.chain_off[main]), int(cpu.chain_off[main + 1])
+    a_time = cpu.time[lo:hi]
+    works = np.isin(table.kind[cpu.event], (Kind.OP, Kind.RUNTIME, Kind.RANGE))
+    for k in range(cpu.chain_off.size - 1):
+        if k == main or not works[cpu.chain_off[k]:cpu.chain_off[k + 1]].any():
+            continue
+        b0, b1 = int(cpu.chain_off[k]), int(cpu.chain_off[k + 1])
+        q = lo + max(0, int(np.searchsorted(a_time, cpu.time[b0], "right")) - 1)
+        targets.append(b0)
+        sources.append(q)
+        offsets.append(int(cpu.time[b0] - cpu.time[q]))
+        cpu.anchor[b0] = NONE
+        idle = b0 + np.flatnonzero(cpu.owner[b0:b1] < 0)
+        at = lo + np.searchsorted(a_time, cpu.time[idle], "left")
+        ok = (at < hi) & (at > lo)
+        idle, at = idle[ok], at[ok]
+        ok = (np.isin(cpu.cat[at], (OUTSIDE_OPS, IDLE))
+              & (cpu.time[at] - cpu.time[idle] <= JOIN_NS))
+        for p, e in _last_per_target(at[ok], idle[ok]):
+            targets.append(p)
+            sources.append(e)
+            offsets.append(int(cpu.time[p] - cpu.time[e]))
+            cpu.dur[p] = offsets[-1]  # the rest of the stretch was the wait
+    joined = {}
+    for tgt, src, off in zip(targets, sources, offsets, strict=True):
+        if tgt not in joined or cpu.time[src] > cpu.time[joined[tgt][0]]:
+            joined[tgt] = (src, off)
+    model.cross_target = np.asarray(list(joined), np.int64)
+    model.cross_source = np.asarray([v[0] for v in joined.values()], np.int64)
+    model.cross_off = np.asarray([v[1] for v in joined.values()], np.int64)
+
+
+def _last_per_target(targets: np.ndarray, sources: np.ndarray) -> list[tuple[int, int]]:
+    """For each distinct target, the last source (sources are in time order)."""
+    if not targets.size:
+        return []
+    last = np.flatnonzero(np.append(targets[1:] != targets[:-1], True))
+    return list(zip(targets[last].tolist(), sources[last].tolist(), strict=True))
+
+
+def _row_ids(table: EventTable, window: Window, ranges: np.ndarray,
+             shapes: bool) -> tuple[np.ndarray, list[str], list[str], list[str]]:
+    """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them)."""
+    ws, we = window
+    inside = (table.start < we) & (table.end > ws) | (table.start == ws)
+    owner = (is_op(table) | ranges) & ~under_our_sync(table) & inside
+    work = device_work(table) & (table.launcher == NO_PARENT) & inside
+    events = np.flatnonzero(owner | work)
+    row_of = np.full(table.n, -1, dtype=np.int64)
+    if not events.size:
+        return row_of, [], [], []
+    kind_code = np.where(work[events], 2, ranges[events].astype(np.int64))
+    key = table.name[events].astype(np.int64) * 3 + kind_code
+    if shapes:
+        key = key * (int(table.shapes.max()) + 1) + np.where(work[events], 0,
+                                                             table.shapes[events])
+    found, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    row_of[events] = inverse
+    firsts = events[first]
+    names = [table.names[i] for i in table.name[firsts].tolist()]
+    kind_names = [("op", "range", UNLAUNCHED)[c] for c in kind_code[first].tolist()]
+    shape_texts = ([table.names[i] if k != UNLAUNCHED else ""
+                    for i, k in zip(table.shapes[firsts].tolist(), kind_names, strict=True)]
+                   if shapes else [""] * found.size)
+    return row_of, names, kind_names, shape_texts
+
+
+@dataclass
+class _Chains:
+    """The CPU side while the model is built: positions and what they are."""
+
+    chain_off: np.ndarray
+    dur: np.ndarray
+    anchor: np.ndarray
+    row: np.ndarray
+    cat: np.ndarray
+    time: np.ndarray  # measured ns from the window start
+    event: np.ndarray  # the event whose start (or end) the position is
+    owner: np.ndarray  # the event that runs after the position (-1: none)
+    is_start: np.ndarray
+    chain_tid: np.ndarray
+
+    def main_chain(self, table: EventTable, window: Window) -> int:
+        """The iteration's own thread: the one whose range or step spans exactly the window,
+        else the one that runs the most ops and runtime calls (-1: no thread at all)."""
+        spans = np.flatnonzero((table.start == window[0]) & (table.end == window[1])
+                               & (table.device < 0) & (table.tid >= 0)
+                               & np.isin(table.kind, (Kind.RANGE, Kind.STEP)))
+        if spans.size:
+            hit = np.flatnonzero(self.chain_tid == table.tid[spans[0]])
+            if hit.size:
+                return int(hit[0])
+        if not self.chain_tid.size:
+            return -1
+        ops = np.isin(table.kind[self.event], (Kind.OP, Kind.RUNTIME))
+        chain = np.searchsorted(self.chain_off, np.arange(self.event.size), "right") - 1
+        return int(np.argmax(np.bincount(chain[ops], minlength=self.chain_tid.size)))
+
+    def position_of_start(self, events: np.ndarray) -> np.ndarray:
+        """The position of each event's start (-1 when the event is not on a chain)."""
+        return self._position(events, self.is_start)
+
+    def position_of_end(self, events: np.ndarray) -> np.ndarray:
+        """The position of each event's end (-1 when the event is not on a chain)."""
+        return self._position(events, ~self.is_start)
+
+    def _position(self, events: np.ndarray, which: np.ndarray) -> np.ndarray:
+        lookup = np.full(int(self.event.max()) + 1 if self.event.size else 1, -1, np.int64)
+        at = np.flatnonzero(which)
+        lookup[self.event[at]] = at
+        ok = (events >= 0) & (events < lookup.size)
+        out = np.full(events.shape, -1, np.int64)
+        out[ok] = lookup[events[ok]]
+        return out
+
+
+def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Chains:
+    """Every CPU thread's positions in the window, one sort for all threads."""
+    on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
+    ev = np.flatnonzero(on_tree & (((table.start < we) & (table.end > ws))
+                                   | ((table.start >= ws) & (table.start <= we))))
+    depth = depth_of(table.parent)[ev]
+    n = ev.size
+    tid = np.concatenate((table.tid[ev], table.tid[ev]))
+    time = np.concatenate((np.maximum(table.start[ev], ws), np.minimum(table.end[ev], we))) - ws
+    is_start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
+    # Ends before starts at one instant; the deeper end first, the shallower start first.
+    tie = np.concatenate((depth, -depth))
+    order = np.lexsort((tie, is_start, time, tid))
+    event = np.concatenate((ev, ev))[order]
+    tid, time, is_start = tid[order], time[order], is_start[order]
+    parent = table.parent[event]
+    owner = np.where(is_start, event, parent)  # what runs after the position
+    new_chain = np.ones(tid.size, bool)
+    new_chain[1:] = tid[1:] != tid[:-1]
+    chain_off = np.concatenate((np.flatnonzero(new_chain), [tid.size])).astype(np.int64)
+    prev_owner = np.concatenate(([-1], owner[:-1]))
+    prev_owner[new_chain] = -1
+    dur = np.diff(time, prepend=0)
+    dur[new_chain] = 0
+    anchor = np.full(tid.size, NONE, np.int64)
+    anchor[new_chain] = time[new_chain]
+    row = np.where(prev_owner >= 0, row_of[np.maximum(prev_owner, 0)], -1)
+    cat = _categories(table, prev_owner)
+    return _Chains(chain_off, dur.astype(np.int64), anchor, row, cat, time, event, owner,
+                   is_start, tid[new_chain])
+
+
+def _categories(table: EventTable, owner: np.ndarray) -> np.ndarray:
+    """What each stretch of a thread is, by the kind and name of the event that owns it."""
+    cat = np.full(owner.size, IDLE, np.int64)
+    has = owner >= 0
+    kind = table.kind[owner[has]]
+    blocking = np.fromiter((n in BLOCKING_CALLS for n in table.names), bool,
+                           count=len(table.names))
+    sub = np.full(kind.size, OUTSIDE_OPS, np.int64)
+    sub[kind == Kind.OP] = CPU_OP
+    runtime = kind == Kind.RUNTIME
+    sub[runtime] = LAUNCH
+    sub[runtime & blocking[table.name[owner[has]]]] = SYNC
+    cat[has] = sub
+    return cat
+
+
+def launch_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
+    """The RUNTIME call with each GPU event's correlation id (-1 when the trace has none)."""
+    runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
+    out = np.full(work.size, -1, np.int64)
+    if not runtime.size or not work.size:
+        return out
+    keys = table.correlation[runtime]
+    by_key = np.argsort(keys, kind="stable")
+    keys = keys[by_key]
+    at = np.minimum(np.searchsorted(keys, table.correlation[work]), keys.size - 1)
+    hit = (keys[at] == table.correlation[work]) & (table.correlation[work] != 0)
+    out[hit] = runtime[by_key[at[hit]]]
+    return out
+
+
+def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All GPU work by (device, stream, start); each one's previous end on its stream."""
+    work = np.flatnonzero(device_work(table) & (table.device >= 0))
+    work = work[np.lexsort((table.end[work], table.start[work], table.tid[work],
+                            table.device[work]))]
+    same = np.zeros(work.size, bool)
+    same[1:] = ((table.tid[work[1:]] == table.tid[work[:-1]])
+                & (table.device[work[1:]] == table.device[work[:-1]]))
+    prev_end = np.full(work.size, NONE, np.int64)
+    prev_end[1:] = table.end[work[:-1]]
+    prev_end[~same] = NONE
+    return work, same, prev_end
+
+
+def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
+               cpu: _Chains) -> dict[str, np.ndarray]:
+    """The GPU work launched in the window (or starting there, with no recorded launch)."""
+    work, same, prev_end = _stream_order(table)
+    call = launch_calls(table, work)
+    launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
+    in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
+                         (table.start[work] >= ws) & (table.start[work] < we))
+    keep = np.flatnonzero(in_window)
+    items = work[keep]
+    st = table.start[items] - ws
+    ls = np.where(call[keep] >= 0, launch_start[keep] - ws, NONE)
+    pe = np.where(prev_end[keep] != NONE, prev_end[keep] - ws, NONE)
+    lat = st - ls
+    launched = (call[keep] >= 0) & (lat >= 0)
+    queued = launched & (pe != NONE) & (pe > ls)
+    free = launched & ~queued
+    typical = int(np.median(lat[free])) if free.any() else (
+        int(lat[launched].min()) if launched.any() else 0)
+    item_lat = np.where(queued, np.minimum(lat, typical), lat)
+    gap = np.where(free, 0, st - np.where(pe != NONE, pe, st))
+    # The previous work on the stream is in the model when it is the item just before.
+    prev_in = np.zeros(keep.size, bool)
+    prev_in[1:] = (keep[1:] == keep[:-1] + 1) & same[keep[1:]]
+    anchor = np.full(keep.size, NONE, np.int64)
+    fixed_prev = ~prev_in & (pe != NONE)
+    anchor[fixed_prev] = pe[fixed_prev] + gap[fixed_prev]
+    alone = ~launched & ~prev_in
+    anchor[alone] = st[alone]
+    stream_off = np.concatenate((np.flatnonzero(~prev_in), [keep.size])).astype(np.int64)
+    item_row = np.where(table.launcher[items] >= 0,
+                        row_of[np.maximum(table.launcher[items], 0)], row_of[items])
+    launch_pos = np.where(launched, cpu.position_of_start(call[keep]), -1)
+    wait_off, wait_dep, anchor = _stream_waits(table, items, call[keep], launch_pos, cpu,
+                                               anchor, ws)
+    return dict(stream_off=stream_off, item_dur=(table.end[items] - table.start[items]),
+                item_row=item_row, item_launch=launch_pos, item_lat=item_lat.astype(np.int64),
+                item_gap=gap.astype(np.int64), item_anchor=anchor,
+                wait_off=wait_off, wait_dep=wait_dep, items=items,
+                launch_times=np.where(ls != NONE, ls + ws, NONE))
+
+
+def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
+                 launch_by: np.ndarray, end_by: np.ndarray) -> list[tuple[int, int]]:
+    """(query, item) pairs: per query and stream, the last item launched by ``launch_by``
+    that ended by ``end_by`` (items in stream order; ``launch_at`` their launch times)."""
+    pairs: list[tuple[int, int]] = []
+    if not items.size or not launch_by.size:
+        return pairs
+    stream = table.device[items].astype(np.int64) * (1 << 40) + table.tid[items]
+    bounds = np.flatnonzero(np.diff(stream)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [items.size])),
+                      strict=True):
+        launched = np.maximum.accumulate(launch_at[lo:hi])
+        ends = table.end[items[lo:hi]]
+        upto = np.minimum(np.searchsorted(launched, launch_by, "right"),
+                          np.searchsorted(ends, end_by, "right"))
+        has = np.flatnonzero(upto > 0)
+        pairs += zip(has.tolist(), (lo + upto[has] - 1).tolist(), strict=True)
+    return pairs
+
+
+def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
+                  launch_pos: np.ndarray, cpu: _Chains, anchor: np.ndarray,
+                  ws: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each stream wait's edges: the next item its thread launches waits for the other
+    streams' last work launched before the wait."""
+    w = items.size
+    waits = np.flatnonzero((table.kind == Kind.RUNTIME) & np.isin(
+        table.name, [i for i, n in enumerate(table.names) if n in STREAM_WAIT_CALLS])
+        & (table.start >= ws))
+    deps: list[tuple[int, int]] = []
+    launched = np.flatnonzero(call >= 0)
+    if waits.size and launched.size:
+        launch_tid = table.tid[call[launched]]
+        launch_t = table.start[call[launched]]
+        order = np.lexsort((launch_t, launch_tid))
+        launch_at = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
+        for q in waits.tolist():
+            hit = order[(launch_tid[order] == table.tid[q]) & (launch_t[order] >= table.start[q])]
+            if not hit.size:
+                continue
+            target = int(launched[hit[0]])
+            for _, dep in _last_before(table, items, launch_at, table.start[[q]],
+                                       table.start[[items[target]]]):
+                if table.tid[items[dep]] != table.tid[items[target]] and dep != target:
+                    deps.append((target, dep))
+    deps.sort()
+    off = np.zeros(w + 1, np.int64)
+    if deps:
+        np.add.at(off, np.asarray([d[0] for d in deps]) + 1, 1)
+    return np.cumsum(off), np.asarray([d[1] for d in deps], np.int64), anchor
+
+
+def _add_syncs(table: EventTable, model: Model, cpu: _Chains, items: np.ndarray,
+               launch_times: np.ndarray) -> None:
+    """Blocking calls: their end waits for the GPU work they waited for (module docstring)."""
+    blocking = [i for i, n in enumerate(table.names) if n in BLOCKING_CALLS]
+    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & np.isin(table.name, blocking)
+                           & (table.device < 0) & (table.tid >= 0))
+    end_pos = cpu.position_of_end(calls)
+    calls, end_pos = calls[end_pos >= 0], end_pos[end_pos >= 0]
+    pairs = _last_before(table, items, launch_times, table.start[calls], table.end[calls])
+    deps: dict[int, list[int]] = {}
+    for q, item in pairs:
+        deps.setdefault(q, []).append(item)
+    sync_pos, post, fixed, off, dep, rows = [], [], [], [0], [], []
+    for q in sorted(deps):
+        waited = max(int(table.end[items[i]]) for i in deps[q])
+        s, e = int(table.start[calls[q]]), int(table.end[calls[q]])
+        if waited <= s:
+            continue  # the work was done before the call began: nothing to wait for
+        p = int(end_pos[q])
+        sync_pos.append(p)
+        rows.append(int(cpu.row[p]))
+        post.append(e - max(s, waited))
+        fixed.append(NONE)
+        dep += deps[q]
+        off.append(len(dep))
+        cpu.dur[p] = min(int(cpu.dur[p]), post[-1])
+    model.sync_pos = np.asarray(sync_pos, np.int64)
+    model.sync_row = np.asarray(rows, np.int64)
+    model.sync_post = np.asarray(post, np.int64)
+    model.sync_fixed = np.asarray(fixed, np.int64)
+    model.sync_off = np.asarray(off, np.int64)
+    model.sync_dep = np.asarray(dep, np.int64)
+
+
+def trust_checks(table: EventTable) -> dict[str, float]:
+    """The model checks its own edges (``TrustChecks`` in ``core/rows.py``): GPU work that
+    starts before its launch began (and by how much, the median), launches whose GPU work
+    is missing, work that overlaps the work before it on its stream, GPU records with a
+    zero timestamp. torch's profiler is known to drop or shift GPU events in later
+    sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109)."""
+    work, same, prev_end = _stream_order(table)
+    call = launch_calls(table, work)
+    has = call >= 0
+    early = table.start[call[has]] - table.start[work[has]]
+    early = early[early > 0]
+    launches = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0)
+                              & np.isin(table.name, [i for i, n in enumerate(table.names)
+                                                     if n in LAUNCH_CALLS]))
+    done = np.isin(table.correlation[launches], table.correlation[work])
+    overlap = same & (prev_end != NONE) & (table.start[work] < prev_end - OVERLAP_NS)
+    zero = (table.device >= 0) & (table.start + table.origin_ns == 0) & (table.kind != Kind.MEMORY)
+    return {"before_launch": int(early.size),
+            "clock_offset_us": float(np.median(early)) / 1000.0 if early.size else 0.0,
+            "missing_work": int((~done).sum()),
+            "stream_overlaps": int(overlap.sum()),
+            "zero_timestamps": int(zero.sum())}

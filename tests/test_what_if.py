@@ -1,0 +1,320 @@
+"""The dependency model, the critical path and ``what_if`` (#29): answers worked out by hand
+on traces built here, and the model's invariants on every real trace."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from fakes import table_of
+
+import kernelmagic
+from kernelmagic.core.events import Kind
+from kernelmagic.core.rows import KIND_MARKS
+from kernelmagic.results.builder import build_result
+from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.critical_path import path_summary
+
+INF = float("inf")
+STREAM, COMM = 7, 20
+
+
+def step(end: float) -> tuple:
+    return (Kind.STEP, "ProfilerStep#1", 0, end, 1)
+
+
+def op(name: str, start: float, end: float, tid: int = 1) -> tuple:
+    return (Kind.OP, name, start, end, tid)
+
+
+def launch(start: float, end: float, corr: int, name: str = "cudaLaunchKernel") -> tuple:
+    return (Kind.RUNTIME, name, start, end, 1, {"correlation": corr})
+
+
+def kernel(name: str, start: float, end: float, corr: int, stream: int = STREAM) -> tuple:
+    return (Kind.KERNEL, name, start, end, stream, {"device": 0, "correlation": corr})
+
+
+def result_of(*events) -> ProfileResult:
+    return build_result(table_of(*events), name="t")
+
+
+def gain(result: ProfileResult, key: str) -> float:
+    return next(r.max_gain_us for r in result.rows if r.key == key)
+
+
+# --- hand-worked answers ---------------------------------------------------------------
+
+def cpu_bound_gpu_run() -> ProfileResult:
+    # mm runs 0-40 µs on the CPU (its launch 30-35), its kernel 36-46; add runs 50-90
+    # (launch 80-85), its kernel 86-91; the step ends at 100: the GPU waits on the CPU.
+    return result_of(step(100), op("aten::mm", 0, 40), launch(30, 35, 1),
+                     kernel("k_mm", 36, 46, 1), op("aten::add", 50, 90), launch(80, 85, 2),
+                     kernel("k_add", 86, 91, 2))
+
+
+def test_cpu_bound_run_kernel_speed_ups_save_nothing() -> None:
+    result = cpu_bound_gpu_run()
+    assert result.what_if({}).iteration_us == pytest.approx(100.0)
+    assert result.what_if({"aten::mm": INF, "aten::add": INF}, side="device").saved_us == 0.0
+
+
+def test_cpu_bound_run_op_speed_ups_save_their_cpu_time() -> None:
+    result = cpu_bound_gpu_run()
+    # mm's own CPU time is 40 - 5 (its launch) = 35 µs; twice as fast saves 17.5 µs.
+    answer = result.what_if({"aten::mm": 2.0}, side="cpu")
+    assert answer.saved_us == pytest.approx(17.5)
+    assert answer.iteration_us == pytest.approx(82.5)
+    assert answer.saved_share == pytest.approx(0.175)
+    assert gain(result, "aten::mm") == pytest.approx(35.0)  # its kernel is off the path
+    assert gain(result, "cudaLaunchKernel") == pytest.approx(10.0)  # 2 launches of 5 µs
+
+
+def gpu_bound_run() -> ProfileResult:
+    # mm (0-10, launch 2-4) starts a 200 µs kernel at 5; add (10-60, launch 55-57) queues a
+    # 50 µs kernel behind it (205-255); cudaDeviceSynchronize 60-257 waits for it, 2 µs
+    # after; the step ends at 260. Launch latency (unqueued): 5 - 2 = 3 µs.
+    return result_of(step(260), op("aten::mm", 0, 10), launch(2, 4, 1),
+                     kernel("k_mm", 5, 205, 1), op("aten::add", 10, 60), launch(55, 57, 2),
+                     kernel("k_add", 205, 255, 2),
+                     (Kind.RUNTIME, "cudaDeviceSynchronize", 60, 257, 1))
+
+
+def test_gpu_bound_run_a_kernel_twice_as_fast_saves_half_its_time() -> None:
+    answer = gpu_bound_run().what_if({"aten::mm": 2.0}, side="device")
+    # k_mm 5-105, k_add 105-155, the sync ends at 157, the step at 160.
+    assert answer.saved_us == pytest.approx(100.0)
+
+
+def test_gpu_bound_run_becomes_cpu_bound_when_the_kernel_goes() -> None:
+    answer = gpu_bound_run().what_if({"aten::mm": INF}, side="device")
+    # k_add can start only at its launch (55) + 3 = 58 ... but add's launch is at 55 and
+    # the queue is empty: k_add 58-108, the sync ends at 110, the step at 113.
+    assert answer.iteration_us == pytest.approx(113.0)
+    assert answer.saved_us == pytest.approx(147.0)  # not the kernel's 200 µs
+    assert "GPU work" in answer.summary
+
+
+def hidden_communication() -> ProfileResult:
+    # Compute: mm (0-10, launch 2-4) runs a 200 µs kernel at 5 on stream 7. Communication:
+    # nccl:all_reduce (10-20, launch 12-14) runs a 100 µs kernel at 15 on stream 20. A
+    # device synchronise (20-207) waits for both; the step ends at 210.
+    return result_of(step(210), op("aten::mm", 0, 10), launch(2, 4, 1),
+                     kernel("k_mm", 5, 205, 1),
+                     (Kind.RANGE, "nccl:all_reduce", 10, 20, 1), launch(12, 14, 2),
+                     kernel("ncclKernel_AllReduce", 15, 115, 2, stream=COMM),
+                     (Kind.RUNTIME, "cudaDeviceSynchronize", 20, 207, 1))
+
+
+def test_hidden_communication_saves_nothing_until_it_is_the_longer_one() -> None:
+    result = hidden_communication()
+    assert result.what_if({"nccl:all_reduce": INF}).saved_us == 0.0
+    assert result.what_if({"[range] nccl:all_reduce": 2.0}).saved_us == 0.0
+    # Compute twice as fast (100 µs) ends before communication (115): it is now the path.
+    assert result.what_if({"aten::mm": 2.0}, side="device").saved_us == pytest.approx(90.0)
+    both = result.what_if({"aten::mm": 2.0, "nccl:all_reduce": INF}, side="device")
+    assert both.saved_us == pytest.approx(100.0)
+    assert gain(result, "nccl:all_reduce") == 0.0
+
+
+def item_after_each_kernel() -> ProfileResult:
+    # Three times, from a = 0, 28, 56: mul (a..a+5, launch a+1..a+3) runs a 20 µs kernel at
+    # a+4; item (a+5..a+27) > _local_scalar_dense (a+6..a+26) > cudaStreamSynchronize
+    # (a+7..a+25) waits for it (ends a+24, 1 µs after). The step ends at 84.
+    events = [step(84)]
+    for i, a in enumerate((0, 28, 56)):
+        events += [op("aten::mul", a, a + 5), launch(a + 1, a + 3, i + 1),
+                   kernel("k_mul", a + 4, a + 24, i + 1), op("aten::item", a + 5, a + 27),
+                   op("aten::_local_scalar_dense", a + 6, a + 26),
+                   (Kind.RUNTIME, "cudaStreamSynchronize", a + 7, a + 25, 1)]
+    return result_of(*events)
+
+
+def test_item_after_each_kernel_puts_kernel_time_on_the_path() -> None:
+    result = item_after_each_kernel()
+    assert result.what_if({"aten::mul": 2.0}, side="device").saved_us == pytest.approx(30.0)
+    # mul's CPU time twice as fast: its launch starts 0.5 µs sooner (1 µs before it, now
+    # 0.5); the rest of mul is hidden under the wait. 3 x 0.5 µs.
+    assert result.what_if({"aten::mul": 2.0}, side="cpu").saved_us == pytest.approx(1.5)
+    summary = path_summary(result.critical_path)
+    # On the path: 3 x 20 µs of kernels of 84 µs.
+    gpu = sum(r.time for r in result.critical_path if r.category == "GPU work")
+    assert gpu == pytest.approx(60.0)
+    assert summary.startswith("critical path: GPU work 71%")
+
+
+def cpu_only_run() -> ProfileResult:
+    # A (0-30) holds B (10-20); C runs 40-90; the step ends at 100.
+    return build_result(table_of(step(100), op("aten::A", 0, 30), op("aten::B", 10, 20),
+                                 op("aten::C", 40, 90)), name="t", device="cpu")
+
+
+def test_cpu_only_run_a_row_is_worth_its_self_time() -> None:
+    result = cpu_only_run()
+    assert [gain(result, k) for k in ("aten::A", "aten::B", "aten::C")] == [20.0, 10.0, 50.0]
+    assert result.what_if({"aten::A": 2.0}).saved_us == pytest.approx(10.0)
+    assert result.what_if({"aten::C": 4.0, "aten::B": INF}).iteration_us == pytest.approx(52.5)
+    categories = {r.category for r in result.critical_path}
+    assert categories == {"CPU ops", "CPU outside ops"}  # the step's own time between ops
+
+
+def test_what_if_checks_its_arguments() -> None:
+    result = cpu_only_run()
+    with pytest.raises(ValueError, match="did you mean aten::A"):
+        result.what_if({"aten::AA": 2.0})
+    with pytest.raises(ValueError, match="above 0"):
+        result.what_if({"aten::A": 0.0})
+    with pytest.raises(ValueError, match="side must be"):
+        result.what_if({"aten::A": 2.0}, side="gpu")
+
+
+def test_saved_profiles_answer_what_if() -> None:
+    result = gpu_bound_run()
+    again = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.what_if({"aten::mm": 2.0}, side="device").saved_us == pytest.approx(100.0)
+    assert [r.max_gain_us for r in again.rows] == [r.max_gain_us for r in result.rows]
+    assert again.critical_path == result.critical_path
+    assert again.trust == result.trust
+
+
+def test_max_gain_is_a_column_everywhere() -> None:
+    result = cpu_only_run()
+    assert "max gain/iter" in result.table()
+    assert result.table(by="max_gain").splitlines()[2].startswith("aten::C")
+    frame = result.to_pandas("ops")
+    assert dict(zip(frame["key"], frame["max_gain_us"], strict=True))["aten::C"] == 50.0
+    path = result.to_pandas("critical_path")
+    assert path["time"].sum() == pytest.approx(100.0)
+
+
+# --- every real trace ------------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+SHARED = next((p / "shared" / "traces" for p in Path(__file__).parents
+               if (p / "shared" / "traces").is_dir()), DATA)
+TRACES = sorted({*DATA.glob("*.json.gz"), *SHARED.glob("*.json.gz"),
+                 *SHARED.glob("ranks/*.json.gz")})
+
+
+@pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name)
+def real(request) -> ProfileResult:
+    return kernelmagic.load(request.param)
+
+
+def test_what_if_nothing_reproduces_the_median_iteration(real: ProfileResult) -> None:
+    measured = real.stats.median * 1e6
+    assert real.what_if({}).iteration_us == pytest.approx(measured, rel=0.02)
+
+
+def test_predictions_stay_within_the_iteration_and_shrink_with_the_factor(
+        real: ProfileResult) -> None:
+    measured = real.what_if({}).iteration_us
+    for row in real.rows:
+        assert 0.0 <= row.max_gain_us <= measured * 1.0001
+    top = sorted(real.rows, key=lambda r: -r.max_gain_us)[:4]
+    for row in top:
+        label = KIND_MARKS.get(row.kind, "") + row.key
+        last = measured
+        for factor in (1.5, 2.0, 4.0, INF):
+            predicted = real.what_if({label: factor}).iteration_us
+            assert 0.0 <= predicted <= last * (1 + 1e-9)
+            last = predicted
+        scale = measured / (real._model.window_ns / 1000)  # the model's window -> median
+        assert measured - last == pytest.approx(row.max_gain_us * scale, rel=1e-6, abs=1e-6)
+    assert not math.isnan(real.what_if({}).saved_share)
+
+
+# --- the trust line: traces built to break each rule -----------------------------------
+
+def broken(*events) -> ProfileResult:
+    return result_of(step(100), op("aten::mm", 0, 40), *events)
+
+
+def test_gpu_work_before_its_launch_is_counted_with_the_clock_offset() -> None:
+    # Two kernels start 40 and 38 µs before their launches began: the GPU clock is off.
+    result = broken(launch(50, 55, 1), kernel("k", 10, 20, 1),
+                    launch(60, 65, 2), kernel("k", 22, 30, 2))
+    assert result.trust.before_launch == 2
+    assert result.trust.clock_offset_us == pytest.approx(39.0)
+    assert result.trust.line() == ("2 kernels start before their launch: the GPU clock is "
+                                   "about 39.0 µs off: what-if figures are approximate")
+    assert f"Trace check: {result.trust.line()}" in _report(result)
+
+
+def _report(result: ProfileResult) -> str:
+    from kernelmagic.render.text import text_report
+
+    return text_report(result)
+
+
+def test_launches_without_gpu_work_are_counted() -> None:
+    result = broken(launch(10, 15, 1), kernel("k", 16, 20, 1), launch(20, 25, 2))
+    assert result.trust.missing_work == 1
+    assert "1 launch has no GPU work in the trace" in _report(result)
+
+
+def test_overlapping_work_on_one_stream_is_counted() -> None:
+    result = broken(launch(1, 2, 1), kernel("k", 3, 20, 1), launch(3, 4, 2),
+                    kernel("k", 10, 30, 2))
+    assert result.trust.stream_overlaps == 1
+    assert "1 kernel overlaps the work before it on its stream" in _report(result)
+
+
+def test_gpu_records_with_a_zero_timestamp_are_counted(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 1000, "dur": 40},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+               "tid": 1, "ts": 1010, "dur": 5, "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0,
+               "dur": 10, "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    result = kernelmagic.load(path)
+    assert result.trust.zero_timestamps == 1
+    assert result.trust.before_launch == 1
+    assert "1 GPU record has a zero timestamp" in _report(result)
+
+
+def test_a_clean_trace_says_nothing() -> None:
+    result = cpu_bound_gpu_run()
+    assert result.trust.line() == ""
+    assert "Trace check" not in _report(result)
+
+
+# --- against reality on this machine ---------------------------------------------------
+
+@pytest.mark.skipif(hasattr(os, "getloadavg") and os.getloadavg()[0] > 2 * (os.cpu_count() or 1),
+                    reason="the machine runs more than twice as many jobs as it has cores: "
+                           "each profile sees its own preemptions")
+def test_what_if_predicts_a_cheaper_matmul_on_this_machine() -> None:
+    """Profile a cell of matmuls, then the same cell with a smaller inner size (as many
+    calls, the same output): what_if on the first, with the matmul row's own measured
+    speed-up, predicts the second within 15%. Only ratios of one run are compared, and the
+    cell is its matmuls (little else whose time load could inflate in one run and not the
+    other)."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x, y = torch.randn(256, 256), torch.randn(256, 256)
+        xs, ys = x[:, :128].contiguous(), y[:128, :].contiguous()
+
+        def cell(a: torch.Tensor, b: torch.Tensor) -> None:
+            for _ in range(4):
+                a @ b
+
+        def mm(result: ProfileResult) -> float:  # its time in the median iteration
+            return next(r.max_gain_us for r in result.rows if r.key == "aten::mm")
+
+        ratios = []
+        for _ in range(7):  # the median of seven pairs: a burst of load hits one pair
+            before = kernelmagic.profile(lambda: cell(x, y), iters=31, warmup=3, name="before")
+            after = kernelmagic.profile(lambda: cell(xs, ys), iters=31, warmup=3, name="after")
+            predicted = before.what_if({"aten::mm": mm(before) / mm(after)}).iteration_us
+            ratios.append(predicted / (after.stats.median * 1e6))
+        assert sorted(ratios)[3] == pytest.approx(1.0, abs=0.15), ratios
+    finally:
+        torch.set_num_threads(threads)
