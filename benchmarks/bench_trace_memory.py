@@ -28,7 +28,7 @@ TARGET_RATIO = 10.0
 CHILD = """\
 import json, sys, time
 import kernelmagic
-from kernelmagic.io import trace_loader as trace_result
+from kernelmagic.io import traces as trace_result
 from kernelmagic.sources import trace_file
 import numpy  # imported by the reader anyway: counted in the baseline
 def status(key):

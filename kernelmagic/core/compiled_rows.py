@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelmagic.core.records import Record
+
 #: ``CompileRow.phase``: when a compile happened, as seen from this run.
 BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
 
 
 @dataclass(frozen=True)
-class CompiledRegionRow:
+class CompiledRegionRow(Record):
     """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations;
     compile id ``backward``: the compiled graphs autograd ran outside any region (a
     compiled function's backward), its time that of their autograd nodes
@@ -40,7 +42,7 @@ class CompiledRegionRow:
 
 
 @dataclass(frozen=True)
-class GraphBreakRow:
+class GraphBreakRow(Record):
     """A graph break and the gap it leaves: the time between one compiled graph's end and
     the next graph's start inside the same call (eager ops and Python). ``count`` 0: a
     break after the frame's last graph, no gap between two graphs to measure.
@@ -71,7 +73,7 @@ class GraphBreakRow:
 
 
 @dataclass(frozen=True)
-class CompileRow:
+class CompileRow(Record):
     """One compile dynamo did (its compilation metrics): before this run (shown for the
     regions the profile holds), in the warm-up, or inside the profiled iterations.
 
@@ -98,7 +100,7 @@ class CompileRow:
 
 
 @dataclass(frozen=True)
-class FusedKernelRow:
+class FusedKernelRow(Record):
     """One kernel inductor generated (``triton_poi_fused_mul_sin_0``, a C++
     ``cpp_fused_mul_sin_0``): its time and the aten ops it fused.
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelmagic.core.records import Record
+
 #: The trace category of one kernel's counter range.
 COUNTER_CATEGORY = "cuda_profiler_range"
 
@@ -43,7 +45,7 @@ PRECISIONS = ("fp64", "fp32", "fp16")
 
 
 @dataclass(frozen=True)
-class CounterRow:
+class CounterRow(Record):
     """One kernel (by name) with its hardware counters, summed over ``count`` calls.
 
     Counts are over the calls read: one run of the block for ``--counters``, the whole

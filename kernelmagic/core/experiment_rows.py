@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelmagic.core.records import Record
+
 #: The usual tolerance of each dtype, as ``torch.testing.assert_close`` has them
 #: (rtol, atol): a variant whose value differs from the baseline's by more (relative to
 #: the baseline's largest magnitude) is marked.
@@ -24,7 +26,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 
 @dataclass(frozen=True)
-class ExperimentRow:
+class ExperimentRow(Record):
     """One variant of the cell, measured like the baseline (same warm-up and iterations).
 
     ``speedup`` is the baseline's median time per iteration over the variant's (above 1
@@ -57,7 +59,8 @@ class ExperimentRow:
     error: str = ""
     skipped: bool = False  # the device or build cannot run it: ``error`` says why
     iters: int = 0
-    # Not a column: the variant's own report (results/result.py writes it as its dict).
+    # Not a column: the variant's own report (a ProfileResult, written by its to_dict;
+    # results/result.py reads it back).
     result: Any = field(default=None, compare=False, repr=False,
                         metadata={"column": False})
 

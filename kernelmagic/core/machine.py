@@ -10,9 +10,9 @@ their advice from them stay pure functions of the result, and a trace (whose
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from kernelmagic.core.datasheet import datasheet
+from kernelmagic.core.records import Record
 
 #: ``DeviceInfo.family`` values.
 CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
@@ -20,7 +20,7 @@ CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
+class DeviceInfo(Record):
     """The profiled device, as the advice needs it.
 
     ``kind`` is ``"cpu"``, ``"cuda"`` or ``"rocm"``; ``capability`` the compute capability
@@ -83,18 +83,6 @@ class DeviceInfo:
             return dtype == "float16" or self.major >= 9  # bfloat16: MI200 (gfx90a) on
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "capability": self.capability,
-                "flops_per_s": dict(self.flops_per_s), "peaks_source": self.peaks_source}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DeviceInfo:
-        return cls(kind=str(data["kind"]), name=str(data.get("name", "")),
-                   capability=str(data.get("capability", "")),
-                   flops_per_s={str(k): float(v)
-                                for k, v in data.get("flops_per_s", {}).items()},
-                   peaks_source=str(data.get("peaks_source", "")))
-
 
 def gpu_info(kind: str, name: str, capability: str) -> DeviceInfo:
     """A GPU's ``DeviceInfo`` with its datasheet peaks when the table knows its name."""
@@ -107,7 +95,7 @@ def gpu_info(kind: str, name: str, capability: str) -> DeviceInfo:
 
 
 @dataclass(frozen=True)
-class CpuLoad:
+class CpuLoad(Record):
     """What competed for the CPU while the profiled iterations were timed (a live run).
 
     ``cores``: the cores this process may run on; ``torch_threads``: torch's intra-op

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.records import Record
+
 #: The categories, in the order the timeline stacks them (torch's
 #: ``torch.profiler._memory_profiler.Category``, then "unknown" for what it cannot say).
 CATEGORIES = ("parameter", "optimizer_state", "input", "activation", "gradient",
@@ -33,7 +35,7 @@ NEVER = 2**62
 
 
 @dataclass(frozen=True)
-class MemoryBlock:
+class MemoryBlock(Record):
     """One allocation the analysis could follow from creation to free (or the end)."""
 
     device: int  # -1: CPU, else the GPU index
@@ -68,7 +70,7 @@ class MemoryLedger:
 
 
 @dataclass(frozen=True)
-class MemoryPoint:
+class MemoryPoint(Record):
     """One step of the memory timeline: bytes allocated per category from that moment."""
 
     device: str  # "CPU", "cuda:0"
@@ -89,7 +91,7 @@ class MemoryPoint:
 
 
 @dataclass(frozen=True)
-class MemoryPeakRow:
+class MemoryPeakRow(Record):
     """The highest point of allocated memory in one iteration, on one device."""
 
     device: str
@@ -112,7 +114,7 @@ class MemoryPeakRow:
 
 
 @dataclass(frozen=True)
-class LiveBlockRow:
+class LiveBlockRow(Record):
     """One allocation alive at the peak (the largest first)."""
 
     device: str
@@ -132,7 +134,7 @@ class LiveBlockRow:
 
 
 @dataclass(frozen=True)
-class MemoryGrowthRow:
+class MemoryGrowthRow(Record):
     """Memory allocated in an iteration and still held when profiling ended, in every
     profiled iteration: by the op (and line) that allocated it."""
 

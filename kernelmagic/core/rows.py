@@ -7,12 +7,14 @@ deeper views: GPU kernels, source lines, modules, user ranges, and timeline span
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
+from kernelmagic.core.records import Record
 from kernelmagic.core.units import counted, format_us
 
 
 @dataclass(frozen=True)
-class OpRow:
+class OpRow(Record):
     """One operator, aggregated over all profiled iterations.
 
     ``kind`` says what the row is: ``"op"`` (an operator or runtime call, as in torch's
@@ -57,7 +59,7 @@ KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
 
 
 @dataclass(frozen=True)
-class CriticalPathRow:
+class CriticalPathRow(Record):
     """Time on the median iteration's critical path (``views/critical_path.py``), µs per
     iteration, by category ("CPU ops", "GPU work", "waiting on syncs", ...) and row (the
     op table's ``key`` and ``kind``; "" for time no row owns: idle, launch latency)."""
@@ -70,7 +72,7 @@ class CriticalPathRow:
 
 
 @dataclass(frozen=True)
-class TrustChecks:
+class TrustChecks(Record):
     """What the dependency model found wrong with its own edges (``views/dependencies.py:
     trust_checks``): counts over the profiled events."""
 
@@ -104,7 +106,7 @@ class TrustChecks:
 
 
 @dataclass(frozen=True)
-class KernelRow:
+class KernelRow(Record):
     """One GPU kernel name over the profiled iterations."""
 
     key: str
@@ -118,7 +120,7 @@ class KernelRow:
 
 
 @dataclass(frozen=True)
-class SourceRow:
+class SourceRow(Record):
     """Op self time attributed to the innermost user function around it (``--stack``)."""
 
     key: str  # "file:line function"
@@ -133,7 +135,7 @@ class SourceRow:
 
 
 @dataclass(frozen=True)
-class PythonLineRow:
+class PythonLineRow(Record):
     """CPU time no op covered, given to the user's Python line that ran (the ``python``
     view, ``kernelmagic/views/python_lines.py``). ``self_us`` is per iteration, ``share``
     its fraction of the iteration; ``location`` is ``cell[n]:line`` for the cell's own
@@ -155,7 +157,7 @@ class PythonLineRow:
 
 
 @dataclass(frozen=True)
-class GpuIdleRow:
+class GpuIdleRow(Record):
     """Time the GPU ran nothing, per cause (the ``gpu_idle`` view,
     ``kernelmagic/views/gpu_idle.py``): ``cause`` is ``iteration edge``, ``sync``,
     ``host-to-device copy``, ``data loading`` or ``launch gap``; ``detail`` the op (or
@@ -175,7 +177,7 @@ class GpuIdleRow:
 
 
 @dataclass(frozen=True)
-class ModuleRow:
+class ModuleRow(Record):
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 
     key: str
@@ -189,7 +191,7 @@ class ModuleRow:
 
 
 @dataclass(frozen=True)
-class RangeRow:
+class RangeRow(Record):
     """A ``record_function`` range the user opened in the profiled code."""
 
     key: str
@@ -200,7 +202,7 @@ class RangeRow:
 
 
 @dataclass(frozen=True)
-class Span:
+class Span(Record):
     """One bar of the timeline: an op on the CPU or a kernel on a stream (µs from start)."""
 
     key: str
@@ -210,7 +212,7 @@ class Span:
 
 
 @dataclass(frozen=True)
-class RooflineRow:
+class RooflineRow(Record):
     """One op against the device's roofs (``--roofline``).
 
     ``flops`` and ``bytes`` are per call, counted in one unprofiled run; ``time`` is the
@@ -234,8 +236,20 @@ class RooflineRow:
     counted: bool = True  # False: the counting run never saw it (a wrapper's own time)
 
 
+class Roofs(TypedDict, total=False):
+    """The roofs a ``--roofline`` result was placed against (``ProfileResult.roofline_peaks``:
+    ``Peaks.to_dict()`` of ``kernelmagic/live/device_peaks.py``, with a ``note``)."""
+
+    device: str
+    flops_per_s: dict[str, float]  # per dtype
+    bytes_per_s: float
+    source: str
+    measured: dict[str, float]
+    note: str
+
+
 @dataclass(frozen=True)
-class Breakdown:
+class Breakdown(Record):
     """Where an iteration's time went, µs per iteration (``kernelmagic/views/breakdown.py``).
 
     ``device`` is ``"cuda"`` (GPU work was recorded: the categories are GPU time) or

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelmagic.core.records import Record
+
 
 @dataclass(frozen=True)
-class StepRow:
+class StepRow(Record):
     """One call of the target in one profiled iteration (``index`` counts from 0 in each).
 
     ``wall_us`` is the call's length on the CPU (the range's); ``cpu_us`` the time inside
@@ -37,7 +39,7 @@ class StepRow:
 
 
 @dataclass(frozen=True)
-class StepGroupRow:
+class StepGroupRow(Record):
     """The steps whose inputs have the same shapes and dtypes (``prefill``, ``decode``).
 
     ``count`` is its steps per iteration (the median iteration's); the times are medians
@@ -73,7 +75,7 @@ class StepGroupRow:
 
 
 @dataclass(frozen=True)
-class StepsSummary:
+class StepsSummary(Record):
     """The steps of a run as a whole. ``note`` says why there are none (the target was not
     called) and is "" otherwise. Per iteration (medians over the iterations): ``steps``,
     ``between_us``, the loop's time outside the steps (kernelmagic's own synchronise left
@@ -95,7 +97,7 @@ class StepsSummary:
 
 
 @dataclass(frozen=True)
-class RepeatedCall:
+class RepeatedCall(Record):
     """A module whose forward ran ``calls`` times at the top level in one run of the
     profiled code (not inside another module's forward): each call may be a step.
     ``target`` is the name bound to it where the code runs ("" when none was found)."""

@@ -60,19 +60,44 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         return _load_profile(source)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key written twice: ``save`` never writes one, and readers
+    disagree on which of the two counts."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice!r} twice in one object")
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are not JSON, and no field of a profile holds one."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _load_profile(source: Path) -> ProfileResult:
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileFileError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileFileError(f"{source}: cannot read it ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ProfileFileError(f"{source}: not a kernelmagic profile (not UTF-8 text: byte "
+                               f"{exc.start})") from None
+    except OSError as exc:
+        raise ProfileFileError(f"{source}: cannot read it ({exc.strerror or exc})") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ProfileFileError(
             f"{source}: not a kernelmagic profile (invalid JSON at line {exc.lineno})"
         ) from None
+    except RecursionError:
+        raise ProfileFileError(f"{source}: not a kernelmagic profile (values nested about a "
+                               "thousand levels deep)") from None
+    except ValueError as exc:  # a duplicate key, NaN, an integer past Python's digit limit
+        why = "a number of thousands of digits" if "integer string" in str(exc) else str(exc)
+        raise ProfileFileError(f"{source}: not a kernelmagic profile ({why})") from None
     try:
         if isinstance(data, dict) and data.get("format") == "kernelmagic.ranks":
             from kernelmagic.results.ranks import ManyRanksResult

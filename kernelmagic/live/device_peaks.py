@@ -20,6 +20,7 @@ from typing import Any
 
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.machine import DeviceInfo, gpu_info
+from kernelmagic.core.records import Record
 from kernelmagic.core.units import whole_percent
 
 __all__ = ["DTYPES", "Peaks", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
@@ -37,7 +38,7 @@ COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 512 * 2**20}  # beyond the caches (H200
 
 
 @dataclass(frozen=True)
-class Peaks:
+class Peaks(Record):
     """The roofs of one device.
 
     ``flops_per_s`` maps ``float32``/``bfloat16``/``float16`` to FLOP/s; ``bytes_per_s``
@@ -56,19 +57,6 @@ class Peaks:
     def flops_for(self, dtype: str) -> float:
         """The compute roof for ``dtype`` (the float32 roof for other dtypes)."""
         return self.flops_per_s.get(dtype) or self.flops_per_s.get("float32", 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "flops_per_s": dict(self.flops_per_s),
-                "bytes_per_s": self.bytes_per_s, "source": self.source,
-                "measured": dict(self.measured), "note": self.note}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Peaks:
-        return cls(device=str(data["device"]),
-                   flops_per_s={str(k): float(v) for k, v in data["flops_per_s"].items()},
-                   bytes_per_s=float(data["bytes_per_s"]), source=str(data["source"]),
-                   measured={str(k): float(v) for k, v in data.get("measured", {}).items()},
-                   note=str(data.get("note", "")))
 
 
 _cache: dict[str, Peaks] = {}

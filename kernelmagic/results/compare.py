@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.results.result import ProfileResult
 
@@ -14,7 +15,7 @@ MIN_ITERS = 5
 
 
 @dataclass(frozen=True)
-class OpDelta:
+class OpDelta(Record):
     """One op's self time per iteration (µs) before and after; 0 where it did not run."""
 
     key: str
@@ -35,7 +36,7 @@ class OpDelta:
 
 
 @dataclass(eq=False)
-class Comparison:
+class Comparison(Record):
     """``after`` against ``before``: self times per iteration, so iteration counts may differ.
 
     Ops are compared on device self time when both runs profiled the device, on CPU

@@ -13,9 +13,9 @@ are those of the rank's iteration timings.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
+from kernelmagic.core.records import Record
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
@@ -24,7 +24,7 @@ __all__ = ["RankSummary", "summarize"]
 
 
 @dataclass(frozen=True)
-class RankSummary:
+class RankSummary(Record):
     """One rank's step time and its breakdown (µs per step; see the module docstring).
 
     ``op_us`` maps each op to its self time per step on the rank's primary device
@@ -60,16 +60,6 @@ class RankSummary:
     def key(self) -> str:
         """The row's name in tables (``rank N``)."""
         return self.label
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RankSummary:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["op_us"] = {str(k): float(v) for k, v in values.get("op_us", {}).items()}
-        return cls(**values)
 
 
 def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None,

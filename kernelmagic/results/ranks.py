@@ -13,12 +13,28 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kernelmagic.core.records import RecordError, from_json, to_json
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 
 #: Identifies the JSON written by ``ManyRanksResult.to_dict``.
 RANKS_FORMAT_NAME = "kernelmagic.ranks"
 RANKS_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """One item of a saved many-ranks result's ``ranks``."""
+
+    summary: RankSummary
+    result: ProfileResult
+
+
+@dataclass(frozen=True)
+class _RanksFile:
+    """What a saved many-ranks result holds besides its format name and version."""
+
+    ranks: list[_Rank]
 
 
 @dataclass(eq=False)
@@ -104,17 +120,19 @@ class ManyRanksResult:
     # --- serialisation ---------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; ``from_dict`` restores an equal result."""
+        """A JSON-ready dict; ``from_dict`` restores an equal result. Each rank is one item
+        of ``ranks``: its summary and its result, each written from its fields."""
         return {
             "format": RANKS_FORMAT_NAME,
             "version": RANKS_FORMAT_VERSION,
-            "ranks": [{"summary": self.summaries[r].to_dict(), "result": res.to_dict()}
+            "ranks": [to_json(_Rank(self.summaries[r], res))
                       for r, res in self.ranks.items()],
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ManyRanksResult:
-        """Rebuild from ``to_dict`` output; ValueError on another format or version."""
+    def from_dict(cls, data: Any) -> ManyRanksResult:
+        """Rebuild from ``to_dict`` output, every field checked against its declared type;
+        ValueError on another format or version, or naming the field that does not fit."""
         if not isinstance(data, dict) or data.get("format") != RANKS_FORMAT_NAME:
             raise ValueError("not a kernelmagic many-ranks result (missing 'format' field)")
         if data.get("version") != RANKS_FORMAT_VERSION:
@@ -122,11 +140,10 @@ class ManyRanksResult:
                              f"is not supported (this kernelmagic reads version "
                              f"{RANKS_FORMAT_VERSION})")
         try:
-            parts = [(ProfileResult.from_dict(item["result"]),
-                      RankSummary.from_dict(item["summary"])) for item in data["ranks"]]
-        except (KeyError, TypeError) as exc:
+            items = from_json(_RanksFile, data).ranks
+        except RecordError as exc:
             raise ValueError(f"malformed kernelmagic many-ranks result: {exc}") from None
-        return cls.from_parts(parts)
+        return cls.from_parts([(item.result, item.summary) for item in items])
 
     def to_pandas(self, view: str = "ranks") -> Any:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);

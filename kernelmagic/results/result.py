@@ -9,7 +9,7 @@ carries over.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +23,7 @@ from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.records import RecordError, fields_from_json, fields_json
 from kernelmagic.core.rows import (
     Breakdown,
     CriticalPathRow,
@@ -33,6 +34,7 @@ from kernelmagic.core.rows import (
     PythonLineRow,
     RangeRow,
     RooflineRow,
+    Roofs,
     SourceRow,
     Span,
     TrustChecks,
@@ -60,13 +62,13 @@ class ProfileResult:
     """
 
     name: str
-    iters: int
-    warmup: int
+    iters: int = field(metadata={"min": 1})  # (a saved profile's, checked on the way in)
+    warmup: int = field(metadata={"min": 0})
     device: str
     rows: list[OpRow]
-    timings: list[float]
+    timings: list[float] = field(metadata={"min_items": 1})
     sort: str = "self_cpu"
-    topk: int = 10
+    topk: int = field(default=10, metadata={"min": 1})
     device_name: str | None = None
     torch_version: str = ""
     warmup_timings: list[float] = field(default_factory=list)
@@ -80,10 +82,11 @@ class ProfileResult:
     timeline: list[Span] = field(default_factory=list)
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
-    distributed: dict[str, Any] = field(default_factory=dict)  # rank, world_size, backend (traces)
+    # a trace's rank, world_size and backend
+    distributed: dict[str, int | str] = field(default_factory=dict)
     planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
     roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
-    roofline_peaks: dict[str, Any] = field(default_factory=dict)  # Peaks.to_dict() used
+    roofline_peaks: Roofs = field(default_factory=dict)  # type: ignore[assignment]  # the roofs used
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
     gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
@@ -279,69 +282,9 @@ class ProfileResult:
     # --- serialisation -------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; ``from_dict`` restores an equal result."""
-        return {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "name": self.name,
-            "iters": self.iters,
-            "warmup": self.warmup,
-            "device": self.device,
-            "device_name": self.device_name,
-            "sort": self.sort,
-            "topk": self.topk,
-            "torch_version": self.torch_version,
-            "timings": list(self.timings),
-            "warmup_timings": list(self.warmup_timings),
-            "matmul_precision": self.matmul_precision,
-            "rows": [asdict(r) for r in self.rows],
-            "kernels": [asdict(k) for k in self.kernels],
-            "views": list(self.views),
-            "peak_memory": dict(self.peak_memory),
-            "sources": [asdict(x) for x in self.sources],
-            "modules": [asdict(x) for x in self.modules],
-            "ranges": [asdict(x) for x in self.ranges],
-            "timeline": [asdict(x) for x in self.timeline],
-            "gpu_busy": list(self.gpu_busy),
-            "trace_path": self.trace_path,
-            "distributed": dict(self.distributed),
-            "planned_iters": self.planned_iters,
-            "roofline": [asdict(x) for x in self.roofline],
-            "roofline_peaks": dict(self.roofline_peaks),
-            "breakdown": asdict(self.breakdown) if self.breakdown is not None else None,
-            "source": self.source,
-            "gpu_runtime": self.gpu_runtime,
-            "counters": [asdict(x) for x in self.counters],
-            "counters_note": self.counters_note,
-            "capture": self.capture,
-            "memory_timeline": [asdict(x) for x in self.memory_timeline],
-            "memory_peaks": [asdict(x) for x in self.memory_peaks],
-            "memory_alive": [asdict(x) for x in self.memory_alive],
-            "memory_growth": [asdict(x) for x in self.memory_growth],
-            "memory_note": self.memory_note,
-            "compiled_regions": [asdict(x) for x in self.compiled_regions],
-            "graph_breaks": [asdict(x) for x in self.graph_breaks],
-            "compiles": [asdict(x) for x in self.compiles],
-            "fused_kernels": [asdict(x) for x in self.fused_kernels],
-            "python_lines": [asdict(x) for x in self.python_lines],
-            "python_unattributed": self.python_unattributed,
-            "python_note": self.python_note,
-            "gpu_idle": [asdict(x) for x in self.gpu_idle],
-            "critical_path": [asdict(x) for x in self.critical_path],
-            "critical_spans": [asdict(x) for x in self.critical_spans],
-            "dependency_model": dict(self.dependency_model),
-            "trust": asdict(self.trust) if self.trust is not None else None,
-            "device_info": self.device_info.to_dict() if self.device_info else None,
-            "cpu_load": asdict(self.cpu_load) if self.cpu_load else None,
-            "steps": [asdict(x) for x in self.steps],
-            "step_groups": [asdict(x) for x in self.step_groups],
-            "steps_summary": (asdict(self.steps_summary) if self.steps_summary is not None
-                              else None),
-            "repeated_call": (asdict(self.repeated_call) if self.repeated_call is not None
-                              else None),
-            "experiments": [_experiment_dict(x) for x in self.experiments],
-            "experiments_note": self.experiments_note,
-        }
+        """A JSON-ready dict of every field (``core/records.py``), with the format's name
+        and version first; ``from_dict`` restores an equal result."""
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, **fields_json(self)}
 
     def save(self, path: Any) -> Any:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
@@ -375,8 +318,10 @@ class ProfileResult:
         return find(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
-        """Rebuild a result from ``to_dict`` output; ValueError on another format."""
+    def from_dict(cls, data: Any) -> ProfileResult:
+        """Rebuild a result from ``to_dict`` output, every field checked against its declared
+        type; ValueError on another format, or naming the field that does not fit
+        (``malformed kernelmagic profile: rows[0].count: expected an integer, got "3"``)."""
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise ValueError("not a kernelmagic profile (missing 'format' field)")
         if data.get("version") != FORMAT_VERSION:
@@ -385,89 +330,28 @@ class ProfileResult:
                 f"supported (this kernelmagic reads version {FORMAT_VERSION})"
             )
         try:
-            return cls(
-                name=str(data["name"]),
-                iters=int(data["iters"]),
-                warmup=int(data["warmup"]),
-                device=str(data["device"]),
-                device_name=data.get("device_name"),
-                sort=str(data["sort"]),
-                topk=int(data["topk"]),
-                torch_version=str(data.get("torch_version", "")),
-                timings=[float(t) for t in data["timings"]],
-                rows=[OpRow(**row) for row in data["rows"]],
-                warmup_timings=[float(t) for t in data.get("warmup_timings", [])],
-                kernels=[KernelRow(**k) for k in data.get("kernels", [])],
-                matmul_precision=str(data.get("matmul_precision", "")),
-                views=[str(v) for v in data.get("views", [])],
-                peak_memory={str(k): float(v) for k, v in data.get("peak_memory", {}).items()},
-                sources=[SourceRow(**x) for x in data.get("sources", [])],
-                modules=[ModuleRow(**x) for x in data.get("modules", [])],
-                ranges=[RangeRow(**{**x, "top_ops": [tuple(t) for t in x["top_ops"]]})
-                        for x in data.get("ranges", [])],
-                timeline=[Span(**x) for x in data.get("timeline", [])],
-                gpu_busy=[float(x) for x in data.get("gpu_busy", [])],
-                trace_path=str(data.get("trace_path", "")),
-                distributed=dict(data.get("distributed", {})),
-                planned_iters=int(data.get("planned_iters", 0)),
-                roofline=[RooflineRow(**x) for x in data.get("roofline", [])],
-                roofline_peaks=dict(data.get("roofline_peaks", {})),
-                breakdown=(Breakdown(**data["breakdown"]) if data.get("breakdown") is not None
-                           else None),
-                source=str(data.get("source", "live")),
-                gpu_runtime=str(data.get("gpu_runtime", "")),
-                counters=[CounterRow(**x) for x in data.get("counters", [])],
-                counters_note=str(data.get("counters_note", "")),
-                capture=str(data.get("capture", "")),
-                memory_timeline=[MemoryPoint(**x) for x in data.get("memory_timeline", [])],
-                memory_peaks=[MemoryPeakRow(**x) for x in data.get("memory_peaks", [])],
-                memory_alive=[LiveBlockRow(**x) for x in data.get("memory_alive", [])],
-                memory_growth=[MemoryGrowthRow(**x) for x in data.get("memory_growth", [])],
-                memory_note=str(data.get("memory_note", "")),
-                compiled_regions=[CompiledRegionRow(**x)
-                                  for x in data.get("compiled_regions", [])],
-                graph_breaks=[GraphBreakRow(**x) for x in data.get("graph_breaks", [])],
-                compiles=[CompileRow(**x) for x in data.get("compiles", [])],
-                fused_kernels=[FusedKernelRow(**x) for x in data.get("fused_kernels", [])],
-                python_lines=[PythonLineRow(**x) for x in data.get("python_lines", [])],
-                python_unattributed=float(data.get("python_unattributed", 0.0)),
-                python_note=str(data.get("python_note", "")),
-                gpu_idle=[GpuIdleRow(**x) for x in data.get("gpu_idle", [])],
-                critical_path=[CriticalPathRow(**x) for x in data.get("critical_path", [])],
-                critical_spans=[Span(**x) for x in data.get("critical_spans", [])],
-                dependency_model=dict(data.get("dependency_model") or {}),
-                trust=(TrustChecks(**data["trust"]) if data.get("trust") is not None
-                       else None),
-                device_info=(DeviceInfo.from_dict(data["device_info"])
-                             if data.get("device_info") else None),
-                cpu_load=CpuLoad(**data["cpu_load"]) if data.get("cpu_load") else None,
-                steps=[StepRow(**x) for x in data.get("steps", [])],
-                step_groups=[StepGroupRow(**x) for x in data.get("step_groups", [])],
-                steps_summary=(StepsSummary(**data["steps_summary"])
-                               if data.get("steps_summary") is not None else None),
-                repeated_call=(RepeatedCall(**data["repeated_call"])
-                               if data.get("repeated_call") is not None else None),
-                experiments=[_experiment_row(x) for x in data.get("experiments", [])],
-                experiments_note=str(data.get("experiments_note", "")),
-            )
-        except (KeyError, TypeError) as exc:
+            return cls.from_json_value(data)
+        except RecordError as exc:
             raise ValueError(f"malformed kernelmagic profile: {exc}") from None
+
+    @classmethod
+    def from_json_value(cls, data: Any, path: str = "") -> ProfileResult:
+        """``from_json``'s reading of a result (``core/records.py``): its fields, then each
+        ``--try`` row's own result (``ExperimentRow.result``, declared ``Any`` in
+        ``core/``, which cannot name ``ProfileResult``) as a ``ProfileResult``, checked
+        like the rest; RecordError naming the field's path otherwise."""
+        result: ProfileResult = fields_from_json(cls, data, path)
+        rows = []
+        for i, row in enumerate(result.experiments):
+            inner = row.result
+            if inner is not None and not isinstance(inner, ProfileResult):
+                where = f"{path + '.' if path else ''}experiments[{i}].result"
+                inner = cls.from_json_value(inner, where)
+            rows.append(dataclasses.replace(row, result=inner))
+        result.experiments = rows
+        return result
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
-
-
-def _experiment_dict(row: ExperimentRow) -> dict[str, Any]:
-    """A ``--try`` row as JSON: its fields, its own result as that result's dict."""
-    out = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "result"}
-    out["advice"] = list(row.advice)
-    out["result"] = row.result.to_dict() if row.result is not None else None
-    return out
-
-
-def _experiment_row(data: dict[str, Any]) -> ExperimentRow:
-    inner = data.get("result")
-    return ExperimentRow(**{**data, "result": (ProfileResult.from_dict(inner)
-                                               if inner is not None else None)})

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import IO, Any
 
-from kernelmagic.sources.trace_numbers import Number
+from kernelmagic.sources.trace_numbers import NonFinite, Number
 
 CHUNK = 1 << 20  # characters decoded per read
 MAX_EVENT = 256 << 20  # one event larger than this is an error, not a reason to buffer more
@@ -78,7 +79,8 @@ class Scanner:
 
     def __init__(self, text: BufferedText) -> None:
         self.text = text
-        decoder = json.JSONDecoder(parse_float=Number)  # floats as text: exact ns later
+        # Floats as text (exact ns later); NaN and Infinity as a marker no number field takes.
+        decoder = json.JSONDecoder(parse_float=Number, parse_constant=NonFinite)
         self.decoder = decoder
         self.scan_once = decoder.scan_once
 
@@ -88,10 +90,17 @@ class Scanner:
         while True:
             try:
                 obj, end = self.scan_once(text.buf, text.pos)
+            except RecursionError:
+                raise JsonFault(f"invalid JSON at {text.where()} (a value nested deeper than "
+                                "any trace: arrays or objects inside each other about a "
+                                "thousand levels deep)") from None
             except (StopIteration, json.JSONDecodeError):
                 if self._partial() and text.fill():
                     continue
                 raise JsonFault(self.problem()) from None
+            except ValueError:  # not JSON's fault: an integer beyond Python's digit limit
+                raise JsonFault(f"invalid JSON at {text.where()} (a number of more than "
+                                f"{_max_digits()} digits)") from None
             if end >= len(text.buf) and not isinstance(obj, (dict, list, str)) and text.fill():
                 continue  # a number may go on in the next chunk
             text.pos = end
@@ -102,6 +111,8 @@ class Scanner:
             self.decoder.raw_decode(self.text.buf, self.text.pos)
         except json.JSONDecodeError as exc:
             return exc
+        except (ValueError, RecursionError):  # (reported by ``value`` when it is the fault)
+            return None
         return None
 
     def _partial(self) -> bool:
@@ -126,7 +137,13 @@ class Scanner:
         return f"invalid JSON at {text.where(exc.pos)} ({exc.msg})"
 
 
+def _max_digits() -> int:
+    """Python's limit on the digits of an integer read from text (``sys.int_info``)."""
+    return int(getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300)
+
+
 def json_type(python_type: str) -> str:
     """The JSON name of a decoded value's Python type name (``dict`` -> ``object``)."""
     return {"str": "string", "int": "number", "float": "number", "dict": "object",
-            "list": "array", "bool": "boolean", "NoneType": "null"}.get(python_type, python_type)
+            "list": "array", "bool": "boolean", "NoneType": "null",
+            "NonFinite": "NaN or Infinity"}.get(python_type, python_type)

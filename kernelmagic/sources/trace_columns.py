@@ -23,6 +23,8 @@ from kernelmagic.core.event_rules import MEMORY_NAME, category_kind, kinds_by_na
 from kernelmagic.core.events import EventTable, Kind, TableBuilder
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
     Number,
     int_of,
     ns_of_string,
@@ -101,6 +103,7 @@ class Columns(TableBuilder):
         categories: dict[Any, tuple[Kind, bool]] = {}
         by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
         number, text_ns = Number, ns_of_text
+        longest, latest = MAX_DURATION_NS, MAX_TIME_NS
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
 
         def ns(value: Any) -> int:
@@ -124,7 +127,7 @@ class Columns(TableBuilder):
             if found is None:
                 found = categories[cat] = category_kind(cat)
             kind, on_device = found
-            if dur < 0:
+            if not 0 <= dur <= longest or not -latest < start < latest:
                 raise ValueError
             end = start + dur
             name_id = ids.get(name)
@@ -166,7 +169,7 @@ class Columns(TableBuilder):
 
         def add_memory(start: int, tid: Any, nbytes: Any, device_type: Any,
                        device_id: Any) -> None:
-            if type(nbytes) is not int:
+            if type(nbytes) is not int or not -latest < start < latest:
                 raise TypeError
             kinds(memory)
             names(intern(MEMORY_NAME))
@@ -198,7 +201,7 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
     meta: dict[str, Any] = {"file": path.name, "source": "trace"}
     props = found.get("deviceProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
-        if isinstance(props[0].get("name"), str):
+        if type(props[0].get("name")) is str:  # (not a float the streaming reader keeps as text)
             meta["device_name"] = props[0]["name"]
         if type(props[0].get("computeMajor")) is int:
             meta["compute_major"] = props[0]["computeMajor"]
@@ -207,9 +210,10 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
     info = found.get("distributedInfo")
     if isinstance(info, dict):
         for key in ("rank", "world_size", "backend"):
-            if key in info and isinstance(info[key], (int, str)):
-                meta[key] = info[key]
-    if isinstance(found.get("traceName"), str):
+            value = info.get(key)
+            if type(value) is str or (type(value) is int and abs(value) < 1 << 63):
+                meta[key] = value  # (what a saved profile's ``distributed`` takes back)
+    if type(found.get("traceName")) is str:
         meta["trace_name"] = found["traceName"]
     return meta
 

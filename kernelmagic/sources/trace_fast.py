@@ -20,7 +20,7 @@ type) returns None: the streaming reader then reads the file and names any fault
 
 from __future__ import annotations
 
-import gzip
+import codecs
 import zlib
 from pathlib import Path
 from typing import Any, Union
@@ -40,6 +40,11 @@ except ImportError:  # the streaming reader does the work
 
 #: The largest JSON text (decompressed) read whole.
 MAX_TEXT = 512 << 20
+#: Files whose brackets nest deeper than this (a torch trace: 5) go to the streaming reader.
+MAX_NESTING = 64
+_NESTING_CHUNK = 8 << 20
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _GZIP_MAGIC = b"\x1f\x8b"
 _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has this text
 #: The Chrome trace format's other event types ("ph"): decoded as empty records.
@@ -57,7 +62,8 @@ def read_table(path: Path) -> EventTable | None:
         return None
     try:
         data = _text_bytes(path)
-        if data is None:
+        if (data is None or not _nesting_within(data, MAX_NESTING) or not _utf8(data)
+                or data.count(b'"traceEvents"') != 1):  # (twice: the streaming reader refuses)
             return None
         doc = _DECODER.decode(data)
         # Counter ranges' args are metric names the typed records skip: read apart.
@@ -86,10 +92,66 @@ def _text_bytes(path: Path) -> bytes | None:
             return None
         f.seek(0)
         compressed = f.read()
+    return _gunzip(compressed, MAX_TEXT)
+
+
+def _gunzip(compressed: bytes, limit: int) -> bytes | None:
+    """Every gzip member of ``compressed``, or None past ``limit`` bytes or on any fault.
+
+    Bounded whatever the trailer says: a forged size field cannot make this reader hold a
+    gzip bomb whole (the streaming reader then names the fault or the limit).
+    """
+    out: list[bytes] = []
+    total = 0
+    while compressed:
+        unzip = zlib.decompressobj(wbits=31)
+        try:
+            out.append(unzip.decompress(compressed, limit - total + 1))
+        except zlib.error:
+            return None
+        total += len(out[-1])
+        if total > limit or unzip.unconsumed_tail or not unzip.eof:
+            return None
+        compressed = unzip.unused_data.lstrip(b"\0")  # (padding between members)
+    return b"".join(out)
+
+
+def _utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 throughout (msgspec does not check the keys it skips),
+    decoded a chunk at a time so that memory stays that of one chunk."""
+    if data.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        return gzip.decompress(compressed)
-    except (OSError, EOFError, zlib.error):
-        return None
+        for at in range(0, len(data), _NESTING_CHUNK):
+            decoder.decode(data[at:at + _NESTING_CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _nesting_within(data: bytes, limit: int) -> bool:
+    """Whether brackets nest at most about ``limit`` deep, counted over the raw bytes: the
+    spread (highest minus lowest) of the running count of openers minus closers. Brackets
+    in strings (a kernel's ``<...>[...]`` name) move it, but a file it passes nests at most
+    ``2 * limit`` deep (a depth D needs a spread of D/2 or more whatever the strings hold),
+    far below the streaming reader's limit (Python's recursion depth, about 990): deeper
+    files go to that reader, so this one never takes a file that one would refuse."""
+    depth, highest, lowest = 0, 0, 0
+    for at in range(0, len(data), _NESTING_CHUNK):
+        # the brackets alone (C speed), "{" read as "[" and "}" as "]"
+        brackets = data[at:at + _NESTING_CHUNK].translate(_AS_SQUARE, _NOT_BRACKETS)
+        if not brackets:
+            continue
+        steps = 92 - np.frombuffer(brackets, dtype=np.uint8).astype(np.int32)  # "[" 1, "]" -1
+        running = np.cumsum(steps)
+        running += depth
+        highest, lowest = max(highest, int(running.max())), min(lowest, int(running.min()))
+        if highest - lowest > limit:
+            return False
+        depth = int(running[-1])
+    return True
 
 
 def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = None) -> None:

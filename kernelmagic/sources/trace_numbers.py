@@ -27,6 +27,28 @@ class Number(str):
     __slots__ = ()
 
 
+class NonFinite:
+    """``NaN``, ``Infinity`` or ``-Infinity``: not JSON, though Python's ``json`` reads them.
+
+    Kept as a marker, not a float, so that a field kernelmagic reads (``ts``, ``dur``,
+    ``flops``, an id, ``Bytes``) refuses it (``float()`` and ``int()`` raise TypeError) while
+    a value it never reads may hold one, as before.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+#: The largest ``|ts|`` a trace may hold, in ns (2**62 ns: about the year 2116 as a Unix
+#: time; ``ts + dur`` then stays within int64).
+MAX_TIME_NS = 1 << 62
+#: The longest ``dur`` a trace may hold, in ns (10**15 ns: 11.6 days). Longer is a broken
+#: clock or a hostile file, not a profile.
+MAX_DURATION_NS = 10**15
+
+
 def ns_of_text(text: str) -> int:
     """Microseconds as JSON number text -> integer nanoseconds, exactly (half-even)."""
     if _PLAIN_NUMBER.match(text):  # the usual case: at most 3 decimals (whole nanoseconds)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
+import os
 import re
 import zlib
 from pathlib import Path
@@ -22,9 +22,17 @@ from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.core.errors import NotATrace, TraceFileError
 from kernelmagic.core.event_rules import MEMORY_NAME
 from kernelmagic.core.events import EventTable
+from kernelmagic.core.units import format_bytes, format_us
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
 from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta
-from kernelmagic.sources.trace_numbers import NUMBER_TEXT, is_number_text, ns_of_value
+from kernelmagic.sources.trace_numbers import (
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
+    NUMBER_TEXT,
+    NonFinite,
+    is_number_text,
+    ns_of_value,
+)
 
 _COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 #: A flow event ("ph" "s"/"f"/"t": ac2g, fwdbwd arrows), flat, with plain strings: skipped
@@ -33,13 +41,80 @@ _FLOW = re.compile(r'\{\s*"ph":\s*"[sft]"(?:\s*,\s*"[^"\\]*":\s*(?:"[^"\\]*"|-?[
                    r"\s*\}")
 
 
+#: The most bytes a ``.gz`` trace may decompress to (default 4 GiB, four times the largest
+#: trace the benchmarks read, tens of millions of events) before reading stops with an
+#: error: a small file that unpacks to terabytes (a "gzip bomb") then costs about 25 s on
+#: this project's machine, not hours. Set it with the
+#: environment variable ``KERNELMAGIC_MAX_GUNZIP_BYTES`` or by assigning this attribute.
+MAX_GUNZIP_BYTES = 4 << 30
+_MAX_GUNZIP_ENV = "KERNELMAGIC_MAX_GUNZIP_BYTES"
+
+
+class GunzipLimit(Exception):
+    """A ``.gz`` file decompressed past ``gunzip_limit()`` bytes."""
+
+
+def gunzip_limit() -> int:
+    """``MAX_GUNZIP_BYTES``, or the environment's ``KERNELMAGIC_MAX_GUNZIP_BYTES``."""
+    text = os.environ.get(_MAX_GUNZIP_ENV, "").strip()
+    return int(text) if text.isdigit() else MAX_GUNZIP_BYTES
+
+
+class _Capped(io.RawIOBase):
+    """A decompressing stream that raises ``GunzipLimit`` past ``limit`` bytes."""
+
+    def __init__(self, inner: IO[bytes], limit: int) -> None:
+        self.inner, self.limit, self.total = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self.inner.readinto(buffer)  # type: ignore[attr-defined]
+        self.total += n
+        if self.total > self.limit:
+            raise GunzipLimit
+        return n  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
 def _open_text(path: Path) -> tuple[IO[str], bool]:
-    """The file as text (gunzipped when it starts with gzip's magic bytes)."""
+    """The file as text (gunzipped when it starts with gzip's magic bytes, at most
+    ``gunzip_limit()`` bytes of it)."""
     with open(path, "rb") as raw:
         magic = raw.read(2)
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig"), True
+        capped = io.BufferedReader(_Capped(gzip.open(path, "rb"), gunzip_limit()), 1 << 20)
+        return io.TextIOWrapper(capped, encoding="utf-8-sig"), True
     return open(path, encoding="utf-8-sig"), False  # (a byte-order mark is dropped)
+
+
+#: The ``args`` keys the table reads (``trace_columns.Columns.adders``).
+_READ_ARGS = frozenset({"device", "stream", "correlation", "flops", "Input Dims", "Bytes",
+                        "Device Type", "Device Id"})
+
+
+def _time_fault(key: str, value: Any) -> str:
+    """Why ``ts`` or ``dur`` ``value`` cannot be a time, or "" when it can."""
+    if type(value) is NonFinite:
+        return f"'{key}' is {value.text}, expected a finite number"
+    if type(value) is str and NUMBER_TEXT.match(value) is None:
+        return (f"'{key}' is a JSON string, expected a number "
+                f"(or a string holding one, not {value[:40]!r})")
+    if type(value) not in (int, str) and not is_number_text(value):
+        return f"'{key}' is a JSON {json_type(type(value).__name__)}, expected a number"
+    ns = ns_of_value(value)
+    if key == "dur" and ns < 0:
+        return f"'dur' is negative ({value})"
+    limit = MAX_DURATION_NS if key == "dur" else MAX_TIME_NS
+    if abs(ns) > limit:
+        shown = value if len(str(value)) <= 24 else f"{str(value)[:20]}… ({len(str(value))} digits)"
+        return (f"'{key}' is {shown} µs, beyond any real trace (at most "
+                f"{format_us(limit / 1000)})")
+    return ""
 
 
 class StreamReader:
@@ -66,6 +141,9 @@ class StreamReader:
                 self._document(BufferedText(stream), zipped)
         except EOFError:
             raise self.fail("truncated gzip file (it ends before the end of its data)") from None
+        except GunzipLimit:
+            raise self.fail(f"decompresses to more than {format_bytes(gunzip_limit())}, the "
+                            f"limit (set {_MAX_GUNZIP_ENV} to read it)") from None
         except (gzip.BadGzipFile, zlib.error) as exc:
             raise self.fail(f"corrupt gzip file ({exc})") from None
         except UnicodeDecodeError:
@@ -120,6 +198,8 @@ class StreamReader:
                 self._expect(text, scanner, ":")
                 keys.append(key)
                 if key == "traceEvents":
+                    if self.events_seen:
+                        raise self.fail("'traceEvents' twice in one document")
                     if text.peek() != "[":  # (the cursor is on the value now)
                         kind = json_type(type(scanner.value()).__name__)
                         raise self.fail(f"'traceEvents' is a JSON {kind}, not a list of events")
@@ -161,7 +241,7 @@ class StreamReader:
                         continue
                     try:
                         event, end = scan(text.buf, found.end())
-                    except (StopIteration, json.JSONDecodeError):
+                    except (StopIteration, ValueError, RecursionError):  # the scanner says why
                         event = None
                     else:
                         if type(event) is dict:
@@ -249,24 +329,20 @@ class StreamReader:
             return f"{where}: 'name' is a JSON {json_type(type(event['name']).__name__)}, " \
                    "expected a string"
         for key in ("ts", "dur"):
-            if key not in needed:
-                continue
-            value = event[key]
-            if type(value) is str and NUMBER_TEXT.match(value) is None:
-                return f"{where}: '{key}' is a JSON string, expected a number " \
-                       f"(or a string holding one, not {value[:40]!r})"
-            if type(value) not in (int, str) and not is_number_text(value):
-                return f"{where}: '{key}' is a JSON {json_type(type(value).__name__)}, " \
-                       "expected a number"
-        if ph == "X" and ns_of_value(event["dur"]) < 0:
-            return f"{where}: 'dur' is negative ({event['dur']})"
+            if key in needed:
+                fault = _time_fault(key, event[key])
+                if fault:
+                    return f"{where}: {fault}"
         args = event.get("args")
         if args is not None and type(args) is not dict:
             return f"{where}: 'args' is a JSON {json_type(type(args).__name__)}, " \
                    "expected an object"
         if ph in ("i", "I") and type((args or {}).get("Bytes", 0)) is not int:
             return f"{where}: args 'Bytes' is not an integer"
-        return f"{where}: cannot read this event"
+        for key, value in (args or {}).items():
+            if key in _READ_ARGS and type(value) is NonFinite:
+                return f"{where}: args '{key}' is {value.text}, expected a finite number"
+        return f"{where}: cannot read this event (an id or count out of range?)"
 
     def _meta(self) -> dict[str, Any]:
         return trace_meta(self.path, self.meta)
