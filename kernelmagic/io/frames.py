@@ -110,7 +110,7 @@ def units(view: str, columns: list[str], iters: int | None) -> dict[str, str]:
 
 
 #: Views whose name differs from the result field that holds them.
-ALIASES = {"ops": "rows", "stack": "sources"}
+ALIASES = {"ops": "rows", "stack": "sources", "python": "python_lines"}
 
 
 @cache

@@ -23,7 +23,7 @@ from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.units import whole_percent
 
-__all__ = ["DTYPES", "Peaks", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
+__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")

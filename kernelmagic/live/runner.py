@@ -26,6 +26,7 @@ from kernelmagic.core.events import EventTable
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
+from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import cpu_load, memory_categories, torch_compat
@@ -33,6 +34,7 @@ from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.device_peaks import device_info
 from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
 from kernelmagic.live.progress import for_api as progress_for_api
+from kernelmagic.live.python_sampler import Sampler
 from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import RunFacts, build_result
@@ -155,14 +157,14 @@ def execute(fn: Callable[[], Any], run: Plan,
             clock: Callable[[], float] = time.perf_counter,
             source_file: str | None = None,
             progress: Progress | None = None,
-            free_memory: bool = True) -> ProfileResult:
+            free_memory: bool = True, cell_label: str = "") -> ProfileResult:
     """``_execute`` with dynamo and inductor watched (``compile_watch.Watch``): the result
     gets the compiled view's reasons and compiles; inductor's config is restored."""
     __tracebackhide__ = True
     watch = Watch()
     try:
         return _execute(fn, run, on_trace_ready, clock, source_file, progress, free_memory,
-                        watch)
+                        watch, cell_label)
     finally:
         watch.stop()
 
@@ -172,7 +174,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
              clock: Callable[[], float] = time.perf_counter,
              source_file: str | None = None,
              progress: Progress | None = None,
-             free_memory: bool = True, watch: Watch | None = None) -> ProfileResult:
+             free_memory: bool = True, watch: Watch | None = None,
+             cell_label: str = "") -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -180,7 +183,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
     iteration is re-raised too, carrying the result of the completed iterations as
     its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
-    functions ``--stack`` lists first; ``progress`` is told where the run stands
+    functions ``--stack`` lists first (``cell_label``, ``cell[n]``, names its lines when
+    it is a cell's); ``progress`` is told where the run stands
     between runs of ``fn``, never inside the timed span. ``free_memory=False`` leaves
     handing the freed heap back to the OS (``torch_compat.return_freed_memory``, a few
     ms) to the caller: the magic does it once the report is on screen.
@@ -200,7 +204,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
                                          memory=opts.memory, flops=opts.flops,
                                          stack=opts.stack)
         timed, result, table = _profile(prof, fn, run, clock, report, warm, source_file,
-                                        watch)
+                                        watch, cell_label)
         result, interrupt = _one_more_run(result, fn, table, run, timed)
     finally:
         report.close()
@@ -321,10 +325,12 @@ def _cyclic_gc_restored() -> Iterator[None]:
 
 def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
              report: Reporter, warm: WarmUp, source_file: str | None,
-             watch: Watch | None) -> tuple[Timed, ProfileResult, EventTable]:
+             watch: Watch | None,
+             cell_label: str = "") -> tuple[Timed, ProfileResult, EventTable]:
     """The timed loop inside the profiler session ``prof`` and the block's ``NAME``
-    range (with ``--steps``, ``NAME/step j`` around each call of the target); then what
-    the finished session holds, as a result and its table."""
+    range (with ``--steps``, ``NAME/step j`` around each call of the target; with
+    ``--python`` or ``--stack``, the Python stack sampled beside it); then what the
+    finished session holds, as a result and its table."""
     __tracebackhide__ = True
     opts = run.options
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
@@ -333,10 +339,13 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
     steps = StepRanges(opts.steps, opts.name)
     run_once = fn if opts.steps is None else functools.partial(steps.run, fn)
     timed = Timed(device_peaks=[] if opts.memory and run.profiles_device else None)
+    # the sampler walks each stack up to the loop that calls the cell, no further
+    sampler = Sampler(_timed_loop.__code__) if opts.python or opts.stack else None
+    sampling = sampler if sampler is not None else contextlib.nullcontext()
     cpus = cpu_load.cores()
     with _cyclic_gc_restored():
         with quiet, prof:
-            with torch_compat.labelled_range(opts.name), modules, steps:
+            with torch_compat.labelled_range(opts.name), modules, steps, sampling:
                 report.profiling()
                 load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
@@ -351,7 +360,9 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
             gc.disable()
         timed.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
                                           torch_compat.num_threads())
-        result, table = _result(prof, run, timed, warm, source_file, report)
+        result, table = _result(prof, run, timed, warm, source_file, report,
+                                sampler.samples() if sampler is not None else None,
+                                cell_label)
         if watch is not None:
             result = watch.annotate(result)
     return timed, result, table
@@ -487,7 +498,8 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
 
 
 def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str | None,
-            report: Reporter) -> tuple[ProfileResult, EventTable]:
+            report: Reporter, samples: PythonSamples | None = None,
+            cell_label: str = "") -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
@@ -510,7 +522,7 @@ def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str |
             ledger = dataclasses.replace(
                 ledger, note="; ".join(n for n in (failed, ledger.note) if n))
     return _build(table, run, timed, warm.timings, source_file, ledger,
-                  warm.repeated_call), table
+                  warm.repeated_call, samples, cell_label), table
 
 
 def _out_of_memory_note(exc: BaseException, iteration: int) -> str:
@@ -523,7 +535,8 @@ def _out_of_memory_note(exc: BaseException, iteration: int) -> str:
 
 def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[float],
            source_file: str | None = None, memory_ledger: MemoryLedger | None = None,
-           repeated_call: RepeatedCall | None = None) -> ProfileResult:
+           repeated_call: RepeatedCall | None = None,
+           samples: PythonSamples | None = None, cell_label: str = "") -> ProfileResult:
     """``build_result`` with what this run knows beyond its events."""
     opts = run.options
     facts = RunFacts(
@@ -547,7 +560,8 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         source_file=source_file,
         device_peaks=timed.device_peaks if timed.device_peaks is not None else [],
         memory_ledger=memory_ledger, memory_all=opts.memory_all,
-        steps_target=opts.steps.label if opts.steps is not None else "", facts=facts)
+        steps_target=opts.steps.label if opts.steps is not None else "",
+        python_samples=samples, cell_label=cell_label, facts=facts)
 
 
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,

@@ -43,13 +43,22 @@ def summary_line(result: ProfileResult) -> str:
     else:
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     if result.breakdown is not None:
-        parts.append(breakdown_text(result.breakdown))
+        parts.append(breakdown_text(result.breakdown, python_split(result)))
     return " · ".join(parts)
 
 
-def breakdown_text(parts: Breakdown) -> str:
+def python_split(result: ProfileResult) -> tuple[float, float] | None:
+    """With ``--python``: the time no op covered as (Python lines, unattributed), µs per
+    iteration, which add up to the breakdown's "other" (``views/python_lines.py``)."""
+    if "python" not in result.views or result.python_note:
+        return None
+    return (sum(r.self_us for r in result.python_lines), result.python_unattributed)
+
+
+def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) -> str:
     """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``);
-    communication is named only where there was some."""
+    communication is named only where there was some. ``python`` (``python_split``)
+    splits the CPU's "other" into Python lines and unattributed."""
     share = parts.share
     comm = ""
     if parts.communication > 0:
@@ -57,6 +66,11 @@ def breakdown_text(parts: Breakdown) -> str:
         if parts.overlap:
             comm += f" ({short_percent(parts.overlap)} of it overlapped by compute)"
         comm += ", "
+    if parts.device == "cpu" and python is not None and parts.wall > 0:
+        lines, rest = python
+        return (f"CPU: ops {short_percent(share('compute'))}, {comm}Python lines "
+                f"{short_percent(lines / parts.wall)}, unattributed "
+                f"{short_percent(rest / parts.wall)} of the iteration")
     if parts.device == "cpu":
         return (f"CPU: ops {short_percent(share('compute'))}, {comm}other (Python between ops, "
                 f"waits) {short_percent(share('idle'))} of the iteration")

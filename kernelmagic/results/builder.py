@@ -15,7 +15,8 @@ from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
-from kernelmagic.core.rows import OpRow, TrustChecks
+from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks
 from kernelmagic.core.sorting import default_sort
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
@@ -24,9 +25,16 @@ from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
+from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.memory import ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
+from kernelmagic.views.python_lines import (
+    TRACE_HINT,
+    python_lines,
+    samples_from_trace,
+    split_top_level,
+)
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.steps import StepsView, steps_view
@@ -77,7 +85,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  source_file: str | None = None,
                  device_peaks: Sequence[float] | None = None,
                  memory_ledger: MemoryLedger | None = None, memory_all: bool = False,
-                 steps_target: str = "", facts: RunFacts = RunFacts()) -> ProfileResult:
+                 steps_target: str = "", python_samples: PythonSamples | None = None,
+                 cell_label: str = "", facts: RunFacts = RunFacts()) -> ProfileResult:
     """Turn an event table (with ``derive_links`` applied) into a finished ``ProfileResult``
     (nothing to set on it afterwards: it caches figures).
 
@@ -94,6 +103,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
     - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
     - ``steps_target``: what each step is a call of (``views/steps.py``).
+    - ``python_samples``, ``cell_label``: see ``_python_fields``.
     - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -116,7 +126,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows,
         kernels=kernel_rows(table) if on_device else [],
-        sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
+        sources=_sources(table, figures, source_file, python_samples) if "stack" in wanted
+        else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],
         ranges=user_ranges(table, figures, name, on_device=on_device),
         timeline=timeline(table, shown) if in_timeline and shown is not None else [],
@@ -125,6 +136,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
         steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
+        gpu_idle=gpu_idle_rows(table, windows) if on_device else [],
         critical_path=model.path if model else [],
         critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
@@ -133,6 +145,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                           None if memory_all else min(median, max(len(windows) - 1, 0)))
            if "memory" in wanted else {}),
         **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
+        **(_python_fields(table, windows, python_samples, source_file, cell_label)
+           if "python" in wanted else {}),
         **_copied(facts, on_device),
     )
 
@@ -150,6 +164,27 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
     model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
                             ranges=owners) if shown is not None else None)
     return _with_gains(rows, model.gains_us if model else {}), model
+
+
+def _sources(table: EventTable, figures: Figures, source_file: str | None,
+             samples: PythonSamples | None) -> list[SourceRow]:
+    """``--stack``'s rows, the cell's top level split by line where samples say how."""
+    rows = source_rows(table, figures, source_file)
+    return split_top_level(rows, table, samples) if samples is not None else rows
+
+
+def _python_fields(table: EventTable, windows: list[Window], samples: PythonSamples | None,
+                   source_file: str | None, cell_label: str) -> dict[str, Any]:
+    """``--python``'s rows: the time no op covered, shared out among the Python lines the
+    live sampler saw there (``samples``), else those of a trace's ``with_stack`` frames
+    (then a note says how to record them when it has none). ``cell_label`` (the magic's
+    ``cell[n]``) names the lines of ``source_file``, which is a cell's."""
+    from_trace = samples is None
+    if samples is None:
+        samples = samples_from_trace(table, windows)
+    lines = python_lines(table, windows, samples, source_file, cell_label)
+    return {"python_lines": lines.rows, "python_unattributed": lines.unattributed_us,
+            "python_note": TRACE_HINT if from_trace and not samples.n else ""}
 
 
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
