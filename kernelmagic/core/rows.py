@@ -175,7 +175,7 @@ class RooflineRow(Record):
 
     ``flops`` and ``bytes`` are per call, counted in one unprofiled run; ``time`` is the
     profiled time it owns (µs over all iterations, self device time on CUDA, else self
-    CPU time; see ``kernelmagic/live/roofline.py`` for which ops own which time); rates
+    CPU time; see ``kernelmagic/views/roofline.py`` for which ops own which time); rates
     are per second of that time. ``bound`` is ``compute``, ``memory`` or ``overhead``;
     ``roof_share`` the fraction of the nearer roof it reached.
     """

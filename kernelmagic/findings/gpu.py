@@ -20,7 +20,7 @@ from kernelmagic.core.op_names import (
     is_fp32_gemm,
     is_runtime_call,
 )
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
@@ -115,8 +115,9 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
                       sorted(syncs, key=lambda r: -r.count)[:NAMED])
     causes = [
         Cause("between", between, "outside any op (Python between ops, waits)"),
-        Cause("inside", max(0.0, inside), f"inside ops ({calls:g} op calls; most: {tops})"),
-        Cause("launch", launch, f"launching {kernels:g} kernels"
+        Cause("inside", max(0.0, inside),
+              f"inside ops ({counted(calls, 'op call')}; most: {tops})"),
+        Cause("launch", launch, f"launching {counted(kernels, 'kernel')}"
               + (f" (median {format_us(median)})" if median is not None else "")),
         Cause("sync", sync, f"in host-device syncs ({waits})"),
         Cause("data", data, "in the DataLoader"),
@@ -191,7 +192,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
         f"the GPU is busy {whole_percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
-        f"launches {launches:g} kernels with a median of {format_us(median_kernel)} each",
+        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
         rows=cause_rows(result, "launch"), side="cpu")

@@ -113,9 +113,9 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
 
     views.extend(counter_views(result))
     if "memory" in result.views and (result.memory_alive or result.memory_timeline):
-        from kernelmagic.render.memory import alive_table, growth_table
+        from kernelmagic.render.memory import ALIVE_TITLE, alive_table, growth_table
 
-        views.append(("memory", alive_table(result) if result.memory_alive else
+        views.append((ALIVE_TITLE, alive_table(result) if result.memory_alive else
                       "No allocation could be followed to the peak (a trace, or a run "
                       "whose category analysis failed, holds only the raw records)."))
         if result.memory_growth:

@@ -40,6 +40,7 @@ from kernelmagic.core.rows import (
 from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
+from kernelmagic.core.units import counted
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
@@ -268,8 +269,8 @@ class ProfileResult:
 
     def __repr__(self) -> str:
         return (
-            f"<ProfileResult {self.name!r}: {self.iters} iterations on {self.device}, "
-            f"{len(self.rows)} ops>"
+            f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on {self.device}, "
+            f"{counted(len(self.rows), 'op')}>"
         )
 
     # --- serialisation -------------------------------------------------------------
