@@ -26,9 +26,9 @@ MODULES = ["kernelmagic.core.rows", "kernelmagic.core.compiled_rows",
            "kernelmagic.core.step_rows",
            "kernelmagic.results.result", "kernelmagic.results.compare",
            "kernelmagic.results.rank_summary", "kernelmagic.results.ranks",
-           "kernelmagic.live.device_peaks"]
+           "kernelmagic.core.roofline_bounds"]
 #: Dataclasses in those modules that are not saved: numpy columns.
-NOT_RECORDS = {"MemoryLedger"}
+NOT_RECORDS = {"MemoryLedger", "OpCount"}  # (OpCount: the counting run's, never saved)
 
 
 def record_classes() -> list[type]:

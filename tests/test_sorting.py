@@ -122,7 +122,7 @@ def test_the_charts_title_names_what_the_key_measures():
     assert title == "gpu: top 2 ops by self CPU time per iteration, 88% of self time"
     assert bars == ["cudaLaunchKernel · 50% · 40.0 µs", "aten::mm · 38% · 30.0 µs"]
     title, bars = chart_texts(gpu, by="device", k=1)
-    assert title == "gpu: top 1 ops by total device time per iteration (nested ops overlap)"
+    assert title == "gpu: top 1 op by total device time per iteration (nested ops overlap)"
     assert bars == ["aten::mm · 90% · 900 µs"]  # 9000 of 10000 µs of self device time
 
 

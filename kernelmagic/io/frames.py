@@ -83,6 +83,10 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
                     **dict.fromkeys(("median_us", "first_us", "slowest_us", "cpu_us",
                                      "device_us"), "µs per step"),
                     "top_ops": "op -> µs per step"},
+    "python": {"self_us": "µs per iteration", "share": "fraction of the iteration (0 to 1)",
+               "samples": "stack samples the figure rests on, over {over}"},
+    "gpu_idle": {"idle_us": "µs per iteration", "share": "fraction of the iteration (0 to 1)",
+                 "stretches": "idle stretches, over {over}"},
     "experiments": {
         "median_us": "µs per iteration (median)",
         **dict.fromkeys(("speedup", "speedup_low", "speedup_high"),

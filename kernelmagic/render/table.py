@@ -87,7 +87,9 @@ def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
 def op_table(result: ProfileResult) -> Table:
     """The operator table: CPU figures always, device figures first when CUDA was profiled."""
     cols = [
-        name_column(),
+        # Names wrap at their separators; 260 px leaves room for max gain/iter at 1280 px
+        # with JupyterLab's file browser open (tests/test_browser.py).
+        name_column(width=260),
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}"),
     ]
     sides = [("cpu", "CPU", False)]
