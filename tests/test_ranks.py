@@ -378,3 +378,47 @@ def test_magic_compare_with_many_ranks_is_a_usage_error(shell):
 
     with pytest.raises(UsageError, match=r"--compare .*ranks: many ranks; compare with one"):
         shell.run_cell_magic("profile", f"--compare {RANKS} -n 1 -w 0", "x = 1\n")
+
+
+# --- the client holds summaries; full reports on demand (issue #34) ---------------------
+
+
+def test_report_needs_no_full_rank_report(many):
+    from kernelmagic.render.ranks import html_report, text_report
+    from kernelmagic.results.rank_store import RankReports
+
+    run = kernelmagic.load(RANKS)
+    assert isinstance(run.ranks, RankReports) and run.ranks.cached == []
+    text_report(run), html_report(run), run.findings(), run.summary(), run.profiles_device
+    assert run.ranks.cached == []  # nothing parsed again for the report
+    assert run.ranks[1] == many.ranks[1] and run.ranks.cached == [1]
+
+
+def test_rank_reports_parse_on_demand_and_keep_a_handful():
+    from kernelmagic.results.rank_store import RankReports
+
+    parsed: list[str] = []
+
+    def parse(path: str):
+        parsed.append(path)
+        return f"report of {path}"
+
+    reports = RankReports({r: f"f{r}" for r in (3, 0, 1, 2, 4, 5)}, parse, keep=2)
+    assert list(reports) == [0, 1, 2, 3, 4, 5] and len(reports) == 6 and parsed == []
+    assert reports[0] == "report of f0" and reports[0] == "report of f0"
+    assert parsed == ["f0"]  # kept: not parsed twice
+    reports[1], reports[0], reports[2]  # 0 used more recently than 1: 1 goes
+    assert reports.cached == [0, 2] and parsed == ["f0", "f1", "f2"]
+    reports[1]
+    assert parsed == ["f0", "f1", "f2", "f1"] and reports.cached == [2, 1]
+    with pytest.raises(KeyError):
+        reports[6]
+
+
+def test_a_rank_file_gone_since_loading_names_it(tmp_path):
+    copy_ranks(tmp_path)
+    run = kernelmagic.load(tmp_path)
+    for path in tmp_path.iterdir():
+        path.unlink()
+    with pytest.raises(RanksError, match=r"rank-0\.json\.gz"):
+        run.ranks[0]
