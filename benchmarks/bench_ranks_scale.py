@@ -2,9 +2,10 @@
 
 For each number of ranks (``--ranks 16 64 128``), a synthetic job from
 ``benchmarks/rank_traces.py`` (``--size`` per rank, rank 5 made 30% slower) is loaded in a
-fresh client process on each executor: the default local process pool, and a
+fresh client process on each executor: a local process pool as the default makes it, and a
 ``distributed.LocalCluster`` of 1 and of 2 worker processes (``client.get_executor()``;
-the cluster is started before the clock starts). Measured in the client:
+the pool's workers and the cluster are started before the clock starts). Measured in the
+client:
 
 * wall time of the load, and time per rank;
 * memory held: Python allocations still held after the load (``tracemalloc``, after
@@ -58,7 +59,14 @@ def load(folder, executor):
 if __name__ == "__main__":
     folder, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if kind == "pool":
-        run, seconds, held, slowest = load(folder, None)
+        import os
+        from concurrent.futures import ProcessPoolExecutor
+        # the default's pool (min(files, CPUs) workers), its workers started before
+        # tracemalloc: forked after, they would trace (and slow) every allocation
+        workers = max(1, min(n, os.cpu_count() or 1))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(abs, range(workers)))
+            run, seconds, held, slowest = load(folder, pool)
     else:
         from distributed import Client, LocalCluster
         workers = int(kind.split("-")[1])

@@ -422,3 +422,41 @@ def test_a_rank_file_gone_since_loading_names_it(tmp_path):
         path.unlink()
     with pytest.raises(RanksError, match=r"rank-0\.json\.gz"):
         run.ranks[0]
+
+
+# --- the heatmap past 32 ranks (issue #34) -----------------------------------------------
+
+
+def test_summary_keeps_each_step_time(many):
+    from kernelmagic.results.rank_summary import HEATMAP_STEPS
+
+    for rank, summary in many.summaries.items():
+        timings = many.ranks[rank].timings
+        assert summary.step_us == pytest.approx([t * 1e6 for t in timings[:HEATMAP_STEPS]])
+        assert summary.steps == len(timings)
+
+
+def test_step_grid_rows_are_ranks_columns_steps():
+    from kernelmagic.render.ranks import step_grid
+
+    run = ManyRanksResult(ranks={}, summaries={
+        0: _s(0, 2e3, step_us=[1000.0, 2000.0, 3000.0]), 1: _s(1, 5e3, step_us=[5000.0])})
+    assert step_grid(run) == [[1.0, 2.0, 3.0], [5.0, None, None]]  # ms; None: no such step
+
+
+def test_chart_is_a_heatmap_past_32_ranks():
+    import io
+
+    from PIL import Image
+
+    from kernelmagic.render.ranks import BARS_UP_TO, chart_png, heatmap_png
+
+    def run(n: int) -> ManyRanksResult:
+        return ManyRanksResult(ranks={}, summaries={
+            r: _s(r, 1e3, step_us=[1e3 + 10 * r + s for s in range(8)], compute_us=900.0)
+            for r in range(n)})
+
+    assert BARS_UP_TO == 32
+    assert chart_png(run(33)) == heatmap_png(run(33))
+    assert chart_png(run(32)) != heatmap_png(run(32))
+    assert Image.open(io.BytesIO(heatmap_png(run(1024)))).size[0] > 0

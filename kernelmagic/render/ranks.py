@@ -111,9 +111,16 @@ def text_report(result: ManyRanksResult, findings: bool = True) -> str:
     return "\n".join(parts)
 
 
+#: Past this many ranks the chart is a heatmap of ranks × steps, not one bar per rank.
+BARS_UP_TO = 32
+
+
 def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
-    """Stacked bars per rank: compute, communication not overlapped by compute, memcpy,
-    idle (ms per step, means over the steps), with each rank's median step marked."""
+    """Up to ``BARS_UP_TO`` ranks, stacked bars per rank: compute, communication not
+    overlapped by compute, memcpy, idle (ms per step, means over the steps), with each
+    rank's median step marked; past it, ``heatmap_png`` (bars no longer read)."""
+    if len(result.summaries) > BARS_UP_TO:
+        return heatmap_png(result, dpi)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -144,6 +151,39 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
         ax.spines[side].set_visible(False)
     width = fig.get_figwidth()
     fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
+    return figure_png(fig)
+
+
+def step_grid(result: ManyRanksResult) -> list[list[float | None]]:
+    """Step time (ms) of each rank (rows, rank order) at each step (columns); None where a
+    rank has fewer steps than the longest."""
+    rows = [[t / 1000.0 for t in s.step_us] for s in result.summaries.values()]
+    width = max((len(r) for r in rows), default=0)
+    return [[*r, *([None] * (width - len(r)))] for r in rows]
+
+
+def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
+    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
+    slow step a bright column, at any number of ranks."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    grid = np.array([[np.nan if v is None else v for v in row]
+                     for row in step_grid(result)], dtype=float).reshape(
+                         len(result.summaries), -1)
+    ranks = [s.rank for s in result.summaries.values()]
+    fig = Figure(figsize=(10.0, min(12.0, max(3.6, 0.012 * len(ranks) + 3))), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
+    fig.colorbar(image, ax=ax, label="step time (ms)")
+    step = max(1, len(ranks) // 16)
+    ax.set_yticks(range(0, len(ranks), step))
+    ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    ax.set_title("step time by rank and step", fontsize=10)
     return figure_png(fig)
 
 
