@@ -90,7 +90,7 @@ def ours(prof: Any, result: Any) -> tuple[float, int, float]:
     """kernelmagic's post-processing of ``prof``: (seconds, events, of which seconds in
     torch's ``kineto_results.events()``)."""
     from kernelmagic.live.session import table_from_session
-    from kernelmagic.results.builder import build_result
+    from kernelmagic.results.builder import RunFacts, build_result
 
     timed = _TimedEvents(prof)
     gc.collect()
@@ -98,7 +98,8 @@ def ours(prof: Any, result: Any) -> tuple[float, int, float]:
     try:
         t0 = c.clock()
         table = table_from_session(timed)
-        build_result(table, name=result.name, timings=result.timings, warmup=result.warmup)
+        build_result(table, name=result.name, timings=result.timings,
+                     facts=RunFacts(warmup=result.warmup))
         return c.clock() - t0, table.n, timed.seconds
     finally:
         gc.enable()

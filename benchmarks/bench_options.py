@@ -1,6 +1,7 @@
 """Profiler overhead of each view option (issue 4), measured side by side in one process.
 
     python benchmarks/bench_options.py [--rounds N] [--roofline-only] [--memory-only]
+                                       [--python-only]
 
 For the seed's Block and for a cell of many small ops, each option's median per-iteration
 time (``result.stats.median``, the profiled iterations' wall time) is divided by that of
@@ -32,6 +33,7 @@ OPTIONS: dict[str, dict[str, object]] = {
     "--shapes": {"shapes": True},
     "--flops": {"flops": True},
     "--stack": {"stack": True},
+    "--python": {"python": True},
     "--modules": {"modules": True},
     "--timeline": {"timeline": True},
     "--roofline": {"roofline": True},
@@ -46,6 +48,9 @@ def main() -> None:
                         help="only the end-to-end cost of --roofline")
     parser.add_argument("--memory-only", action="store_true",
                         help="only --memory's cost, per iteration and end to end")
+    parser.add_argument("--python-only", action="store_true",
+                        help="only --python's cost per iteration (target: at most 1.05x "
+                             "to be on by default)")
     args = parser.parse_args()
     import torch
 
@@ -68,6 +73,8 @@ def main() -> None:
         with torch.inference_mode():
             roofline_cost(workloads, args.rounds)
         return
+    options = ({o: OPTIONS[o] for o in ("(none)", "--python")} if args.python_only
+               else OPTIONS)
     trace = str(Path(tempfile.mkdtemp()) / "trace.json")
     table: dict[str, dict[str, float]] = {}
     with torch.inference_mode():
@@ -78,12 +85,18 @@ def main() -> None:
                 kwargs = {k: (trace if v == "TRACE" else v) for k, v in opts.items()}
                 return kernelmagic.profile(fn, iters=5, warmup=2, **kwargs).stats.median
 
-            runs = alternate({o: (lambda o=o: side(OPTIONS[o])) for o in OPTIONS},
+            runs = alternate({o: (lambda o=o: side(options[o])) for o in options},
                              rounds=args.rounds, progress=False)
             base = median(runs["(none)"])
             table[wname] = {o: median(v) / base for o, v in runs.items()}
             for o, v in runs.items():
                 print(f"    {o:<11} {fmt_time(median(v)):>9}   {median(v) / base:.2f}x")
+            if args.python_only:  # a loaded machine: each round's ratio, then their median
+                paired = [p / b for p, b in zip(runs["--python"], runs["(none)"], strict=True)]
+                print(f"    --python / (none), median of the {len(paired)} rounds' ratios: "
+                      f"{median(paired):.2f}x")
+    if args.python_only:
+        return
     with torch.inference_mode():
         roofline_cost(workloads, args.rounds)
     memory_cost({"Block": lambda: block(x), "training step": training_step()}, args.rounds)

@@ -138,7 +138,8 @@ class ProfileMagics(Magics):
                     result = self._experiments(source, code, fn, plan, tried, progress)
                 else:
                     result = runner.execute(fn, plan, source_file=code.co_filename,
-                                            progress=progress, free_memory=False)
+                                            progress=progress, free_memory=False,
+                                            cell_label=f"cell[{cell_number(self.shell)}]")
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)

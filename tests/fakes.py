@@ -44,3 +44,57 @@ def cuda_result() -> ProfileResult:
     return ProfileResult(name="gpu", iters=10, warmup=3, device="cuda", rows=rows,
                          timings=[0.0012] * 10, sort="self_device", topk=10,
                          device_name="NVIDIA H200", torch_version="2.13.0")
+
+
+def showcase_result() -> ProfileResult:
+    """A result with what made the pictures and tables of #28 hard to read: a name that
+    broke mid-word, a module tree, a timeline with long names, crowded roofline points and
+    a graph break with a long reason and hint (the widest table)."""
+    from kernelmagic.core.compiled_rows import GraphBreakRow
+    from kernelmagic.core.rows import ModuleRow, RooflineRow, Span
+
+    rows = [
+        OpRow("aten::addmm", 30, 22000.0, 22400.0),
+        OpRow("Optimizer.zero_grad#AdamW.zero_grad", 10, 900.0, 1500.0, kind="range"),
+        OpRow("autograd::engine::evaluate_function: AddmmBackward0", 30, 800.0, 9000.0),
+        OpRow("aten::gelu", 10, 1260.0, 1260.0),
+        OpRow("aten::copy_", 40, 547.0, 547.0),
+    ]
+    modules = [ModuleRow("block", "Block", 0, 10, 36000.0, 100.0),
+               ModuleRow("block.attn", "MultiheadAttention", 1, 10, 14000.0, 200.0),
+               ModuleRow("block.attn.out_proj", "NonDynamicallyQuantizableLinear", 2, 10,
+                         3000.0, 3000.0),
+               ModuleRow("block.ff", "Sequential", 1, 10, 20000.0, 50.0),
+               ModuleRow("block.ff.0", "Linear", 2, 10, 9000.0, 9000.0),
+               ModuleRow("block.ff.1", "GELU", 2, 10, 1260.0, 1260.0)]
+    spans = [Span("autograd::engine::evaluate_function: AddmmBackward0", "CPU", 0.0, 900.0),
+             Span("aten::addmm", "CPU", 900.0, 3100.0),
+             Span("Optimizer.zero_grad#AdamW.zero_grad", "CPU", 3100.0, 3200.0),
+             Span("aten::gelu", "CPU", 3200.0, 3330.0),
+             Span("aten::copy_", "CPU", 3330.0, 3390.0)]
+    names = ["aten::addmm", "aten::mm", "aten::bmm", "aten::gelu", "aten::_softmax",
+             "aten::native_layer_norm", "aten::add", "aten::mul", "aten::relu", "aten::copy_"]
+    roofline = []
+    for i, name in enumerate(names):  # five pairs of nearly coinciding points
+        x = [140, 140, 19.7, 0.125, 0.125][i // 2] * (1 + 0.02 * (i % 2))
+        y = [2.2e11, 2.2e11, 1.86e11, 2.9e9, 2.9e9][i // 2] * (1 + 0.03 * (i % 2))
+        roofline.append(RooflineRow(name, 10, 1e9, 1e9 / x, x, y, y / x,
+                                    "compute" if x > 1 else "memory",
+                                    time=1000.0 * (10 - i), dtype="float32", roof_share=0.5))
+    breaks = [GraphBreakRow(
+        "0/0", 10, 5200.0,
+        reason="Data-dependent branching: detected data-dependent branching on a tensor "
+               "value (a Python `if` on tensor.item() inside the compiled function)",
+        hint="Use torch.cond to express dynamic control flow, or move the branch out of the "
+             "compiled function; see https://pytorch.org/docs/main/compile/programming_model"
+             ".graph_breaks_index.html for every kind of graph break",
+        file="/home/user/project/model.py", line=42, code="if x.sum() > 0:",
+        top_ops="aten::item 1.2 µs; aten::_local_scalar_dense 1.0 µs; dynamo 9.8 µs; "
+                "Python 20.1 µs")]
+    return ProfileResult(
+        name="showcase", iters=10, warmup=3, device="cpu", rows=rows,
+        timings=[0.0036] * 10, sort="self_cpu", topk=10, torch_version="2.13.0",
+        views=["modules", "timeline", "roofline"], modules=modules, timeline=spans,
+        roofline=roofline, graph_breaks=breaks,
+        roofline_peaks={"flops_per_s": {"float32": 2.33e11}, "bytes_per_s": 1.16e11,
+                        "source": "measured"})

@@ -382,3 +382,169 @@ def test_report_sorts_in_jupyterlab(lab: Lab) -> None:
         README_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         README_SCREENSHOT.write_bytes(report_png)
         README_DARK_SCREENSHOT.write_bytes(dark_png)
+
+
+# --- every view at 1,280 px with the file browser open (#28) -----------------------------
+
+#: A notebook that shows ``showcase.json`` (``fakes.showcase_result``) as the live widget
+#: and as the static HTML report, with no profiling: the views are what is under test.
+_SHOWCASE_CELLS = [
+    "import kernelmagic\nresult = kernelmagic.load('showcase.json')\nresult",
+    "from IPython.display import HTML\n"
+    "from kernelmagic.render.bundle import report_pictures\n"
+    "from kernelmagic.render.html import html_report\n"
+    "pictures = report_pictures(result)\n"
+    "HTML(html_report(result, pictures.chart, timeline_svg=pictures.timeline,\n"
+    "                 roofline_png=pictures.roofline))",
+]
+
+#: Where each rendered line of a cell starts, as offsets into its text (JS).
+_LINE_STARTS_JS = r"""
+e => {
+  const range = document.createRange();
+  const walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+  const starts = []; let offset = 0, lastTop = null;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (rect && rect.width > 0) {
+        if (lastTop !== null && rect.top > lastTop + 2) starts.push(offset + i);
+        lastTop = rect.top;
+      }
+    }
+    offset += node.length;
+  }
+  return {text: e.textContent, starts: starts};
+}
+"""
+
+
+#: The table box the widget shows now (the innermost visible box with header buttons):
+#: its right edge, its sizes and whether it scrolls (JS).
+_SHOWN_TABLE_JS = r"""
+e => {
+  const boxes = [...e.querySelectorAll('.widget-vbox')].filter(b =>
+    b.offsetParent !== null && b.querySelector('button.km-header') &&
+    ![...b.querySelectorAll('.widget-vbox')].some(c =>
+      c.offsetParent !== null && c.querySelector('button.km-header')));
+  if (!boxes.length) return null;
+  const b = boxes[0], r = b.getBoundingClientRect(), s = getComputedStyle(b);
+  return {right: r.right, scrollWidth: b.scrollWidth, clientWidth: b.clientWidth,
+          scrolls: ['auto', 'scroll'].includes(s.overflowX)};
+}
+"""
+
+
+def _write_showcase(folder: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakes import showcase_result
+
+    showcase_result().save(folder / "showcase.json")
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+              "outputs": [], "source": source} for i, source in enumerate(_SHOWCASE_CELLS)]
+    _write_json(folder / "showcase.ipynb", {
+        "cells": cells, "metadata": {"kernelspec": {"name": "python3",
+                                                    "display_name": "Python 3"}},
+        "nbformat": 4, "nbformat_minor": 5})
+
+
+def _check_inside(area: dict[str, float], locator: Any, what: str) -> None:
+    """``locator``'s right edge is inside the output area."""
+    box = _box(locator)
+    right = area["x"] + area["width"]
+    assert box["x"] + box["width"] <= right + 1, (
+        f"{what} ends at {box['x'] + box['width']:.0f}px, the output area at {right:.0f}px")
+
+
+def _check_static_views(output: Any) -> None:
+    """The HTML report: every table fits or scrolls inside its own box; text cells are
+    never cut; names break only after a separator; the module tree keeps its indent; the
+    timeline is inline with a legend and hover titles; the roofline chart fits."""
+    area = _box(output)
+    scrolls = output.locator(".km-scroll")
+    assert scrolls.count() >= 4  # ops, modules, roofline, graph breaks
+    for i in range(scrolls.count()):
+        _check_inside(area, scrolls.nth(i), f"table box {i}")
+        assert scrolls.nth(i).evaluate("e => getComputedStyle(e).overflowX") == "auto"
+    hint = output.locator(".km-view-graph-breaks td.km-col-hint")
+    assert hint.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the hint is cut"
+    assert hint.evaluate("e => e.scrollHeight > 30"), "the hint did not wrap"
+    name = output.locator("td.km-col-op", has_text="AdamW").first
+    seen = name.evaluate(_LINE_STARTS_JS)
+    assert seen["starts"], "the name did not wrap at this width"
+    for start in seen["starts"]:
+        assert seen["text"][start - 1] in ".#_/,:", (seen["text"], start)
+    indents = [float(x.evaluate("e => parseFloat(getComputedStyle(e).paddingLeft)"))
+               for x in output.locator(".km-view-modules td.km-col-op").all()]
+    assert indents[0] < indents[1] < indents[2], indents  # block, block.attn, ....out_proj
+    timeline = output.locator("svg.km-timeline")
+    _check_inside(area, timeline, "the timeline")
+    assert timeline.locator("rect > title").count() == 5
+    assert "Lanes: CPU" in (timeline.text_content() or "")
+    _check_inside(area, output.locator("img[alt='roofline chart']"), "the roofline chart")
+
+
+def _check_widget_views(report: Any) -> None:
+    """The widget: each view, once chosen, fits the output area or scrolls inside it."""
+    from playwright.sync_api import expect
+
+    area = _box(report)
+    selector = report.locator(".km-views button")
+    names = selector.all_inner_texts()
+    assert {"ops", "modules", "roofline", "graph breaks"} <= set(names), names
+    right = area["x"] + area["width"]
+    for view in names:
+        button = selector.filter(has_text=re.compile(f"^{re.escape(view)}$"))
+        button.click()
+        expect(button).to_have_class(re.compile("mod-active"), timeout=CLICK_TIMEOUT)
+        report.page.wait_for_timeout(300)  # the boxes' display round-trips the kernel
+        edges = report.evaluate(_SHOWN_TABLE_JS)
+        assert edges is not None, f"the {view} view shows no table"
+        assert edges["right"] <= right + 1, (view, edges, right)
+        # Wider than the output area, it scrolls inside its own box.
+        assert edges["scrolls"] or edges["scrollWidth"] <= edges["clientWidth"] + 1, (view,
+                                                                                      edges)
+
+
+def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    _write_showcase(tmp_path / "notebooks")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
+            try:
+                page.goto(lab.url("/lab/tree/showcase.ipynb?reset"))
+                expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
+                    timeout=60_000)
+                tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
+                if not page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current"
+                                    ).count():
+                    tab.click()
+                expect(page.locator("#filebrowser")).to_be_visible()
+                _menu(page, "Run", "runmenu:run-all")
+                expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
+                    0, timeout=RUN_ALL_TIMEOUT)
+                widget = page.locator(".jp-OutputArea-output").filter(
+                    has=page.locator("button.km-header")).first
+                static = page.locator(".jp-OutputArea-output").filter(
+                    has=page.locator(".kernelmagic-report")).filter(
+                    has_not=page.locator("button.km-header")).first
+                expect(static.locator("svg.km-timeline")).to_be_visible(timeout=60_000)
+                static.evaluate("e => e.scrollIntoView({block: 'start'})")
+                page.screenshot(path=str(ARTIFACTS / "views-static.png"))
+                _check_static_views(static)
+                widget.evaluate("e => e.scrollIntoView({block: 'start'})")
+                _check_widget_views(widget)
+                page.screenshot(path=str(ARTIFACTS / "views-widget.png"))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    page.screenshot(path=str(ARTIFACTS / "views-failed.png"))
+                shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-views.log")
+                raise
+        finally:
+            browser.close()

@@ -25,6 +25,7 @@ from kernelmagic.core.counter_metrics import (
 )
 from kernelmagic.core.events import derive_links
 from kernelmagic.core.options import ProfileOptions
+from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.rows import KernelRow, RooflineRow
 from kernelmagic.findings import find
 from kernelmagic.findings.counters import dram_near_peak, poor_reuse
@@ -257,7 +258,7 @@ def test_counter_session_asks_for_no_cuda_activity(monkeypatch):
 def test_counters_view_rates_use_the_timed_iterations(tmp_path, monkeypatch):
     table = derive_links(read_table(_trace(tmp_path, kernels=False)))
     monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
-                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
+                        lambda device=None: Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
     # Timed: k0 10 µs and k1 40 µs over 2 iterations -> 5 and 20 µs per run.
     timed = _timed_result([KernelRow("k0", 2, 10.0, "aten::mm"),
@@ -275,7 +276,7 @@ def test_rates_hold_when_fewer_calls_were_counted_than_timed(tmp_path, monkeypat
     # CUPTI stops counting at its range limit: a kernel timed 2 calls per run (10 µs each)
     # but counted once gets the time of the one call counted, not of the run's two.
     monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
-                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
+                        lambda device=None: Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
     table = derive_links(read_table(_trace(tmp_path, kernels=False)))
     timed = _timed_result([KernelRow("k0", 4, 40.0), KernelRow("k1", 2, 40.0)])
@@ -302,7 +303,7 @@ def test_a_metric_the_gpu_lacks_costs_only_that_metric(tmp_path, monkeypatch):
     empty = derive_links(read_table(_trace(tmp_path, kernels=False, ranges=0)))
     asked: list[list[str]] = []
     monkeypatch.setattr("kernelmagic.live.device_peaks.peaks",
-                        lambda device=None: kernelmagic.live.device_peaks.Peaks(
+                        lambda device=None: Peaks(
                             device="cuda", flops_per_s={}, bytes_per_s=1e12, source="test"))
 
     def table_of(fn, metrics):

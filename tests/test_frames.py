@@ -108,3 +108,56 @@ def test_many_ranks_frames_have_a_rank_column():
     ops = many.to_pandas("ops")
     assert list(ops.columns)[:2] == ["rank", "key"] and len(ops) == 12
     assert ops.groupby("rank")["self_cpu_time_total"].sum().tolist() == [8100.0, 8100.0]
+
+
+# --- units (#28) -------------------------------------------------------------------------
+
+
+def _numeric_fields(row_type) -> list[str]:
+    """The row's numbers that measure something (not a line, depth, iteration or rank)."""
+    ids = {"line", "depth", "iteration", "rank", "world_size", "index", "slowest_index",
+           "slowest_iteration"}
+    return [f.name for f in dataclasses.fields(row_type)
+            if str(f.type) in ("float", "int", "float | None", "dict[str, float]")
+            and f.name not in ids]
+
+
+def test_every_measured_column_of_every_view_says_its_unit():
+    from kernelmagic.io.frames import ALIASES, _row_fields, units
+
+    by_field = {field: view for view, field in ALIASES.items()}
+    for field, row_type in _row_fields().items():
+        view = by_field.get(field, field)
+        columns = _numeric_fields(row_type)
+        missing = [c for c in columns if c not in units(view, columns, 10)]
+        assert not missing, (view, missing)
+    columns = _numeric_fields(RankSummary)
+    assert not [c for c in columns if c not in units("ranks", columns, None)]
+
+
+def test_frames_carry_their_units_in_attrs():
+    result = cpu_result()  # 10 iterations
+    ops = result.to_pandas("ops")
+    assert ops.attrs["iterations"] == 10
+    assert ops.attrs["units"]["self_cpu_time_total"] == "µs, summed over the 10 profiled iterations"
+    assert ops.attrs["units"]["count"] == "calls, summed over the 10 profiled iterations"
+    # aten::addmm: 5,000 µs over 10 iterations is 500 µs per iteration, by hand.
+    row = ops.set_index("key").loc["aten::addmm"]
+    assert row["self_cpu_time_total"] / ops.attrs["iterations"] == 500.0
+    assert result.to_pandas("timings").attrs["units"] == {"seconds": "seconds"}
+    one = cpu_result(iters=1, timings=[0.001]).to_pandas("ops")
+    assert one.attrs["units"]["cpu_time_total"] == "µs, summed over the 1 profiled iteration"
+    cmp = compare(result, result).to_pandas()
+    assert cmp.attrs["units"]["before"] == "µs per iteration"
+    assert cmp.attrs["units"]["speedup"] == "before / after"
+
+
+def test_many_ranks_frames_say_their_units():
+    parts = [(cpu_result(name=f"r{r}"), RankSummary(rank=r, world_size=2, steps=10,
+                                                    step_median_us=1000.0 + r))
+             for r in (0, 1)]
+    many = ManyRanksResult.from_parts(parts)
+    assert many.to_pandas().attrs["units"]["step_median_us"] == "µs per step"
+    ops = many.to_pandas("ops")
+    assert ops.attrs["units"]["self_cpu_time_total"] == ("µs, summed over the 10 profiled "
+                                                         "iterations")

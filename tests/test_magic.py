@@ -74,6 +74,9 @@ def test_generated_help_lists_every_option(ip):
     for option in ("--iters", "--warmup", "--topk", "--sort", "--name", "--out",
                    "--cpu-only", "--quiet", "self_device", "warmup + iters"):
         assert option in text, option
+    # argparse %-formats help text: the cell magic keeps both of its % signs (#28).
+    assert "(%%profile\n" in text or "(%%profile uses" in text
+    assert "(%profile" not in text
 
 
 # --- running --------------------------------------------------------------------------
@@ -258,7 +261,7 @@ def test_long_table_shows_top_rows_and_more_on_request():
     table = SortableTable(op_table(cpu_result(rows=rows)), page=25)
     assert len(table.order) == 25 and table.order[0] == "op0999"
     assert table.body.value.count('class="km-row"') == 25
-    assert "25 of 1000 ops" in table.status.value
+    assert "25 of 1,000 ops" in table.status.value  # counted: thousands separated (#28)
     table.more_button.click()
     assert len(table.order) == 50
     table.all_button.click()
@@ -480,7 +483,7 @@ def test_save_then_compare_shows_report_and_comparison(ip, monkeypatch):
     first = comparison["text/plain"].splitlines()[0]
     assert first.startswith("fast vs ")
     assert ": 64.00x faster, too few iterations to judge the noise (" in first
-    assert " · per iteration 62.5 ms (IQR 0 µs) → 977 µs (IQR 0 µs) · " in first
+    assert " · per iteration (median) 62.5 ms (IQR 0 µs) → 977 µs (IQR 0 µs) · " in first
     counts = {r.key: r.count for r in before.rows}, {r.key: r.count for r in after.rows}
     assert (counts[0]["aten::mm"], counts[1]["aten::mm"]) == (8 * 3, 3)
     assert "aten::mm" in comparison["text/plain"]

@@ -353,9 +353,10 @@ def test_magic_memory_report_shows_timeline_table_and_sentence(ip):
         ip.run_cell("%%profile -n 2 -w 1 --memory -o res\nlin(xx).sum().backward()")
     data = cap.outputs[0].data
     assert "CPU memory peak" in data["text/plain"]
-    assert "[memory]" in data["text/plain"]
+    # Titled for what it lists in every renderer (#28): not a bare "[memory]".
+    assert "[memory alive at the peak]" in data["text/plain"]
     html = data["text/html"]
-    assert 'alt="memory timeline"' in html and "km-view-memory" in html
+    assert 'alt="memory timeline"' in html and "km-view-memory-alive-at-the-peak" in html
     svg = memory_svg(ip.user_ns["res"]).decode()
     assert "peak" in svg and "parameters" in svg
 
@@ -367,8 +368,8 @@ def test_widget_shows_the_timeline_above_the_memory_table(training):
 
     result, _ = training
     box = report_widget(result, None)
-    assert "memory" in box.km_views
-    first = box.km_boxes["memory"].children[0]
+    assert "memory alive at the peak" in box.km_views  # the view's title (#28)
+    first = box.km_boxes["memory alive at the peak"].children[0]
     assert isinstance(first, w.Image) and first.format == "svg+xml"
     assert b"peak" in bytes(first.value)
 

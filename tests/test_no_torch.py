@@ -56,9 +56,9 @@ if view == "roofline":
     assert roofline_png(result).startswith(b"\x89PNG")
 elif view == "timeline":
     assert result.timeline
-    from kernelmagic.render.chart import timeline_png
+    from kernelmagic.render.timeline import timeline_svg  # an SVG since #28
 
-    assert timeline_png(result).startswith(b"\x89PNG")
+    assert timeline_svg(result).startswith(b"<svg")
 elif view != "trace":
     assert view in result.views, result.views
 bundle = result._repr_mimebundle_()

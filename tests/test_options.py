@@ -96,10 +96,11 @@ def test_the_magic_builds_the_same_options_as_the_api():
 
 
 def test_derived_lists_follow_the_declarations():
-    assert VIEWS == ("memory", "shapes", "flops", "stack", "modules", "timeline", "steps")
+    assert VIEWS == ("memory", "shapes", "flops", "stack", "python", "modules", "timeline",
+                     "steps")
     assert RECORDING == {"--memory": "profile_memory=True", "--shapes": "record_shapes=True",
                          "--flops": "with_flops=True", "--stack": "with_stack=True",
-                         "--modules": "with_modules=True"}
+                         "--python": "with_stack=True", "--modules": "with_modules=True"}
     # --nsight runs no torch profiler: every view, --roofline/--counters (runs of their
     # own), --trace, --gather and --try (each variant is profiled) are excluded; the plain
     # run's settings are not
@@ -125,7 +126,8 @@ def test_a_trace_holds_the_views_its_table_has_data_for():
                     (Kind.PYTHON, "cell.py(3): f", 0, 10, 1),
                     (Kind.RANGE, "module: ff.0 (Linear)", 0, 10, 1),
                     (Kind.RANGE, "cell[3]/step 0: x (2, 4) float32", 0, 10, 1))
-    assert trace_views(held) == ["memory", "flops", "stack", "modules", "timeline", "steps"]
+    assert trace_views(held) == ["memory", "flops", "stack", "python", "modules",
+                                     "timeline", "steps"]
 
 
 def test_unknown_keywords_name_the_option():

@@ -13,15 +13,15 @@ import kernelmagic
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.events import Kind
 from kernelmagic.core.range_names import SYNC_RANGE
-from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION
+from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, OpCount, Peaks, classify
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.findings.roofline import compute_far_from_peak, memory_bound, overhead_bound
 from kernelmagic.live import device_peaks as peaks_mod
-from kernelmagic.live.device_peaks import Peaks
 from kernelmagic.live.op_counter import count_ops, tensor_bytes
-from kernelmagic.live.roofline import attribute_times, build_rows, classify, ops_to_open
+from kernelmagic.live.torch_compat import flop_formula_names
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.ops import op_rows, outer_window
+from kernelmagic.views.roofline import attribute_times, build_rows, ops_to_open
 from kernelmagic.views.tree import Figures
 
 F32 = 4  # bytes per float32
@@ -265,13 +265,11 @@ def test_ops_above_formula_ops_are_opened():
         (Kind.OP, "aten::mkldnn_convolution", 203, 297, 1),
         (Kind.OP, "aten::add", 400, 410, 1),
     )
-    assert ops_to_open(table) == {"aten::_native_multi_head_attention", "aten::linear",
-                                  "aten::conv2d"}
+    assert ops_to_open(table, flop_formula_names()) == {
+        "aten::_native_multi_head_attention", "aten::linear", "aten::conv2d"}
 
 
 def test_rows_rates_and_raised_roofs():
-    from kernelmagic.live.op_counter import OpCount
-
     counts = {"aten::add": OpCount("aten::add", calls=2, flops=2e6, bytes=24e6, dtype="float32")}
     rows, used = build_rows({"aten::add": 1000.0, "aten::linear": 10.0},
                             {"aten::add": 4, "aten::linear": 4}, counts, ROOFS)
@@ -285,7 +283,6 @@ def test_rows_rates_and_raised_roofs():
 
 def test_random_numbers_sorting_and_indexing_are_unexplained_not_memory_bound():
     """No FLOPs counted and a few % of the memory roof: the roofline cannot explain them."""
-    from kernelmagic.live.op_counter import OpCount
     from kernelmagic.render.roofline import verdict_line
 
     counts = {k: OpCount(k, calls=1, flops=0.0, bytes=1e6, dtype="float32")

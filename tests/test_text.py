@@ -35,12 +35,12 @@ def test_summary_lines():
     assert cpu_result().summary() == (
         "cell[7] · CPU · 10 iterations (+3 warm-up) · 1.00 ms per iteration "
         "(median; IQR 75.0 µs, best 900 µs) · rows: 810 µs self CPU time per iteration "
-        "(79% of wall)"
+        "(mean; 79% of the mean wall time)"
     )
     assert cuda_result().summary() == (
         "gpu · CUDA (NVIDIA H200) · 10 iterations (+3 warm-up) · 1.20 ms per iteration "
-        "(median; IQR 0 µs, best 1.20 ms) · GPU busy 83% of wall · rows: 1.00 ms self "
-        "device, 80.0 µs self CPU time per iteration"
+        "(median; IQR 0 µs, best 1.20 ms) · GPU busy 83% of the mean wall time · "
+        "rows: 1.00 ms self device, 80.0 µs self CPU time per iteration (mean)"
     )
 
 
@@ -49,13 +49,13 @@ def test_summary_says_where_the_time_went():
     cpu.breakdown = Breakdown("cpu", wall=1000.0, compute=700.0, communication=110.0,
                               idle=190.0)
     assert cpu.summary().endswith(
-        " · rows: 810 µs self CPU time per iteration · CPU: ops 70%, communication 11%, "
+        " · rows: 810 µs self CPU time per iteration (mean) · CPU: ops 70%, communication 11%, "
         "other (Python between ops, waits) 19% of the iteration")
     gpu = cuda_result()
     gpu.breakdown = Breakdown("cuda", wall=1200.0, compute=900.0, communication=300.0,
                               memcpy=40.0, idle=150.0, overlap=0.5)
     assert gpu.summary().endswith(
-        " · rows: 1.00 ms self device, 80.0 µs self CPU time per iteration · GPU: compute "
+        " · rows: 1.00 ms self device, 80.0 µs self CPU time per iteration (mean) · GPU: compute "
         "75%, communication 25% (50% of it overlapped by compute), memcpy/memset 3.3%, "
         "idle 12% of the iteration")
     alone = cpu_result()

@@ -161,9 +161,9 @@ def test_timeline_of_one_iteration():
                                              strict=True))
               if names[i] in ("aten::matmul", "aten::tanh") and start <= s and e <= end]
     assert [(s.key, s.start, s.end) for s in result.timeline] == sorted(within, key=lambda x: x[1])
-    from kernelmagic.render.chart import timeline_png
+    from kernelmagic.render.timeline import timeline_svg  # an SVG since #28
 
-    assert timeline_png(result).startswith(b"\x89PNG")
+    assert timeline_svg(result).startswith(b"<svg")
 
 
 def test_trace_export_json_and_gz(tmp_path):
@@ -235,7 +235,9 @@ def test_magic_views_in_report_and_selector(ip, tmp_path):
         assert heading in text
     assert f"Chrome trace written to {trace}" in text
     assert data["text/html"].count("data:image/svg+xml;base64,") == 1, "the chart"
-    assert data["text/html"].count("data:image/png;base64,") == 1, "the timeline"
+    # The timeline is an inline SVG since #28 (hover titles), not a PNG.
+    assert data["text/html"].count('<svg xmlns="http://www.w3.org/2000/svg" class="km-timeline"'
+                                   ) == 1, "the timeline"
     from test_magic import widget_of
 
     box = widget_of(data)

@@ -166,6 +166,10 @@ class ProfileOptions:
                          needs_profiler=True, in_trace=_holds_kind("PYTHON"),
                          help="op time attributed to your own Python functions, the cell's "
                               "first")
+    python: bool = option("--python", view=True, recording="with_stack=True",
+                          needs_profiler=True, in_trace=_holds_kind("PYTHON"),
+                          help="the time no op covers, per Python line of yours (cell "
+                               "lines as cell[n]:line), sampled every millisecond")
     modules: bool = option("--modules", view=True, recording="with_modules=True",
                            needs_profiler=True, in_trace=_holds_module_ranges,
                            help="time per nn.Module call path (e.g. ff.0), nested")

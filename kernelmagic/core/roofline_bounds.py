@@ -1,17 +1,23 @@
-"""The roofline's bounds, their thresholds and its verdict: torch-free, imports nothing heavy.
+"""The roofline's records and rules: a device's roofs (``Peaks``), an op's counts
+(``OpCount``), the bounds, their thresholds and the verdict. Torch-free, imports nothing
+heavy.
 
-Each roofline row (``RooflineRow``) has one bound: **compute** or **memory** (the roof it is
-nearer), **overhead** (far below both: dispatch and launch), or **unexplained** (no FLOPs,
-well below the memory roof, and a name that says random numbers, sorting or indexing).
-``kernelmagic/live/roofline.py`` places each op (it counts with torch); the result's verdict,
-the renderers and the findings read the rows with what is here, so a saved profile's
-roofline is shown without torch.
+Each roofline row (``RooflineRow``) has one bound (``classify``): **compute** or **memory**
+(the roof it is nearer), **overhead** (far below both: dispatch and launch), or
+**unexplained** (no FLOPs, well below the memory roof, and a name that says random numbers,
+sorting or indexing). ``kernelmagic/live/op_counter.py`` counts (with torch),
+``kernelmagic/live/device_peaks.py`` finds the roofs (with torch) and
+``kernelmagic/views/roofline.py`` joins the counts to the profiled run's table; the
+result's verdict, the renderers and the findings read the rows with what is here, so a
+saved profile's roofline is shown without torch.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
+from kernelmagic.core.records import Record
 from kernelmagic.core.rows import RooflineRow
 
 #: An op is overhead-bound when it reaches less than this fraction of *both* roofs
@@ -38,6 +44,56 @@ UNEXPLAINED_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 BOUNDS = ("compute", "memory", "overhead", "unexplained")
+
+
+@dataclass(frozen=True)
+class Peaks(Record):
+    """The roofs of one device.
+
+    ``flops_per_s`` maps ``float32``/``bfloat16``/``float16`` to FLOP/s; ``bytes_per_s``
+    is memory bandwidth; ``source`` says where they came from (``"measured"``,
+    ``"datasheet: H100 SXM"``, ``"set_peaks"``); ``measured`` holds what the short
+    measurement saw (the same figures on CPU); ``note`` any doubt about them.
+    """
+
+    device: str
+    flops_per_s: dict[str, float]
+    bytes_per_s: float
+    source: str
+    measured: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    def flops_for(self, dtype: str) -> float:
+        """The compute roof for ``dtype`` (the float32 roof for other dtypes)."""
+        return self.flops_per_s.get(dtype) or self.flops_per_s.get("float32", 0.0)
+
+
+@dataclass
+class OpCount:
+    """One op's calls and totals over the counted run (``live/op_counter.py``)."""
+
+    key: str
+    calls: int = 0
+    flops: float = 0.0
+    bytes: float = 0.0
+    dtype: str = ""  # of its first floating-point input: float32, bfloat16, float16...
+    opened: bool = False  # its kernel's inner ops were counted instead of it
+
+
+def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -> tuple[str, float]:
+    """(bound, share of the nearer roof reached) for an op's achieved rates.
+
+    Compute-bound when the op is nearer the compute roof than the memory roof (the
+    same as: its intensity is at or right of the ridge point), memory-bound otherwise,
+    overhead-bound when both shares are below ``OVERHEAD_FRACTION``.
+    """
+    peak_flops = peaks.flops_for(dtype)
+    compute = flops_per_s / peak_flops if peak_flops > 0 else 0.0
+    memory = bytes_per_s / peaks.bytes_per_s if peaks.bytes_per_s > 0 else 0.0
+    reached = max(compute, memory)
+    if reached < OVERHEAD_FRACTION:
+        return "overhead", reached
+    return ("compute" if compute >= memory else "memory"), reached
 
 
 def unexplained_kind(key: str, flops: float, reached: float) -> str | None:

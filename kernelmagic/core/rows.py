@@ -135,6 +135,48 @@ class SourceRow(Record):
 
 
 @dataclass(frozen=True)
+class PythonLineRow(Record):
+    """CPU time no op covered, given to the user's Python line that ran (the ``python``
+    view, ``kernelmagic/views/python_lines.py``). ``self_us`` is per iteration, ``share``
+    its fraction of the iteration; ``location`` is ``cell[n]:line`` for the cell's own
+    lines, else ``file:line``; ``samples`` how many samples the figure rests on."""
+
+    location: str
+    function: str
+    code: str
+    self_us: float
+    share: float
+    file: str = ""
+    line: int = 0
+    samples: int = 0
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables: its location."""
+        return self.location
+
+
+@dataclass(frozen=True)
+class GpuIdleRow(Record):
+    """Time the GPU ran nothing, per cause (the ``gpu_idle`` view,
+    ``kernelmagic/views/gpu_idle.py``): ``cause`` is ``iteration edge``, ``sync``,
+    ``host-to-device copy``, ``data loading`` or ``launch gap``; ``detail`` the op (or
+    ``Python between ops``) behind it; ``idle_us`` per iteration, ``share`` of the iteration;
+    ``stretches`` how many idle stretches, over all iterations."""
+
+    cause: str
+    detail: str
+    idle_us: float
+    share: float
+    stretches: int = 0
+
+    @property
+    def key(self) -> str:
+        """The row's name in tables."""
+        return f"{self.cause}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class ModuleRow(Record):
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 
@@ -175,7 +217,7 @@ class RooflineRow(Record):
 
     ``flops`` and ``bytes`` are per call, counted in one unprofiled run; ``time`` is the
     profiled time it owns (µs over all iterations, self device time on CUDA, else self
-    CPU time; see ``kernelmagic/live/roofline.py`` for which ops own which time); rates
+    CPU time; see ``kernelmagic/views/roofline.py`` for which ops own which time); rates
     are per second of that time. ``bound`` is ``compute``, ``memory`` or ``overhead``;
     ``roof_share`` the fraction of the nearer roof it reached.
     """

@@ -7,7 +7,7 @@ compiles from ``kernelmagic/live/compile_watch.py``)."""
 from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import PROFILED
-from kernelmagic.core.units import format_fixed, format_us, whole_percent
+from kernelmagic.core.units import counted, format_fixed, format_us, whole_percent
 from kernelmagic.findings.base import Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -66,7 +66,7 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
         return Finding(
             rule="recompile",
             title="torch.compile recompiled inside the measured loop",
-            evidence=(f"{len(recompiles)} recompile(s) during the profiled iterations "
+            evidence=(f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
                       f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); "
                       "the guard that "
                       f"failed: {guard} (compile {recompiles[0].compile_id} of "
@@ -79,8 +79,8 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
     return Finding(
         rule="recompile",
         title="torch.compile compiled inside the measured loop",
-        evidence=(f"{len(late)} compile(s) ({format_fixed(seconds, 's', 2)}) ran during the "
-                  "profiled "
+        evidence=(f"{counted(len(late), 'compile')} ({format_fixed(seconds, 's', 2)}) ran "
+                  "during the profiled "
                   "iterations: the warm-up did not reach that code"),
         suggestion="raise --warmup so every compile happens before the profiled iterations",
         share=share,

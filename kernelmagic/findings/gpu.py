@@ -20,7 +20,7 @@ from kernelmagic.core.op_names import (
     is_fp32_gemm,
     is_runtime_call,
 )
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
@@ -50,9 +50,9 @@ _CAUSE_TITLE = {
     "data": "data loading",
 }
 _CAUSE_FIX = {
-    "between": "find the Python between ops (py-spy, or {stack}) and take it out of the step "
-               "(logging, .tolist()/printing, data preparation), or compile the step "
-               "(torch.compile)",
+    "between": "find the Python between ops ({python} names your lines; or py-spy) and take "
+               "it out of the step (logging, .tolist()/printing, data preparation), or "
+               "compile the step (torch.compile)",
     "inside": "cut the CPU cost per op: fewer, larger ops (torch.compile fuses them), CUDA "
               "graphs (torch.compile(mode=\"reduce-overhead\")) to replay the step without the "
               "CPU, larger batches",
@@ -77,6 +77,26 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
         if seen * 2 >= total:
             break
     return mean
+
+
+def _between_detail(result: ProfileResult) -> str:
+    """What the time outside any op was: the lines of the ``python`` view that took most
+    of it (``--python``, or a trace's ``python_function`` frames), else the generic words."""
+    lines = [r for r in result.python_lines if r.self_us > 0][:NAMED]
+    if not lines:
+        return "(Python between ops, waits)"
+    return "(most at " + ", ".join(f"{r.location} `{r.code or r.function}` "
+                                   f"{format_us(r.self_us)}" for r in lines) + ")"
+
+
+def _idle_cause(result: ProfileResult) -> str:
+    """The ``gpu idle`` view's biggest cause inside the iteration (edges left out), as a
+    clause of the evidence; "" when the result has no such view."""
+    inside = [r for r in result.gpu_idle if r.cause != "iteration edge"]
+    if not inside:
+        return ""
+    top = inside[0]
+    return f"; the GPU's biggest idle cause: {top.cause} ({top.detail}) {format_us(top.idle_us)}"
 
 
 def cpu_causes(result: ProfileResult) -> list[Cause]:
@@ -114,9 +134,10 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
     waits = ", ".join(f"{r.key} ×{r.count / n:g}" for r in
                       sorted(syncs, key=lambda r: -r.count)[:NAMED])
     causes = [
-        Cause("between", between, "outside any op (Python between ops, waits)"),
-        Cause("inside", max(0.0, inside), f"inside ops ({calls:g} op calls; most: {tops})"),
-        Cause("launch", launch, f"launching {kernels:g} kernels"
+        Cause("between", between, "outside any op " + _between_detail(result)),
+        Cause("inside", max(0.0, inside),
+              f"inside ops ({counted(calls, 'op call')}; most: {tops})"),
+        Cause("launch", launch, f"launching {counted(kernels, 'kernel')}"
               + (f" (median {format_us(median)})" if median is not None else "")),
         Cause("sync", sync, f"in host-device syncs ({waits})"),
         Cause("data", data, "in the DataLoader"),
@@ -144,8 +165,9 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
         "gpu_idle", f"The GPU is idle {whole_percent(parts.share('idle'))} of the iteration "
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
-        f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops"),
-        _CAUSE_FIX[lead].format(stack=record(result, "--stack")), share,
+        f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
+        + _idle_cause(result),
+        _CAUSE_FIX[lead].format(python=record(result, "--python")), share,
         rows=cause_rows(result, lead), side="cpu")
 
 
@@ -191,7 +213,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
         f"the GPU is busy {whole_percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
-        f"launches {launches:g} kernels with a median of {format_us(median_kernel)} each",
+        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
         rows=cause_rows(result, "launch"), side="cpu")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.memory_rows import MemoryGrowthRow
-from kernelmagic.core.units import format_bytes
+from kernelmagic.core.units import counted, format_bytes
 from kernelmagic.findings.base import NAMED, Finding
 from kernelmagic.results.result import ProfileResult
 
@@ -34,10 +34,12 @@ def memory_growth(result: ProfileResult) -> Finding | None:
                       for r in rows[:NAMED])
     n = rows[0].iterations
     if all(r.least == r.most for r in rows):  # the same bytes every iteration
-        kept = f"{format_bytes(per_iter)} allocated in each of the {n} profiled iterations"
+        kept = (f"{format_bytes(per_iter)} allocated in each of the "
+                f"{counted(n, 'profiled iteration')}")
     else:
-        kept = (f"{format_bytes(sum(r.total for r in rows))} allocated over the {n} profiled "
-                f"iterations ({format_bytes(per_iter)} per iteration on average)")
+        kept = (f"{format_bytes(sum(r.total for r in rows))} allocated over the "
+                f"{counted(n, 'profiled iteration')} ({format_bytes(per_iter)} per iteration "
+                "on average)")
     return Finding(
         "memory_growth", "Memory grows every iteration",
         f"{kept} is still held at the end: {named}",

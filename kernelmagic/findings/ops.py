@@ -8,7 +8,7 @@ from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
@@ -56,8 +56,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "dominant_op", "One op dominates",
         f"{top.key} takes {whole_percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{top.count / result.iters:g} calls per iteration)", hint, of_wall(result, per_iter),
-        rows=(top.key,))
+        f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
+        of_wall(result, per_iter), rows=(top.key,))
 
 
 def is_compiled_row(key: str) -> bool:

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import COMM_BOUND_SHARE
 
@@ -74,7 +74,7 @@ def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     listed = ", ".join(f"{k} {_signed(d)}" for d, k in diffs if d != 0)
     n = len(others)
     evidence = (f"median step {format_us(slow.step_median_us)} against {format_us(center)} "
-                f"for the other {n} rank{'s' if n > 1 else ''} (median), "
+                f"for the other {counted(n, 'rank')} (median), "
                 f"{format_us(excess)} slower, beyond their spread of {format_us(spread)}")
     if listed:
         evidence += f"; ops per step against {ref.label} (the median rank): {listed}"
@@ -112,7 +112,7 @@ def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
         rule="communication_bound",
         title="Communication-bound",
         evidence=(f"communication not hidden by compute takes {whole_percent(typical)} of the step "
-                  f"(median over {n} rank{'s' if n > 1 else ''}); worst {worst.label}: "
+                  f"(median over {counted(n, 'rank')}); worst {worst.label}: "
                   f"{format_us(worst.exposed_communication_us)} of a "
                   f"{format_us(worst.step_median_us)} step exposed ({hidden})"),
         suggestion=("overlap collectives with compute (DDP gradient buckets, FSDP prefetch, "

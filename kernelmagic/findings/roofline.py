@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import format_fixed, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_fixed, percent, si, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
@@ -87,7 +87,7 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
         "overhead_bound", "Most of the time is overhead, not work",
         f"{whole_percent(share)} of op time is in ops that reach under "
         f"{whole_percent(OVERHEAD_FRACTION)} of both roofs "
-        f"({calls:g} calls per iteration, {format_fixed(per_call, 'µs')} each): {named}",
+        f"({counted(calls, 'call')} per iteration, {format_fixed(per_call, 'µs')} each): {named}",
         "give each op more work and launch fewer of them: larger batches, "
         "torch.compile (fuses ops), and on CUDA CUDA graphs "
         "(torch.compile(mode=\"reduce-overhead\"))", _share_of_iteration(result, rows))

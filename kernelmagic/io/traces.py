@@ -19,14 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from kernelmagic.core.errors import TraceFileError
-from kernelmagic.core.events import EventTable, Kind, select
+from kernelmagic.core.events import EventTable, Kind, device_work, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import read_table
-from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -104,7 +103,7 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
     """
     from kernelmagic.core.events import derive_links
-    from kernelmagic.results.builder import build_result
+    from kernelmagic.results.builder import TABLE_COUNTERS, RunFacts, build_result
 
     source = Path(path)
     table = read_table(source)
@@ -114,35 +113,38 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
     table = derive_links(within_iterations(table, iterations))
-    result = build_result(
-        table,
-        name=iterations.name,
-        views=[v for v in trace_views(table) if timeline or v != "timeline"],
-        iterations=iterations.windows,
-        timings=iterations.timings,
+    views = [v for v in trace_views(table) if timeline or v != "timeline"]
+    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
+        views.append(TABLE_COUNTERS)
+    on_device = bool(device_work(table).any())
+    runtime = gpu_runtime(table)
+    facts = RunFacts(
         device_name=table.meta.get("device_name"),
         matmul_precision=inferred_matmul_precision(table),
+        gpu_runtime=runtime,
+        source="trace",
+        distributed={k: table.meta[k] for k in ("rank", "world_size", "backend")
+                     if k in table.meta},
+        device_info=trace_device(table, on_device, runtime),
     )
-    result.distributed = {k: table.meta[k] for k in ("rank", "world_size", "backend")
-                          if k in table.meta}
-    result.source = "trace"
-    if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
-        result.counters = counter_rows(table)
-        result.counters_note = join_note(table)
-        result.views.append("counters")
-    if result.profiles_device:
-        result.gpu_runtime = gpu_runtime(table)
-    result.device_info = trace_device(table, result)
-    return result
+    return build_result(
+        table,
+        name=iterations.name,
+        views=views,
+        iterations=iterations.windows,
+        timings=iterations.timings,
+        device="cuda" if on_device else "cpu",
+        facts=facts,
+    )
 
 
-def trace_device(table: EventTable, result: ProfileResult) -> DeviceInfo:
+def trace_device(table: EventTable, on_device: bool, runtime: str) -> DeviceInfo:
     """The device a trace names in its ``deviceProperties`` (capability, datasheet peaks);
     a CPU-only trace's CPU, whose figures a trace does not hold."""
-    if not result.profiles_device:
+    if not on_device:
         return DeviceInfo(kind="cpu")
     major, minor = table.meta.get("compute_major"), table.meta.get("compute_minor")
     capability = f"{major}.{minor if isinstance(minor, int) else 0}" \
         if isinstance(major, int) else ""
-    return gpu_info("rocm" if result.gpu_runtime == "rocm" else "cuda",
+    return gpu_info("rocm" if runtime == "rocm" else "cuda",
                     str(table.meta.get("device_name") or ""), capability)

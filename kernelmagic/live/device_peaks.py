@@ -15,15 +15,15 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.machine import DeviceInfo, gpu_info
-from kernelmagic.core.records import Record
+from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.units import whole_percent
 
-__all__ = ["DTYPES", "Peaks", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
+__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -35,28 +35,6 @@ DOUBT_BELOW = 0.25
 BUDGET_S = 0.15  # seconds per dtype's matmuls, and for the copy
 REPS = 20  # timings per size at most (the best counts)
 COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 512 * 2**20}  # beyond the caches (H200 L2: 50 MB)
-
-
-@dataclass(frozen=True)
-class Peaks(Record):
-    """The roofs of one device.
-
-    ``flops_per_s`` maps ``float32``/``bfloat16``/``float16`` to FLOP/s; ``bytes_per_s``
-    is memory bandwidth; ``source`` says where they came from (``"measured"``,
-    ``"datasheet: H100 SXM"``, ``"set_peaks"``); ``measured`` holds what the short
-    measurement saw (the same figures on CPU); ``note`` any doubt about them.
-    """
-
-    device: str
-    flops_per_s: dict[str, float]
-    bytes_per_s: float
-    source: str
-    measured: dict[str, float] = field(default_factory=dict)
-    note: str = ""
-
-    def flops_for(self, dtype: str) -> float:
-        """The compute roof for ``dtype`` (the float32 roof for other dtypes)."""
-        return self.flops_per_s.get(dtype) or self.flops_per_s.get("float32", 0.0)
 
 
 _cache: dict[str, Peaks] = {}

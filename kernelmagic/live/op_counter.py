@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelmagic.core.roofline_bounds import OpCount
 from kernelmagic.live import torch_compat
 
 #: Copies are tagged pointwise but compute nothing.
@@ -38,18 +39,6 @@ NO_TRAFFIC_OPS = frozenset({"aten::empty", "aten::empty_like", "aten::empty_stri
                             "aten::set_", "aten::detach"})
 _DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16",
                 "torch.float16": "float16"}
-
-
-@dataclass
-class OpCount:
-    """One op's calls and totals over the counted run."""
-
-    key: str
-    calls: int = 0
-    flops: float = 0.0
-    bytes: float = 0.0
-    dtype: str = ""  # of its first floating-point input: float32, bfloat16, float16...
-    opened: bool = False  # its kernel's inner ops were counted instead of it
 
 
 def tensor_bytes(t: Any) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from kernelmagic.core.units import format_seconds
+from kernelmagic.core.units import counted, format_seconds
 
 #: Seconds of wall time before anything is shown.
 DELAY = 1.0
@@ -49,7 +49,7 @@ class ProgressUpdate:
         if self.stage == "warmup":
             return f"warm-up {self.done}/{self.total}"
         if self.stage == "reading":
-            return (f"reading {self.done:,} events" if self.done
+            return (f"reading {counted(self.done, 'event')}" if self.done
                     else "stopping the profiler, reading its events")
         line = (f"profiled iteration {self.done}/{self.total} · "
                 f"{format_seconds(self.elapsed)} elapsed")
@@ -62,6 +62,45 @@ class Sink(Protocol):
     def show(self, update: ProgressUpdate) -> None: ...
 
     def close(self) -> None: ...
+
+
+class Reporter(Protocol):
+    """What the runner tells where the run stands, between runs of the code."""
+
+    def start(self, warmup: int, iters: int) -> None: ...
+
+    def warmup(self, done: int) -> None: ...
+
+    def profiling(self) -> None: ...
+
+    def iteration(self, done: int) -> None: ...
+
+    def reading(self, events: int = 0) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Silent:
+    """A ``Reporter`` that shows nothing: the runner's when nobody watches, so that the
+    runner tells it everything without asking first whether anyone listens."""
+
+    def start(self, warmup: int, iters: int) -> None:
+        pass
+
+    def warmup(self, done: int) -> None:
+        pass
+
+    def profiling(self) -> None:
+        pass
+
+    def iteration(self, done: int) -> None:
+        pass
+
+    def reading(self, events: int = 0) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class Progress:

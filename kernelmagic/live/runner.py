@@ -12,26 +12,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import inspect
 import os
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
 from kernelmagic.core.events import EventTable
+from kernelmagic.core.machine import CpuLoad
+from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
+from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
+from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import cpu_load, memory_categories, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.device_peaks import device_info
-from kernelmagic.live.progress import Progress, ProgressUpdate
+from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
 from kernelmagic.live.progress import for_api as progress_for_api
+from kernelmagic.live.python_sampler import Sampler
 from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
-from kernelmagic.results.builder import build_result
+from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.partial import without_range
 
@@ -151,14 +157,14 @@ def execute(fn: Callable[[], Any], run: Plan,
             clock: Callable[[], float] = time.perf_counter,
             source_file: str | None = None,
             progress: Progress | None = None,
-            free_memory: bool = True) -> ProfileResult:
+            free_memory: bool = True, cell_label: str = "") -> ProfileResult:
     """``_execute`` with dynamo and inductor watched (``compile_watch.Watch``): the result
     gets the compiled view's reasons and compiles; inductor's config is restored."""
     __tracebackhide__ = True
     watch = Watch()
     try:
         return _execute(fn, run, on_trace_ready, clock, source_file, progress, free_memory,
-                        watch)
+                        watch, cell_label)
     finally:
         watch.stop()
 
@@ -168,7 +174,8 @@ def _execute(fn: Callable[[], Any], run: Plan,
              clock: Callable[[], float] = time.perf_counter,
              source_file: str | None = None,
              progress: Progress | None = None,
-             free_memory: bool = True, watch: Watch | None = None) -> ProfileResult:
+             free_memory: bool = True, watch: Watch | None = None,
+             cell_label: str = "") -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -176,122 +183,31 @@ def _execute(fn: Callable[[], Any], run: Plan,
     iteration is re-raised too, carrying the result of the completed iterations as
     its ``.result`` (``result.interrupted_after`` says how many). ``clock`` (seconds)
     is replaceable for tests; ``source_file`` names the profiled code's file, whose
-    functions ``--stack`` lists first; ``progress`` is told where the run stands
+    functions ``--stack`` lists first (``cell_label``, ``cell[n]``, names its lines when
+    it is a cell's); ``progress`` is told where the run stands
     between runs of ``fn``, never inside the timed span. ``free_memory=False`` leaves
     handing the freed heap back to the OS (``torch_compat.return_freed_memory``, a few
     ms) to the caller: the magic does it once the report is on screen.
     """
     __tracebackhide__ = True
     opts = run.options
-    name = opts.name
-    sync = torch_compat.synchronize
-    warmup_timings: list[float] = []
-    if progress is not None:
-        progress.start(opts.warmup, opts.iters)
-    # Without --steps, the last warm-up run counts top-level module calls (steps' hint).
-    repeats = RepeatedCalls(source_file) if opts.steps is None else None
-    if opts.warmup:
-        with torch_compat.labelled_range(warmup_range(name)):
-            for w in range(opts.warmup):
-                start = clock()
-                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
-                      else contextlib.nullcontext()):
-                    fn()
-                sync()
-                warmup_timings.append(clock() - start)  # each run ends synchronised
-                if progress is not None:
-                    progress.warmup(w + 1)
-    if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
-        try:
-            return _nsight_capture(fn, run, clock, progress, warmup_timings)
-        finally:
-            if progress is not None:
-                progress.close()
-    torch_compat.warm_profiler(run.profiles_device)
-    if watch is not None:
-        watch.profiling()
-
-    timings: list[float] = []
-    prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
-                                     memory=opts.memory, flops=opts.flops, stack=opts.stack)
-    modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
-    steps = StepRanges(opts.steps, name)  # --steps: NAME/step j around each call
-    device_peaks: list[float] | None = [] if opts.memory and run.profiles_device else None
-    gc_was_enabled = gc.isenabled()
-    cpus = cpu_load.cores()
-    interrupt: KeyboardInterrupt | None = None
-    out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
-    quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
-             else contextlib.nullcontext())
+    report: Reporter = progress if progress is not None else Silent()
+    report.start(opts.warmup, opts.iters)
     try:
-        with quiet, prof:
-            with torch_compat.labelled_range(name), modules, steps:
-                if progress is not None:
-                    progress.profiling()
-                load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
-                try:
-                    for i in range(opts.iters):
-                        if device_peaks is not None:
-                            baseline = torch_compat.reset_device_peak()
-                        with torch_compat.labelled_range(iteration_range(name, i)):
-                            start = clock()
-                            steps.run(fn)
-                            sync()
-                            timings.append(clock() - start)
-                        if device_peaks is not None:
-                            device_peaks.append(torch_compat.device_peak(baseline))
-                        if progress is not None:
-                            progress.iteration(i + 1)
-                except KeyboardInterrupt as exc:
-                    if not timings:
-                        raise  # nothing completed: nothing to report
-                    interrupt = exc  # report the completed iterations, then re-raise
-                    sync()
-                except Exception as exc:
-                    if not (opts.memory and memory_categories.is_out_of_memory(exc)):
-                        raise
-                    # The memory report up to the failure: the failed iteration counts,
-                    # as far as it ran.
-                    out_of_memory = exc
-                    timings.append(clock() - start)
-                    if device_peaks is not None:  # the failed iteration's rise counts too
-                        device_peaks.append(torch_compat.device_peak(baseline))
-                load_after = cpu_load.snapshot(cpus)  # and once after it
-            if progress is not None:
-                progress.reading()
-            # Parsing the events (at profiler exit) and collecting rows allocate many
-            # small objects; pausing the cyclic GC there, never in the user's code,
-            # saves up to a third of that time on large profiles.
-            gc.disable()
-        result, table = _result(prof, run, timings, warmup_timings, device_peaks,
-                                source_file, progress, out_of_memory)
-        result.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
-                                           torch_compat.num_threads())
+        warm = _warm_up(fn, opts, clock, report, source_file)
+        if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
+            return _nsight_capture(fn, run, clock, report, warm.timings)
+        torch_compat.warm_profiler(run.profiles_device)
         if watch is not None:
-            result = watch.annotate(result)
-        if repeats is not None:
-            result.repeated_call = repeats.found()
-        if opts.roofline and interrupt is None and out_of_memory is None:  # one more run
-            if gc_was_enabled:
-                gc.enable()
-            result = roofline_view(result, fn, table, run.profiles_device)
-            # the roofs just measured or looked up are the device's figures the advice uses
-            result = dataclasses.replace(result, device_info=device_info(run.profiles_device))
-        if opts.counters and interrupt is None and out_of_memory is None:  # one more run
-            if gc_was_enabled:
-                gc.enable()
-            try:
-                result = counters_view(result, fn)
-            except KeyboardInterrupt as exc:  # the slow replayed run: keep the timed result
-                interrupt = exc
-                result = dataclasses.replace(
-                    result, views=[*result.views, "counters"],
-                    counters_note="no hardware counters: the counter run was interrupted")
+            watch.profiling()
+        prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
+                                         memory=opts.memory, flops=opts.flops,
+                                         stack=opts.stack)
+        timed, result, table = _profile(prof, fn, run, clock, report, warm, source_file,
+                                        watch, cell_label)
+        result, interrupt = _one_more_run(result, fn, table, run, timed)
     finally:
-        if progress is not None:
-            progress.close()
-        if gc_was_enabled:
-            gc.enable()
+        report.close()
     if opts.trace is not None:
         torch_compat.export_trace(prof, opts.trace)
     if on_trace_ready is not None:
@@ -301,6 +217,184 @@ def _execute(fn: Callable[[], Any], run: Plan,
         del prof
         if free_memory:
             torch_compat.return_freed_memory()
+    _raise_if_cut_short(result, interrupt, timed.out_of_memory)
+    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/live/gather.py)
+        from kernelmagic.live.gather import gather
+
+        return gather(result)  # type: ignore[no-any-return]
+    return result
+
+
+@dataclass
+class Timed:
+    """What the timed loop measured: each completed iteration's wall time (seconds), the
+    device's memory peak in each (``None``: not measured), what cut the loop short, and
+    (in a profiler session) the machine's CPU load over the loop."""
+
+    timings: list[float] = field(default_factory=list)
+    device_peaks: list[float] | None = None
+    interrupt: KeyboardInterrupt | None = None
+    out_of_memory: BaseException | None = None  # --memory: reported, then re-raised
+    cpu_load: CpuLoad | None = None  # how busy the machine's cores were meanwhile
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What the warm-up runs gave: each run's wall time (seconds, each run ends
+    synchronised) and, without ``--steps``, the module the last run called most often
+    at the top level (the steps hint, ``live/steps.py: RepeatedCalls``)."""
+
+    timings: list[float]
+    repeated_call: RepeatedCall | None = None
+
+
+def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], float],
+             report: Reporter, source_file: str | None) -> WarmUp:
+    """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range."""
+    __tracebackhide__ = True
+    repeats = RepeatedCalls(source_file) if opts.steps is None else None
+    timings: list[float] = []
+    if opts.warmup:
+        sync = torch_compat.synchronize
+        with torch_compat.labelled_range(warmup_range(opts.name)):
+            for w in range(opts.warmup):
+                start = clock()
+                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
+                      else contextlib.nullcontext()):
+                    fn()
+                sync()
+                timings.append(clock() - start)
+                report.warmup(w + 1)
+    return WarmUp(timings, repeats.found() if repeats is not None else None)
+
+
+def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[], float],
+                report: Reporter, timed: Timed, keep_out_of_memory: bool = False) -> None:
+    """The measured region, the same for a profiler session and for ``--nsight``: each
+    iteration inside its ``NAME/iter i`` range, timed from the call of ``fn`` (the cell,
+    or with ``--steps`` the cell under its step ranges) to the end of the synchronize
+    after it, into ``timed``.
+
+    Nothing else runs inside the timed span; the device's peak (when ``timed`` measures
+    peaks) and ``report`` are read between iterations. A ``KeyboardInterrupt`` after at
+    least one completed iteration ends the loop (``timed.interrupt``); so does running
+    out of memory with ``keep_out_of_memory`` (``--memory``), the failed iteration
+    counting as far as it ran. Anything else propagates.
+    """
+    __tracebackhide__ = True
+    sync = torch_compat.synchronize
+    timings, peaks = timed.timings, timed.device_peaks
+    start = baseline = 0.0
+    try:
+        for i in range(iters):
+            if peaks is not None:
+                baseline = torch_compat.reset_device_peak()
+            with torch_compat.labelled_range(iteration_range(name, i)):
+                start = clock()
+                fn()
+                sync()
+                timings.append(clock() - start)
+            if peaks is not None:
+                peaks.append(torch_compat.device_peak(baseline))
+            report.iteration(i + 1)
+    except KeyboardInterrupt as exc:
+        if not timings:
+            raise  # nothing completed: nothing to report
+        timed.interrupt = exc  # report the completed iterations, then re-raise
+    except Exception as exc:
+        if not (keep_out_of_memory and memory_categories.is_out_of_memory(exc)):
+            raise
+        timed.out_of_memory = exc  # the memory report up to the failure
+        timings.append(clock() - start)
+        if peaks is not None:  # the failed iteration's rise counts too
+            peaks.append(torch_compat.device_peak(baseline))
+
+
+@contextlib.contextmanager
+def _cyclic_gc_restored() -> Iterator[None]:
+    """Leave the cyclic garbage collector on at the end if it was on at the start,
+    whatever was paused in between."""
+    __tracebackhide__ = True
+    was_enabled = gc.isenabled()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
+             report: Reporter, warm: WarmUp, source_file: str | None,
+             watch: Watch | None,
+             cell_label: str = "") -> tuple[Timed, ProfileResult, EventTable]:
+    """The timed loop inside the profiler session ``prof`` and the block's ``NAME``
+    range (with ``--steps``, ``NAME/step j`` around each call of the target; with
+    ``--python`` or ``--stack``, the Python stack sampled beside it); then what the
+    finished session holds, as a result and its table."""
+    __tracebackhide__ = True
+    opts = run.options
+    modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
+    quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
+             else contextlib.nullcontext())
+    steps = StepRanges(opts.steps, opts.name)
+    run_once = fn if opts.steps is None else functools.partial(steps.run, fn)
+    timed = Timed(device_peaks=[] if opts.memory and run.profiles_device else None)
+    # the sampler walks each stack up to the loop that calls the cell, no further
+    sampler = Sampler(_timed_loop.__code__) if opts.python or opts.stack else None
+    sampling = sampler if sampler is not None else contextlib.nullcontext()
+    cpus = cpu_load.cores()
+    with _cyclic_gc_restored():
+        with quiet, prof:
+            with torch_compat.labelled_range(opts.name), modules, steps, sampling:
+                report.profiling()
+                load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
+                _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
+                            keep_out_of_memory=opts.memory)
+                if timed.interrupt is not None:
+                    torch_compat.synchronize()
+                load_after = cpu_load.snapshot(cpus)  # and once after it
+            report.reading()
+            # Parsing the events (at profiler exit) and collecting rows allocate many
+            # small objects; pausing the cyclic GC there, never in the user's code,
+            # saves up to a third of that time on large profiles.
+            gc.disable()
+        timed.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
+                                          torch_compat.num_threads())
+        result, table = _result(prof, run, timed, warm, source_file, report,
+                                sampler.samples() if sampler is not None else None,
+                                cell_label)
+        if watch is not None:
+            result = watch.annotate(result)
+    return timed, result, table
+
+
+def _one_more_run(result: ProfileResult, fn: Callable[[], Any], table: EventTable,
+                  run: Plan, timed: Timed) -> tuple[ProfileResult, KeyboardInterrupt | None]:
+    """``--roofline`` and ``--counters``: each runs ``fn`` once more, after the timed
+    iterations, unless those were cut short. Also returns what cut the run short, if
+    anything did (a Ctrl-C in the counters' slow replayed run keeps the timed result)."""
+    __tracebackhide__ = True
+    opts = run.options
+    if timed.interrupt is not None or timed.out_of_memory is not None:
+        return result, timed.interrupt
+    if opts.roofline:
+        result = roofline_view(result, fn, table, run.profiles_device)
+        # the roofs just measured or looked up are the device's figures the advice uses
+        result = dataclasses.replace(result, device_info=device_info(run.profiles_device))
+    if opts.counters:
+        try:
+            result = counters_view(result, fn)
+        except KeyboardInterrupt as exc:
+            return dataclasses.replace(
+                result, views=[*result.views, "counters"],
+                counters_note="no hardware counters: the counter run was interrupted"), exc
+    return result, None
+
+
+def _raise_if_cut_short(result: ProfileResult, interrupt: KeyboardInterrupt | None,
+                        out_of_memory: BaseException | None) -> None:
+    """Re-raise what cut the run short, carrying the result of what ran as ``.result``."""
+    __tracebackhide__ = True
     if interrupt is not None:
         interrupt.result = result  # type: ignore[attr-defined]
         raise interrupt
@@ -308,11 +402,6 @@ def _execute(fn: Callable[[], Any], run: Plan,
         out_of_memory.result = result  # type: ignore[attr-defined]
         out_of_memory.kernelmagic_partial = True  # type: ignore[attr-defined]
         raise out_of_memory
-    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/live/gather.py)
-        from kernelmagic.live.gather import gather
-
-        return gather(result)  # type: ignore[no-any-return]
-    return result
 
 
 def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTable,
@@ -321,12 +410,12 @@ def roofline_view(result: ProfileResult, fn: Callable[[], Any], table: EventTabl
     counts are joined to the profiled run's ``table``."""
     from kernelmagic.live.device_peaks import peaks
     from kernelmagic.live.op_counter import count_ops
-    from kernelmagic.live.roofline import collect_roofline, ops_to_open
+    from kernelmagic.views.roofline import collect_roofline, ops_to_open
 
     roofs = peaks("cuda" if on_device else "cpu")
     views = [*result.views, "roofline"]
     try:
-        counts = count_ops(fn, ops_to_open(table))
+        counts = count_ops(fn, ops_to_open(table, torch_compat.flop_formula_names()))
     except Exception as exc:  # the cell ran fine unprofiled: the counting mode is at fault
         note = f"the counting run failed ({type(exc).__name__}: {exc}); no roofline"
         return dataclasses.replace(result, views=views,
@@ -388,104 +477,91 @@ def counters_view(result: ProfileResult, fn: Callable[[], Any],
 
 
 def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
-                    progress: Progress | None, warmup_timings: list[float]) -> ProfileResult:
-    """``--nsight``: the iterations between ``cudaProfilerStart`` and ``Stop`` inside the
-    block's NVTX range, timed by the wall clock; a result with timings and no rows."""
+                    report: Reporter, warmup_timings: list[float]) -> ProfileResult:
+    """``--nsight``: the timed loop between ``cudaProfilerStart`` and ``Stop`` inside the
+    block's NVTX range; a result with timings and no rows."""
+    __tracebackhide__ = True
     from kernelmagic.core.events import TableBuilder, derive_links
     from kernelmagic.live import counter_run
 
-    opts = run.options
-    sync = torch_compat.synchronize
-    timings: list[float] = []
-    interrupt: KeyboardInterrupt | None = None
-    with torch_compat.labelled_range(opts.name):
-        if progress is not None:
-            progress.profiling()
+    timed = Timed()
+    with torch_compat.labelled_range(run.options.name):
+        report.profiling()
         counter_run.capture_start()
         try:
-            for i in range(opts.iters):
-                with torch_compat.labelled_range(iteration_range(opts.name, i)):
-                    start = clock()
-                    fn()
-                    sync()
-                    timings.append(clock() - start)
-                if progress is not None:
-                    progress.iteration(i + 1)
-        except KeyboardInterrupt as exc:
-            if not timings:
-                raise
-            interrupt = exc  # report the completed iterations, then re-raise
+            _timed_loop(fn, run.options.name, run.options.iters, clock, report, timed)
         finally:
             counter_run.capture_stop()
-    result = build_result(
-        derive_links(TableBuilder().freeze()), name=opts.name, timings=timings,
-        warmup_timings=warmup_timings, warmup=opts.warmup, device="cuda",
-        device_name=torch_compat.device_name(), sort=run.sort, topk=opts.topk,
-        matmul_precision=torch_compat.matmul_precision(),
-        torch_version=torch_compat.torch_version())
-    result.capture = "nsight"
-    result.gpu_runtime = torch_compat.gpu_runtime()
-    if interrupt is not None:
-        result.planned_iters = opts.iters
-        interrupt.result = result  # type: ignore[attr-defined]
-        raise interrupt
+    result = _build(derive_links(TableBuilder().freeze()), run, timed, warmup_timings)
+    _raise_if_cut_short(result, timed.interrupt, None)
     return result
 
 
-def _result(prof: Any, run: Plan, timings: list[float], warmup_timings: list[float],
-            device_peaks: list[float] | None, source_file: str | None,
-            progress: Progress | None = None,
-            out_of_memory: BaseException | None = None) -> tuple[ProfileResult, EventTable]:
+def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str | None,
+            report: Reporter, samples: PythonSamples | None = None,
+            cell_label: str = "") -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
-    The raw events become one ``EventTable`` (``sources/live.py``); every view is
+    The raw events become one ``EventTable`` (``live/session.py``); every view is
     computed from it (``views/``), never from torch's ``function_events``. Interrupted
-    (fewer ``timings`` than iterations asked for): the iteration cut short is left out,
-    unless it ran out of memory (``out_of_memory``): then it is the last one, up to the
-    failure.
+    (fewer timings than iterations asked for): the iteration cut short is left out,
+    unless it ran out of memory: then it is the last one, up to the failure.
     """
     opts = run.options
-    on_events = progress.reading if progress is not None else None
+    ran = len(timed.timings)
     table = table_from_session(prof, shapes=opts.shapes, flops=opts.flops,
-                               on_events=on_events, python=opts.stack)
-    interrupted = len(timings) < opts.iters
-    if interrupted and out_of_memory is None:
-        table = without_range(table, iteration_range(opts.name, len(timings)))
-    ledger = (memory_categories.ledger_or_note(prof, table, lines=opts.stack) if opts.memory
-              else None)
-    result = build_result(
-        table,
-        name=opts.name,
-        views=[v for v in VIEWS if getattr(opts, v)],
-        timings=timings,
-        warmup_timings=warmup_timings,
-        warmup=opts.warmup,
-        device="cuda" if run.profiles_device else "cpu",
+                               on_events=report.reading, python=opts.stack)
+    if ran < opts.iters and timed.out_of_memory is None:
+        table = without_range(table, iteration_range(opts.name, ran))
+    ledger = None
+    if opts.memory:
+        ledger = memory_categories.ledger_or_note(prof, table, lines=opts.stack)
+        if timed.out_of_memory is not None:  # the analysis' own note stays after it
+            failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
+            ledger = dataclasses.replace(
+                ledger, note="; ".join(n for n in (failed, ledger.note) if n))
+    return _build(table, run, timed, warm.timings, source_file, ledger,
+                  warm.repeated_call, samples, cell_label), table
+
+
+def _out_of_memory_note(exc: BaseException, iteration: int) -> str:
+    """Where the run stopped, for the memory report: the error's type, the iteration,
+    and the first line of its message."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (f"{type(exc).__name__} in iteration {iteration}: the report runs up to the "
+            "failure" + (f" ({first})" if first else ""))
+
+
+def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[float],
+           source_file: str | None = None, memory_ledger: MemoryLedger | None = None,
+           repeated_call: RepeatedCall | None = None,
+           samples: PythonSamples | None = None, cell_label: str = "") -> ProfileResult:
+    """``build_result`` with what this run knows beyond its events."""
+    opts = run.options
+    facts = RunFacts(
+        warmup=opts.warmup, warmup_timings=warmup_timings,
         device_name=torch_compat.device_name() if run.profiles_device else None,
-        sort=run.sort,
-        topk=opts.topk,
-        source_file=source_file,
-        device_peaks=device_peaks if device_peaks is not None else [],
+        sort=run.sort, topk=opts.topk,
         matmul_precision=torch_compat.matmul_precision(),
         torch_version=torch_compat.torch_version(),
+        gpu_runtime=torch_compat.gpu_runtime(),
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
-        memory_ledger=ledger,
-        memory_all=opts.memory_all,
-        steps_target=opts.steps.label if opts.steps is not None else "",
+        capture="nsight" if opts.nsight else "",
+        planned_iters=opts.iters if len(timed.timings) < opts.iters else 0,
+        repeated_call=repeated_call,
+        # the device's figures for the advice; Nsight's capture has no findings to advise
+        device_info=None if opts.nsight else device_info(run.profiles_device),
+        cpu_load=timed.cpu_load,
     )
-    result.device_info = device_info(run.profiles_device)
-    if interrupted:
-        result.planned_iters = opts.iters
-    if out_of_memory is not None:
-        first = str(out_of_memory).strip().splitlines()[0] if str(out_of_memory).strip() else ""
-        failed = (f"{type(out_of_memory).__name__} in iteration {len(timings) - 1}: the "
-                  "report runs up to the failure" + (f" ({first})" if first else ""))
-        # The analysis' own note (categories unavailable) stays after it.
-        result.memory_note = "; ".join(n for n in (failed, result.memory_note) if n)
-    if run.profiles_device:
-        result.gpu_runtime = torch_compat.gpu_runtime()
-    return result, table
+    return build_result(
+        table, name=opts.name, views=[v for v in VIEWS if getattr(opts, v)],
+        timings=timed.timings, device="cuda" if run.profiles_device else "cpu",
+        source_file=source_file,
+        device_peaks=timed.device_peaks if timed.device_peaks is not None else [],
+        memory_ledger=memory_ledger, memory_all=opts.memory_all,
+        steps_target=opts.steps.label if opts.steps is not None else "",
+        python_samples=samples, cell_label=cell_label, facts=facts)
 
 
 def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,

@@ -125,6 +125,45 @@ def activity_types(events: list[Any], event_type: Any) -> list[str]:
     return out
 
 
+class _RawEvents:
+    """A session's raw events once their names and activity types are interned: what the
+    steps of ``table_from_session`` read, one column at a time."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+        self.event_type = type(events[0])
+        names = list(map(self.event_type.name, events))
+        distinct: dict[str, None] = {"": None}  # id 0: the empty text (no shapes)
+        distinct.update(dict.fromkeys(names))
+        self.distinct_names = distinct
+        self.name_ids = {x: i for i, x in enumerate(distinct)}
+        self.name = np.fromiter(map(self.name_ids.__getitem__, names), dtype=np.int32,
+                                count=len(names))
+        del names
+        activities = activity_types(events, self.event_type)
+        self.activity_ids = {x: i for i, x in enumerate(dict.fromkeys(activities))}
+        self.activity = np.fromiter(map(self.activity_ids.__getitem__, activities),
+                                    dtype=np.int16, count=len(activities))
+
+    @property
+    def n(self) -> int:
+        return len(self.events)
+
+    def column(self, method: str, dtype: Any) -> np.ndarray:
+        """One raw attribute of every event (``start_ns``, ``correlation_id``, ...)."""
+        return np.fromiter(map(getattr(self.event_type, method), self.events), dtype=dtype,
+                           count=len(self.events))
+
+    def drop_ignored(self) -> None:
+        """Leave out the utility events torch's parse ignores, and hidden events."""
+        keep = ~_lookup(self.name_ids, _IGNORED)[self.name]
+        if hasattr(self.event_type, "is_hidden_event"):  # not in every torch release
+            keep &= ~self.column("is_hidden_event", bool)
+        if not keep.all():
+            self.events = [self.events[i] for i in np.flatnonzero(keep).tolist()]
+            self.name, self.activity = self.name[keep], self.activity[keep]
+
+
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                        meta: dict[str, Any] | None = None,
                        on_events: Callable[[int], Any] | None = None,
@@ -136,111 +175,120 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
     ``on_events`` is told the number of raw events before they are read (progress).
     """
-    raw = prof.kineto_results
-    origin = int(raw.trace_start_ns())
-    events = raw.events()
+    results = prof.kineto_results
+    origin = int(results.trace_start_ns())
+    events = results.events()
     if on_events is not None:
         on_events(len(events))
     if not events:
         return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
-    event_type = type(events[0])
-
-    def column(method: str, dtype: Any, subset: list[Any] | None = None) -> np.ndarray:
-        rows = events if subset is None else subset
-        return np.fromiter(map(getattr(event_type, method), rows), dtype=dtype,
-                           count=len(rows))
-
-    # Names and activity types: interned once (demangled once per distinct name).
-    names = list(map(event_type.name, events))
-    distinct_names: dict[str, None] = {"": None}  # id 0: the empty text (no shapes)
-    distinct_names.update(dict.fromkeys(names))
-    name_ids = {x: i for i, x in enumerate(distinct_names)}
-    name_col = np.fromiter(map(name_ids.__getitem__, names), dtype=np.int32, count=len(names))
-    del names
-    activities = activity_types(events, event_type)
-    activity_ids = {x: i for i, x in enumerate(dict.fromkeys(activities))}
-    activity = np.fromiter(map(activity_ids.__getitem__, activities), dtype=np.int16,
-                           count=len(activities))
-    del activities
-
-    keep = ~_lookup(name_ids, _IGNORED)[name_col]
-    if hasattr(event_type, "is_hidden_event"):  # not in every torch release
-        keep &= ~column("is_hidden_event", bool)
-    if not keep.all():
-        events = [events[i] for i in np.flatnonzero(keep).tolist()]
-        name_col, activity = name_col[keep], activity[keep]
-    n = len(events)
-    distinct = [_demangle(x) if x else x for x in distinct_names]
-
-    is_memory = name_col == name_ids.get(MEMORY_NAME, -1)
-    kind, on_cpu = _kinds(events, activity_ids, activity, distinct_names, name_col, is_memory)
-    device = np.full(n, -1, dtype=np.int16)
-
-    start = column("start_ns", np.int64) - origin
-    end = column("end_ns", np.int64) - origin
-    started_on = column("start_thread_id", np.uint64)
-    tid = _thread_ids(started_on)
-    asynchronous = on_cpu & ~is_memory & (column("is_async", bool)
-                                           | (column("end_thread_id", np.uint64) != started_on))
-    del started_on
-    tid[asynchronous] = -1
-    linked_activity = (kind == Kind.RUNTIME) | ~on_cpu
-    if linked_activity.any():
-        correlation = column("correlation_id", np.int64)
-        linked = column("linked_correlation_id", np.int64)
-    else:  # CPU only: nothing to link
-        correlation = np.zeros(n, dtype=np.int64)
-        linked = correlation
-
-    nbytes = np.zeros(n, dtype=np.int64)
-    mem_idx = np.flatnonzero(is_memory).tolist()
-    if mem_idx:
-        kind[mem_idx] = Kind.MEMORY
-        nbytes[mem_idx] = [events[i].nbytes() for i in mem_idx]
-        mem_device = [events[i].device_type() for i in mem_idx]
-        index = [events[i].device_index() for i in mem_idx]
-        device[mem_idx] = [-1 if d in _CPU_MEMORY else (ix if d in _DEVICE_MEMORY else -2)
-                           for d, ix in zip(mem_device, index, strict=True)]
-        end[mem_idx] = start[mem_idx]
-
-    gpu_idx = np.flatnonzero(~on_cpu & ~is_memory).tolist()
-    launcher = np.full(n, NO_PARENT, dtype=np.int32)
-    if gpu_idx:
-        device_types = {i: events[i].device_type() for i in gpu_idx}
-        device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
-        tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
-        # A range's GPU-side copy carries its CPU range's id, not a CUPTI id: kept, it
-        # could equal a runtime call's id and derive_links would hand the copy's whole
-        # span to the op around that call (torch links it by linked id only, usually 0).
-        ranges = np.asarray(gpu_idx)[kind[gpu_idx] == Kind.GPU_RANGE]
-        correlation[ranges] = 0
-        _link_device_work(events, gpu_idx, device_types, kind, tid, correlation, linked,
-                          launcher)
-
-    flops_col = np.zeros(n, dtype=np.float64)
-    if flops:
-        flops_col[:] = column("flops", np.float64)
-    shapes_col = np.zeros(n, dtype=np.int32)
-    if shapes:
-        text_ids: dict[str, int] = {"": 0}
-        op_idx = np.flatnonzero(kind == Kind.OP).tolist()
-        texts = [_shapes_text(events[i].shapes()) for i in op_idx]
-        shapes_col[op_idx] = [text_ids.setdefault(t, len(distinct) + len(text_ids) - 1)
-                              for t in texts]
-        distinct.extend(t for t in text_ids if t)
-    keep_mem = device != -2  # memory records of other devices count nowhere
-    if not python:
-        keep_mem &= kind != Kind.PYTHON
+    raw = _RawEvents(events)
+    del events
+    raw.drop_ignored()
+    distinct = [_demangle(x) if x else x for x in raw.distinct_names]
+    is_memory = raw.name == raw.name_ids.get(MEMORY_NAME, -1)
+    kind, on_cpu = _kinds(raw.events, raw.activity_ids, raw.activity, raw.distinct_names,
+                          raw.name, is_memory)
+    start = raw.column("start_ns", np.int64) - origin
+    end = raw.column("end_ns", np.int64) - origin
+    tid = _tree_threads(raw, on_cpu & ~is_memory)
+    correlation, linked = _correlation_ids(raw, (kind == Kind.RUNTIME) | ~on_cpu)
+    device = np.full(raw.n, -1, dtype=np.int16)
+    nbytes = _memory_records(raw, is_memory, kind, device, start, end)
+    launcher = _device_work(raw, ~on_cpu & ~is_memory, kind, device, tid, correlation,
+                            linked)
+    flops_col = (raw.column("flops", np.float64) if flops
+                 else np.zeros(raw.n, dtype=np.float64))
+    shapes_col = _shape_ids(raw, kind, distinct) if shapes else np.zeros(raw.n, np.int32)
     table = EventTable(
-        names=distinct, kind=kind, name=name_col, start=start, end=end, tid=tid,
-        device=device, correlation=correlation, parent=np.full(n, NO_PARENT, dtype=np.int32),
-        launcher=launcher, flops=flops_col, shapes=shapes_col, nbytes=nbytes,
-        origin_ns=origin, meta=dict(meta or {}))
-    if not keep_mem.all():
+        names=distinct, kind=kind, name=raw.name, start=start, end=end, tid=tid,
+        device=device, correlation=correlation,
+        parent=np.full(raw.n, NO_PARENT, dtype=np.int32), launcher=launcher,
+        flops=flops_col, shapes=shapes_col, nbytes=nbytes, origin_ns=origin,
+        meta=dict(meta or {}))
+    keep = device != -2  # memory records of other devices count nowhere
+    if not python:
+        keep &= kind != Kind.PYTHON
+    if not keep.all():
         from kernelmagic.core.events import select
 
-        table = select(table, keep_mem)
+        table = select(table, keep)
     return derive_links(table)
+
+
+def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:
+    """Each event's thread; -1 (out of the tree) for a CPU event that starts and ends on
+    different threads or is flagged async, as torch keeps async events out of it."""
+    started_on = raw.column("start_thread_id", np.uint64)
+    tid = _thread_ids(started_on)
+    asynchronous = cpu_events & (raw.column("is_async", bool)
+                                 | (raw.column("end_thread_id", np.uint64) != started_on))
+    tid[asynchronous] = -1
+    return tid
+
+
+def _correlation_ids(raw: _RawEvents, linking: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(correlation id, linked correlation id) per event; zeros when no event can link
+    (``linking``: runtime calls and GPU events; none on a CPU-only run)."""
+    if linking.any():
+        return (raw.column("correlation_id", np.int64),
+                raw.column("linked_correlation_id", np.int64))
+    correlation = np.zeros(raw.n, dtype=np.int64)
+    return correlation, correlation
+
+
+def _memory_records(raw: _RawEvents, is_memory: np.ndarray, kind: np.ndarray,
+                    device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``[memory]`` records become MEMORY instants on their device (-1 CPU, -2 another
+    device's); their bytes per event (0 elsewhere). Sets ``kind``, ``device``, ``end``."""
+    nbytes = np.zeros(raw.n, dtype=np.int64)
+    mem_idx = np.flatnonzero(is_memory).tolist()
+    if not mem_idx:
+        return nbytes
+    events = raw.events
+    kind[mem_idx] = Kind.MEMORY
+    nbytes[mem_idx] = [events[i].nbytes() for i in mem_idx]
+    mem_device = [events[i].device_type() for i in mem_idx]
+    index = [events[i].device_index() for i in mem_idx]
+    device[mem_idx] = [-1 if d in _CPU_MEMORY else (ix if d in _DEVICE_MEMORY else -2)
+                       for d, ix in zip(mem_device, index, strict=True)]
+    end[mem_idx] = start[mem_idx]
+    return nbytes
+
+
+def _device_work(raw: _RawEvents, on_gpu: np.ndarray, kind: np.ndarray, device: np.ndarray,
+                 tid: np.ndarray, correlation: np.ndarray, linked: np.ndarray) -> np.ndarray:
+    """GPU events' devices and streams (as ``tid``), and each one's ``launcher``: the op
+    or range whose correlation id is its linked one (``NO_PARENT`` elsewhere)."""
+    launcher = np.full(raw.n, NO_PARENT, dtype=np.int32)
+    gpu_idx = np.flatnonzero(on_gpu).tolist()
+    if not gpu_idx:
+        return launcher
+    events = raw.events
+    device_types = {i: events[i].device_type() for i in gpu_idx}
+    device[gpu_idx] = [events[i].device_index() for i in gpu_idx]
+    tid[gpu_idx] = [events[i].device_resource_id() for i in gpu_idx]
+    # A range's GPU-side copy carries its CPU range's id, not a CUPTI id: kept, it
+    # could equal a runtime call's id and derive_links would hand the copy's whole
+    # span to the op around that call (torch links it by linked id only, usually 0).
+    ranges = np.asarray(gpu_idx)[kind[gpu_idx] == Kind.GPU_RANGE]
+    correlation[ranges] = 0
+    _link_device_work(events, gpu_idx, device_types, kind, tid, correlation, linked,
+                      launcher)
+    return launcher
+
+
+def _shape_ids(raw: _RawEvents, kind: np.ndarray, distinct: list[str]) -> np.ndarray:
+    """Each op's input shapes as an id into ``distinct`` (the texts are appended to it;
+    0: none)."""
+    shapes_col = np.zeros(raw.n, dtype=np.int32)
+    text_ids: dict[str, int] = {"": 0}
+    op_idx = np.flatnonzero(kind == Kind.OP).tolist()
+    texts = [_shapes_text(raw.events[i].shapes()) for i in op_idx]
+    shapes_col[op_idx] = [text_ids.setdefault(t, len(distinct) + len(text_ids) - 1)
+                          for t in texts]
+    distinct.extend(t for t in text_ids if t)
+    return shapes_col
 
 
 def _kinds(events: list[Any], activity_ids: dict[str, int], activity: np.ndarray,

@@ -77,8 +77,8 @@ def display_bundle(text: str, include: Any, draw: Callable[[], Drawn],
 
 
 class ReportPictures(NamedTuple):
-    """A report's pictures: the bar chart (SVG), and the timeline and roofline (PNG) of a
-    run that recorded them."""
+    """A report's pictures: the bar chart (SVG), and the timeline (SVG, shown inline for its
+    hover titles) and roofline (PNG) of a run that recorded them."""
 
     chart: bytes
     timeline: bytes | None
@@ -92,9 +92,9 @@ def report_pictures(result: ProfileResult) -> ReportPictures:
     chart = chart_svg(result)
     timeline = None
     if "timeline" in result.views:
-        from kernelmagic.render.chart import timeline_png
+        from kernelmagic.render.timeline import timeline_svg
 
-        timeline = timeline_png(result)
+        timeline = timeline_svg(result)
     roofline = None
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import roofline_png
@@ -111,7 +111,7 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.html import html_report
 
         return html_report(result, drawn.chart, findings=findings,
-                           timeline_png=drawn.timeline, roofline_png=drawn.roofline)
+                           timeline_svg=drawn.timeline, roofline_png=drawn.roofline)
 
     def widget(drawn: ReportPictures) -> Any:
         return report_box(result, findings=findings, pictures=drawn)
@@ -129,7 +129,7 @@ def report_box(result: ProfileResult, findings: bool = True,
     if pictures is None:
         pictures = report_pictures(result)
     return report_widget(result, pictures.chart, findings=findings,
-                         timeline_png=pictures.timeline, roofline_png=pictures.roofline)
+                         timeline_svg=pictures.timeline, roofline_png=pictures.roofline)
 
 
 def _origin() -> tuple[object | None, object | None]:

@@ -1,5 +1,6 @@
 """The report's charts, drawn with matplotlib's object-oriented API (no pyplot state): the
-top-k bar chart (a cached Figure per bar count, updated in place) and the timeline."""
+top-k bar chart (a cached Figure per bar count, updated in place). The timeline is an SVG
+of its own (``render/timeline.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import format_us, percent, short_percent, whole_percent
+from kernelmagic.core.units import counted, format_us, percent, short_percent, whole_percent
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
@@ -30,7 +31,7 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
     value = result.value(row, key)
     if key == "calls":
         calls = value / result.iters
-        return f"{calls:g} call" if calls == 1 else f"{calls:g} calls"
+        return counted(calls, "call")
     if key == "avg":
         return f"{format_us(value)} per call"
     total = self_time(result, sort_key(key).device)  # the self time on the key's side
@@ -46,7 +47,7 @@ def _texts(result: ProfileResult, key: str,
     sort = sort_key(key)
     if not rows:
         return f"{name}: ops by {sort.measure}", []
-    title = f"{name}: top {len(rows)} ops by {sort.measure}"
+    title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
         covered = sum(result.share(r, device=sort.device) for r in rows)
         share = whole_percent(covered)
@@ -357,41 +358,3 @@ def figure_png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
-
-
-def timeline_png(result: ProfileResult, dpi: int = 100) -> bytes:
-    """One profiled iteration: top-level CPU ops and, on CUDA, kernels per stream; at the
-    bottom, the dependency model's critical path, coloured by what lies on it."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    shown = [*result.timeline, *result.critical_spans]
-    lanes = sorted({s.lane for s in result.timeline}, key=lambda lane: (lane != "CPU", lane))
-    lanes += sorted({s.lane for s in result.critical_spans})
-    height = 1.4 + 0.5 * max(len(lanes), 1)
-    fig = Figure(figsize=(10, height), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    names = sorted({s.key for s in shown})
-    palette = [f"C{i}" for i in range(10)]
-    color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
-    end = max((s.end for s in shown), default=1.0) / 1e3
-    for y, lane in enumerate(reversed(lanes)):
-        spans = [s for s in shown if s.lane == lane]
-        ax.broken_barh([(s.start / 1e3, (s.end - s.start) / 1e3) for s in spans], (y - 0.4, 0.8),
-                       facecolors=[color[s.key] for s in spans], edgecolor="white", linewidth=0.3)
-        for s in spans:
-            width = (s.end - s.start) / 1e3
-            if width > end / 12:
-                ax.text(s.start / 1e3 + width / 2, y, s.key.replace("aten::", "")[:24],
-                        ha="center", va="center", fontsize=7, color="white", clip_on=True)
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(list(reversed(lanes)), fontsize=9)
-    ax.set_xlim(0, end * 1.01 if end > 0 else 1)
-    ax.set_xlabel("time within the iteration (ms)")
-    ax.set_title(f"{result.name}: one profiled iteration (the median one)", fontsize=10)
-    ax.grid(True, axis="x", alpha=0.3)
-    if not result.timeline:
-        ax.text(0.5, 0.5, "no events in this iteration", ha="center", transform=ax.transAxes)
-    fig.subplots_adjust(left=0.1, right=0.98, top=1 - 0.4 / height, bottom=0.6 / height)
-    return figure_png(fig)

@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import format_seconds, format_us
-from kernelmagic.render.table import Column, Table, name_column, time_column
+from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
 
 
@@ -38,10 +38,10 @@ def headline(cmp: Comparison) -> str:
     """One line: names, per-iteration medians with IQRs, speed-up and the noise verdict."""
     b, a = cmp.before.stats, cmp.after.stats
     return (
-        f"{cmp.after_name} vs {cmp.before_name}: {cmp.verdict()} · per iteration "
+        f"{cmp.after_name} vs {cmp.before_name}: {cmp.verdict()} · per iteration (median) "
         f"{format_seconds(b.median)} (IQR {format_seconds(b.iqr)}) → "
         f"{format_seconds(a.median)} (IQR {format_seconds(a.iqr)}) · total {cmp.time_label} "
-        f"time per iteration {format_us(cmp.self_time_before)} → "
+        f"time per iteration (mean) {format_us(cmp.self_time_before)} → "
         f"{format_us(cmp.self_time_after)}"
     )
 
@@ -55,7 +55,7 @@ def changes_line(cmp: Comparison) -> str:
     return "; ".join(parts)
 
 
-def comparison_text(cmp: Comparison, limit: int | None = 25) -> str:
+def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
     from kernelmagic.render.text import render_table
 
     parts = [headline(cmp)]
@@ -100,7 +100,7 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     return figure_png(fig)
 
 
-def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = 50) -> str:
+def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = ROWS_SHOWN) -> str:
     from kernelmagic.render.html import image_tag, static_table_html
 
     changes = changes_line(cmp)

@@ -12,7 +12,7 @@ from kernelmagic.core.compiled_rows import (
     WARMUP,
     FusedKernelRow,
 )
-from kernelmagic.core.units import format_fixed, format_us, percent_of
+from kernelmagic.core.units import counted, format_fixed, format_us, percent_of
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
 from kernelmagic.render.table import Column, Table, summed, time_column
 from kernelmagic.results.result import ProfileResult
@@ -162,14 +162,14 @@ def compiled_note(result: ProfileResult) -> str:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]
     if warm:
-        parts.append(f"the warm-up's {len(warm)} compile(s) took "
+        parts.append(f"the warm-up's {counted(len(warm), 'compile')} took "
                      f"{format_fixed(sum(c.duration_s for c in warm), 's', 2)} (kept out of the "
                      "measurement)")
     late = [c for c in result.compiles if c.phase == PROFILED]
     if late:
         took = format_fixed(sum(c.duration_s for c in late), "s", 2)
-        parts.append(f"WARNING: {len(late)} compile(s) ({took}) ran inside the profiled "
-                     "iterations")
+        parts.append(f"WARNING: {counted(len(late), 'compile')} ({took}) ran inside the "
+                     "profiled iterations")
     graphs = any(r.graph_time_total > 0 for r in result.compiled_regions)
     if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
         parts.append(f"kernels with no times: {UNTIMED_KERNELS}")

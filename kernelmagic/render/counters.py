@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
-from kernelmagic.core.units import format_count, format_us, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_count, format_us, percent, si, whole_percent
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -109,18 +109,21 @@ def measured_points(result: ProfileResult, k: int) -> list[CounterRow]:
 
 
 def draw_measured(ax: Any, result: ProfileResult, k: int) -> tuple[list[float], list[float]]:
-    """Measured kernels on the roofline chart's axes as hollow diamonds; their (x, y)."""
+    """Measured kernels on the roofline chart's axes as hollow diamonds; their (x, y).
+    Their names are the chart's to place (``measured_names``), as the modelled ops' are."""
     points = measured_points(result, k)
-    short = short_names(r.key for r in result.counters)
     xs = [r.intensity for r in points]
     ys = [r.flops_per_s for r in points]
     if points:
         ax.scatter(xs, ys, marker="D", s=36, facecolors="none", edgecolors=MEASURED_COLOR,
                    linewidths=1.2, label="kernel (measured)")
-        for r in points:
-            ax.annotate(short[r.key][:28], (r.intensity, r.flops_per_s), fontsize=7,
-                        color=MEASURED_COLOR, textcoords="offset points", xytext=(6, -10))
     return xs, ys
+
+
+def measured_names(result: ProfileResult, k: int) -> list[str]:
+    """The short names of the kernels ``draw_measured`` draws, in its order."""
+    short = short_names(r.key for r in result.counters)
+    return [short[r.key] for r in measured_points(result, k)]
 
 
 def counter_views(result: ProfileResult) -> list[tuple[str, object]]:
@@ -141,8 +144,9 @@ def capture_notes(result: ProfileResult) -> list[str]:
     notes = []
     if result.capture == "nsight":
         notes.append(
-            f"Nsight capture: cudaProfilerStart/Stop bracketed the {result.iters} timed "
-            f"iterations inside the NVTX range {result.name!r}; torch's profiler did not run "
+            "Nsight capture: cudaProfilerStart/Stop bracketed the "
+            f"{counted(result.iters, 'timed iteration')} inside the NVTX range "
+            f"{result.name!r}; torch's profiler did not run "
             "(Nsight held CUPTI), so the times are the wall clock's and there are no op rows")
     if result.counters and result.counters_note:
         untimed = ("; no kernel times to go with them, so counts without rates"

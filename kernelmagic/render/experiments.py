@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from kernelmagic.core.experiment_rows import ExperimentRow
-from kernelmagic.core.units import format_error, format_us, speedup_text
+from kernelmagic.core.units import counted, format_error, format_us, speedup_text
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
 
@@ -81,8 +81,8 @@ def baseline_line(result: ProfileResult) -> str:
     """What the speed-ups are measured against: the baseline's median per iteration."""
     return (f"Experiments: speed-ups against this run's median of "
             f"{format_us(result.stats.median * 1e6)} per iteration, each variant with the "
-            f"same warm-up and {result.iters} iterations; {OVER_TOLERANCE} marks an error "
-            "above the dtype's usual tolerance")
+            f"same warm-up and {counted(result.iters, 'iteration')}; {OVER_TOLERANCE} marks an "
+            "error above the dtype's usual tolerance")
 
 
 def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+import re
 from html import escape
 from typing import Any
 
-from kernelmagic.render.table import Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.render.text import summary_line
 from kernelmagic.results.result import ProfileResult
 
@@ -28,7 +29,34 @@ CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space
 #: The first column (the op/kernel/module name) takes the width the others leave and
 #: wraps long names; below this width the report scrolls inside its output instead.
 MIN_NAME_WIDTH = 150
-NAME_STYLE = "padding:2px 6px;overflow-wrap:anywhere;white-space:normal"
+#: Text cells (names, reasons, hints) wrap, at the places ``breakable`` marks first and
+#: mid-word only where one part is wider than its column: nothing is cut.
+NAME_STYLE = "padding:2px 6px;overflow-wrap:break-word;word-break:normal;white-space:normal"
+#: Where a long name may break: after a namespace, a dot, a ``#``, an underscore, a slash
+#: or a comma (``Optimizer.zero_grad#AdamW.zero_grad`` breaks as ``AdamW.|zero_grad``).
+BREAK_AFTER = re.compile(r"(::|[.#_/,])")
+#: Each table scrolls inside its own box when it is wider than the output area.
+SCROLL_BOX = '<div class="km-scroll" style="max-width:100%;overflow-x:auto">'
+
+
+def breakable(text: str) -> str:
+    """``text`` HTML-escaped, with ``<wbr>`` where ``BREAK_AFTER`` says it may break."""
+    parts = BREAK_AFTER.split(text)  # names and separators alternate
+    out = []
+    for i, part in enumerate(parts):
+        out.append(escape(part))
+        if i % 2 and i < len(parts) - 1 and parts[i + 1]:
+            out.append("<wbr>")
+    return "".join(out)
+
+
+def _text_cell(shown: str) -> tuple[str, str]:
+    """(extra style, HTML) of a text cell: leading spaces (the module tree's depth) become
+    an indent that HTML keeps, the rest may break at ``breakable``'s places."""
+    name = shown.lstrip(" ")
+    depth = len(shown) - len(name)
+    indent = f";padding-left:calc(6px + {depth}ch)" if depth else ""
+    return indent, breakable(name)
 
 
 def table_widths(table: Table) -> tuple[int, int]:
@@ -43,22 +71,27 @@ def rows_html(table: Table, rows: list[Any]) -> str:
     out = []
     for i, r in enumerate(rows):
         cells = []
-        for n, c in enumerate(table.columns):
-            align = "right" if c.numeric else "left"
-            title = "" if c.numeric else f' title="{escape(str(c.value(r)))}"'
-            style = NAME_STYLE if n == 0 else CELL_STYLE
-            cells.append(f'<td class="km-cell km-col-{c.id}"{title} '
-                         f'style="text-align:{align};{style}">{escape(c.show(r))}</td>')
+        for c in table.columns:
+            if c.numeric:
+                cells.append(f'<td class="km-cell km-col-{c.id}" style="text-align:right;'
+                             f'{CELL_STYLE}">{escape(c.show(r))}</td>')
+                continue
+            indent, text = _text_cell(c.show(r))
+            cells.append(f'<td class="km-cell km-col-{c.id}" '
+                         f'title="{escape(str(c.value(r)))}" '
+                         f'style="text-align:left;{NAME_STYLE}{indent}">{text}</td>')
         stripe = f' style="background:{STRIPE}"' if i % 2 else ""
         out.append(f'<tr class="km-row"{stripe}>' + "".join(cells) + "</tr>")
     return "".join(out)
 
 
-def table_html(table: Table, rows: list[Any], header: bool = True) -> str:
+def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool = True) -> str:
     """A fixed-layout ``<table>`` of ``rows`` that fits its container.
 
     Every column but the first keeps its width (the widget's header buttons share
-    them); the first takes the rest, between ``MIN_NAME_WIDTH`` and its own width.
+    them); the first takes the rest, between ``MIN_NAME_WIDTH`` and its own width. Wider
+    than its container, it scrolls inside its own box (``scroll``; the widget scrolls its
+    header buttons and body together instead).
     """
     cols = '<col class="km-col-first">' + "".join(
         f'<col style="width:{c.width}px">' for c in table.columns[1:])
@@ -70,12 +103,13 @@ def table_html(table: Table, rows: list[Any], header: bool = True) -> str:
             for c in table.columns
         ) + "</tr></thead>"
     narrowest, widest = table_widths(table)
-    return (f'<table class="km-table" style="{TABLE_STYLE};width:100%;'
+    html = (f'<table class="km-table" style="{TABLE_STYLE};width:100%;'
             f'min-width:{narrowest}px;max-width:{widest}px">'
             f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows)}</tbody></table>")
+    return f"{SCROLL_BOX}{html}</div>" if scroll else html
 
 
-def static_table_html(table: Table, limit: int | None = 50) -> str:
+def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
     """The top ``limit`` rows in the table's own order, with a note of how many are left."""
     rows = table.sorted_rows()
     shown = rows if limit is None else rows[:limit]
@@ -93,6 +127,14 @@ def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
     data = base64.b64encode(png).decode("ascii")
     return (f'<img class="km-chart" alt="{escape(alt)}" style="max-width:100%" '
             f'src="data:{mime};base64,{data}"/>')
+
+
+def inline_svg(svg: bytes | None) -> str:
+    """An SVG of ours placed inline (not in an ``<img>``), so its ``<title>``s show on hover
+    and its ``currentColor`` text follows the page's theme; it scrolls inside its box."""
+    if svg is None:
+        return ""
+    return f'<div class="km-svg" style="max-width:100%;overflow-x:auto">{svg.decode()}</div>'
 
 
 def summary_html(result: ProfileResult) -> str:
@@ -121,7 +163,7 @@ def findings_html(result: ProfileResult) -> str:
             f'<ul style="margin-top:2px">{items}</ul></div>')
 
 
-def views_html(result: ProfileResult, limit: int | None = 50,
+def views_html(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                images: dict[str, bytes | None] | None = None) -> str:
     """Each deeper view under its own heading (``images``: a chart above a view's table)."""
     from kernelmagic.render.views import view_tables
@@ -131,27 +173,27 @@ def views_html(result: ProfileResult, limit: int | None = 50,
         body = (static_table_html(view, limit) if isinstance(view, Table)
                 else f"<p>{escape(str(view))}</p>")
         body = image_tag((images or {}).get(title), f"{title} chart") + body
-        if title == "memory":  # the timeline by category above the table
-            from kernelmagic.render.memory import memory_svg
+        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
 
+        if title == ALIVE_TITLE:  # the timeline by category above the table
             body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
         if title == "experiments":  # the speed-ups' bars above the table
             from kernelmagic.render.experiments import experiments_svg
 
             body = image_tag(experiments_svg(result), "speed-ups", "image/svg+xml") + body
-        out.append(f'<div class="km-view km-view-{escape(title)}">'
+        out.append(f'<div class="km-view km-view-{escape(title.replace(" ", "-"))}">'
                    f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
     return "".join(out)
 
 
-def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = 50,
-                findings: bool = True, timeline_png: bytes | None = None,
+def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = ROWS_SHOWN,
+                findings: bool = True, timeline_svg: bytes | None = None,
                 roofline_png: bytes | None = None) -> str:
     """Summary, chart, timeline, tables and findings in one self-contained fragment."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
             f"{image_tag(chart, 'top ops chart', 'image/svg+xml')}"
-            f"{image_tag(timeline_png, 'timeline')}"
+            f"{inline_svg(timeline_svg)}"
             f"{static_table_html(op_table(result), limit)}"
             f"{views_html(result, limit, {'roofline': roofline_png})}"
             f"{notes}</div>")

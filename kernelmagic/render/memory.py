@@ -6,7 +6,13 @@ from __future__ import annotations
 from html import escape
 from math import inf
 
-from kernelmagic.core.memory_rows import CATEGORIES, CATEGORY_WORDS, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.memory_rows import (
+    CATEGORIES,
+    CATEGORY_WORDS,
+    LiveBlockRow,
+    MemoryPeakRow,
+    MemoryPoint,
+)
 from kernelmagic.core.units import format_bytes, format_us, whole_percent
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
@@ -64,8 +70,24 @@ def memory_notes(result: ProfileResult) -> list[str]:
     return notes
 
 
+#: The alive-at-the-peak table's title, the same in the text, HTML and widget reports.
+ALIVE_TITLE = "memory alive at the peak"
+
+
+def _created(row: LiveBlockRow) -> float:
+    """When the allocation was made, µs from the peak iteration's start (what it sorts by:
+    before profiling first, then earlier iterations' in order, then this one's)."""
+    return -inf if row.before_profiling else row.created_us
+
+
+def _created_text(row: LiveBlockRow) -> str:
+    """``1.20 ms`` into the iteration, or ``before`` (an earlier iteration, the warm-up,
+    or before profiling began): a time before the iteration's start is no time in it."""
+    return "before" if row.before_profiling or row.created_us < 0 else format_us(row.created_us)
+
+
 def alive_table(result: ProfileResult) -> Table:
-    """The allocations alive at the peak, the largest first."""
+    """The allocations alive at the peak (``ALIVE_TITLE``), the largest first."""
     cols = [
         Column("op", "allocated by", lambda r: r.op,
                lambda r: r.op or ("(before profiling)" if r.before_profiling else ""),
@@ -76,9 +98,8 @@ def alive_table(result: ProfileResult) -> Table:
         Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
                width=150),
         Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
-        Column("created", "allocated at", lambda r: -inf if r.before_profiling else r.created_us,
-               lambda r: "before" if r.before_profiling else format_us(r.created_us),
-               width=100),
+        Column("created", "allocated (into the iteration)", _created, _created_text,
+               width=220),
         Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
                width=70),
     ]

@@ -10,7 +10,7 @@ import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
@@ -72,7 +72,7 @@ def summary_line(result: ManyRanksResult) -> str:
         job.append(f"world size {result.world_size}")
     if result.backend:
         job.append(result.backend)
-    head = f"{n} rank{'s' if n != 1 else ''}" + (f" ({', '.join(job)})" if job else "")
+    head = counted(n, "rank") + (f" ({', '.join(job)})" if job else "")
     if not summaries:
         return head
     slow = max(summaries, key=lambda s: (s.step_median_us, -s.rank))

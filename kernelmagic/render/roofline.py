@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import format_count, format_us, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_count, format_us, percent, si, whole_percent
+from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table, name_column, summed
 from kernelmagic.results.result import ProfileResult
 
@@ -16,7 +16,11 @@ MAX_LABEL = 28
 
 
 def roofline_table(result: ProfileResult) -> Table:
-    """Per op: calls, FLOPs and bytes per call, intensity, rates, roof reached, bound, time."""
+    """Per op: calls, FLOPs and bytes per call, intensity, rates, roof reached, bound, time.
+
+    The time is what the counts describe: a counted op's own time plus that of the ops it
+    calls inside it (``aten::relu``'s ``aten::clamp_min``), other ops' self time.
+    """
     total = sum(r.time for r in result.roofline)
     side = "device" if result.profiles_device else "CPU"
 
@@ -40,9 +44,11 @@ def roofline_table(result: ProfileResult) -> Table:
                width=84),
         Column("bound", "bound", lambda r: bound_order.get(r.bound, -1), lambda r: r.bound,
                width=84),
-        Column("time", summed(f"self {side}", result.iters), lambda r: r.time,
+        # Not self time: a counted op owns the time of the ops it calls inside it too
+        # (``live/roofline.py``), so the title names neither "self" nor "total".
+        Column("time", summed(f"{side} time", result.iters), lambda r: r.time,
                lambda r: format_us(r.time)),
-        Column("pct", f"% self {side}", share, lambda r: percent(share(r))),
+        Column("pct", f"% {side} time", share, lambda r: percent(share(r))),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")
 
@@ -78,36 +84,74 @@ def _label(key: str) -> str:
     return name if len(name) <= MAX_LABEL else name[: MAX_LABEL - 1] + "…"
 
 
-def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) -> bytes:
-    """Log-log roofline: intensity vs FLOP/s, both roofs, the top ops sized by their time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+#: Offsets (px) tried around a point for its number, nearest first: 8 directions per ring.
+_RINGS = (7, 13, 21, 31, 44)
+_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1))
 
-    from kernelmagic.render.chart import figure_png
 
-    peaks = result.roofline_peaks
-    bandwidth = float(peaks.get("bytes_per_s", 0.0)) or 1.0
-    flops_peaks = {dt: float(v) for dt, v in peaks.get("flops_per_s", {}).items() if v}
-    total = sum(r.time for r in result.roofline) or 1.0
-    k = k or result.topk
-    plotted = [r for r in result.roofline if r.flops > 0 and r.bytes > 0 and r.flops_per_s > 0]
-    plotted = plotted[:k]  # rows come most time first
-    left_out = [r for r in result.roofline if r not in plotted]
+def _overlaps(a: Any, b: Any) -> bool:
+    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
 
-    fig = Figure(figsize=(8, 4.8), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+
+def place_numbers(ax: Any, points: list[tuple[float, float]], labels: list[str],
+                  color: str = INK) -> list[bool]:
+    """Write each label near its point where it overlaps no text already on the chart
+    (the roofs' names, labels placed before it) and stays inside the axes; a label with no
+    free place within ``_RINGS`` is left out. Returns which were placed."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    taken = [t.get_window_extent(renderer) for t in ax.texts]
+    placed = []
+    for (x, y), label in zip(points, labels, strict=True):
+        px, py = ax.transData.transform((x, y))
+        text = ax.text(x, y, label, fontsize=8, fontweight="bold", color=color,
+                       ha="center", va="center")
+        done = False
+        for ring in _RINGS:
+            for dx, dy in _DIRECTIONS:
+                text.set_position(ax.transData.inverted().transform(
+                    (px + dx * ring, py + dy * ring)))
+                box = text.get_window_extent(renderer).expanded(1.1, 1.15)
+                if (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
+                        and box.y1 <= inside.y1 and not any(_overlaps(box, t) for t in taken)):
+                    taken.append(box)
+                    done = True
+                    break
+            if done:
+                break
+        if not done:
+            text.remove()
+        placed.append(done)
+    return placed
+
+
+def _key(fig: Any, entries: list[tuple[str, str, str]]) -> None:
+    """The numbers' key beside the axes: one line per point, coloured like its bound."""
+    fig.text(0.685, 0.93, "key (number on the chart: op, share of op time)", fontsize=8,
+             va="top", fontweight="bold", color=INK)
+    step = min(0.045, 0.8 / max(len(entries), 1))
+    for i, (number, text, color) in enumerate(entries):
+        fig.text(0.685, 0.88 - i * step, f"{number:>2}  {text}", fontsize=8, va="top",
+                 color=color, family="monospace")
+
+
+def _limits(result: ProfileResult, plotted: list[RooflineRow], bandwidth: float,
+            flops_peaks: dict[str, float]) -> tuple[float, float, float, float]:
+    """(x low, x high, y low, y high) that hold the points and both roofs."""
     xs = [r.intensity for r in plotted]
     ys = [r.flops_per_s for r in plotted]
     top = max([*flops_peaks.values(), *ys, 1.0])
     x_lo = min([*xs, 0.05]) / 3
     x_hi = max([*xs, *(p / bandwidth for p in flops_peaks.values()), 10.0]) * 5
     y_lo = min([*ys, bandwidth * x_lo]) / 3
-    # The roofs: memory (bandwidth x intensity) up to each dtype's compute roof.
+    return x_lo, x_hi, y_lo, top * 3
+
+
+def _roofs(ax: Any, flops_peaks: dict[str, float], bandwidth: float, used: set[str],
+           x_lo: float, x_hi: float) -> None:
+    """The memory roof up to each dtype's compute roof (float32's, and those the ops use)."""
     dtypes = [dt for dt in ("float32", "bfloat16", "float16") if dt in flops_peaks]
-    used = {r.dtype for r in plotted}
     styles = ["-", "--", ":"]
     for i, dt in enumerate(dtypes):
         if dt != "float32" and dt not in used:
@@ -120,40 +164,89 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
                 ha="left", fontsize=8, color="#333333")
     ax.text(x_lo * 1.2, bandwidth * x_lo * 5, f"memory {si(bandwidth, 'B/s')}",
             fontsize=8, color="#333333", ha="left", va="bottom")
-    placed: list[tuple[float, float]] = []  # (log10 x, log10 y) of labelled points
+
+
+def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100) -> Any:
+    """Log-log roofline: intensity vs FLOP/s, both roofs, the top ops sized by their time,
+    each numbered where it sits (never over another label) with a key beside the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    peaks = result.roofline_peaks
+    bandwidth = float(peaks.get("bytes_per_s", 0.0)) or 1.0
+    flops_peaks = {dt: float(v) for dt, v in peaks.get("flops_per_s", {}).items() if v}
+    total = sum(r.time for r in result.roofline) or 1.0
+    k = k or result.topk
+    plotted = [r for r in result.roofline if r.flops > 0 and r.bytes > 0 and r.flops_per_s > 0]
+    plotted = plotted[:k]  # rows come most time first
+    left_out = [r for r in result.roofline if r not in plotted]
+
+    fig = Figure(figsize=(10.5, 4.8), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    x_lo, x_hi, y_lo, y_hi = _limits(result, plotted, bandwidth, flops_peaks)
+    _roofs(ax, flops_peaks, bandwidth, {r.dtype for r in plotted}, x_lo, x_hi)
     for r in plotted:
-        share = r.time / total
-        ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * share, alpha=0.75,
+        ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * r.time / total, alpha=0.75,
                    color=COLORS.get(r.bound, "#8C8C8C"), edgecolors="white", linewidths=0.5)
-        # Labels of points that nearly coincide are stacked downwards, not overprinted.
-        here = (math.log10(r.intensity), math.log10(r.flops_per_s))
-        near = sum(1 for x, y in placed if abs(x - here[0]) < 0.4 and abs(y - here[1]) < 0.25)
-        placed.append(here)
-        ax.annotate(f"{_label(r.key)} ({whole_percent(share)})", (r.intensity, r.flops_per_s),
-                    textcoords="offset points", xytext=(8, 4 - 11 * near), fontsize=8)
     for bound, color in COLORS.items():
         ax.scatter([], [], color=color, label=f"{bound}-bound" if bound != "overhead"
                    else "overhead")
+    measured: list[tuple[float, float]] = []
+    names: list[str] = []
     if result.counters:  # --counters: kernels placed by measured numbers, beside the model
-        from kernelmagic.render.counters import draw_measured
+        from kernelmagic.render.counters import draw_measured, measured_names
 
         mx, my = draw_measured(ax, result, k)
+        measured, names = list(zip(mx, my, strict=True)), measured_names(result, k)
         x_lo, x_hi = min([x_lo, *(x / 3 for x in mx)]), max([x_hi, *(x * 5 for x in mx)])
-        y_lo, top = min([y_lo, *(y / 3 for y in my)]), max([top, *my])
+        y_lo, y_hi = min([y_lo, *(y / 3 for y in my)]), max([y_hi, *(y * 3 for y in my)])
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(y_lo, top * 3)
+    ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved FLOP/s")
     title = f"{result.name}: roofline ({peaks.get('source', '')})"
     if left_out:
         hidden = sum(r.time for r in left_out) / total
-        title += (f"\n{len(left_out)} ops without FLOPs or beyond the top {k} not drawn "
-                  f"({whole_percent(hidden)} of op time)")
+        title += (f"\n{counted(len(left_out), 'op')} without FLOPs or beyond the top {k} "
+                  f"not drawn ({whole_percent(hidden)} of op time)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if not plotted:
         ax.text(0.5, 0.5, "no op with both FLOPs and bytes to place", ha="center",
                 transform=ax.transAxes)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.11)
-    return figure_png(fig)
+    fig.subplots_adjust(left=0.08, right=0.665, top=0.9, bottom=0.11)
+    entries = _number_points(ax, plotted, total, measured, names)
+    _key(fig, entries)
+    return fig
+
+
+def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
+                   measured: list[tuple[float, float]], names: list[str]
+                   ) -> list[tuple[str, str, str]]:
+    """Number the ops (1, 2, ...) and the measured kernels (A, B, ...) on the chart; the
+    key's lines, saying which numbers found no free place."""
+    numbers = [str(i + 1) for i in range(len(plotted))]
+    placed = place_numbers(ax, [(r.intensity, r.flops_per_s) for r in plotted], numbers)
+    entries = [(n, f"{_label(r.key)} · {whole_percent(r.time / total)}"
+                + ("" if ok else " (no room for its number)"), COLORS.get(r.bound, "#8C8C8C"))
+               for n, r, ok in zip(numbers, plotted, placed, strict=True)]
+    if measured:
+        from kernelmagic.render.counters import MEASURED_COLOR
+
+        letters = [chr(ord("A") + i) for i in range(len(measured))]
+        placed = place_numbers(ax, measured, letters, color=MEASURED_COLOR)
+        entries += [(n, f"{name[:MAX_LABEL]} (measured)"
+                     + ("" if ok else " (no room for its letter)"), MEASURED_COLOR)
+                    for n, name, ok in zip(letters, names, placed, strict=True)]
+    return entries
+
+
+def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) -> bytes:
+    """``roofline_figure`` as PNG."""
+    from kernelmagic.render.chart import figure_png
+
+    return figure_png(roofline_figure(result, k, dpi))

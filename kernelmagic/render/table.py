@@ -13,8 +13,13 @@ from typing import Any
 
 from kernelmagic.core.rows import KIND_MARKS, OpRow
 from kernelmagic.core.sorting import self_time, sort_column
-from kernelmagic.core.units import format_bytes, format_count, format_us, percent
+from kernelmagic.core.units import counted, format_bytes, format_count, format_us, percent
 from kernelmagic.results.result import ProfileResult
+
+#: Rows every renderer lists before saying how many more there are: the text report, the
+#: HTML fallback and the widget's first page show the same rows (``result.table()`` and
+#: ``Comparison.table()`` default to the same figure).
+ROWS_SHOWN = 25
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Table:
 
     def more(self, n: int) -> str:
         """``n`` rows not shown, counted in the table's noun: ``1 more op``, ``1,234 more ops``."""
-        return f"{n:,} more {self.noun[:-1] if n == 1 else self.noun}"
+        return counted(n, f"more {self.noun[:-1]}", f"more {self.noun}")
 
     def column(self, column_id: str) -> Column:
         for col in self.columns:

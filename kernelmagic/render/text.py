@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.units import format_seconds, format_us, short_percent, whole_percent
-from kernelmagic.render.table import Table, column_for_sort, op_table
+from kernelmagic.core.units import counted, format_seconds, format_us, short_percent, whole_percent
+from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
 
@@ -21,8 +21,8 @@ def summary_line(result: ProfileResult) -> str:
     parts = [
         f"{result.name}",
         device,
-        f"{plural(result.iters, 'iteration')}{warmup}" if not result.interrupted_after
-        else f"interrupted after {result.iters} of {plural(result.planned_iters, 'iteration')}"
+        f"{counted(result.iters, 'iteration')}{warmup}" if not result.interrupted_after
+        else f"interrupted after {result.iters} of {counted(result.planned_iters, 'iteration')}"
              f"{warmup}",
         f"{format_seconds(s.median)} per iteration (median; IQR {format_seconds(s.iqr)}, "
         f"best {format_seconds(s.best)})",
@@ -33,28 +33,32 @@ def summary_line(result: ProfileResult) -> str:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
             busy = per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {whole_percent(busy)} of wall")
+            parts.append(f"GPU busy {whole_percent(busy)} of the mean wall time")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
-                     f"{format_us(per_iter_cpu)} self CPU time per iteration")
+                     f"{format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     elif result.breakdown is None:
         share = per_iter_cpu / wall_us if wall_us > 0 else 0.0
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration "
-                     f"({whole_percent(share)} of wall)")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean; "
+                     f"{whole_percent(share)} of the mean wall time)")
     else:
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     if result.breakdown is not None:
-        parts.append(breakdown_text(result.breakdown))
+        parts.append(breakdown_text(result.breakdown, python_split(result)))
     return " · ".join(parts)
 
 
-def plural(n: int, word: str) -> str:
-    """``1 iteration``, ``3 iterations``."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+def python_split(result: ProfileResult) -> tuple[float, float] | None:
+    """With ``--python``: the time no op covered as (Python lines, unattributed), µs per
+    iteration, which add up to the breakdown's "other" (``views/python_lines.py``)."""
+    if "python" not in result.views or result.python_note:
+        return None
+    return (sum(r.self_us for r in result.python_lines), result.python_unattributed)
 
 
-def breakdown_text(parts: Breakdown) -> str:
+def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) -> str:
     """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``);
-    communication is named only where there was some."""
+    communication is named only where there was some. ``python`` (``python_split``)
+    splits the CPU's "other" into Python lines and unattributed."""
     share = parts.share
     comm = ""
     if parts.communication > 0:
@@ -62,6 +66,11 @@ def breakdown_text(parts: Breakdown) -> str:
         if parts.overlap:
             comm += f" ({short_percent(parts.overlap)} of it overlapped by compute)"
         comm += ", "
+    if parts.device == "cpu" and python is not None and parts.wall > 0:
+        lines, rest = python
+        return (f"CPU: ops {short_percent(share('compute'))}, {comm}Python lines "
+                f"{short_percent(lines / parts.wall)}, unattributed "
+                f"{short_percent(rest / parts.wall)} of the iteration")
     if parts.device == "cpu":
         return (f"CPU: ops {short_percent(share('compute'))}, {comm}other (Python between ops, "
                 f"waits) {short_percent(share('idle'))} of the iteration")
@@ -74,7 +83,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render_table(table: Table, limit: int | None = 25, column_id: str | None = None,
+def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
                  more_hint: str = "") -> str:
     """Any ``Table`` as aligned text: the top ``limit`` rows by one column, descending."""
     rows = table.sorted_rows(column_id)
@@ -97,7 +106,7 @@ def render_table(table: Table, limit: int | None = 25, column_id: str | None = N
     return "\n".join(lines)
 
 
-def text_table(result: ProfileResult, limit: int | None = 25, by: str | None = None) -> str:
+def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None) -> str:
     """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
     return render_table(op_table(result), limit, column_for_sort(result, by or result.sort),
                         more_hint=" (result.table(None) lists all)")
@@ -111,7 +120,8 @@ def findings_text(result: ProfileResult) -> str:
     return "\n".join(["Findings:", *(f"- {f}" for f in found)])
 
 
-def text_report(result: ProfileResult, limit: int | None = 25, findings: bool = True) -> str:
+def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
+                findings: bool = True) -> str:
     """Summary, warning, notes, op table, deeper views and findings: ``text/plain``."""
     from kernelmagic.render.views import view_notes, view_tables
 

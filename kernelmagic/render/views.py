@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_bytes, format_us, percent_of
+from kernelmagic.core.units import format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
@@ -50,6 +50,43 @@ def source_table(result: ProfileResult) -> Table:
     cols.append(Column("order", "#", lambda s: -order[s.key], lambda s: str(order[s.key] + 1),
                        width=40))
     return Table(cols, list(result.sources), "order", noun="source locations")
+
+
+def gpu_idle_table(result: ProfileResult) -> Table:
+    """Why the GPU waits: its idle time per cause, per iteration (``views/gpu_idle.py``)."""
+    cols = [
+        Column("op", "cause", lambda r: r.cause, lambda r: r.cause, numeric=False, width=160),
+        Column("detail", "op or line", lambda r: r.detail, lambda r: r.detail, numeric=False,
+               width=260),
+        time_column("idle_us", "idle per iteration", lambda r: r.idle_us),
+        Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
+        Column("stretches", "stretches", lambda r: r.stretches, lambda r: f"{r.stretches:,}"),
+    ]
+    return Table(cols, list(result.gpu_idle), "idle_us", noun="causes")
+
+
+def python_table(result: ProfileResult) -> Table:
+    """``--python``: the time no op covered, per user line, per iteration."""
+    cols = [
+        Column("op", "line", lambda r: r.location, lambda r: r.location, numeric=False,
+               width=260),
+        Column("function", "function", lambda r: r.function, lambda r: r.function,
+               numeric=False, width=140),
+        Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=300),
+        time_column("self_us", "self per iteration", lambda r: r.self_us),
+        Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
+        Column("samples", "samples", lambda r: r.samples, lambda r: f"{r.samples:,}"),
+    ]
+    return Table(cols, list(result.python_lines), "self_us", noun="Python lines")
+
+
+def python_view(result: ProfileResult) -> object:
+    """The ``python`` view: its table, or the one line that says why there is none."""
+    if result.python_note:
+        return result.python_note
+    if not result.python_lines:
+        return "No Python line of yours ran outside the ops."
+    return python_table(result)
 
 
 def module_table(result: ProfileResult) -> Table:
@@ -98,9 +135,13 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
         views.append(("kernels", kernel_table(result)))
     if result.ranges:
         views.append(("ranges", range_table(result)))
+    if result.gpu_idle:
+        views.append(("gpu idle", gpu_idle_table(result)))
     if "stack" in result.views:
         views.append(("source", source_table(result) if result.sources else
                       "No op ran under a Python function of yours."))
+    if "python" in result.views:
+        views.append(("python", python_view(result)))
     if "modules" in result.views:
         views.append(("modules", module_table(result) if result.modules else
                       "No nn.Module was called."))
@@ -113,9 +154,9 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
 
     views.extend(counter_views(result))
     if "memory" in result.views and (result.memory_alive or result.memory_timeline):
-        from kernelmagic.render.memory import alive_table, growth_table
+        from kernelmagic.render.memory import ALIVE_TITLE, alive_table, growth_table
 
-        views.append(("memory", alive_table(result) if result.memory_alive else
+        views.append((ALIVE_TITLE, alive_table(result) if result.memory_alive else
                       "No allocation could be followed to the peak (a trace, or a run "
                       "whose category analysis failed, holds only the raw records)."))
         if result.memory_growth:

@@ -12,17 +12,19 @@ from typing import Any
 
 import ipywidgets as w
 
+from kernelmagic.core.units import counted
 from kernelmagic.render.html import (
     MIN_NAME_WIDTH,
     findings_html,
+    inline_svg,
     summary_html,
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.results.result import ProfileResult
 
-PAGE = 25
+PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
 ARROWS = {True: " ▼", False: " ▲"}
 
 
@@ -85,7 +87,7 @@ class SortableTable:
         fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
                        max_width=f"{widest}px")
         shown, status = self._page()
-        self.body = shared.html(table_html(table, shown, header=False), layout=fit)
+        self.body = shared.html(table_html(table, shown, header=False, scroll=False), layout=fit)
         self.status = shared.html(status)
         # The two buttons show and hide together: one layout.
         more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
@@ -131,7 +133,9 @@ class SortableTable:
         """The rows shown, and the status line saying how many of how many."""
         shown = self._order[: self.visible]
         n, total = len(shown), len(self._order)
-        return shown, f'<span class="km-status">{n} of {total} {self.table.noun}</span>'
+        noun = self.table.noun
+        return shown, (f'<span class="km-status">{n:,} of '
+                       f'{counted(total, noun[:-1], noun)}</span>')
 
     def _resort(self) -> None:
         self._order = self.table.sorted_rows(self.column_id, self.descending)
@@ -141,13 +145,13 @@ class SortableTable:
 
     def _render(self) -> None:
         shown, status = self._page()
-        self.body.value = table_html(self.table, shown, header=False)
+        self.body.value = table_html(self.table, shown, header=False, scroll=False)
         self.status.value = status
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
 
 
 def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
-                  timeline_png: bytes | None = None,
+                  timeline_svg: bytes | None = None,
                   roofline_png: bytes | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
@@ -162,8 +166,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     image_layout = w.Layout(width="auto", max_width="100%")
     if chart is not None:  # the top-k bars (render/chart.py: chart_svg)
         parts.append(w.Image(value=chart, format="svg+xml", layout=image_layout))
-    if timeline_png is not None:
-        parts.append(w.Image(value=timeline_png, format="png", layout=image_layout))
+    if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
+        parts.append(shared.html(inline_svg(timeline_svg)))
     table = SortableTable(op_table(result), shared=shared)
     views: dict[str, Any] = {"ops": table}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
@@ -180,13 +184,13 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                                     layout=w.Layout(display="none"))
     # Hidden when the op table is the only view: nothing to choose between.
     if "memory" in result.views:  # the memory timeline above its table (or alone: traces)
-        from kernelmagic.render.memory import memory_svg
+        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
 
         svg = memory_svg(result)
-        if svg is not None and "memory" in box_of:
-            box_of["memory"] = w.VBox([w.Image(value=svg, format="svg+xml",
-                                               layout=image_layout), box_of["memory"]],
-                                      layout=w.Layout(display="none"))
+        if svg is not None and ALIVE_TITLE in box_of:
+            box_of[ALIVE_TITLE] = w.VBox([w.Image(value=svg, format="svg+xml",
+                                                  layout=image_layout), box_of[ALIVE_TITLE]],
+                                         layout=w.Layout(display="none"))
         elif svg is not None:
             parts.append(w.Image(value=svg, format="svg+xml", layout=image_layout))
     if "experiments" in box_of:  # --try: the speed-ups' bars above the table

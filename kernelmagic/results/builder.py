@@ -7,40 +7,88 @@ the result (the results layer: it imports the views below it, never torch).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from kernelmagic.core.events import EventTable, Window, device_work
+from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
-from kernelmagic.core.rows import OpRow, TrustChecks
+from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks
 from kernelmagic.core.sorting import default_sort
+from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
 from kernelmagic.views.compiled import compiled_view
-from kernelmagic.views.critical_path import iteration_view
+from kernelmagic.views.counters import counter_rows, join_note
+from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
+from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.iterations import find_iterations
-from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
+from kernelmagic.views.memory import ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
+from kernelmagic.views.python_lines import (
+    TRACE_HINT,
+    python_lines,
+    samples_from_trace,
+    split_top_level,
+)
 from kernelmagic.views.ranges import module_rows, user_ranges
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["build_result"]
+__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result"]
+
+#: A view ``build_result`` also reads from the table when asked: the counters a trace
+#: recorded with profiler metrics holds. A live run's come from a run of their own
+#: (``live/runner.py: counters_view``), after the result is built.
+TABLE_COUNTERS = "counters"
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a source knows about its run beyond the events, copied into the result as it
+    is. The defaults are what a table alone says (a trace's, a test's): nothing of it.
+
+    ``sort`` defaults to "self_device" on a device, else "self_cpu"; ``gpu_runtime``
+    ("cuda" or "rocm") is kept only when a device was profiled; ``planned_iters`` is the
+    number of iterations asked for when fewer ran (Ctrl-C, out of memory);
+    ``repeated_call`` a module the warm-up saw called many times (without ``--steps``);
+    ``device_info`` the device's figures for the advice; ``cpu_load`` the machine's load.
+    """
+
+    warmup: int = 0
+    warmup_timings: Sequence[float] = ()
+    device_name: str | None = None
+    sort: str | None = None
+    topk: int = 10
+    matmul_precision: str = ""
+    torch_version: str = ""
+    gpu_runtime: str = ""
+    trace_path: str = ""
+    source: str = "live"
+    capture: str = ""
+    planned_iters: int = 0
+    distributed: Mapping[str, Any] = field(default_factory=dict)
+    repeated_call: RepeatedCall | None = None
+    device_info: DeviceInfo | None = None
+    cpu_load: CpuLoad | None = None
 
 
 def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                  iterations: list[Window] | None = None,
-                 timings: list[float] | None = None, warmup_timings: Sequence[float] = (),
-                 warmup: int = 0, device: str | None = None, device_name: str | None = None,
-                 sort: str | None = None, topk: int = 10, source_file: str | None = None,
-                 device_peaks: Sequence[float] | None = None, matmul_precision: str = "",
-                 torch_version: str = "", trace_path: str = "",
-                 memory_ledger: MemoryLedger | None = None,
-                 memory_all: bool = False, steps_target: str = "") -> ProfileResult:
-    """Turn an event table (with ``derive_links`` applied) into a ``ProfileResult``.
+                 timings: list[float] | None = None, device: str | None = None,
+                 source_file: str | None = None,
+                 device_peaks: Sequence[float] | None = None,
+                 memory_ledger: MemoryLedger | None = None, memory_all: bool = False,
+                 steps_target: str = "", python_samples: PythonSamples | None = None,
+                 cell_label: str = "", facts: RunFacts = RunFacts()) -> ProfileResult:
+    """Turn an event table (with ``derive_links`` applied) into a finished ``ProfileResult``
+    (nothing to set on it afterwards: it caches figures).
 
     - ``name``: the run's name; kernelmagic's own ranges ``<name>``, ``<name>/warmup``,
       ``<name>/iter i`` are not user ranges, and when the ``<name>`` range is there, ops
@@ -48,98 +96,95 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``views``: the deeper views asked for, any of ``VIEWS`` ("shapes" splits the op
       rows by input shapes; "memory" adds memory fields and peaks; "flops", "stack"
       (``source_file`` names the profiled code's file, listed first), "modules",
-      "timeline" (of the median iteration)).
+      "timeline" (of the median iteration)), and "counters" (``TABLE_COUNTERS``).
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
-      ``find_iterations(table, name)`` (``views/iterations.py``: ``<name>/iter i``
-      ranges, else ``ProfilerStep#N``, else the whole trace).
-    - ``timings``: wall seconds per iteration; default the windows' lengths.
+      ``find_iterations(table, name)`` (``views/iterations.py``); ``timings``: wall
+      seconds per iteration, default the windows' lengths.
     - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
-    - ``sort``: default "self_device" on a device, else "self_cpu".
-    - ``device_peaks``: per-iteration device memory peaks (bytes) measured live; default
-      from the table's device memory records.
-    - ``memory_ledger``: the run's memory changes with their categories
-      (``memory_categories.py``); default the table's records, every category "unknown".
-      ``memory_all``: the memory timeline of every iteration, not only the median one.
-    - ``steps_target``: with "steps" in ``views``, the name of what each step is a call of
-      (``views/steps.py``).
-    - the rest is copied into the result unchanged.
+    - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
+    - ``steps_target``: what each step is a call of (``views/steps.py``).
+    - ``python_samples``, ``cell_label``: see ``_python_fields``.
+    - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
                else list(iterations))
     if timings is None:
         timings = [(end - start) / 1e9 for start, end in windows]
     if device is None:
-        has_work = device_work(table).any()
-        device = "cuda" if has_work else "cpu"
+        device = "cuda" if device_work(table).any() else "cpu"
     on_device = device != "cpu"
-    sort = sort or default_sort(on_device)
-    wanted = [v for v in VIEWS if v in views]
+    wanted = [v for v in (*VIEWS, TABLE_COUNTERS) if v in views]
     figures = Figures(table)
-    peak: dict[str, float] = {}
-    if "memory" in wanted:
-        peak = {"cpu": peak_memory(table, windows),
-                "device": (max(device_peaks or [0.0]) if device_peaks is not None
-                           else peak_memory(table, windows, on_device=True))}
-    chosen: list[Window] = []
-    median = (sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
-              if timings else 0)
-    if "timeline" in wanted and windows and timings:
-        chosen = [windows[min(median, len(windows) - 1)]]
-    memory = MemoryViews()
-    if "memory" in wanted:
-        ledger = memory_ledger if memory_ledger is not None else ledger_from_table(table)
-        shown = None if memory_all else min(median, max(len(windows) - 1, 0))
-        memory = memory_views(table, windows, ledger, shown, name=name)
-        memory.note = ledger.note
+    median = _median_index(timings)
     steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
-    owners = range_owners(table, name)  # the ranges that are rows: for both views below
-    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
-                   flops="flops" in wanted, window=outer_window(table, name), name=name,
-                   ranges=owners)
-    model = (iteration_view(table, windows[min(median, len(windows) - 1)], name,
-                            shapes="shapes" in wanted, spans=bool(chosen), ranges=owners)
-             if windows else None)
+    shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
+    in_timeline = "timeline" in wanted and shown is not None and bool(timings)
+    rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline)
     return ProfileResult(
-        name=name,
-        iters=len(timings),
-        warmup=warmup,
-        device=device,
-        device_name=device_name,
-        rows=_with_gains(rows, model.gains_us if model else {}),
+        name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
+        rows=rows,
         kernels=kernel_rows(table) if on_device else [],
-        timings=list(timings),
-        warmup_timings=list(warmup_timings),
-        matmul_precision=matmul_precision,
-        views=wanted,
-        peak_memory=peak,
-        sources=source_rows(table, figures, source_file) if "stack" in wanted else [],
+        sources=_sources(table, figures, source_file, python_samples) if "stack" in wanted
+        else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],
         ranges=user_ranges(table, figures, name, on_device=on_device),
-        timeline=timeline(table, chosen[0]) if chosen else [],
+        timeline=timeline(table, shown) if in_timeline and shown is not None else [],
         gpu_busy=busy if on_device else [],
         breakdown=breakdown(table, windows, busy) if windows else None,
-        trace_path=trace_path,
-        sort=sort,
-        topk=topk,
-        torch_version=torch_version,
-        memory_timeline=memory.points,
-        memory_peaks=memory.peaks,
-        memory_alive=memory.alive,
-        memory_growth=memory.growth,
-        memory_note=memory.note,
-        compiled_regions=compiled.regions,
-        graph_breaks=compiled.breaks,
+        compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
+        steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
+        gpu_idle=gpu_idle_rows(table, windows) if on_device else [],
         critical_path=model.path if model else [],
         critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
         trust=TrustChecks(**trust_checks(table)),
-        steps=steps.rows,
-        step_groups=steps.groups,
-        steps_summary=steps.summary,
+        **(_memory_fields(table, windows, name, on_device, device_peaks, memory_ledger,
+                          None if memory_all else min(median, max(len(windows) - 1, 0)))
+           if "memory" in wanted else {}),
+        **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
+        **(_python_fields(table, windows, python_samples, source_file, cell_label)
+           if "python" in wanted else {}),
+        **_copied(facts, on_device),
     )
+
+
+def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],
+                    shown: Window | None,
+                    spans: bool) -> tuple[list[OpRow], IterationView | None]:
+    """The op rows, each with its ``max_gain_us``, and the ``shown`` (median) iteration's
+    dependency model (``views/critical_path.py``; None without iterations; ``spans``:
+    with its spans, for the timeline)."""
+    owners = range_owners(table, name)  # the ranges that are rows: for both views
+    rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
+                   flops="flops" in wanted, window=outer_window(table, name), name=name,
+                   ranges=owners)
+    model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
+                            ranges=owners) if shown is not None else None)
+    return _with_gains(rows, model.gains_us if model else {}), model
+
+
+def _sources(table: EventTable, figures: Figures, source_file: str | None,
+             samples: PythonSamples | None) -> list[SourceRow]:
+    """``--stack``'s rows, the cell's top level split by line where samples say how."""
+    rows = source_rows(table, figures, source_file)
+    return split_top_level(rows, table, samples) if samples is not None else rows
+
+
+def _python_fields(table: EventTable, windows: list[Window], samples: PythonSamples | None,
+                   source_file: str | None, cell_label: str) -> dict[str, Any]:
+    """``--python``'s rows: the time no op covered, shared out among the Python lines the
+    live sampler saw there (``samples``), else those of a trace's ``with_stack`` frames
+    (then a note says how to record them when it has none). ``cell_label`` (the magic's
+    ``cell[n]``) names the lines of ``source_file``, which is a cell's."""
+    from_trace = samples is None
+    if samples is None:
+        samples = samples_from_trace(table, windows)
+    lines = python_lines(table, windows, samples, source_file, cell_label)
+    return {"python_lines": lines.rows, "python_unattributed": lines.unattributed_us,
+            "python_note": TRACE_HINT if from_trace and not samples.n else ""}
 
 
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
@@ -155,3 +200,49 @@ def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str
         return StepsView()
     return steps_view(table, figures, windows, name, target=target, on_device=on_device,
                       memory="memory" in wanted, median_iteration=median)
+
+
+def _median_index(timings: Sequence[float]) -> int:
+    """The index of the median iteration (the upper one of an even count; 0 with none)."""
+    if not timings:
+        return 0
+    return sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
+
+
+def _memory_fields(table: EventTable, windows: list[Window], name: str, on_device: bool,
+                   device_peaks: Sequence[float] | None, ledger: MemoryLedger | None,
+                   shown: int | None) -> dict[str, Any]:
+    """The ``--memory`` fields. ``device_peaks``: per-iteration device memory peaks
+    (bytes) measured live; default from the table's device memory records. ``ledger``:
+    the run's memory changes with their categories (``live/memory_categories.py``);
+    default the table's records, every category "unknown". ``shown``: the iteration whose
+    memory timeline is kept (the median one), None for every one (``memory_all``)."""
+    device_peak = (max(device_peaks or [0.0]) if device_peaks is not None
+                   else peak_memory(table, windows, on_device=True))
+    ledger = ledger if ledger is not None else ledger_from_table(table)
+    memory = memory_views(table, windows, ledger, shown, name=name)
+    return {"peak_memory": {"cpu": peak_memory(table, windows), "device": device_peak},
+            "memory_timeline": memory.points, "memory_peaks": memory.peaks,
+            "memory_alive": memory.alive, "memory_growth": memory.growth,
+            "memory_note": ledger.note}
+
+
+def _table_counters(table: EventTable) -> dict[str, Any]:
+    """The counters per kernel a table recorded with profiler metrics holds, and how
+    they were joined to its kernels."""
+    return {"counters": counter_rows(table), "counters_note": join_note(table)}
+
+
+def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
+    """``facts`` as result fields."""
+    return {
+        "warmup": facts.warmup, "warmup_timings": list(facts.warmup_timings),
+        "device_name": facts.device_name,
+        "sort": facts.sort or default_sort(on_device),
+        "topk": facts.topk, "matmul_precision": facts.matmul_precision,
+        "torch_version": facts.torch_version, "trace_path": facts.trace_path,
+        "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,
+        "capture": facts.capture, "planned_iters": facts.planned_iters,
+        "distributed": dict(facts.distributed), "repeated_call": facts.repeated_call,
+        "device_info": facts.device_info, "cpu_load": facts.cpu_load,
+    }

@@ -140,9 +140,9 @@ class Comparison(Record):
     def to_pandas(self) -> Any:
         """The ops as a ``pandas.DataFrame``: self µs per iteration ``before`` and ``after``,
         ``delta``, ``speedup`` and ``status``, largest change first. Needs pandas."""
-        from kernelmagic.io.frames import comparison_records, dataframe
+        from kernelmagic.io.frames import comparison_frame
 
-        return dataframe(*comparison_records(self))
+        return comparison_frame(self)
 
     def table(self, limit: int | None = 25) -> str:
         from kernelmagic.render.compare import comparison_text

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelmagic.core.records import RecordError, from_json, to_json
+from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 
@@ -121,7 +122,7 @@ class ManyRanksResult:
         return mime_bundle(self, include=include)
 
     def __repr__(self) -> str:
-        return (f"<ManyRanksResult: {len(self.ranks)} ranks"
+        return (f"<ManyRanksResult: {counted(len(self.ranks), 'rank')}"
                 f"{f' of {self.world_size}' if self.world_size else ''}>")
 
     # --- serialisation ---------------------------------------------------------------
@@ -157,9 +158,9 @@ class ManyRanksResult:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
         any view of ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
         of every rank, with a ``rank`` column. Needs pandas."""
-        from kernelmagic.io.frames import dataframe, rank_records
+        from kernelmagic.io.frames import ranks_frame
 
-        return dataframe(*rank_records(self, view))
+        return ranks_frame(self, view)
 
     def save(self, path: str | Path) -> Path:
         """Write as one JSON file; ``kernelmagic.load(path)`` reads it back."""

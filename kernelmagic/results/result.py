@@ -27,9 +27,11 @@ from kernelmagic.core.records import RecordError, fields_from_json, fields_json
 from kernelmagic.core.rows import (
     Breakdown,
     CriticalPathRow,
+    GpuIdleRow,
     KernelRow,
     ModuleRow,
     OpRow,
+    PythonLineRow,
     RangeRow,
     RooflineRow,
     Roofs,
@@ -40,6 +42,7 @@ from kernelmagic.core.rows import (
 from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
 from kernelmagic.core.timing import TimingStats
+from kernelmagic.core.units import counted
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
@@ -102,6 +105,11 @@ class ProfileResult:
     graph_breaks: list[GraphBreakRow] = field(default_factory=list)
     compiles: list[CompileRow] = field(default_factory=list)
     fused_kernels: list[FusedKernelRow] = field(default_factory=list)
+    # --python (kernelmagic/views/python_lines.py): time no op covers, per user line
+    python_lines: list[PythonLineRow] = field(default_factory=list)
+    python_unattributed: float = 0.0  # µs per iteration no user line held
+    python_note: str = ""  # why there are no Python lines (a trace without with_stack)
+    gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
     # The median iteration's dependency model (views/dependencies.py, packed), its critical
     # path, and what the model found wrong with its own edges (the trust line).
     critical_path: list[CriticalPathRow] = field(default_factory=list)
@@ -268,8 +276,8 @@ class ProfileResult:
 
     def __repr__(self) -> str:
         return (
-            f"<ProfileResult {self.name!r}: {self.iters} iterations on {self.device}, "
-            f"{len(self.rows)} ops>"
+            f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on {self.device}, "
+            f"{counted(len(self.rows), 'op')}>"
         )
 
     # --- serialisation -------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 from kernelmagic.core import counter_metrics
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.op_names import LAUNCH_CALLS
+from kernelmagic.core.units import counted
 from kernelmagic.sources.trace_numbers import Number
 
 #: Launch calls that run one kernel each (a graph launch runs many).
@@ -61,16 +62,19 @@ def join_ranges(table: EventTable, ranges: list[RawRange]) -> dict[str, Any]:
     n = len(ordered)
     capped = n == counter_metrics.MAX_RANGES  # the profiler stopped counting: the first n kernels
     if n and (kernels.size == n or (capped and kernels.size > n)):
-        chosen, how = kernels, (f"{n} counter ranges joined to the trace's "
-                                f"{'first ' if kernels.size > n else ''}{n} kernels in order")
+        chosen, how = kernels, (f"{counted(n, 'counter range')} joined to the trace's "
+                                f"{'first ' if kernels.size > n else ''}"
+                                f"{counted(n, 'kernel')} in order")
     elif n and not graphs and (launches.size == n or (capped and launches.size > n)):
-        chosen, how = launches, (f"{n} counter ranges joined to the "
-                                 f"{'first ' if launches.size > n else ''}{n} kernel launches "
+        chosen, how = launches, (f"{counted(n, 'counter range')} joined to the "
+                                 f"{'first ' if launches.size > n else ''}"
+                                 f"{counted(n, 'kernel launch', 'kernel launches')} "
                                  "in order (the trace has no kernel events)")
     else:
         chosen = None
-        how = (f"{n} counter ranges, {kernels.size} kernels and {launches.size} kernel "
-               "launches: not joined (kernels are named, their ops unknown)")
+        how = (f"{counted(n, 'counter range')}, {counted(kernels.size, 'kernel')} and "
+               f"{counted(launches.size, 'kernel launch', 'kernel launches')}: not joined "
+               "(kernels are named, their ops unknown)")
     correlations = [0] * n
     if chosen is not None:
         chosen = chosen[np.argsort(table.start[chosen], kind="stable")][:n]

@@ -151,15 +151,27 @@ def _gpu_breakdown(table: EventTable, windows: list[Window],
     return out
 
 
+def _comm_range_rows(table: EventTable) -> np.ndarray:
+    """Collectives that torch records as ranges with nothing under them
+    (``gloo:all_reduce`` on gloo's own threads): communication, and busy."""
+    has_child = np.zeros(table.n, dtype=bool)
+    has_child[table.parent[table.parent >= 0]] = True
+    return np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
+                          & _name_mask(table, is_comm_kernel))
+
+
+def cpu_busy(table: EventTable) -> Intervals:
+    """When some thread runs an op, a runtime call or a collective range: the CPU time that
+    is not Python between ops (the ``python`` view shares out the rest)."""
+    rows = np.flatnonzero(((table.kind == Kind.OP) | (table.kind == Kind.RUNTIME))
+                          & (table.device < 0))
+    return Intervals(table, np.concatenate([rows, _comm_range_rows(table)]))
+
+
 def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
     comm = _name_mask(table, is_comm_op)[op_rows]
-    # Collectives that torch records as ranges with nothing under them (``gloo:all_reduce``
-    # on gloo's own threads) are communication too.
-    has_child = np.zeros(table.n, dtype=bool)
-    has_child[table.parent[table.parent >= 0]] = True
-    range_rows = np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
-                                & _name_mask(table, is_comm_kernel))
+    range_rows = _comm_range_rows(table)
     compute = Intervals(table, op_rows[~comm])
     communication = Intervals(table, np.concatenate([op_rows[comm], range_rows]))
     busy = Intervals(table, np.concatenate([op_rows, range_rows]))

@@ -19,6 +19,8 @@ from kernelmagic.views.tree import Figures, nearest_ancestor
 
 #: A Python frame as torch names it: ``file(line): function``.
 FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
+#: Path parts that mark an installed package or the standard library on another machine.
+_INSTALLED = ("site-packages", "dist-packages", "/lib/python", "\\Lib\\")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
 
 
@@ -39,12 +41,26 @@ def is_library_file(path: str) -> bool:
     if path.startswith("<") and not path.startswith("<ipython-input"):
         return path.startswith(("<built-in", "<frozen", "<string>"))
     found = _resolve(path)
-    if not os.path.exists(found):
-        return path.startswith(("torch/", "torch\\"))
+    if not os.path.exists(found):  # a trace from another machine: judge by the path
+        return (path.startswith(("torch/", "torch\\"))
+                or any(part in path for part in _INSTALLED))
     roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     roots.add(_PACKAGE)
     real = os.path.realpath(found)
     return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def user_frames(table: EventTable) -> tuple[dict[int, tuple[str, int, str]], np.ndarray]:
+    """The Python frames ``with_stack`` recorded in the user's own code: (file, line,
+    function) per name index, and the rows of the table that are such frames."""
+    frames: dict[int, tuple[str, int, str]] = {}
+    user_name = np.zeros(len(table.names), dtype=bool)
+    for i, text in enumerate(table.names):
+        m = FRAME.match(text)
+        if m is not None and not is_library_file(m["file"]):
+            frames[i] = (m["file"], int(m["line"]), m["func"])
+            user_name[i] = True
+    return frames, np.flatnonzero((table.kind == Kind.PYTHON) & user_name[table.name])
 
 
 def source_rows(table: EventTable, figures: Figures,
@@ -56,16 +72,11 @@ def source_rows(table: EventTable, figures: Figures,
     the standard library or an installed package takes the op's self time. Code at the
     top level of a cell has line 0 (the whole cell). The cell's own frames come first.
     """
-    frames: dict[int, tuple[str, int, str]] = {}
-    user_name = np.zeros(len(table.names), dtype=bool)
-    for i, text in enumerate(table.names):
-        m = FRAME.match(text)
-        if m is not None and not is_library_file(m["file"]):
-            frames[i] = (m["file"], int(m["line"]), m["func"])
-            user_name[i] = True
-    user_frame = (table.kind == Kind.PYTHON) & user_name[table.name]
-    if not user_frame.any():
+    frames, rows = user_frames(table)
+    if not rows.size:
         return []
+    user_frame = np.zeros(table.n, dtype=bool)
+    user_frame[rows] = True
     owner = nearest_ancestor(table.parent, user_frame)
     ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]
     self_cpu: dict[tuple[str, int, str], float] = {}

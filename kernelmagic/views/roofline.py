@@ -14,42 +14,26 @@ run's ``EventTable`` (its event tree, ``parent``, and the op rows' self times):
   FLOPs and bytes: its time is dispatch overhead.
 
 Times are self device time on CUDA, self CPU time otherwise. ``classify`` then places
-each op against the device's roofs (``kernelmagic/live/device_peaks.py``). The bounds, their
-thresholds and the verdict are ``kernelmagic/core/roofline_bounds.py``'s (torch-free: a saved
-profile's roofline is shown without torch); this module imports torch.
+each op against the device's roofs (found by ``kernelmagic/live/device_peaks.py``). The
+records, the bounds, their thresholds and the verdict are
+``kernelmagic/core/roofline_bounds.py``'s. Like every view, this module is a pure function
+of the table and never imports torch: what needs torch (counting, the roofs, which ops
+have a FLOP formula) is asked by ``live/runner.py: roofline_view`` and passed in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import SYNC_RANGE
-from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, unexplained_kind
+from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.live import torch_compat
-from kernelmagic.live.device_peaks import Peaks
-from kernelmagic.live.op_counter import OpCount
 from kernelmagic.views.ops import is_op, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
-
-
-def classify(flops_per_s: float, bytes_per_s: float, dtype: str, peaks: Peaks) -> tuple[str, float]:
-    """(bound, share of the nearer roof reached) for an op's achieved rates.
-
-    Compute-bound when the op is nearer the compute roof than the memory roof (the
-    same as: its intensity is at or right of the ridge point), memory-bound otherwise,
-    overhead-bound when both shares are below ``OVERHEAD_FRACTION``.
-    """
-    peak_flops = peaks.flops_for(dtype)
-    compute = flops_per_s / peak_flops if peak_flops > 0 else 0.0
-    memory = bytes_per_s / peaks.bytes_per_s if peaks.bytes_per_s > 0 else 0.0
-    reached = max(compute, memory)
-    if reached < OVERHEAD_FRACTION:
-        return "overhead", reached
-    return ("compute" if compute >= memory else "memory"), reached
 
 
 def attribute_times(table: EventTable, counted: set[str], on_device: bool,
@@ -155,14 +139,15 @@ def raise_roofs(peaks: Peaks, rates: list[tuple[str, float, float]]) -> Peaks:
                    note="; ".join(n for n in (peaks.note, note) if n))
 
 
-def ops_to_open(table: EventTable) -> frozenset[str]:
+def ops_to_open(table: EventTable, formula_ops: Collection[str]) -> frozenset[str]:
     """Ops without a FLOP formula that the profile shows calling ops that have one.
 
-    The counting run opens them (``op_counter``): a fused kernel's matmuls count where
-    their time is, not as 0 FLOPs of the fused op. Read from the table's event tree:
-    the ops above each formula op, up to the first enclosing formula op.
+    ``formula_ops``: the names of the ops torch has a FLOP formula for
+    (``torch_compat.flop_formula_names()``). The counting run opens the ops found
+    (``live/op_counter.py``): a fused kernel's matmuls count where their time is, not as
+    0 FLOPs of the fused op. Read from the table's event tree: the ops above each formula
+    op, up to the first enclosing formula op.
     """
-    formula_ops = torch_compat.flop_formula_names()
     formula = np.fromiter((x in formula_ops for x in table.names), dtype=bool,
                           count=len(table.names))
     op = is_op(table)

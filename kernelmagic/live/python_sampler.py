@@ -1,0 +1,91 @@
+"""A sampler of the profiled thread's Python stack, running only during the timed iterations.
+
+Every ``interval`` seconds a daemon thread reads the profiled thread's current frame
+(``sys._current_frames()``) and keeps the innermost frame of the user's own code: frames
+of torch, the standard library, installed packages and kernelmagic are folded into the
+user's line that called them. Walking stops at kernelmagic's runner frame (``stop``), so
+kernelmagic's own loop between iterations, and whatever called ``kernelmagic.profile``,
+is never the user's line. The cost is one short GIL hand-over per sample, paid by the
+profiled thread only while it runs Python (ops release the GIL): see ``docs/views.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from array import array
+from types import CodeType, FrameType
+
+import numpy as np
+
+from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.views.source_lines import is_library_file
+
+#: Seconds between samples: 1 kHz, about 36 samples in an iteration of the seed's Block.
+INTERVAL = 0.001
+
+
+class Sampler:
+    """``with Sampler(stop_code): ...`` samples the calling thread until the block ends."""
+
+    def __init__(self, stop: CodeType, interval: float = INTERVAL) -> None:
+        self.stop = stop
+        self.interval = interval
+        self.target = threading.get_ident()
+        self.t_ns = array("q")
+        self.frame = array("i")
+        self.frames: list[Frame] = []
+        self._index: dict[Frame, int] = {}
+        self._user: dict[CodeType, bool] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kernelmagic-sampler",
+                                        daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def samples(self) -> PythonSamples:
+        """What was sampled, as arrays (after the block)."""
+        return PythonSamples(t_ns=np.frombuffer(self.t_ns, dtype=np.int64).copy(),
+                             frame=np.frombuffer(self.frame, dtype=np.int32).copy(),
+                             frames=list(self.frames), interval_s=self.interval)
+
+    def _run(self) -> None:
+        wait = self._done.wait
+        while not wait(self.interval):
+            frame = sys._current_frames().get(self.target)
+            now = time.time_ns()  # the profiler's clock: Unix ns (EventTable.origin_ns)
+            if frame is None:
+                continue
+            self.t_ns.append(now)
+            self.frame.append(self._user_frame(frame))
+            del frame
+
+    def _is_user(self, code: CodeType) -> bool:
+        known = self._user.get(code)
+        if known is None:
+            known = self._user[code] = not is_library_file(code.co_filename)
+        return known
+
+    def _user_frame(self, frame: FrameType | None) -> int:
+        """Index of the innermost user frame (added on first sight), -1 when none runs."""
+        while frame is not None:
+            code = frame.f_code
+            if code is self.stop:
+                return -1
+            if self._is_user(code):
+                key = (code.co_filename, frame.f_lineno or 0, code.co_name,
+                       code.co_name == "<module>")
+                index = self._index.get(key)
+                if index is None:
+                    index = self._index[key] = len(self.frames)
+                    self.frames.append(key)
+                return index
+            frame = frame.f_back
+        return -1

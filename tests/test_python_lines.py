@@ -1,0 +1,287 @@
+"""The ``python`` view (``--python``): time no op covers, per user Python line (issue 31).
+
+Live tests compare the view's shares with the same run's own measurements (load moves
+both alike); the fakes check the arithmetic by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import numpy as np
+import pytest
+import torch
+from IPython.utils.capture import capture_output
+from pyline_helpers import HELPER_LINE, busy_python
+
+import kernelmagic
+from kernelmagic.core.events import Kind
+from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.render.text import text_report
+from kernelmagic.results.builder import build_result
+from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.python_lines import TRACE_HINT, python_lines, samples_from_trace
+from tests.fakes import table_of
+
+US = 1000
+
+
+def _median_seconds(fn, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[runs // 2]
+
+
+# --- by hand ---------------------------------------------------------------------------
+
+
+def test_other_time_is_shared_out_among_the_lines_sampled_outside_ops():
+    # One 100 µs iteration: aten::mm 0-40 µs, aten::add 70-90 µs, so 40 µs no op covers.
+    table = table_of((Kind.OP, "aten::mm", 0, 40, 1), (Kind.OP, "aten::add", 70, 90, 1))
+    frames = [("/u/train.py", 3, "step", False), ("/u/train.py", 7, "log", False)]
+    # A sample every 10 µs: 10-30 and 70-80 fall in ops; 40, 50 in line 3, 60 in line 7,
+    # 90 in no user frame (kernelmagic's own loop).
+    t = np.arange(10, 100, 10, dtype=np.int64) * US
+    frame = np.array([0, 0, 0, 0, 0, 1, 0, 0, -1], dtype=np.int32)
+    samples = PythonSamples(t_ns=t, frame=frame, frames=frames, interval_s=10e-6)
+    view = python_lines(table, [(0, 100 * US)], samples)
+    by_line = {r.line: r for r in view.rows}
+    assert by_line[3].self_us == pytest.approx(20.0) and by_line[3].share == pytest.approx(0.2)
+    assert by_line[7].self_us == pytest.approx(10.0) and by_line[7].function == "log"
+    assert by_line[3].location == "/u/train.py:3" and by_line[3].samples == 2
+    assert view.unattributed_us == pytest.approx(10.0)
+    # Conservation: ops (60 µs) + Python lines + unattributed = the iteration.
+    assert 60 + view.python_us + view.unattributed_us == pytest.approx(100.0)
+
+
+def test_a_trace_with_python_frames_gives_rows_per_function():
+    # with_stack frames: step() for the whole 10 ms iteration, load_batch() 1-5 ms inside
+    # it, and aten::mm 6-9 ms: 4 ms in load_batch and 3 ms in step outside any op.
+    table = table_of((Kind.RANGE, "cell/iter 0", 0, 10_000, 1),
+                     (Kind.PYTHON, "/home/u/train.py(10): step", 0, 10_000, 1),
+                     (Kind.PYTHON, "/home/u/train.py(30): load_batch", 1_000, 5_000, 1),
+                     (Kind.OP, "aten::mm", 6_000, 9_000, 1))
+    result = build_result(table, name="cell", views=["python"], iterations=[(0, 10_000 * US)])
+    rows = {r.function: r for r in result.python_lines}
+    assert rows["load_batch"].self_us == pytest.approx(4000.0)
+    assert rows["step"].self_us == pytest.approx(3000.0)
+    assert rows["load_batch"].location == "/home/u/train.py:30"
+    assert result.python_note == ""
+
+
+def test_a_trace_without_python_frames_says_how_to_record_them():
+    table = table_of((Kind.RANGE, "cell/iter 0", 0, 100, 1), (Kind.OP, "aten::mm", 0, 50, 1))
+    result = build_result(table, name="cell", views=["python"], iterations=[(0, 100 * US)])
+    assert result.python_lines == [] and result.python_note == TRACE_HINT
+    assert "with_stack=True" in result.python_note
+    assert not samples_from_trace(table, [(0, 100 * US)]).n
+    assert TRACE_HINT in text_report(result)
+
+
+def test_python_lines_survive_the_json_text_round_trip():
+    table = table_of((Kind.RANGE, "cell/iter 0", 0, 10_000, 1),
+                     (Kind.PYTHON, "/home/u/train.py(10): step", 0, 10_000, 1),
+                     (Kind.OP, "aten::mm", 6_000, 9_000, 1))
+    result = build_result(table, name="cell", views=["python"], iterations=[(0, 10_000 * US)])
+    assert result.python_lines
+    back = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back == result and back.python_lines == result.python_lines
+    assert back.python_unattributed == result.python_unattributed
+    frame = result.to_pandas("python")
+    assert list(frame["location"]) == [r.location for r in result.python_lines]
+
+
+# --- live --------------------------------------------------------------------------------
+
+
+def test_a_pure_python_helper_is_named_with_its_measured_share():
+    a = torch.randn(192, 192)
+
+    def matmuls() -> None:
+        torch.mm(a, a)
+        torch.mm(a, a)
+
+    # Size the helper to about half the matmuls' time: about a third of the iteration.
+    per_unit = _median_seconds(lambda: busy_python(100_000)) / 100_000
+    n = int(min(max(_median_seconds(matmuls) / 2 / per_unit, 20_000), 5_000_000))
+    spent: list[float] = []
+
+    def step() -> None:
+        torch.mm(a, a)
+        start = time.perf_counter()
+        busy_python(n)
+        spent.append(time.perf_counter() - start)
+        torch.mm(a, a)
+
+    iters = 20
+    result = kernelmagic.profile(step, iters=iters, warmup=2, python=True)
+    measured = sum(spent[-iters:]) / sum(result.timings)
+    top = result.python_lines[0]
+    assert top.function == "busy_python" and top.line == HELPER_LINE
+    assert top.location.endswith(f"pyline_helpers.py:{HELPER_LINE}")
+    assert top.code == "return sum(map(int.__mul__, range(n), range(n)))"
+    assert abs(top.share - measured) < 0.10, (top.share, measured)
+    # ops + Python lines + unattributed = the iteration, unattributed under 10% of it
+    parts = result.breakdown
+    python = sum(r.self_us for r in result.python_lines)
+    assert parts.compute + python + result.python_unattributed == pytest.approx(parts.wall)
+    assert result.python_unattributed < 0.10 * parts.wall
+
+
+def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
+    ip.run_cell("import time", store_history=False)
+    with capture_output() as cap:
+        ip.run_cell("%%profile -n 5 -w 1 --python -o r\n"
+                    "x = torch.randn(64, 64) @ torch.randn(64, 64)\n"
+                    "time.sleep(0.01)\n", store_history=True)
+    assert not cap.stderr, cap.stderr
+    result = ip.user_ns["r"]
+    top = result.python_lines[0]
+    assert re.fullmatch(r"cell\[\d+\]:2", top.location), top.location
+    assert top.code == "time.sleep(0.01)" and top.function == "<module>"
+    # The sleep's 10 ms, within what sampling every millisecond on a loaded machine gives
+    assert 0.5 * 10_000 < top.self_us < 2 * 10_000, top
+    assert top.share == pytest.approx(top.self_us / result.breakdown.wall)
+    assert result.python_unattributed < 0.10 * result.breakdown.wall
+    assert "Python lines" in result.summary() and "unattributed" in result.summary()
+    data = cap.outputs[0].data  # the text, HTML and widget reports list the view
+    assert "[python]" in data["text/plain"] and "time.sleep(0.01)" in data["text/plain"]
+    assert "time.sleep(0.01)" in data["text/html"]
+    from test_magic import widget_of
+
+    assert "python" in widget_of(data).km_views
+
+
+def test_negligible_python_shows_no_row_above_two_percent():
+    a = torch.randn(512, 512)
+    result = kernelmagic.profile(lambda: torch.mm(a, a), iters=5, warmup=1, python=True)
+    assert all(r.share <= 0.02 for r in result.python_lines), result.python_lines
+    parts = result.breakdown
+    python = sum(r.self_us for r in result.python_lines)
+    # ops + Python lines + unattributed = the iteration (µs per iteration)
+    assert parts.compute + python + result.python_unattributed == pytest.approx(parts.wall)
+
+
+def test_stack_names_the_cells_top_level_lines(ip):
+    ip.run_cell("a = torch.randn(512, 512)\nb = torch.randn(64, 64)", store_history=False)
+    with capture_output():
+        ip.run_cell("%%profile -n 5 -w 1 --stack -o r\n"
+                    "y = torch.mm(a, a)\n"
+                    "z = b.add(1)\n", store_history=True)
+    sources = [s for s in ip.user_ns["r"].sources if s.in_cell]
+    assert sources and all(s.line > 0 for s in sources), sources
+    first = max(sources, key=lambda s: s.self_cpu_time_total)
+    assert (first.line, first.code) == (1, "y = torch.mm(a, a)")
+
+
+# --- why the GPU waits -------------------------------------------------------------------
+
+
+def test_gpu_idle_names_the_python_line_of_a_trace():
+    # 10 ms iteration: load_batch() runs 1-8 ms with no op, then aten::mm launches one
+    # 1.2 ms kernel. The GPU idles; the time outside ops is load_batch's 7 ms (2 ms of it
+    # in no user frame).
+    table = table_of((Kind.RANGE, "ProfilerStep#1", 0, 10_000, 1),
+                     (Kind.PYTHON, "/home/u/train.py(30): load_batch", 1_000, 8_000, 1),
+                     (Kind.OP, "aten::mm", 8_000, 9_000, 1),
+                     (Kind.RUNTIME, "cudaLaunchKernel", 8_100, 8_200, 1, {"correlation": 1}),
+                     (Kind.KERNEL, "gemm", 8_300, 9_500, 7, {"device": 0, "correlation": 1}))
+    from kernelmagic.core.options import trace_views
+
+    assert "python" in trace_views(table)
+    result = build_result(table, name="t", views=trace_views(table),
+                          iterations=[(0, 10_000 * US)])
+    (row,) = result.python_lines
+    assert (row.location, row.function) == ("/home/u/train.py:30", "load_batch")
+    assert row.self_us == pytest.approx(7000.0)
+    assert result.python_unattributed == pytest.approx(2000.0)
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert "outside any op (most at /home/u/train.py:30 `load_batch` 7.00 ms)" in idle.evidence
+
+
+def test_a_trace_without_frames_says_how_to_name_the_lines():
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "a100_multi_stream_sync.json.gz"
+    result = kernelmagic.load(path)
+    assert "python" not in result.views  # no python_function events in it
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert "outside any op (Python between ops, waits)" in idle.evidence
+    assert "torch.profiler.profile(with_stack=True) names your lines" in idle.suggestion
+
+
+def _gpu_iteration(*middle):
+    """A 1 ms step: a kernel 100-200 µs, another GPU work 600-700 µs, and ``middle`` events;
+    so the GPU idles 0-100 (start), 200-600 (the stretch under test) and 700-1000 (end)."""
+    from kernelmagic.core.events import Kind as K
+
+    return table_of((K.STEP, "ProfilerStep#1", 0, 1000, 1),
+                    (K.OP, "aten::mm", 40, 70, 1),
+                    (K.RUNTIME, "cudaLaunchKernel", 50, 60, 1, {"correlation": 1}),
+                    (K.KERNEL, "gemm", 100, 200, 7, {"device": 0, "correlation": 1}),
+                    *middle)
+
+
+def _idle_of(table):
+    from kernelmagic.views.gpu_idle import gpu_idle_rows
+
+    return {(r.cause, r.detail): r for r in gpu_idle_rows(table, [(0, 1000 * US)])}
+
+
+def test_gpu_idle_names_a_launch_gap_by_the_cpu_op():
+    rows = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::index", 210, 590, 1),
+        (Kind.OP, "aten::empty", 300, 310, 1),  # inside it, not at the middle (400 µs)
+        (Kind.OP, "aten::add", 590, 598, 1),
+        (Kind.RUNTIME, "cudaLaunchKernel", 592, 596, 1, {"correlation": 2}),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0, "correlation": 2})))
+    gap = rows[("launch gap", "aten::index")]
+    assert gap.idle_us == pytest.approx(400.0) and gap.share == pytest.approx(0.4)
+    assert rows[("iteration edge", "start")].idle_us == pytest.approx(100.0)
+    assert rows[("iteration edge", "end")].idle_us == pytest.approx(300.0)
+    assert sum(r.idle_us for r in rows.values()) == pytest.approx(800.0)  # 1 ms - 200 µs busy
+
+
+def test_gpu_idle_names_a_sync_and_a_host_to_device_copy():
+    sync = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::item", 150, 260, 1),
+        (Kind.OP, "aten::_local_scalar_dense", 151, 259, 1),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0})))
+    assert sync[("sync", "aten::item")].idle_us == pytest.approx(400.0)
+    copy = _idle_of(_gpu_iteration(
+        (Kind.MEMCPY, "Memcpy HtoD (Pageable -> Device)", 600, 700, 7, {"device": 0})))
+    assert copy[("host-to-device copy", "Memcpy HtoD (Pageable -> Device)")].idle_us == \
+        pytest.approx(400.0)
+    sync_only = _idle_of(_gpu_iteration(
+        (Kind.OP, "aten::_local_scalar_dense", 150, 260, 1),
+        (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0})))
+    assert ("sync", "aten::_local_scalar_dense") in sync_only
+
+
+def test_gpu_idle_view_of_a_shared_trace():
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "a100_multi_stream_sync.json.gz"
+    result = kernelmagic.load(path)
+    rows = result.gpu_idle
+    assert rows and result.breakdown is not None
+    # Every idle stretch has one cause: the rows add up to the breakdown's idle time.
+    assert sum(r.idle_us for r in rows) == pytest.approx(result.breakdown.idle, rel=1e-6)
+    frame = result.to_pandas("gpu_idle")
+    assert list(frame.columns)[:3] == ["cause", "detail", "idle_us"]
+    back = ProfileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.gpu_idle == rows
+
+
+def test_the_gpu_idle_finding_names_the_biggest_cause():
+    table = _gpu_iteration((Kind.OP, "aten::item", 150, 260, 1),
+                           (Kind.OP, "aten::_local_scalar_dense", 151, 259, 1),
+                           (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0}))
+    result = build_result(table, name="t", iterations=[(0, 1000 * US)])
+    idle = next(f for f in result.findings() if f.rule == "gpu_idle")
+    assert idle.evidence.endswith("; the GPU's biggest idle cause: sync (aten::item) 400 µs")
