@@ -460,3 +460,27 @@ def test_chart_is_a_heatmap_past_32_ranks():
     assert chart_png(run(33)) == heatmap_png(run(33))
     assert chart_png(run(32)) != heatmap_png(run(32))
     assert Image.open(io.BytesIO(heatmap_png(run(1024)))).size[0] > 0
+
+
+def test_past_32_ranks_the_table_puts_far_ranks_first_and_folds_the_rest():
+    from kernelmagic.render.ranks import alike_ranks, rank_ranges, ranks_table
+
+    steps = {r: 100e3 + r for r in range(40)}
+    steps[7], steps[12] = 150e3, 80e3
+    run = ManyRanksResult(ranks={}, summaries={r: _s(r, v) for r, v in steps.items()})
+    alike, center, spread = alike_ranks(run)
+    # by hand: the 20th and 21st of the 40 sorted medians are 100,020 and 100,021 µs; the
+    # spread is the 5% floor of that median (the ranks' IQRs are 1 µs, their medians' ~31)
+    assert center == 100020.5 and spread == pytest.approx(0.05 * 100020.5)
+    assert alike == [r for r in range(40) if r not in (7, 12)]
+    text = ranks_table(run)
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["rank", "vs", "median"]
+    body = [line.split()[0] for line in lines[2:-1]]
+    assert body == ["7", "12"]  # 49,979.5 µs above the median, then 20,020.5 µs below
+    assert "+50.0 ms" in lines[2] and "−20.0 ms" in lines[3]  # 3 significant digits
+    assert lines[-1].startswith("38 ranks within ±5.00 ms of the median step")
+    assert lines[-1].endswith("(folded): 0-6, 8-11, 13-39")
+    assert rank_ranges([5]) == "5" and rank_ranges([3, 1, 2, 9]) == "1-3, 9"
+    small = ManyRanksResult(ranks={}, summaries={r: _s(r, 1e3) for r in range(32)})
+    assert "folded" not in ranks_table(small)  # 32 ranks: one row each, in rank order

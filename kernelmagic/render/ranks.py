@@ -59,8 +59,46 @@ def ranks_table_model(result: ManyRanksResult) -> Table:
 
 
 def ranks_table(result: ManyRanksResult, limit: int | None = None) -> str:
-    """The per-rank table as aligned text (times per step)."""
-    return render_table(ranks_table_model(result), limit)
+    """The per-rank table as aligned text (times per step). Past ``BARS_UP_TO`` ranks, the
+    ranks farthest from the median step first, and those alike (``alike_ranks``) folded
+    into one line after the table."""
+    model = ranks_table_model(result)
+    if len(result.summaries) <= BARS_UP_TO:
+        return render_table(model, limit)
+    alike, center, spread = alike_ranks(result)
+    outliers = [s for s in result.summaries.values() if s.rank not in set(alike)]
+    far = Column("from_median", "vs median", lambda s: abs(s.step_median_us - center),
+                 lambda s: ("+" if s.step_median_us >= center else "−")
+                 + format_us(abs(s.step_median_us - center)))
+    folded = Table(columns=[model.columns[0], far, *model.columns[1:]], rows=outliers,
+                   sort_column="from_median", noun="ranks")
+    line = (f"{counted(len(alike), 'rank')} within ±{format_us(spread)} of the median step "
+            f"{format_us(center)} (folded): {rank_ranges(alike)}")
+    return (render_table(folded, limit) + "\n" if outliers else "") + line
+
+
+def alike_ranks(result: ManyRanksResult) -> tuple[list[int], float, float]:
+    """The ranks whose median step is within the straggler finding's spread of the median
+    over ranks (``kernelmagic/findings/ranks.py: straggler_spread``), that median and that
+    spread (µs):
+    ranks that behave alike, by the same rule that says which one straggles."""
+    from kernelmagic.findings.ranks import straggler_spread
+
+    summaries = list(result.summaries.values())
+    center, spread = straggler_spread(summaries)
+    alike = [s.rank for s in summaries if abs(s.step_median_us - center) <= spread]
+    return alike, center, spread
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """``[0, 1, 2, 3, 6, 8, 9]`` -> ``"0-3, 6, 8-9"``."""
+    spans: list[list[int]] = []
+    for rank in sorted(ranks):
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def summary_line(result: ManyRanksResult) -> str:
