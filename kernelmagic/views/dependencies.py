@@ -165,8 +165,9 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
     model.pos_anchor = cpu.anchor[kept]
     new_index = np.cumsum(keep) - 1
-    launched = model.item_launch >= 0
-    model.item_launch = np.where(launched, new_index[np.maximum(model.item_launch, 0)], -1)
+    launched = model.item_launch >= 0  # (GPU work with no launch, or no CPU event at all)
+    model.item_launch = model.item_launch.copy()
+    model.item_launch[launched] = new_index[model.item_launch[launched]]
     model.sync_pos = new_index[model.sync_pos]
     model.cross_target = new_index[model.cross_target]
     model.cross_source = new_index[model.cross_source]
