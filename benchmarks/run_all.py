@@ -38,6 +38,7 @@ SCRIPTS: dict[str, tuple[str, list[str]]] = {
     "what_if": ("bench_what_if.py", ["--rounds", "3"]),
     "trace_memory": ("bench_trace_memory.py", ["--mb", "200"]),
     "ranks": ("bench_ranks.py", ["--copies", "16", "--rounds", "2", "--scale", "4"]),
+    "ranks_scale": ("bench_ranks_scale.py", ["--ranks", "16", "64", "--size", "256kB"]),
 }
 
 

@@ -378,3 +378,109 @@ def test_magic_compare_with_many_ranks_is_a_usage_error(shell):
 
     with pytest.raises(UsageError, match=r"--compare .*ranks: many ranks; compare with one"):
         shell.run_cell_magic("profile", f"--compare {RANKS} -n 1 -w 0", "x = 1\n")
+
+
+# --- the client holds summaries; full reports on demand (issue #34) ---------------------
+
+
+def test_report_needs_no_full_rank_report(many):
+    from kernelmagic.render.ranks import html_report, text_report
+    from kernelmagic.results.rank_store import RankReports
+
+    run = kernelmagic.load(RANKS)
+    assert isinstance(run.ranks, RankReports) and run.ranks.cached == []
+    text_report(run), html_report(run), run.findings(), run.summary(), run.profiles_device
+    assert run.ranks.cached == []  # nothing parsed again for the report
+    assert run.ranks[1] == many.ranks[1] and run.ranks.cached == [1]
+
+
+def test_rank_reports_parse_on_demand_and_keep_a_handful():
+    from kernelmagic.results.rank_store import RankReports
+
+    parsed: list[str] = []
+
+    def parse(path: str):
+        parsed.append(path)
+        return f"report of {path}"
+
+    reports = RankReports({r: f"f{r}" for r in (3, 0, 1, 2, 4, 5)}, parse, keep=2)
+    assert list(reports) == [0, 1, 2, 3, 4, 5] and len(reports) == 6 and parsed == []
+    assert reports[0] == "report of f0" and reports[0] == "report of f0"
+    assert parsed == ["f0"]  # kept: not parsed twice
+    reports[1], reports[0], reports[2]  # 0 used more recently than 1: 1 goes
+    assert reports.cached == [0, 2] and parsed == ["f0", "f1", "f2"]
+    reports[1]
+    assert parsed == ["f0", "f1", "f2", "f1"] and reports.cached == [2, 1]
+    with pytest.raises(KeyError):
+        reports[6]
+
+
+def test_a_rank_file_gone_since_loading_names_it(tmp_path):
+    copy_ranks(tmp_path)
+    run = kernelmagic.load(tmp_path)
+    for path in tmp_path.iterdir():
+        path.unlink()
+    with pytest.raises(RanksError, match=r"rank-0\.json\.gz"):
+        run.ranks[0]
+
+
+# --- the heatmap past 32 ranks (issue #34) -----------------------------------------------
+
+
+def test_summary_keeps_each_step_time(many):
+    from kernelmagic.results.rank_summary import HEATMAP_STEPS
+
+    for rank, summary in many.summaries.items():
+        timings = many.ranks[rank].timings
+        assert summary.step_us == pytest.approx([t * 1e6 for t in timings[:HEATMAP_STEPS]])
+        assert summary.steps == len(timings)
+
+
+def test_step_grid_rows_are_ranks_columns_steps():
+    from kernelmagic.render.ranks import step_grid
+
+    run = ManyRanksResult(ranks={}, summaries={
+        0: _s(0, 2e3, step_us=[1000.0, 2000.0, 3000.0]), 1: _s(1, 5e3, step_us=[5000.0])})
+    assert step_grid(run) == [[1.0, 2.0, 3.0], [5.0, None, None]]  # ms; None: no such step
+
+
+def test_chart_is_a_heatmap_past_32_ranks():
+    import io
+
+    from PIL import Image
+
+    from kernelmagic.render.ranks import BARS_UP_TO, chart_png, heatmap_png
+
+    def run(n: int) -> ManyRanksResult:
+        return ManyRanksResult(ranks={}, summaries={
+            r: _s(r, 1e3, step_us=[1e3 + 10 * r + s for s in range(8)], compute_us=900.0)
+            for r in range(n)})
+
+    assert BARS_UP_TO == 32
+    assert chart_png(run(33)) == heatmap_png(run(33))
+    assert chart_png(run(32)) != heatmap_png(run(32))
+    assert Image.open(io.BytesIO(heatmap_png(run(1024)))).size[0] > 0
+
+
+def test_past_32_ranks_the_table_puts_far_ranks_first_and_folds_the_rest():
+    from kernelmagic.render.ranks import alike_ranks, rank_ranges, ranks_table
+
+    steps = {r: 100e3 + r for r in range(40)}
+    steps[7], steps[12] = 150e3, 80e3
+    run = ManyRanksResult(ranks={}, summaries={r: _s(r, v) for r, v in steps.items()})
+    alike, center, spread = alike_ranks(run)
+    # by hand: the 20th and 21st of the 40 sorted medians are 100,020 and 100,021 µs; the
+    # spread is the 5% floor of that median (the ranks' IQRs are 1 µs, their medians' ~31)
+    assert center == 100020.5 and spread == pytest.approx(0.05 * 100020.5)
+    assert alike == [r for r in range(40) if r not in (7, 12)]
+    text = ranks_table(run)
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["rank", "vs", "median"]
+    body = [line.split()[0] for line in lines[2:-1]]
+    assert body == ["7", "12"]  # 49,979.5 µs above the median, then 20,020.5 µs below
+    assert "+50.0 ms" in lines[2] and "−20.0 ms" in lines[3]  # 3 significant digits
+    assert lines[-1].startswith("38 ranks within ±5.00 ms of the median step")
+    assert lines[-1].endswith("(folded): 0-6, 8-11, 13-39")
+    assert rank_ranges([5]) == "5" and rank_ranges([3, 1, 2, 9]) == "1-3, 9"
+    small = ManyRanksResult(ranks={}, summaries={r: _s(r, 1e3) for r in range(32)})
+    assert "folded" not in ranks_table(small)  # 32 ranks: one row each, in rank order

@@ -1,11 +1,13 @@
 """Many trace files -> one ``ManyRanksResult``, parsed in parallel on any executor.
 
 ``parse_rank`` (module level, so it pickles by reference) reads one trace and returns
-``Parsed(result, summary, error)``: the rank's ``ProfileResult`` (without the timeline
-view, whose size grows with the events of a step) and ``RankSummary``, never its
-events, so a worker elsewhere (a process pool, a Dask cluster) sends back only what the
-report needs, whatever the size of the traces. A file that cannot be read comes back
-as ``error`` (a one-line message naming it): the client warns and loads the rest.
+``Parsed(result, summary, error)``: the rank's ``RankSummary`` (a few kB), and its
+``ProfileResult`` only when asked (``full=True``), never its events, so a worker elsewhere
+(a process pool, a Dask cluster) sends back only what the report needs, whatever the size
+of the traces. The client keeps the summaries and each rank's file; ``run.ranks[n]``
+parses rank n's file again (``report_of``), a handful kept (``RankReports``). A file that
+cannot be read comes back as ``error`` (a one-line message naming it): the client warns
+and loads the rest.
 
 Which rank a file is: ``distributedInfo.rank``, else the number after ``rank`` in the
 file name (``rank3.json``, ``worker_rank-3...``), else its position among the files
@@ -22,6 +24,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kernelmagic.results.rank_store import RankReports
 from kernelmagic.results.rank_summary import RankSummary, summarize
 from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.results.result import ProfileResult
@@ -63,8 +66,9 @@ def _rank_of(meta: dict[str, Any], path: Path) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def parse_rank(path: str) -> Parsed:
-    """Read one trace into its ``ProfileResult`` and ``RankSummary``; errors as data.
+def parse_rank(path: str, full: bool = False) -> Parsed:
+    """Read one trace into its ``RankSummary`` (and ``ProfileResult`` with ``full``);
+    errors as data.
 
     Never raises for a bad file: the error comes back as a one-line message naming it.
     ``summary.rank`` is -1 when neither ``distributedInfo`` nor the file name gives it.
@@ -87,7 +91,7 @@ def parse_rank(path: str) -> Parsed:
             result, rank=-1 if rank is None else rank,
             world_size=int(world) if isinstance(world, int) or str(world).isdigit() else None,
             backend=str(meta.get("backend", "")), file=source.name)
-        return Parsed(result, summary, None)
+        return Parsed(result if full else None, summary, None)
     except ValueError as exc:  # TraceFileError and friends: already one line naming the file
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if str(source) not in message:
@@ -95,6 +99,15 @@ def parse_rank(path: str) -> Parsed:
         return Parsed(None, None, message)
     except Exception as exc:  # anything else: still data, never a traceback from here
         return Parsed(None, None, f"{source}: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def report_of(path: str) -> ProfileResult:
+    """Rank ``path``'s full report (without the timeline), parsed again; ``RanksError``
+    naming the file when it can no longer be read."""
+    parsed = parse_rank(path, full=True)
+    if parsed.result is None:
+        raise RanksError(parsed.error or f"{path}: cannot be read")
+    return parsed.result
 
 
 def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -161,13 +174,13 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     files = trace_files(sources)
     paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
     parsed = _run(paths, executor)
-    good: list[tuple[ProfileResult, RankSummary]] = []
+    good: list[tuple[str, RankSummary]] = []
     errors: list[str] = []
-    for item in parsed:
-        if item.error is not None or item.result is None or item.summary is None:
+    for path, item in zip(paths, parsed, strict=True):
+        if item.error is not None or item.summary is None:
             errors.append(item.error or "unknown error")
         else:
-            good.append((item.result, item.summary))
+            good.append((path, item.summary))
     if not good:
         raise RanksError(f"none of the {len(files)} trace files could be read; "
                          f"first: {errors[0]}")
@@ -176,15 +189,16 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     return assemble(good)
 
 
-def assemble(parts: Sequence[tuple[ProfileResult, RankSummary]]) -> ManyRanksResult:
-    """Ranks (numbered as the module docstring says) checked for one job, in rank order."""
+def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
+    """Ranks (numbered as the module docstring says) checked for one job, in rank order;
+    each rank's full report read again from its file (``parts``: file, summary) on demand."""
     numbered = {s.rank for _, s in parts if s.rank >= 0}
     free = (r for r in range(len(parts) + len(numbered)) if r not in numbered)
-    fixed: list[tuple[ProfileResult, RankSummary]] = []
-    for result, summary in sorted(parts, key=lambda p: p[1].file):
+    fixed: list[tuple[str, RankSummary]] = []
+    for path, summary in sorted(parts, key=lambda p: p[1].file):
         if summary.rank < 0:
             summary = _with_rank(summary, next(free))
-        fixed.append((result, summary))
+        fixed.append((path, summary))
     sized = [s for _, s in fixed if s.world_size is not None]
     for other in sized[1:]:
         if other.world_size != sized[0].world_size:
@@ -199,7 +213,7 @@ def assemble(parts: Sequence[tuple[ProfileResult, RankSummary]]) -> ManyRanksRes
                                 f"rank {summary.rank}")
         seen[summary.rank] = summary
     ordered = sorted(fixed, key=lambda p: p[1].rank)
-    return ManyRanksResult(ranks={s.rank: r for r, s in ordered},
+    return ManyRanksResult(ranks=RankReports({s.rank: f for f, s in ordered}, report_of),
                            summaries={s.rank: s for _, s in ordered})
 
 

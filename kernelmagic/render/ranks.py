@@ -59,8 +59,46 @@ def ranks_table_model(result: ManyRanksResult) -> Table:
 
 
 def ranks_table(result: ManyRanksResult, limit: int | None = None) -> str:
-    """The per-rank table as aligned text (times per step)."""
-    return render_table(ranks_table_model(result), limit)
+    """The per-rank table as aligned text (times per step). Past ``BARS_UP_TO`` ranks, the
+    ranks farthest from the median step first, and those alike (``alike_ranks``) folded
+    into one line after the table."""
+    model = ranks_table_model(result)
+    if len(result.summaries) <= BARS_UP_TO:
+        return render_table(model, limit)
+    alike, center, spread = alike_ranks(result)
+    outliers = [s for s in result.summaries.values() if s.rank not in set(alike)]
+    far = Column("from_median", "vs median", lambda s: abs(s.step_median_us - center),
+                 lambda s: ("+" if s.step_median_us >= center else "−")
+                 + format_us(abs(s.step_median_us - center)))
+    folded = Table(columns=[model.columns[0], far, *model.columns[1:]], rows=outliers,
+                   sort_column="from_median", noun="ranks")
+    line = (f"{counted(len(alike), 'rank')} within ±{format_us(spread)} of the median step "
+            f"{format_us(center)} (folded): {rank_ranges(alike)}")
+    return (render_table(folded, limit) + "\n" if outliers else "") + line
+
+
+def alike_ranks(result: ManyRanksResult) -> tuple[list[int], float, float]:
+    """The ranks whose median step is within the straggler finding's spread of the median
+    over ranks (``kernelmagic/findings/ranks.py: straggler_spread``), that median and that
+    spread (µs):
+    ranks that behave alike, by the same rule that says which one straggles."""
+    from kernelmagic.findings.ranks import straggler_spread
+
+    summaries = list(result.summaries.values())
+    center, spread = straggler_spread(summaries)
+    alike = [s.rank for s in summaries if abs(s.step_median_us - center) <= spread]
+    return alike, center, spread
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """``[0, 1, 2, 3, 6, 8, 9]`` -> ``"0-3, 6, 8-9"``."""
+    spans: list[list[int]] = []
+    for rank in sorted(ranks):
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def summary_line(result: ManyRanksResult) -> str:
@@ -111,9 +149,16 @@ def text_report(result: ManyRanksResult, findings: bool = True) -> str:
     return "\n".join(parts)
 
 
+#: Past this many ranks the chart is a heatmap of ranks × steps, not one bar per rank.
+BARS_UP_TO = 32
+
+
 def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
-    """Stacked bars per rank: compute, communication not overlapped by compute, memcpy,
-    idle (ms per step, means over the steps), with each rank's median step marked."""
+    """Up to ``BARS_UP_TO`` ranks, stacked bars per rank: compute, communication not
+    overlapped by compute, memcpy, idle (ms per step, means over the steps), with each
+    rank's median step marked; past it, ``heatmap_png`` (bars no longer read)."""
+    if len(result.summaries) > BARS_UP_TO:
+        return heatmap_png(result, dpi)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -144,6 +189,39 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
         ax.spines[side].set_visible(False)
     width = fig.get_figwidth()
     fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
+    return figure_png(fig)
+
+
+def step_grid(result: ManyRanksResult) -> list[list[float | None]]:
+    """Step time (ms) of each rank (rows, rank order) at each step (columns); None where a
+    rank has fewer steps than the longest."""
+    rows = [[t / 1000.0 for t in s.step_us] for s in result.summaries.values()]
+    width = max((len(r) for r in rows), default=0)
+    return [[*r, *([None] * (width - len(r)))] for r in rows]
+
+
+def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
+    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
+    slow step a bright column, at any number of ranks."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    grid = np.array([[np.nan if v is None else v for v in row]
+                     for row in step_grid(result)], dtype=float).reshape(
+                         len(result.summaries), -1)
+    ranks = [s.rank for s in result.summaries.values()]
+    fig = Figure(figsize=(10.0, min(12.0, max(3.6, 0.012 * len(ranks) + 3))), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
+    fig.colorbar(image, ax=ax, label="step time (ms)")
+    step = max(1, len(ranks) // 16)
+    ax.set_yticks(range(0, len(ranks), step))
+    ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    ax.set_title("step time by rank and step", fontsize=10)
     return figure_png(fig)
 
 

@@ -8,7 +8,9 @@ summary shows. The ``RankSummary`` is small and JSON-friendly, so that workers p
 large traces send back only this and the rank's ``ProfileResult``, never events.
 
 Each figure is the mean over the steps, in µs per step; the step time's median and IQR
-are those of the rank's iteration timings.
+are those of the rank's iteration timings. ``step_us`` keeps each of the first
+``HEATMAP_STEPS`` step times (the ranks × steps heatmap), so a summary stays a few kB
+however long the trace.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
 
-__all__ = ["RankSummary", "summarize"]
+__all__ = ["HEATMAP_STEPS", "RankSummary", "summarize"]
+
+#: How many step times (the first ones) a ``RankSummary`` keeps for the heatmap.
+HEATMAP_STEPS = 128
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class RankSummary(Record):
     idle_us: float = 0.0
     overlap: float | None = None
     op_us: dict[str, float] = field(default_factory=dict)
+    step_us: list[float] = field(default_factory=list)
 
     @property
     def exposed_communication_us(self) -> float:
@@ -81,4 +87,5 @@ def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None
         step_iqr_us=stats.iqr * 1e6, compute_us=parts.compute,
         communication_us=parts.communication, memcpy_us=parts.memcpy,
         idle_us=parts.idle, overlap=parts.overlap, op_us=op_us,
+        step_us=[t * 1e6 for t in result.timings[:HEATMAP_STEPS]],
     )

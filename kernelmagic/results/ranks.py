@@ -1,5 +1,10 @@
 """``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank.
 
+The report (summary, table, findings) reads only each rank's ``RankSummary``. Loaded from
+trace files, ``ranks`` is a ``RankReports`` (``kernelmagic/results/rank_store.py``): rank
+n's full report is parsed again when asked for, a handful kept, so the client's memory does
+not grow with the traces; made in memory (``--gather``, a saved file) it is a plain dict.
+
 Like ``ProfileResult``, its convenience methods (``findings``, ``summary``, ``save``,
 display) import the findings, renderers and storage lazily, inside the method: the data
 imports nothing above it.
@@ -8,6 +13,7 @@ imports nothing above it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -44,10 +50,10 @@ class ManyRanksResult:
     to its ``RankSummary`` (step time and its breakdown, ``kernelmagic/results/rank_summary.py``).
 
     Displays as one report (per-rank table, chart, findings); ``ranks[n]`` is rank n's
-    full report.
+    full report (parsed again on demand when loaded from trace files).
     """
 
-    ranks: dict[int, ProfileResult]
+    ranks: Mapping[int, ProfileResult]
     summaries: dict[int, RankSummary]
 
     @classmethod
@@ -71,7 +77,8 @@ class ManyRanksResult:
 
     @property
     def profiles_device(self) -> bool:
-        return any(r.profiles_device for r in self.ranks.values())
+        # from the summaries: asking ``ranks`` would parse every rank's file again
+        return any(s.device != "cpu" for s in self.summaries.values())
 
     @property
     def median_step_us(self) -> float:
@@ -122,7 +129,8 @@ class ManyRanksResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``from_dict`` restores an equal result. Each rank is one item
-        of ``ranks``: its summary and its result, each written from its fields."""
+        of ``ranks``: its summary and its result, each written from its fields (loaded from
+        trace files, each rank's file is parsed again, one at a time)."""
         return {
             "format": RANKS_FORMAT_NAME,
             "version": RANKS_FORMAT_VERSION,
