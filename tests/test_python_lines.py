@@ -15,6 +15,7 @@ import pytest
 import torch
 from IPython.utils.capture import capture_output
 from pyline_helpers import HELPER_LINE, busy_python
+from torch_releases import needs_session_frames
 
 import kernelmagic
 from kernelmagic.core.events import Kind
@@ -167,6 +168,7 @@ def test_negligible_python_shows_no_row_above_two_percent():
     assert parts.compute + python + result.python_unattributed == pytest.approx(parts.wall)
 
 
+@needs_session_frames
 def test_stack_names_the_cells_top_level_lines(ip):
     ip.run_cell("a = torch.randn(512, 512)\nb = torch.randn(64, 64)", store_history=False)
     with capture_output():

@@ -406,7 +406,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     for k, v in zip(found.tolist(), sums.tolist(), strict=True):
         cat, row = divmod(k, len(m.row_key) + 1)
         acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + v
-    if spans is None:
+    if spans is None or not counts.any():  # (positions that hold no part: nothing to lay)
         return
     # Merged parts are in no real order: laid back to back, ending at the position.
     total = np.cumsum(ns)
