@@ -28,7 +28,7 @@ TABLE_STYLE = (
 CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
 #: The first column (the op/kernel/module name) takes the width the others leave and
 #: wraps long names; below this width the report scrolls inside its output instead.
-MIN_NAME_WIDTH = 150
+MIN_NAME_WIDTH = 120  # names wrap at their separators (aten::<wbr>addmm)
 #: Text cells (names, reasons, hints) wrap, at the places ``breakable`` marks first and
 #: mid-word only where one part is wider than its column: nothing is cut.
 NAME_STYLE = "padding:2px 6px;overflow-wrap:break-word;word-break:normal;white-space:normal"

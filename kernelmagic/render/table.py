@@ -79,18 +79,17 @@ def summed(title: str, iters: int) -> str:
 
 
 def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
-    # Wide enough for a title such as "self device (10 it.)" on one line.
+    # Wide enough for a title such as "self device (10 it.)" on one line, with the sort
+    # arrow and the button's padding (7 px a character at JupyterLab's 13 px font).
     return Column(id_, title, read, lambda r: format_us(read(r)),
-                  width=max(104, 8 * len(title) + 24))  # (+ the sort arrow)
+                  width=max(96, 7 * len(title) + 26))
 
 
 def op_table(result: ProfileResult) -> Table:
     """The operator table: CPU figures always, device figures first when CUDA was profiled."""
     cols = [
-        # Names wrap at their separators; 260 px leaves room for max gain/iter at 1280 px
-        # with JupyterLab's file browser open (tests/test_browser.py).
-        name_column(width=260),
-        Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}"),
+        name_column(),
+        Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=72),
     ]
     sides = [("cpu", "CPU", False)]
     if result.profiles_device:  # the primary device's figures come first
@@ -153,7 +152,7 @@ def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool) 
     def share(r: OpRow) -> float:
         return result.share(r, device=on_device)
 
-    return Column(id_, title, share, lambda r: percent(share(r)))
+    return Column(id_, title, share, lambda r: percent(share(r)), width=96)
 
 
 def column_for_sort(result: ProfileResult, sort: str) -> str:
