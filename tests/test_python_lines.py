@@ -287,3 +287,11 @@ def test_the_gpu_idle_finding_names_the_biggest_cause():
     result = build_result(table, name="t", iterations=[(0, 1000 * US)])
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
     assert idle.evidence.endswith("; the GPU's biggest idle cause: sync (aten::item) 400 µs")
+
+
+def test_the_sampler_restores_the_switch_interval():
+    import sys
+
+    before = sys.getswitchinterval()
+    kernelmagic.profile(lambda: torch.randn(8, 8).sum(), iters=2, warmup=0, python=True)
+    assert sys.getswitchinterval() == before

@@ -39,16 +39,23 @@ class Sampler:
         self._index: dict[Frame, int] = {}
         self._user: dict[CodeType, bool] = {}
         self._done = threading.Event()
+        self._switch = 0.0
         self._thread = threading.Thread(target=self._run, name="kernelmagic-sampler",
                                         daemon=True)
 
     def __enter__(self) -> Sampler:
+        # Pure Python holds the GIL for the switch interval (5 ms by default) before the
+        # sampler can take it: a shorter one lets it sample a stretch of Python shorter than
+        # 5 ms at all. Restored on the way out.
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, self.interval / 4))
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         self._thread.join()
+        sys.setswitchinterval(self._switch)
 
     def samples(self) -> PythonSamples:
         """What was sampled, as arrays (after the block)."""
