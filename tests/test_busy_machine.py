@@ -99,8 +99,9 @@ def test_a_cpu_hog_started_here_is_named():
         time.sleep(0.3)  # the hogs are spinning
         a = torch.randn(256, 256)
 
-        def work():
-            for _ in range(10):
+        def work():  # 50 ms an iteration at least: the finding needs 0.1 s of timed loop
+            start = time.perf_counter()
+            while time.perf_counter() - start < 0.05:
                 a @ a
 
         result = kernelmagic.profile(work, iters=5, warmup=1)
