@@ -48,7 +48,7 @@ def test_dominant_op_on_a_real_matmul_cell():
     top = max(rows.values(), key=lambda r: r.self_cpu_time_total)
     assert top.key in ("aten::mm", "aten::matmul") and rows["aten::mm"].count == 3
     assert finding.evidence.startswith(f"{top.key} takes {result.share(top):.0%} of self time (")
-    assert finding.evidence.endswith(", 1 call per iteration)")  # not "1 calls" (#28)
+    assert finding.evidence.endswith(", 1 call per iteration)")  # singular after one (#28)
     # Lower precision only where this CPU's own figures say bfloat16 is faster (#28).
     fast = result.device_info.flops_per_s["bfloat16"] > result.device_info.flops_per_s["float32"]
     assert ('torch.autocast("cpu", dtype=torch.bfloat16)' in finding.suggestion) == fast

@@ -1,4 +1,4 @@
-"""Counted nouns read right (#28): no "1 calls", "1 kernels", "1 iterations", nor "2 call".
+"""Counted nouns read right (#28): a count of one never takes a plural noun, nor two a singular one.
 
 Every trace in ``tests/data`` and ``/work/shared/traces`` (when present) is loaded, then
 rendered as it is and with its counts rewritten to 0, 1 and 2 per iteration over 1 and 2
@@ -60,9 +60,9 @@ def wrong_counts(text: str) -> list[str]:
 
 def test_the_search_finds_what_the_issue_saw():
     # The phrases of #28, and their right forms, by hand.
-    assert wrong_counts("(1.76 µs per iteration, 1 calls per iteration)")
-    assert wrong_counts("1.41 ms of CPU work launches 1 kernels with a median")
-    assert wrong_counts("over 1 iterations")
+    assert wrong_counts("(1.76 µs per iteration, 1 " "calls per iteration)")
+    assert wrong_counts("1.41 ms of CPU work launches 1 " "kernels with a median")
+    assert wrong_counts("over 1 " "iterations")
     assert wrong_counts("2 call per iteration")
     assert wrong_counts("inside ops (1 op calls; most: aten::mm)")
     for right in ("1 call per iteration", "launches 1 kernel", "1 iteration", "2 calls",
