@@ -19,7 +19,7 @@ from torch_releases import needs_session_frames
 
 import kernelmagic
 from kernelmagic.core.events import Kind
-from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.core.python_samples import Frame, PythonSamples
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
@@ -44,7 +44,7 @@ def _median_seconds(fn, runs: int = 5) -> float:
 def test_other_time_is_shared_out_among_the_lines_sampled_outside_ops():
     # One 100 µs iteration: aten::mm 0-40 µs, aten::add 70-90 µs, so 40 µs no op covers.
     table = table_of((Kind.OP, "aten::mm", 0, 40, 1), (Kind.OP, "aten::add", 70, 90, 1))
-    frames = [("/u/train.py", 3, "step", False), ("/u/train.py", 7, "log", False)]
+    frames = [Frame("/u/train.py", 3, "step", False), Frame("/u/train.py", 7, "log", False)]
     # A sample every 10 µs: 10-30 and 70-80 fall in ops; 40, 50 in line 3, 60 in line 7,
     # 90 in no user frame (kernelmagic's own loop).
     t = np.arange(10, 100, 10, dtype=np.int64) * US

@@ -9,12 +9,22 @@ never see a frame object.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-#: Where a sample's time goes: the user's frame as (file, line, function, top_level);
-#: ``top_level`` is True for code at the top level of a cell or script (``<module>``).
-Frame = tuple[str, int, str, bool]
+
+class Frame(NamedTuple):
+    """Where a sample's time goes: the user's line. ``top_level`` is True for code at the
+    top level of a cell or script (``<module>``); ``loading`` when the line was waiting
+    for a DataLoader (a ``torch/utils/data/`` frame above it: the sample goes to the user
+    line that asked for the batch, not to the dataset's own code)."""
+
+    file: str
+    line: int
+    function: str
+    top_level: bool
+    loading: bool = False
 
 
 @dataclass(eq=False)

@@ -139,7 +139,9 @@ class PythonLineRow(Record):
     """CPU time no op covered, given to the user's Python line that ran (the ``python``
     view, ``kernelmagic/views/python_lines.py``). ``self_us`` is per iteration, ``share``
     its fraction of the iteration; ``location`` is ``cell[n]:line`` for the cell's own
-    lines, else ``file:line``; ``samples`` how many samples the figure rests on."""
+    lines, else ``file:line``; ``samples`` how many samples the figure rests on;
+    ``cause`` is ``data loading`` for the time the line waited for a DataLoader (its
+    ``torch/utils/data/`` frames and the dataset code they call), else empty."""
 
     location: str
     function: str
@@ -149,11 +151,12 @@ class PythonLineRow(Record):
     file: str = ""
     line: int = 0
     samples: int = 0
+    cause: str = ""
 
     @property
     def key(self) -> str:
-        """The row's name in tables: its location."""
-        return self.location
+        """The row's name in tables: its location, and its cause when it has one."""
+        return f"{self.location} ({self.cause})" if self.cause else self.location
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,9 @@ class GpuIdleRow(Record):
     """Time the GPU ran nothing, per cause (the ``gpu_idle`` view,
     ``kernelmagic/views/gpu_idle.py``): ``cause`` is ``iteration edge``, ``sync``,
     ``host-to-device copy``, ``data loading`` or ``launch gap``; ``detail`` the op (or
-    ``Python between ops``) behind it; ``idle_us`` per iteration, ``share`` of the iteration;
+    ``Python between ops``) behind it; ``location`` and ``code`` the user's Python line
+    that held the CPU then (``cell[n]:line`` or ``file:line``; empty when no sample or
+    ``with_stack`` frame says); ``idle_us`` per iteration, ``share`` of the iteration;
     ``stretches`` how many idle stretches, over all iterations."""
 
     cause: str
@@ -169,11 +174,13 @@ class GpuIdleRow(Record):
     idle_us: float
     share: float
     stretches: int = 0
+    location: str = ""
+    code: str = ""
 
     @property
     def key(self) -> str:
         """The row's name in tables."""
-        return f"{self.cause}: {self.detail}"
+        return f"{self.cause}: {self.detail}" + (f" at {self.location}" if self.location else "")
 
 
 @dataclass(frozen=True)

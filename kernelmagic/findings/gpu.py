@@ -90,13 +90,16 @@ def _between_detail(result: ProfileResult) -> str:
 
 
 def _idle_cause(result: ProfileResult) -> str:
-    """The ``gpu idle`` view's biggest cause inside the iteration (edges left out), as a
-    clause of the evidence; "" when the result has no such view."""
+    """The ``gpu idle`` view's biggest cause inside the iteration (edges left out), with
+    the Python line behind it when one is known, as a clause of the evidence; "" when the
+    result has no such view."""
     inside = [r for r in result.gpu_idle if r.cause != "iteration edge"]
     if not inside:
         return ""
     top = inside[0]
-    return f"; the GPU's biggest idle cause: {top.cause} ({top.detail}) {format_us(top.idle_us)}"
+    line = f" at {top.location}" + (f" `{top.code}`" if top.code else "") if top.location else ""
+    return (f"; the GPU's biggest idle cause: {top.cause} ({top.detail}{line}) "
+            f"{format_us(top.idle_us)}")
 
 
 def cpu_causes(result: ProfileResult) -> list[Cause]:

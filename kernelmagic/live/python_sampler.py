@@ -3,10 +3,13 @@
 Every ``interval`` seconds a daemon thread reads the profiled thread's current frame
 (``sys._current_frames()``) and keeps the innermost frame of the user's own code: frames
 of torch, the standard library, installed packages and kernelmagic are folded into the
-user's line that called them. Walking stops at kernelmagic's runner frame (``stop``), so
-kernelmagic's own loop between iterations, and whatever called ``kernelmagic.profile``,
-is never the user's line. The cost is one short GIL hand-over per sample, paid by the
-profiled thread only while it runs Python (ops release the GIL): see ``docs/views.md``.
+user's line that called them; a DataLoader's frames (``torch/utils/data/``), and the
+dataset code they call, into the user's line that asked for the batch, marked as loading
+(so each walk goes on up to the runner's frame). Walking stops at kernelmagic's runner
+frame (``stop``), so kernelmagic's own loop between iterations, and whatever called
+``kernelmagic.profile``, is never the user's line. The cost is one short GIL hand-over per
+sample, paid by the profiled thread only while it runs Python (ops release the GIL): see
+``docs/views.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from types import CodeType, FrameType
 import numpy as np
 
 from kernelmagic.core.python_samples import Frame, PythonSamples
-from kernelmagic.views.source_lines import is_library_file
+from kernelmagic.views.source_lines import is_data_loading_file, is_library_file
 
 #: Seconds between samples: 1 kHz, about 36 samples in an iteration of the seed's Block.
 INTERVAL = 0.001
@@ -36,8 +39,8 @@ class Sampler:
         self.t_ns = array("q")
         self.frame = array("i")
         self.frames: list[Frame] = []
-        self._index: dict[Frame, int] = {}
-        self._user: dict[CodeType, bool] = {}
+        self._index: dict[tuple[str, int, str, bool, bool], int] = {}
+        self._kinds: dict[CodeType, int] = {}
         self._done = threading.Event()
         self._switch = 0.0
         self._thread = threading.Thread(target=self._run, name="kernelmagic-sampler",
@@ -74,25 +77,46 @@ class Sampler:
             self.frame.append(self._user_frame(frame))
             del frame
 
-    def _is_user(self, code: CodeType) -> bool:
-        known = self._user.get(code)
+    def _kind(self, code: CodeType) -> int:
+        known = self._kinds.get(code)
         if known is None:
-            known = self._user[code] = not is_library_file(code.co_filename)
+            known = self._kinds[code] = frame_kind(code.co_filename)
         return known
 
     def _user_frame(self, frame: FrameType | None) -> int:
-        """Index of the innermost user frame (added on first sight), -1 when none runs."""
+        """Index of the frame the sample goes to (added on first sight), -1 when none runs:
+        the innermost user frame, or, when a DataLoader runs (a ``torch/utils/data/`` frame
+        on the stack), the user frame that called it, marked ``loading``."""
+        found: FrameType | None = None
+        loading = False
         while frame is not None:
             code = frame.f_code
             if code is self.stop:
-                return -1
-            if self._is_user(code):
-                key = (code.co_filename, frame.f_lineno or 0, code.co_name,
-                       code.co_name == "<module>")
-                index = self._index.get(key)
-                if index is None:
-                    index = self._index[key] = len(self.frames)
-                    self.frames.append(key)
-                return index
+                break
+            kind = self._kind(code)
+            if kind == LOADER:
+                found, loading = None, True
+            elif kind == USER and found is None:
+                found = frame
             frame = frame.f_back
-        return -1
+        if found is None:
+            return -1
+        code = found.f_code
+        key = (code.co_filename, found.f_lineno or 0, code.co_name,
+               code.co_name == "<module>", loading)
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = len(self.frames)
+            self.frames.append(Frame(*key))
+        return index
+
+
+#: What a code object's file is to the sampler: the user's own, a library, or a DataLoader's.
+USER, LIBRARY, LOADER = 0, 1, 2
+
+
+def frame_kind(path: str) -> int:
+    """``USER``, ``LIBRARY`` or ``LOADER`` (``is_data_loading_file``) for a code's file."""
+    if is_data_loading_file(path):
+        return LOADER
+    return LIBRARY if is_library_file(path) else USER

@@ -56,8 +56,11 @@ def gpu_idle_table(result: ProfileResult) -> Table:
     """Why the GPU waits: its idle time per cause, per iteration (``views/gpu_idle.py``)."""
     cols = [
         Column("op", "cause", lambda r: r.cause, lambda r: r.cause, numeric=False, width=160),
-        Column("detail", "op or line", lambda r: r.detail, lambda r: r.detail, numeric=False,
-               width=260),
+        Column("detail", "op", lambda r: r.detail, lambda r: r.detail, numeric=False,
+               width=220),
+        Column("location", "line", lambda r: r.location, lambda r: r.location, numeric=False,
+               width=160),
+        Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=240),
         time_column("idle_us", "idle per iteration", lambda r: r.idle_us),
         Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
         Column("stretches", "stretches", lambda r: r.stretches, lambda r: f"{r.stretches:,}"),
@@ -68,8 +71,7 @@ def gpu_idle_table(result: ProfileResult) -> Table:
 def python_table(result: ProfileResult) -> Table:
     """``--python``: the time no op covered, per user line, per iteration."""
     cols = [
-        Column("op", "line", lambda r: r.location, lambda r: r.location, numeric=False,
-               width=260),
+        Column("op", "line", lambda r: r.key, lambda r: r.key, numeric=False, width=260),
         Column("function", "function", lambda r: r.function, lambda r: r.function,
                numeric=False, width=140),
         Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=300),

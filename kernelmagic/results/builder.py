@@ -122,6 +122,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
     rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline)
+    lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows,
@@ -136,7 +137,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
         fused_kernels=compiled.kernels,
         steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
-        gpu_idle=gpu_idle_rows(table, windows) if on_device else [],
+        gpu_idle=gpu_idle_rows(table, windows, lines, source_file, cell_label)
+        if on_device else [],
         critical_path=model.path if model else [],
         critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
@@ -145,8 +147,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                           None if memory_all else min(median, max(len(windows) - 1, 0)))
            if "memory" in wanted else {}),
         **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
-        **(_python_fields(table, windows, python_samples, source_file, cell_label)
-           if "python" in wanted else {}),
+        **(_python_fields(table, windows, lines, python_samples is None, source_file,
+                          cell_label) if "python" in wanted else {}),
         **_copied(facts, on_device),
     )
 
@@ -173,15 +175,24 @@ def _sources(table: EventTable, figures: Figures, source_file: str | None,
     return split_top_level(rows, table, samples) if samples is not None else rows
 
 
+def _line_samples(table: EventTable, windows: list[Window], samples: PythonSamples | None,
+                  wanted: bool) -> PythonSamples | None:
+    """The Python samples that name lines (the ``python`` view's, ``gpu_idle``'s): the live
+    sampler's, else those made from a trace's ``with_stack`` frames (when ``wanted``)."""
+    if samples is not None or not wanted:
+        return samples
+    return samples_from_trace(table, windows)
+
+
 def _python_fields(table: EventTable, windows: list[Window], samples: PythonSamples | None,
-                   source_file: str | None, cell_label: str) -> dict[str, Any]:
+                   from_trace: bool, source_file: str | None,
+                   cell_label: str) -> dict[str, Any]:
     """``--python``'s rows: the time no op covered, shared out among the Python lines the
     live sampler saw there (``samples``), else those of a trace's ``with_stack`` frames
-    (then a note says how to record them when it has none). ``cell_label`` (the magic's
-    ``cell[n]``) names the lines of ``source_file``, which is a cell's."""
-    from_trace = samples is None
-    if samples is None:
-        samples = samples_from_trace(table, windows)
+    (``from_trace``: then a note says how to record them when it has none).
+    ``cell_label`` (the magic's ``cell[n]``) names the lines of ``source_file``, which is
+    a cell's."""
+    samples = samples if samples is not None else PythonSamples()
     lines = python_lines(table, windows, samples, source_file, cell_label)
     return {"python_lines": lines.rows, "python_unattributed": lines.unattributed_us,
             "python_note": TRACE_HINT if from_trace and not samples.n else ""}

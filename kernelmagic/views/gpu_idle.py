@@ -9,21 +9,31 @@ classified by what the events say about them, first match wins:
 - **sync**: a host-device synchronisation (``SYNC_OPS``, ``WAIT_CALLS``) runs on the CPU
   during the gap: the CPU waited for the GPU, then had nothing queued (named by the op);
 - **host-to-device copy**: the work that ends the gap is a host-to-device memcpy;
-- **data loading**: a DataLoader range (``enumerate(DataLoader)...``) runs during the gap;
+- **data loading**: a DataLoader range (``enumerate(DataLoader)...``) runs during the gap,
+  or the Python samples in it were waiting for a DataLoader (``Frame.loading``);
 - **launch gap**: the CPU had not launched the next work yet: named by the innermost CPU op
   running at the middle of the gap, or ``Python between ops`` when none runs then.
+
+Each cause also names the user's Python line behind it (``Lines``): the line that called
+the sync op, the DataLoader or the op, or that ran when no op did, from the Python samples
+(the live sampler's, or a trace's ``python_function`` frames made into samples) joined to
+the event's time (``python_lines.frames_during``), else the ``with_stack`` frame around it.
 """
 
 from __future__ import annotations
 
+import linecache
 from bisect import bisect_right
 
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
+from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.rows import GpuIdleRow
 from kernelmagic.views.breakdown import merge
+from kernelmagic.views.python_lines import LOADING, frame_owner, frames_during, label
+from kernelmagic.views.source_lines import user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
 
@@ -53,11 +63,68 @@ class _Spans:
         return int(self.rows[hits[0]]) if hits.size else -1
 
 
+#: What a cause holds: (cause, detail, location, code).
+Cause = tuple[str, str, str, str]
+
+
+class Lines:
+    """The user's Python line behind an event or a stretch of time, as (location, code).
+
+    An op's line: the samples taken while it ran (the sampler's lines are exact), else the
+    innermost user ``python_function`` frame around it (``with_stack``: the function's
+    first line), else the sample nearest to it within two sampling intervals."""
+
+    def __init__(self, table: EventTable, samples: PythonSamples | None,
+                 cell_file: str | None = None, cell_label: str = "") -> None:
+        self.samples = samples if samples is not None else PythonSamples()
+        self.times = self.samples.t_ns - table.origin_ns
+        self.slack = int(2 * self.samples.interval_s * 1e9)
+        self.table, self.cell_file, self.cell_label = table, cell_file, cell_label
+        self.frames, rows = user_frames(table)
+        self.owner = frame_owner(table, rows) if rows.size else None
+
+    def frame_during(self, lo: int, hi: int, slack: int = 0) -> int:
+        """The samples' frame index over ``[lo, hi)`` (-1: none)."""
+        if not self.samples.n:
+            return -1
+        return int(frames_during(self.samples, self.times, np.array([lo]), np.array([hi]),
+                                 slack)[0])
+
+    def loading(self, frame: int) -> bool:
+        """True when the samples' frame ``frame`` waited for a DataLoader."""
+        return frame >= 0 and self.samples.frames[frame].loading
+
+    def of_frame(self, frame: int) -> tuple[str, str]:
+        if frame < 0:
+            return "", ""
+        seen = self.samples.frames[frame]
+        return self.named(seen.file, seen.line)
+
+    def named(self, file: str, line: int) -> tuple[str, str]:
+        return (label(file, line, self.cell_file, self.cell_label),
+                linecache.getline(file, line).strip())
+
+    def of_op(self, row: int) -> tuple[str, str]:
+        """The line that called the op (or range) ``row``."""
+        t = self.table
+        lo, hi = int(t.start[row]), int(t.end[row])
+        frame = self.frame_during(lo, hi)
+        if frame >= 0:
+            return self.of_frame(frame)
+        owner = int(self.owner[row]) if self.owner is not None else -1
+        if owner >= 0:
+            file, line, _func = self.frames[int(t.name[owner])]
+            if line > 0:  # line 0: a cell's whole top level, no line to name
+                return self.named(file, line)
+        return self.of_frame(self.frame_during(lo, hi, self.slack))
+
+
 class _Context:
     """The events a gap is judged by, selected once per table."""
 
-    def __init__(self, table: EventTable) -> None:
+    def __init__(self, table: EventTable, lines: Lines) -> None:
         self.table = table
+        self.lines = lines
         self.syncs = _Spans(table, _cpu_rows(table, lambda n: n in SYNC_OPS or n in WAIT_CALLS))
         self.loaders = _Spans(table, _cpu_rows(table, lambda n: n.startswith(DATA_LOADER)))
         self.work = np.flatnonzero(device_work(table))
@@ -89,34 +156,53 @@ class _Context:
                 node = parent[node]
         return -1
 
-    def cause(self, lo: int, hi: int, window: Window) -> tuple[str, str]:
-        """(cause, detail) of the GPU idling over ``[lo, hi)`` inside ``window``."""
-        t = self.table
+    def cause(self, lo: int, hi: int, window: Window) -> Cause:
+        """(cause, detail, location, code) of the GPU idling over ``[lo, hi)`` inside
+        ``window``."""
+        t, lines = self.table, self.lines
         if lo <= window[0] or hi >= window[1]:
-            return "iteration edge", "start" if lo <= window[0] else "end"
+            return "iteration edge", "start" if lo <= window[0] else "end", "", ""
         sync = self.syncs.first_during(lo, hi)
         if sync >= 0:
-            return "sync", t.names[t.name[sync]]
+            return ("sync", t.names[t.name[sync]], *lines.of_op(sync))
         starts = t.start[self.work_by_start]
         at = int(np.searchsorted(starts, hi, "left"))
         if at < starts.size:
             nxt = self.work_by_start[at]
             name = t.names[t.name[nxt]]
             if t.kind[nxt] == _MEMCPY and "htod" in name.lower().replace(" ", ""):
-                return "host-to-device copy", name
-        if self.loaders.first_during(lo, hi) >= 0:
-            return "data loading", DATA_LOADER
+                return "host-to-device copy", name, *lines.of_op(self.launcher(nxt))
+        loader = self.loaders.first_during(lo, hi)
+        if loader >= 0:
+            return (LOADING, DATA_LOADER, *lines.of_op(loader))
+        held = lines.frame_during(lo, hi)
+        if lines.loading(held):
+            return (LOADING, DATA_LOADER, *lines.of_frame(held))
         op = self.op_at((lo + hi) // 2)
-        return "launch gap", t.names[t.name[op]] if op >= 0 else "Python between ops"
+        if op >= 0:
+            return ("launch gap", t.names[t.name[op]], *lines.of_op(op))
+        if held < 0:
+            held = lines.frame_during(lo, hi, lines.slack)
+        return ("launch gap", "Python between ops", *lines.of_frame(held))
+
+    def launcher(self, work: int) -> int:
+        """The CPU event that launched GPU work ``work`` (itself when none is known)."""
+        linked = int(self.table.launcher[work])
+        return linked if linked >= 0 else work
 
 
-def gpu_idle_rows(table: EventTable, windows: list[Window]) -> list[GpuIdleRow]:
-    """The GPU's idle time per (cause, detail), µs per iteration, largest first."""
+def gpu_idle_rows(table: EventTable, windows: list[Window],
+                  samples: PythonSamples | None = None, cell_file: str | None = None,
+                  cell_label: str = "") -> list[GpuIdleRow]:
+    """The GPU's idle time per (cause, detail, line), µs per iteration, largest first.
+
+    ``samples``: the Python samples that name the lines (live, or ``samples_from_trace``);
+    ``cell_file`` and ``cell_label`` name the cell's lines ``cell[n]:line``."""
     if not windows:
         return []
-    context = _Context(table)
+    context = _Context(table, Lines(table, samples, cell_file, cell_label))
     s_all, e_all = merge(table.start[context.work], table.end[context.work])
-    totals: dict[tuple[str, str], list[float]] = {}
+    totals: dict[Cause, list[float]] = {}
     for lo, hi in windows:
         s = np.clip(s_all, lo, hi)
         e = np.clip(e_all, lo, hi)
@@ -132,6 +218,7 @@ def gpu_idle_rows(table: EventTable, windows: list[Window]) -> list[GpuIdleRow]:
     steps = len(windows)
     wall = sum(hi - lo for lo, hi in windows) / steps
     rows = [GpuIdleRow(cause=cause, detail=detail, idle_us=ns / steps / 1000.0,
-                       share=ns / steps / wall if wall else 0.0, stretches=int(n))
-            for (cause, detail), (ns, n) in totals.items()]
-    return sorted(rows, key=lambda r: (-r.idle_us, r.cause, r.detail))
+                       share=ns / steps / wall if wall else 0.0, stretches=int(n),
+                       location=location, code=code)
+            for (cause, detail, location, code), (ns, n) in totals.items()]
+    return sorted(rows, key=lambda r: (-r.idle_us, r.cause, r.detail, r.location))

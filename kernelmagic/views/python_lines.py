@@ -21,12 +21,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kernelmagic.core.events import EventTable, Window
-from kernelmagic.core.python_samples import PythonSamples
+from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.python_samples import Frame, PythonSamples
 from kernelmagic.core.rows import PythonLineRow, SourceRow
 from kernelmagic.views.breakdown import cpu_busy, merge
-from kernelmagic.views.source_lines import user_frames
+from kernelmagic.views.source_lines import is_data_loading_file, user_frames
+from kernelmagic.views.tree import nearest_ancestor
 
+#: The cause of time a line spent waiting for a DataLoader.
+LOADING = "data loading"
 #: How to record what this view needs in a trace.
 TRACE_HINT = ("no Python lines: this trace has no python_function events; record them "
               "with torch.profiler.profile(with_stack=True)")
@@ -94,14 +97,15 @@ def python_lines(table: EventTable, windows: list[Window], samples: PythonSample
     steps = len(windows)
     wall = sum(hi - lo for lo, hi in windows) / steps
     rows = []
-    for i, (file, line, func, _top) in enumerate(samples.frames):
+    for i, frame in enumerate(samples.frames):
         if counts[i] == 0:
             continue
         ns = float(per_frame[i]) / steps
         rows.append(PythonLineRow(
-            location=label(file, line, cell_file, cell_label), function=func,
-            code=linecache.getline(file, line).strip(), self_us=ns / 1000.0,
-            share=ns / wall if wall else 0.0, file=file, line=line, samples=int(counts[i])))
+            location=label(frame.file, frame.line, cell_file, cell_label),
+            function=frame.function, code=linecache.getline(frame.file, frame.line).strip(),
+            self_us=ns / 1000.0, share=ns / wall if wall else 0.0, file=frame.file,
+            line=frame.line, samples=int(counts[i]), cause=LOADING if frame.loading else ""))
     rows.sort(key=lambda r: (-r.self_us, r.location))
     python_ns = float(per_frame[:-1].sum()) / steps
     return PythonLines(rows=rows, python_us=python_ns / 1000.0,
@@ -115,7 +119,9 @@ TRACE_STEP_NS = 20_000
 def samples_from_trace(table: EventTable, windows: list[Window],
                        step_ns: int = TRACE_STEP_NS) -> PythonSamples:
     """Samples made from a trace's ``python_function`` events (``with_stack``): a point
-    every ``step_ns`` in each window, each given the innermost user frame around it.
+    every ``step_ns`` in each window, each given the innermost user frame around it, or,
+    inside a DataLoader's frame (``torch/utils/data/``), the user frame around that one,
+    marked loading (as the live sampler does).
 
     torch names a frame ``file(line): function`` with the line the function starts at, so
     a trace's rows are per function, not per line. Empty when the trace has no such frame.
@@ -125,21 +131,76 @@ def samples_from_trace(table: EventTable, windows: list[Window],
         return PythonSamples()
     grid = np.concatenate([np.arange(lo, hi, step_ns, dtype=np.int64) for lo, hi in windows])
     owner = np.full(grid.size, -1, dtype=np.int32)
-    index: dict[int, int] = {}
-    listed: list[tuple[str, int, str, bool]] = []
-    # Painting frames in order of start leaves each point with the innermost one around it.
-    for row in rows[np.argsort(table.start[rows], kind="stable")].tolist():
+    index: dict[tuple[int, bool], int] = {}
+    listed: list[Frame] = []
+
+    def paint(row: int, name: int, loading: bool) -> None:
         first, last = np.searchsorted(grid, [table.start[row], table.end[row]], "left")
         if first == last:
-            continue
-        name = int(table.name[row])
-        if name not in index:
+            return
+        if (name, loading) not in index:
             file, line, func = frames[name]
-            index[name] = len(listed)
-            listed.append((file, line, func, func == "<module>"))
-        owner[first:last] = index[name]
+            index[name, loading] = len(listed)
+            listed.append(Frame(file, line, func, func == "<module>", loading))
+        owner[first:last] = index[name, loading]
+
+    # Painting frames in order of start leaves each point with the innermost one around it.
+    for row in rows[np.argsort(table.start[rows], kind="stable")].tolist():
+        paint(row, int(table.name[row]), False)
+    caller = frame_owner(table, rows)
+    for row in outermost_loaders(table).tolist():  # then DataLoaders over their insides
+        if caller[row] >= 0:
+            paint(row, int(table.name[caller[row]]), True)
     return PythonSamples(t_ns=grid + table.origin_ns, frame=owner, frames=listed,
                          interval_s=step_ns / 1e9)
+
+
+def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
+    """Per event: the nearest enclosing event among ``frame_rows`` (-1 when none)."""
+    mask = np.zeros(table.n, dtype=bool)
+    mask[frame_rows] = True
+    return nearest_ancestor(table.parent, mask)
+
+
+def outermost_loaders(table: EventTable) -> np.ndarray:
+    """A trace's ``python_function`` events in a DataLoader's files with no such event
+    around them."""
+    loader_name = np.fromiter((is_data_loading_file(n) for n in table.names), dtype=bool,
+                              count=len(table.names))
+    rows = np.flatnonzero((table.kind == Kind.PYTHON) & loader_name[table.name])
+    if not rows.size:
+        return rows
+    return rows[frame_owner(table, rows)[rows] < 0]
+
+
+def frames_during(samples: PythonSamples, times: np.ndarray, starts: np.ndarray,
+                  ends: np.ndarray, slack_ns: int = 0) -> np.ndarray:
+    """The join of time windows (an op's, an idle stretch's) with the samples: per window
+    ``[start, end)``, the index into ``samples.frames`` of the user frame that the samples
+    taken in it held longest (by ``sample_weights``); for a window no sample fell in, the
+    frame of the sample nearest to it, if within ``slack_ns``; -1 when none.
+
+    ``times`` are the samples' times on the windows' clock (``samples.t_ns`` less the
+    table's ``origin_ns``); samples in no user frame (-1) are left out.
+    """
+    out = np.full(len(starts), -1, dtype=np.int64)
+    keep = samples.frame >= 0
+    t, frame, weight = times[keep], samples.frame[keep], sample_weights(samples)[keep]
+    if not t.size:
+        return out
+    first = np.searchsorted(t, starts, "left")
+    last = np.searchsorted(t, ends, "left")
+    for i in np.flatnonzero(last > first).tolist():
+        held = np.bincount(frame[first[i]:last[i]], weights=weight[first[i]:last[i]])
+        out[i] = int(np.argmax(held))
+    if slack_ns > 0:
+        for i in np.flatnonzero(last == first).tolist():  # none inside: the nearest
+            near = [j for j in (first[i] - 1, first[i]) if 0 <= j < t.size]
+            gaps = [max(starts[i] - t[j], t[j] - ends[i], 0) for j in near]
+            best = int(np.argmin(gaps)) if gaps else -1
+            if best >= 0 and gaps[best] <= slack_ns:
+                out[i] = int(frame[near[best]])
+    return out
 
 
 def split_top_level(rows: list[SourceRow], table: EventTable,
@@ -160,9 +221,9 @@ def split_top_level(rows: list[SourceRow], table: EventTable,
         lines: dict[int, float] = {}
         for frame, w in zip(samples.frame[inside].tolist(),
                             sample_weights(samples)[inside].tolist(), strict=True):
-            file, line, _func, top = samples.frames[frame] if frame >= 0 else ("", 0, "", False)
-            if top and file == row.file and line > 0:
-                lines[line] = lines.get(line, 0.0) + w
+            seen = samples.frames[frame] if frame >= 0 else None
+            if seen is not None and seen.top_level and seen.file == row.file and seen.line > 0:
+                lines[seen.line] = lines.get(seen.line, 0.0) + w
         total = sum(lines.values())
         if not total:
             out.append(row)

@@ -21,6 +21,8 @@ from kernelmagic.views.tree import Figures, nearest_ancestor
 FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.+)$")
 #: Path parts that mark an installed package or the standard library on another machine.
 _INSTALLED = ("site-packages", "dist-packages", "/lib/python", "\\Lib\\")
+#: Where torch's DataLoader lives, as a path part.
+DATA_LOADING_DIR = "torch/utils/data/"
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kernelmagic itself
 
 
@@ -48,6 +50,12 @@ def is_library_file(path: str) -> bool:
     roots.add(_PACKAGE)
     real = os.path.realpath(found)
     return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def is_data_loading_file(path: str) -> bool:
+    """True for torch's DataLoader and datasets (``torch/utils/data/``): their frames, and
+    the code they call, are data loading (``views/python_lines.py``, ``views/gpu_idle.py``)."""
+    return DATA_LOADING_DIR in path.replace("\\", "/")
 
 
 def user_frames(table: EventTable) -> tuple[dict[int, tuple[str, int, str]], np.ndarray]:
