@@ -295,3 +295,27 @@ def test_the_sampler_restores_the_switch_interval():
     before = sys.getswitchinterval()
     kernelmagic.profile(lambda: torch.randn(8, 8).sum(), iters=2, warmup=0, python=True)
     assert sys.getswitchinterval() == before
+
+
+def test_a_dataloader_in_the_cell_loop_is_data_loading_at_the_line_that_asked(ip):
+    ip.run_cell("from torch.utils.data import DataLoader\n"
+                "from pyline_helpers import SlowDataset\n"
+                "w = torch.randn(32, 32)\n"
+                "loader = DataLoader(SlowDataset(torch.randn(8, 32), seconds=0.002),"
+                " batch_size=4)", store_history=False)
+    with capture_output() as cap:
+        ip.run_cell("%%profile -n 3 -w 1 --python -o r\n"
+                    "for (xb,) in loader:\n"
+                    "    y = xb @ w\n", store_history=True)
+    assert not cap.stderr, cap.stderr
+    result = ip.user_ns["r"]
+    loading = [r for r in result.python_lines if r.cause == "data loading"]
+    assert loading, result.python_lines
+    top = loading[0]
+    # the cell's for line, which calls next() on the loader: not the dataset's __getitem__
+    assert re.fullmatch(r"cell\[\d+\]:1", top.location), top.location
+    assert top.code == "for (xb,) in loader:" and top.key.endswith("(data loading)")
+    # two batches of four rows, each row sleeping 2 ms: about 16 ms of each iteration
+    assert top.self_us > 0.5 * 16_000, top
+    assert not any(r.function == "__getitem__" for r in result.python_lines)
+    assert "data loading" in cap.outputs[0].data["text/plain"]
