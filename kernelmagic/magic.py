@@ -139,7 +139,7 @@ class ProfileMagics(Magics):
                 else:
                     result = runner.execute(fn, plan, source_file=code.co_filename,
                                             progress=progress, free_memory=False,
-                                            cell_label=f"cell[{cell_number(self.shell)}]")
+                                            cell_label=self._cell_label())
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)
@@ -175,7 +175,12 @@ class ProfileMagics(Magics):
                 self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
                 self.shell.user_global_ns, self.shell.user_ns)
         return experiments.run_with_variants(cell, plan, tried, source_file=code.co_filename,
-                                             progress=progress, free_memory=False)
+                                             progress=progress, free_memory=False,
+                                             cell_label=self._cell_label())
+
+    def _cell_label(self) -> str:
+        """``cell[n]``: how the Python rows name the profiled cell's lines."""
+        return f"cell[{cell_number(self.shell)}]"
 
     def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
         """Bind/keep the result as asked and display it (in the progress bar's place)."""

@@ -493,3 +493,19 @@ def test_try_auto_tries_what_the_findings_suggest_and_they_quote_it(ip):
     assert ('torch.autocast("cpu", dtype=torch.bfloat16)' in dominant.suggestion
             or "not bfloat16: this CPU runs it at" in dominant.suggestion)
     assert "[bf16 autocast: measured " in dominant.suggestion
+
+
+def test_a_variants_python_rows_name_the_cells_lines_as_the_baselines_do(ip):
+    ip.run_cell("import time", store_history=False)
+    with capture_output():
+        ip.run_cell("%%profile -n 3 -w 1 --python --try threads=1 -o r -q\n"
+                    "y = torch.randn(16, 16) @ torch.randn(16, 16)\n"
+                    "time.sleep(0.005)\n", store_history=True)
+    result = ip.user_ns["r"]
+    (variant,) = result.experiments
+    assert variant.ran, variant.error
+    for rows in (result.python_lines, variant.result.python_lines):
+        top = rows[0]
+        assert re.fullmatch(r"cell\[\d+\]:2", top.location), top.location
+        assert top.code == "time.sleep(0.005)"
+    assert variant.result.python_lines[0].location == result.python_lines[0].location

@@ -230,14 +230,16 @@ def one_line(exc: BaseException) -> str:
 
 def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
                       source_file: str | None = None, progress: Progress | None = None,
-                      free_memory: bool = True) -> ProfileResult:
+                      free_memory: bool = True, cell_label: str = "") -> ProfileResult:
     """The baseline's result with ``experiments``: one row per variant in ``names``
     (``variants.parse``'s; ``auto`` becomes the variants the baseline's findings
-    suggest and this device runs). Errors of the baseline propagate as the runner's."""
+    suggest and this device runs). Errors of the baseline propagate as the runner's.
+    ``cell_label`` (``cell[n]``) names the lines of ``source_file`` in the baseline's and
+    every variant's Python rows alike."""
     __tracebackhide__ = True
     recorder = LastValue(cell.run)
     baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
-                              free_memory=free_memory)
+                              free_memory=free_memory, cell_label=cell_label)
     base_value = snapshot(recorder.value)
     recorder.value = None
     chosen, note = resolve(names, baseline, run.profiles_device)
@@ -247,7 +249,8 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
         for i, name in enumerate(chosen):
             label = f"variant {i + 1}/{len(chosen)} {name}"
             rows.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                source_file, progress, label, began, free_memory))
+                                source_file, progress, label, began, free_memory,
+                                cell_label))
     except KeyboardInterrupt as exc:
         rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
                                   "variants before it are kept"))
@@ -293,7 +296,7 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
 def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
             baseline: ProfileResult, base_value: Any, source_file: str | None,
             progress: Progress | None, label: str, began: float,
-            free_memory: bool) -> ExperimentRow:
+            free_memory: bool, cell_label: str = "") -> ExperimentRow:
     """One variant's row: profiled as the baseline was, its context around each run."""
     __tracebackhide__ = True
     why = variant.why_not(run.profiles_device)
@@ -314,7 +317,7 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
     try:
         result = runner.execute(recorder, dataclasses.replace(run, options=variant_opts),
                                 source_file=source_file, progress=shown,
-                                free_memory=free_memory)
+                                free_memory=free_memory, cell_label=cell_label)
     except Exception as exc:  # the variant failed; the baseline and the others stand
         return ExperimentRow(variant.name, variant.label, list(variant.advice),
                              error=one_line(exc))
