@@ -145,8 +145,10 @@ def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
     top = result.python_lines[0]
     assert re.fullmatch(r"cell\[\d+\]:2", top.location), top.location
     assert top.code == "time.sleep(0.01)" and top.function == "<module>"
-    # The sleep's 10 ms, within what sampling every millisecond on a loaded machine gives
-    assert 0.5 * 10_000 < top.self_us < 2 * 10_000, top
+    # At least half the sleep's 10 ms, at most the time no op covered (a loaded machine
+    # wakes the sleep late: 22 ms seen, so no fixed upper bound)
+    parts = result.breakdown
+    assert 0.5 * 10_000 < top.self_us <= parts.wall - parts.compute + 1e-6, top
     assert top.share == pytest.approx(top.self_us / result.breakdown.wall)
     assert result.python_unattributed < 0.10 * result.breakdown.wall
     assert "Python lines" in result.summary() and "unattributed" in result.summary()

@@ -169,7 +169,9 @@ class ProfileOptions:
     python: bool = option("--python", view=True, recording="with_stack=True",
                           needs_profiler=True, in_trace=_holds_kind("PYTHON"),
                           help="the time no op covers, per Python line of yours (cell "
-                               "lines as cell[n]:line), sampled every millisecond")
+                               "lines as cell[n]:line), sampled every millisecond; off by "
+                               "default: up to 1.6x per iteration on a cell of small ops "
+                               "on a loaded machine (docs/views.md)")
     modules: bool = option("--modules", view=True, recording="with_modules=True",
                            needs_profiler=True, in_trace=_holds_module_ranges,
                            help="time per nn.Module call path (e.g. ff.0), nested")
