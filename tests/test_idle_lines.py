@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
+import torch
 from trace_json import write_trace
 
 import kernelmagic
@@ -171,3 +172,38 @@ def test_live_samples_name_a_syncs_cell_line_before_the_frame_around_it(tmp_path
     assert (sync.detail, sync.location, sync.code) == ("aten::item", "cell[4]:3",
                                                        "total += loss.item()")
     assert sync.key == "sync: aten::item at cell[4]:3"
+
+
+def _long_matmuls(a) -> None:
+    for _ in range(3):
+        torch.mm(a, a)  # MM_LINE: the line the samples taken inside aten::mm hold
+
+
+MM_LINE = _long_matmuls.__code__.co_firstlineno + 2
+
+
+def test_a_live_sessions_samples_join_to_the_op_on_their_line():
+    # The real sampler beside a real profiler session on the CPU: the samples taken while
+    # aten::mm ran (it releases the GIL) name the line that called it.
+    from kernelmagic.live import torch_compat
+    from kernelmagic.live.python_sampler import Sampler
+    from kernelmagic.live.session import table_from_session
+    from kernelmagic.views.gpu_idle import Lines
+
+    a = torch.randn(768, 768)
+    _long_matmuls(a)  # warm
+    prof = torch_compat.new_profiler(False)
+    with prof, Sampler(test_a_live_sessions_samples_join_to_the_op_on_their_line.__code__) \
+            as sampler:
+        _long_matmuls(a)
+    table = table_from_session(prof)
+    lines = Lines(table, sampler.samples())
+    mm = [i for i in range(table.n) if table.names[table.name[i]] == "aten::mm"]
+    assert len(mm) == 3
+    samples = sampler.samples()
+    inside = frames_during(samples, samples.t_ns - table.origin_ns, table.start[mm],
+                           table.end[mm])
+    assert (inside >= 0).any(), "no sample inside any of the three matmuls"
+    named = [lines.of_op(i) for i in mm]
+    assert all(where.endswith(f"test_idle_lines.py:{MM_LINE}") for where, _ in named), named
+    assert named[0][1].startswith("torch.mm(a, a)  # MM_LINE")
