@@ -17,6 +17,7 @@ from trace_json import write_trace
 import kernelmagic
 from kernelmagic.core.events import Kind
 from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.units import format_us
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.python_lines import frames_during, samples_from_trace
 from tests.fakes import table_of
@@ -90,6 +91,11 @@ def test_a_traces_idle_causes_name_the_python_lines(tmp_path):
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
     assert idle.evidence.endswith("the GPU's biggest idle cause: launch gap (Python between "
                                   "ops at /home/u/train.py:30) 350 µs"), idle.evidence
+    # the CPU's causes: the lines that waited for the DataLoader are its time, not "outside
+    # any op"'s
+    (waited,) = [r for r in result.python_lines if r.cause == "data loading"]
+    assert f"; {format_us(waited.self_us)} in the DataLoader;" in idle.evidence, idle.evidence
+    assert "(data loading)" not in idle.evidence.split("in the DataLoader")[0]
 
 
 def test_a_traces_python_rows_mark_data_loading(tmp_path):

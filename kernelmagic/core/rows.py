@@ -134,6 +134,11 @@ class SourceRow(Record):
     ops: int = 0
 
 
+#: The cause of the time a Python line waited for a DataLoader (``PythonLineRow.cause``,
+#: a ``GpuIdleRow``'s ``cause``).
+DATA_LOADING = "data loading"
+
+
 @dataclass(frozen=True)
 class PythonLineRow(Record):
     """CPU time no op covered, given to the user's Python line that ran (the ``python``

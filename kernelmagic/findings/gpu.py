@@ -20,6 +20,7 @@ from kernelmagic.core.op_names import (
     is_fp32_gemm,
     is_runtime_call,
 )
+from kernelmagic.core.rows import DATA_LOADING
 from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.findings.device import TF32, precision
@@ -81,8 +82,9 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
 
 def _between_detail(result: ProfileResult) -> str:
     """What the time outside any op was: the lines of the ``python`` view that took most
-    of it (``--python``, or a trace's ``python_function`` frames), else the generic words."""
-    lines = [r for r in result.python_lines if r.self_us > 0][:NAMED]
+    of it (``--python``, or a trace's ``python_function`` frames; not those waiting for a
+    DataLoader, the ``data`` cause's), else the generic words."""
+    lines = [r for r in result.python_lines if r.self_us > 0 and not r.cause][:NAMED]
     if not lines:
         return "(Python between ops, waits)"
     return "(most at " + ", ".join(f"{r.location} `{r.code or r.function}` "
@@ -107,8 +109,9 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
 
     ``between``: the iteration minus the self CPU time of every row (no op ran: Python
     between ops, waits); ``launch``: self CPU time of ``LAUNCH_CALLS``; ``sync``: of
-    ``SYNC_OPS`` and ``WAIT_CALLS``; ``data``: ranges and ops named ``DATA_LOADER``...
-    (taken out of ``between``, then ``inside``); ``inside``: the rest of the ops' self
+    ``SYNC_OPS`` and ``WAIT_CALLS``; ``data``: ranges and ops named ``DATA_LOADER``...,
+    else the ``python`` view's ``data loading`` rows (taken out of ``between``, then
+    ``inside``); ``inside``: the rest of the ops' self
     CPU time. Set-up calls (``setup``) are none of these.
     """
     n, wall = result.iters, wall_us(result)
@@ -122,6 +125,8 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
     loaders = {g.key: g.cpu_time_total for g in result.ranges if g.key.startswith(DATA_LOADER)}
     loaders.update({r.key: r.cpu_time_total for r in rows if r.key.startswith(DATA_LOADER)})
     data = sum(loaders.values()) / n
+    if not loaders:  # no DataLoader range: the Python lines that waited for one, if any
+        data = sum(r.self_us for r in result.python_lines if r.cause == DATA_LOADING)
     between = max(0.0, wall - cpu)
     inside = max(0.0, cpu - launch - sync)
     inside -= max(0.0, data - between)

@@ -17,7 +17,7 @@ classified by what the events say about them, first match wins:
 Each cause also names the user's Python line behind it (``Lines``): the line that called
 the sync op, the DataLoader or the op, or that ran when no op did, from the Python samples
 (the live sampler's, or a trace's ``python_function`` frames made into samples) joined to
-the event's time (``python_lines.frames_during``), else the ``with_stack`` frame around it.
+the event's time (``python_lines.SampleIndex``), else the ``with_stack`` frame around it.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import numpy as np
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.python_samples import PythonSamples
-from kernelmagic.core.rows import GpuIdleRow
+from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
 from kernelmagic.views.breakdown import merge
-from kernelmagic.views.python_lines import LOADING, frame_owner, frames_during, label
+from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
 from kernelmagic.views.source_lines import user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
@@ -77,7 +77,7 @@ class Lines:
     def __init__(self, table: EventTable, samples: PythonSamples | None,
                  cell_file: str | None = None, cell_label: str = "") -> None:
         self.samples = samples if samples is not None else PythonSamples()
-        self.times = self.samples.t_ns - table.origin_ns
+        self.index = SampleIndex(self.samples, self.samples.t_ns - table.origin_ns)
         self.slack = int(2 * self.samples.interval_s * 1e9)
         self.table, self.cell_file, self.cell_label = table, cell_file, cell_label
         self.frames, rows = user_frames(table)
@@ -87,8 +87,7 @@ class Lines:
         """The samples' frame index over ``[lo, hi)`` (-1: none)."""
         if not self.samples.n:
             return -1
-        return int(frames_during(self.samples, self.times, np.array([lo]), np.array([hi]),
-                                 slack)[0])
+        return int(self.index.frames_during(np.array([lo]), np.array([hi]), slack)[0])
 
     def loading(self, frame: int) -> bool:
         """True when the samples' frame ``frame`` waited for a DataLoader."""
@@ -174,10 +173,10 @@ class _Context:
                 return "host-to-device copy", name, *lines.of_op(self.launcher(nxt))
         loader = self.loaders.first_during(lo, hi)
         if loader >= 0:
-            return (LOADING, DATA_LOADER, *lines.of_op(loader))
+            return (DATA_LOADING, DATA_LOADER, *lines.of_op(loader))
         held = lines.frame_during(lo, hi)
         if lines.loading(held):
-            return (LOADING, DATA_LOADER, *lines.of_frame(held))
+            return (DATA_LOADING, DATA_LOADER, *lines.of_frame(held))
         op = self.op_at((lo + hi) // 2)
         if op >= 0:
             return ("launch gap", t.names[t.name[op]], *lines.of_op(op))

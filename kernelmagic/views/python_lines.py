@@ -23,13 +23,11 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.python_samples import Frame, PythonSamples
-from kernelmagic.core.rows import PythonLineRow, SourceRow
+from kernelmagic.core.rows import DATA_LOADING, PythonLineRow, SourceRow
 from kernelmagic.views.breakdown import cpu_busy, merge
 from kernelmagic.views.source_lines import is_data_loading_file, user_frames
 from kernelmagic.views.tree import nearest_ancestor
 
-#: The cause of time a line spent waiting for a DataLoader.
-LOADING = "data loading"
 #: How to record what this view needs in a trace.
 TRACE_HINT = ("no Python lines: this trace has no python_function events; record them "
               "with torch.profiler.profile(with_stack=True)")
@@ -105,7 +103,7 @@ def python_lines(table: EventTable, windows: list[Window], samples: PythonSample
             location=label(frame.file, frame.line, cell_file, cell_label),
             function=frame.function, code=linecache.getline(frame.file, frame.line).strip(),
             self_us=ns / 1000.0, share=ns / wall if wall else 0.0, file=frame.file,
-            line=frame.line, samples=int(counts[i]), cause=LOADING if frame.loading else ""))
+            line=frame.line, samples=int(counts[i]), cause=DATA_LOADING if frame.loading else ""))
     rows.sort(key=lambda r: (-r.self_us, r.location))
     python_ns = float(per_frame[:-1].sum()) / steps
     return PythonLines(rows=rows, python_us=python_ns / 1000.0,
@@ -183,24 +181,38 @@ def frames_during(samples: PythonSamples, times: np.ndarray, starts: np.ndarray,
     ``times`` are the samples' times on the windows' clock (``samples.t_ns`` less the
     table's ``origin_ns``); samples in no user frame (-1) are left out.
     """
-    out = np.full(len(starts), -1, dtype=np.int64)
-    keep = samples.frame >= 0
-    t, frame, weight = times[keep], samples.frame[keep], sample_weights(samples)[keep]
-    if not t.size:
+    return SampleIndex(samples, times).frames_during(starts, ends, slack_ns)
+
+
+class SampleIndex:
+    """The samples in a user frame, by time, with their weights: built once, joined to
+    many windows (``frames_during``)."""
+
+    def __init__(self, samples: PythonSamples, times: np.ndarray) -> None:
+        keep = samples.frame >= 0
+        self.t, self.frame = times[keep], samples.frame[keep]
+        self.weight = sample_weights(samples)[keep]
+
+    def frames_during(self, starts: np.ndarray, ends: np.ndarray,
+                      slack_ns: int = 0) -> np.ndarray:
+        """``frames_during`` of the module, over these samples."""
+        t, frame, weight = self.t, self.frame, self.weight
+        out = np.full(len(starts), -1, dtype=np.int64)
+        if not t.size:
+            return out
+        first = np.searchsorted(t, starts, "left")
+        last = np.searchsorted(t, ends, "left")
+        for i in np.flatnonzero(last > first).tolist():
+            held = np.bincount(frame[first[i]:last[i]], weights=weight[first[i]:last[i]])
+            out[i] = int(np.argmax(held))
+        if slack_ns > 0:
+            for i in np.flatnonzero(last == first).tolist():  # none inside: the nearest
+                near = [j for j in (first[i] - 1, first[i]) if 0 <= j < t.size]
+                gaps = [max(starts[i] - t[j], t[j] - ends[i], 0) for j in near]
+                best = int(np.argmin(gaps)) if gaps else -1
+                if best >= 0 and gaps[best] <= slack_ns:
+                    out[i] = int(frame[near[best]])
         return out
-    first = np.searchsorted(t, starts, "left")
-    last = np.searchsorted(t, ends, "left")
-    for i in np.flatnonzero(last > first).tolist():
-        held = np.bincount(frame[first[i]:last[i]], weights=weight[first[i]:last[i]])
-        out[i] = int(np.argmax(held))
-    if slack_ns > 0:
-        for i in np.flatnonzero(last == first).tolist():  # none inside: the nearest
-            near = [j for j in (first[i] - 1, first[i]) if 0 <= j < t.size]
-            gaps = [max(starts[i] - t[j], t[j] - ends[i], 0) for j in near]
-            best = int(np.argmin(gaps)) if gaps else -1
-            if best >= 0 and gaps[best] <= slack_ns:
-                out[i] = int(frame[near[best]])
-    return out
 
 
 def split_top_level(rows: list[SourceRow], table: EventTable,
