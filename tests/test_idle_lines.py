@@ -18,6 +18,7 @@ import kernelmagic
 from kernelmagic.core.events import Kind
 from kernelmagic.core.python_samples import Frame, PythonSamples
 from kernelmagic.core.units import format_us
+from kernelmagic.render.text import text_report
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.python_lines import frames_during, samples_from_trace
 from tests.fakes import table_of
@@ -93,6 +94,9 @@ def test_a_traces_idle_causes_name_the_python_lines(tmp_path):
                                   "ops at /home/u/train.py:30) 350 µs"), idle.evidence
     # the CPU's causes: the lines that waited for the DataLoader are its time, not "outside
     # any op"'s
+    table = text_report(result).split("[gpu idle]")[1].split("\n\n")[0]
+    assert any("aten::item" in row and "/home/u/train.py:20" in row
+               for row in table.splitlines()), table
     (waited,) = [r for r in result.python_lines if r.cause == "data loading"]
     assert f"; {format_us(waited.self_us)} in the DataLoader;" in idle.evidence, idle.evidence
     assert "(data loading)" not in idle.evidence.split("in the DataLoader")[0]

@@ -53,14 +53,17 @@ def source_table(result: ProfileResult) -> Table:
 
 
 def gpu_idle_table(result: ProfileResult) -> Table:
-    """Why the GPU waits: its idle time per cause, per iteration (``views/gpu_idle.py``)."""
+    """Why the GPU waits: its idle time per cause, per iteration (``views/gpu_idle.py``),
+    with the line behind each cause when the run or trace named any."""
+    lines = any(r.location for r in result.gpu_idle)  # no samples or frames: no lines
     cols = [
         Column("op", "cause", lambda r: r.cause, lambda r: r.cause, numeric=False, width=160),
-        Column("detail", "op", lambda r: r.detail, lambda r: r.detail, numeric=False,
-               width=220),
-        Column("location", "line", lambda r: r.location, lambda r: r.location, numeric=False,
-               width=160),
-        Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=240),
+        Column("detail", "op" if lines else "op or line", lambda r: r.detail,
+               lambda r: r.detail, numeric=False, width=220 if lines else 260),
+        *([Column("location", "line", lambda r: r.location, lambda r: r.location,
+                  numeric=False, width=160),
+           Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False,
+                  width=240)] if lines else []),
         time_column("idle_us", "idle per iteration", lambda r: r.idle_us),
         Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
         Column("stretches", "stretches", lambda r: r.stretches, lambda r: f"{r.stretches:,}"),
