@@ -206,6 +206,9 @@ def test_gpu_idle_names_the_python_line_of_a_trace():
     assert result.python_unattributed == pytest.approx(2000.0)
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
     assert "outside any op (most at /home/u/train.py:30 `load_batch` 7.00 ms)" in idle.evidence
+    # the lines are already named: the advice points at them, not at how to record them
+    assert "the python view lists your lines" in idle.suggestion
+    assert "with_stack" not in idle.suggestion
 
 
 def test_a_trace_without_frames_says_how_to_name_the_lines():

@@ -51,7 +51,7 @@ _CAUSE_TITLE = {
     "data": "data loading",
 }
 _CAUSE_FIX = {
-    "between": "find the Python between ops ({python} names your lines; or py-spy) and take "
+    "between": "find the Python between ops ({python}) and take "
                "it out of the step (logging, .tolist()/printing, data preparation), or "
                "compile the step (torch.compile)",
     "inside": "cut the CPU cost per op: fewer, larger ops (torch.compile fuses them), CUDA "
@@ -175,8 +175,16 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
         + _idle_cause(result),
-        _CAUSE_FIX[lead].format(python=record(result, "--python")), share,
+        _CAUSE_FIX[lead].format(python=_where_lines_are(result)), share,
         rows=cause_rows(result, lead), side="cpu")
+
+
+def _where_lines_are(result: ProfileResult) -> str:
+    """Where the user finds their Python lines: the python view when the run or trace
+    named some, else how to record them."""
+    if result.python_lines:
+        return "the python view lists your lines"
+    return f"{record(result, '--python')} names your lines; or py-spy"
 
 
 def cause_rows(result: ProfileResult, kind: str) -> tuple[str, ...]:
