@@ -1,4 +1,5 @@
-"""The many-ranks report: summary line, per-rank table, stacked bar chart, widget.
+"""The many-ranks report: summary line, per-rank table, stacked bar chart (a heatmap past
+``BARS_UP_TO`` ranks), the collectives with the largest skew, findings, widget.
 
 Pure functions of a ``ManyRanksResult``. A rank's own full report is the ordinary
 single-rank report (``render/bundle.py``), built when the rank is clicked.
@@ -18,6 +19,7 @@ from kernelmagic.render.text import render_table
 from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
+    from kernelmagic.core.collective_rows import Collective
     from kernelmagic.results.ranks import ManyRanksResult
 
 #: Bars of the chart: (field, label, colour). Communication hidden behind compute is not
@@ -132,6 +134,49 @@ def summary_line(result: ManyRanksResult) -> str:
     return " · ".join(parts)
 
 
+#: How many collectives (the largest skews) the report lists.
+COLLECTIVES_SHOWN = 5
+
+
+def skewed_collectives(result: ManyRanksResult) -> list[Collective]:
+    """The collectives matched across two ranks or more, largest skew first (ties: step
+    order), at most ``COLLECTIVES_SHOWN``."""
+    matched = [c for c in result.collectives() if c.ranks >= 2 and c.skew_us > 0]
+    return sorted(matched, key=lambda c: -c.skew_us)[:COLLECTIVES_SHOWN]
+
+
+def collectives_table_model(result: ManyRanksResult) -> Table:
+    """The collectives with the largest skew: step, name and index, ranks, the first and
+    last to arrive, skew and transfer time (``kernelmagic/results/collectives.py``)."""
+    columns = [
+        Column("step", "step", lambda c: -c.step, lambda c: str(c.step), width=60),
+        Column("collective", "collective", lambda c: c.key, lambda c: f"{c.name} #{c.index}",
+               numeric=False, width=200),
+        Column("first", "first", lambda c: -c.first_rank, lambda c: f"rank {c.first_rank}",
+               width=80),
+        Column("last", "last", lambda c: -c.last_rank, lambda c: f"rank {c.last_rank}",
+               width=80),
+        time_column("skew", "skew", lambda c: c.skew_us),
+        time_column("transfer", "transfer", lambda c: c.transfer_us),
+    ]
+    return Table(columns=columns, rows=skewed_collectives(result), sort_column="skew",
+                 noun="collectives")
+
+
+def collectives_heading(result: ManyRanksResult) -> str:
+    shown = skewed_collectives(result)
+    return (f"Collectives with the largest skew ({counted(len(shown), 'collective')} of "
+            f"{len([c for c in result.collectives() if c.ranks >= 2])} matched across ranks; "
+            "times from each rank's step start):")
+
+
+def collectives_text(result: ManyRanksResult) -> str:
+    """The heading and the table, or "" when no collective was matched with a skew."""
+    if not skewed_collectives(result):
+        return ""
+    return collectives_heading(result) + "\n" + render_table(collectives_table_model(result))
+
+
 def findings_text(result: ManyRanksResult) -> str:
     found = result.findings()
     if not found:
@@ -142,6 +187,9 @@ def findings_text(result: ManyRanksResult) -> str:
 def text_report(result: ManyRanksResult, findings: bool = True) -> str:
     """Summary, per-rank table and findings: ``text/plain``."""
     parts = [summary_line(result), "", ranks_table(result)]
+    collectives = collectives_text(result)
+    if collectives:
+        parts += ["", collectives]
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]
@@ -225,6 +273,14 @@ def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     return figure_png(fig)
 
 
+def collectives_html(result: ManyRanksResult) -> str:
+    """The collectives with the largest skew as an HTML table with its heading, or ""."""
+    if not skewed_collectives(result):
+        return ""
+    return (f'<div class="km-collectives"><b>{escape(collectives_heading(result))}</b>'
+            f"{static_table_html(collectives_table_model(result), None)}</div>")
+
+
 def findings_html(result: ManyRanksResult) -> str:
     items = "".join(
         f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
@@ -241,7 +297,8 @@ def html_report(result: ManyRanksResult, png: bytes | None = None,
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-ranks"><div class="km-summary">'
             f"<b>{escape(summary_line(result))}</b></div>{image_tag(png, 'time per rank')}"
-            f"{static_table_html(ranks_table_model(result), None)}{notes}"
+            f"{static_table_html(ranks_table_model(result), None)}"
+            f"{collectives_html(result)}{notes}"
             '<p class="km-note" style="font-size:12px;color:#666">A rank\'s full report: '
             "<code>result.ranks[N]</code>, or <code>python -m kernelmagic show FOLDER "
             "--rank N</code>.</p></div>")
@@ -262,6 +319,9 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
     if png is not None:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     parts.append(table.widget)
+    collectives = collectives_html(result)
+    if collectives:
+        parts.append(w.HTML(collectives))
     notes = findings_html(result) if findings else ""
     if notes:
         parts.append(w.HTML(notes))

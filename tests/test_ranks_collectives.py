@@ -1,0 +1,160 @@
+"""Each collective across ranks (issue #34, Must 4): arrivals matched by step, name and
+index; skew and transfer worked out by hand on tiny traces and from the generator's plan;
+the finding that names the rank the others wait for; the collectives view and report."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ranks_data import CPU_ONLY, NCCL_RANK, RANK_FILES, tiny_rank
+
+import kernelmagic
+from kernelmagic.findings.ranks import SKEW_MIN_SHARE, collective_skew
+from kernelmagic.io.ranks import parse_rank
+from kernelmagic.render.ranks import collectives_text, text_report
+from kernelmagic.results.ranks import ManyRanksResult
+from kernelmagic.views.collectives import COLLECTIVES_KEPT
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import rank_traces as rt
+
+# Three ranks of one step [1000, 2000] µs, each on its own clock. Per rank: (all_reduce
+# kernel start, end), (broadcast kernel start, end) and the compute before them.
+ARRIVALS = {0: ((1200, 1500), (1600, 1700)),
+            1: ((1250, 1502), (1590, 1700)),
+            2: ((1380, 1498), (1610, 1690))}
+CLOCKS = {0: 0.0, 1: 5_000_000.0, 2: -300.0}
+
+
+def _tiny_job(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    for rank, ((a, e), (b, f)) in ARRIVALS.items():
+        kernels = [("gemm_a", 1010, 1010 + 100 * (rank + 1))]
+        if rank == 2:
+            kernels += [("relu_k", 1330, 1370), ("adam_k", 1520, 1600)]
+        tiny_rank(folder / f"rank{rank}.json", rank, 3, (1000, 2000), kernels,
+                  [("nccl:all_reduce", 1100, a, e), ("nccl:broadcast", 1500, b, f)],
+                  clock=CLOCKS[rank])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> ManyRanksResult:
+    return kernelmagic.load(_tiny_job(tmp_path_factory.mktemp("tiny")))
+
+
+def test_each_rank_keeps_its_arrivals_from_its_own_step_start(tiny):
+    a = tiny.summaries[2].collectives
+    assert [(x.step, x.name, x.index) for x in a] == [(0, "nccl:all_reduce", 0),
+                                                      (0, "nccl:broadcast", 0)]
+    # µs from the step's start (1000), whatever the rank's clock
+    assert (a[0].arrival_us, a[0].end_us) == pytest.approx((380, 498))
+    assert (a[1].arrival_us, a[1].end_us) == pytest.approx((610, 690))
+    # before the all-reduce: step start to arrival [1000, 1380]: gemm_a 300, relu_k 40
+    assert a[0].busy == [("gemm_a", pytest.approx(300)), ("relu_k", pytest.approx(40))]
+    # before the broadcast: the all-reduce's end to arrival [1498, 1610]: adam_k 80
+    assert a[1].busy == [("adam_k", pytest.approx(80))]
+
+
+def test_skew_and_transfer_by_hand(tiny):
+    reduce_, bcast = tiny.collectives()
+    # all-reduce: arrivals 1200, 1250, 1380 -> first rank 0, last rank 2, skew 180;
+    # ends 1500, 1502, 1498 -> median 1500, transfer 1500 - 1380 = 120
+    assert (reduce_.name, reduce_.ranks, reduce_.first_rank, reduce_.last_rank) == (
+        "nccl:all_reduce", 3, 0, 2)
+    assert (reduce_.skew_us, reduce_.transfer_us) == pytest.approx((180, 120))
+    assert reduce_.late_busy == tiny.summaries[2].collectives[0].busy
+    # broadcast: arrivals 1600, 1590, 1610 -> first rank 1, last rank 2, skew 20;
+    # ends 1700, 1700, 1690 -> median 1700, transfer 90
+    assert (bcast.first_rank, bcast.last_rank) == (1, 2)
+    assert (bcast.skew_us, bcast.transfer_us) == pytest.approx((20, 90))
+
+
+def test_finding_names_the_late_rank_and_what_it_ran(tiny):
+    (found,) = [f for f in tiny.findings() if f.rule == "collective_skew"]
+    assert found.title == "Collectives wait for rank 2"
+    # 180 + 20 µs of skew in one step of 1 ms (20%), 120 + 90 µs of transfer
+    assert found.evidence == (
+        "rank 2 is the last to arrive at 2 of 2 collectives (nccl:all_reduce, nccl:broadcast; "
+        "1 step): the first rank waits 200 µs per step for it (20% of the median step "
+        "1.00 ms), against 210 µs per step of transfer once all have arrived; meanwhile "
+        "it runs gemm_a 300 µs, adam_k 80.0 µs, relu_k 40.0 µs per step")
+
+
+def test_finding_threshold(tiny):
+    collectives = tiny.collectives()
+    summaries = list(tiny.summaries.values())
+    step = 200 / SKEW_MIN_SHARE  # the skew per step is exactly the threshold: silent
+    at = [replace(s, step_median_us=step) for s in summaries]
+    assert collective_skew(at, collectives) is None
+    above = [replace(s, step_median_us=step - 1) for s in summaries]
+    assert collective_skew(above, collectives) is not None
+
+
+def test_collectives_view_and_report(tiny):
+    frame = tiny.to_pandas("collectives")
+    assert list(frame.columns[:8]) == ["step", "name", "index", "ranks", "first_rank",
+                                       "last_rank", "skew_us", "transfer_us"]
+    assert frame["skew_us"].tolist() == pytest.approx([180, 20])
+    assert frame.attrs["units"]["skew_us"] == "µs"
+    assert "collectives" not in tiny.to_pandas("ranks").columns
+    text = collectives_text(tiny)
+    lines = text.splitlines()
+    assert lines[0].startswith("Collectives with the largest skew (2 collectives of 2 ")
+    assert lines[3].split()[:6] == ["0", "nccl:all_reduce", "#0", "rank", "0", "rank"]
+    assert "180 µs" in lines[3] and "120 µs" in lines[3]
+    assert text in text_report(tiny)
+    assert "km-collectives" in tiny._repr_mimebundle_(include=["text/html"])["text/html"]
+
+
+def test_generator_slow_rank_is_last_by_its_extra_compute(tmp_path):
+    job = rt.Job(world_size=4, seed=2, slow_rank=1, slow_by=0.25, jitter=0.0, kernels=8,
+                 collectives=2)
+    rt.write_job(tmp_path, job, 40 * 1024)
+    run = kernelmagic.load(tmp_path)
+    collectives = run.collectives()
+    steps = run.summaries[0].steps
+    assert len(collectives) == min(COLLECTIVES_KEPT, 2 * steps)
+    for c in collectives:
+        kernels, transfers = rt._step_plan(job, c.step)
+        chunk = kernels[:4] if c.index == 0 else kernels[4:]
+        # the slow rank reaches each all-reduce 0.25 x its compute since the last one late
+        assert (c.ranks, c.last_rank, c.first_rank) == (4, 1, 0)
+        assert c.skew_us == pytest.approx(0.25 * sum(chunk), abs=0.01)
+        assert c.transfer_us == pytest.approx(transfers[c.index], abs=0.01)
+    (found,) = [f for f in run.findings() if f.rule == "collective_skew"]
+    assert found.title == "Collectives wait for rank 1"
+
+
+def test_a_summary_keeps_at_most_the_first_collectives(tmp_path):
+    (path,) = rt.write_job(tmp_path, rt.Job(world_size=1, kernels=2, collectives=3), 64 * 1024)
+    kept = parse_rank(str(path)).summary.collectives
+    assert len(kept) == COLLECTIVES_KEPT
+    assert [(a.step, a.index) for a in kept[:4]] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+
+
+def test_cpu_only_gloo_ranges_are_collectives():
+    a = parse_rank(str(CPU_ONLY)).summary.collectives
+    # the two gloo:all_reduce ranges of ProfilerStep#551 (start 1212075529876.817 µs)
+    assert [(x.name, x.index) for x in a] == [("gloo:all_reduce", 0), ("gloo:all_reduce", 1)]
+    assert a[0].arrival_us == pytest.approx(1212075548353.304 - 1212075529876.817)
+    assert a[0].end_us == pytest.approx(a[0].arrival_us + 173209.713)
+
+
+def test_real_traces_single_rank_and_two_ranks():
+    one = kernelmagic.load([NCCL_RANK])
+    assert {c.ranks for c in one.collectives()} == {1}
+    assert not [f for f in one.findings() if f.rule == "collective_skew"]
+    assert collectives_text(one) == ""
+    names = {a.name for a in one.summaries[0].collectives}
+    assert names == {"nccl:all_reduce", "nccl:broadcast"}
+    two = kernelmagic.load(RANK_FILES)
+    for c in two.collectives():
+        got = {r: next(a for a in two.summaries[r].collectives
+                       if (a.step, a.name, a.index) == (c.step, c.name, c.index))
+               for r in (0, 1)}
+        assert c.skew_us == pytest.approx(abs(got[0].arrival_us - got[1].arrival_us))
+    text_report(two)  # renders
