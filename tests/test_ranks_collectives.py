@@ -158,3 +158,47 @@ def test_real_traces_single_rank_and_two_ranks():
                for r in (0, 1)}
         assert c.skew_us == pytest.approx(abs(got[0].arrival_us - got[1].arrival_us))
     text_report(two)  # renders
+
+
+# --- the communication heatmap (Must 3) --------------------------------------------------
+
+
+def test_comm_grid_is_what_the_generator_put_in(tmp_path):
+    from kernelmagic.render.ranks import comm_grid
+
+    job = rt.Job(world_size=3, seed=5, slow_rank=2, slow_by=0.4, jitter=0.0, kernels=6)
+    rt.write_job(tmp_path, job, 30 * 1024)
+    run = kernelmagic.load(tmp_path)
+    grid = comm_grid(run)
+    steps = run.summaries[0].steps
+    assert len(grid) == 3 and all(len(row) == steps for row in grid)
+    for rank, row in zip(run.summaries, grid, strict=True):
+        for step, got in enumerate(row):
+            kernels, transfers = rt._step_plan(job, step)
+            chunks = (kernels[:3], kernels[3:])
+            # each all-reduce lasts from this rank's arrival to the slow rank's plus the
+            # transfer: (1.4 - own factor) x the compute before it, + the transfer
+            mine = 1.4 if rank == 2 else 1.0
+            want = sum((1.4 - mine) * sum(c) + t for c, t in zip(chunks, transfers,
+                                                                 strict=True))
+            assert got == pytest.approx(want / 1000.0, abs=1e-4), (rank, step)
+
+
+def test_heatmap_past_32_ranks_has_a_communication_panel():
+    import io
+
+    from PIL import Image
+
+    from kernelmagic.render.ranks import chart_png, comm_grid
+    from kernelmagic.results.rank_summary import RankSummary
+
+    def run(comm: bool) -> ManyRanksResult:
+        return ManyRanksResult(ranks={}, summaries={r: RankSummary(
+            rank=r, step_median_us=1e3, step_us=[1e3 + s for s in range(8)],
+            step_comm_us=[100.0 * (r % 3) + s for s in range(8)] if comm else [])
+            for r in range(40)})
+
+    assert comm_grid(run(True))[4][:2] == [0.1, 0.101]  # ms: rank 4 is 100 µs + step
+    with_comm = Image.open(io.BytesIO(chart_png(run(True)))).size
+    without = Image.open(io.BytesIO(chart_png(run(False)))).size  # an old saved summary
+    assert with_comm[0] == 2 * without[0] and with_comm[1] == without[1]

@@ -240,36 +240,61 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     return figure_png(fig)
 
 
+def _grid(rows: list[list[float]]) -> list[list[float | None]]:
+    """µs per cell -> ms, rows padded with None to the longest."""
+    width = max((len(r) for r in rows), default=0)
+    return [[*(t / 1000.0 for t in r), *([None] * (width - len(r)))] for r in rows]
+
+
 def step_grid(result: ManyRanksResult) -> list[list[float | None]]:
     """Step time (ms) of each rank (rows, rank order) at each step (columns); None where a
     rank has fewer steps than the longest."""
-    rows = [[t / 1000.0 for t in s.step_us] for s in result.summaries.values()]
-    width = max((len(r) for r in rows), default=0)
-    return [[*r, *([None] * (width - len(r)))] for r in rows]
+    return _grid([s.step_us for s in result.summaries.values()])
 
 
-def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
-    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
-    slow step a bright column, at any number of ranks."""
+def comm_grid(result: ManyRanksResult) -> list[list[float | None]]:
+    """Communication time (ms) of each rank (rows) in each step (columns), as the
+    breakdown counts it; None where a rank has fewer steps (or a summary saved before
+    ``step_comm_us`` existed)."""
+    return _grid([s.step_comm_us for s in result.summaries.values()])
+
+
+def _heat_panel(fig: Any, ax: Any, grid: list[list[float | None]], ranks: list[int],
+                title: str, label: str) -> None:
     import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    grid = np.array([[np.nan if v is None else v for v in row]
-                     for row in step_grid(result)], dtype=float).reshape(
-                         len(result.summaries), -1)
-    ranks = [s.rank for s in result.summaries.values()]
-    fig = Figure(figsize=(10.0, min(12.0, max(3.6, 0.012 * len(ranks) + 3))), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
-    fig.colorbar(image, ax=ax, label="step time (ms)")
+    cells = np.array([[np.nan if v is None else v for v in row] for row in grid],
+                     dtype=float).reshape(len(ranks), -1)
+    image = ax.imshow(cells, aspect="auto", interpolation="nearest", cmap="viridis")
+    fig.colorbar(image, ax=ax, label=label)
     step = max(1, len(ranks) // 16)
     ax.set_yticks(range(0, len(ranks), step))
     ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
-    ax.set_title("step time by rank and step", fontsize=10)
+    ax.set_title(title, fontsize=10)
+
+
+def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
+    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
+    slow step a bright column, at any number of ranks; beside it the same grid of
+    communication time, where the ranks that wait are the bright rows (and the slow rank
+    a dark one)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ranks = [s.rank for s in result.summaries.values()]
+    comm = comm_grid(result)
+    panels = 2 if any(v is not None for row in comm for v in row) else 1
+    fig = Figure(figsize=(10.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))),
+                 dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    _heat_panel(fig, axes[0], step_grid(result), ranks, "step time by rank and step",
+                "step time (ms)")
+    if panels == 2:
+        _heat_panel(fig, axes[1], comm, ranks, "communication time by rank and step",
+                    "communication (ms)")
     return figure_png(fig)
 
 
