@@ -104,7 +104,8 @@ def rank_ranges(ranks: list[int]) -> str:
 
 
 def summary_line(result: ManyRanksResult) -> str:
-    """Ranks and job, median step over ranks, slowest rank, median breakdown."""
+    """Ranks and job, median step over ranks, slowest rank, median breakdown, and the
+    ranks of the job without a file (``ManyRanksResult.missing_ranks``)."""
     summaries = list(result.summaries.values())
     n = len(summaries)
     job = []
@@ -131,6 +132,10 @@ def summary_line(result: ManyRanksResult) -> str:
     overlaps = [s.overlap for s in summaries if s.overlap is not None]
     if overlaps:
         parts[-1] += f", {whole_percent(statistics.median(overlaps))} of communication overlapped"
+    missing = result.missing_ranks
+    if missing:
+        parts.append(f"{counted(len(missing), 'rank')} of the job without a file: "
+                     f"{rank_ranges(missing)}")
     return " · ".join(parts)
 
 

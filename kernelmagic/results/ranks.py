@@ -74,6 +74,13 @@ class ManyRanksResult:
         return sizes[0] if sizes else None
 
     @property
+    def missing_ranks(self) -> list[int]:
+        """Ranks 0 to ``world_size`` − 1 with no trace here (none when it is unknown)."""
+        if not self.world_size:
+            return []
+        return sorted(set(range(self.world_size)) - set(self.summaries))
+
+    @property
     def backend(self) -> str:
         return next((s.backend for s in self.summaries.values() if s.backend), "")
 
