@@ -202,3 +202,32 @@ def test_heatmap_past_32_ranks_has_a_communication_panel():
     with_comm = Image.open(io.BytesIO(chart_png(run(True)))).size
     without = Image.open(io.BytesIO(chart_png(run(False)))).size  # an old saved summary
     assert with_comm[0] == 2 * without[0] and with_comm[1] == without[1]
+
+
+# --- saved results -----------------------------------------------------------------------
+
+
+def test_save_and_load_keep_collectives_and_comm_times(tiny, tmp_path):
+    back = kernelmagic.load(tiny.save(tmp_path / "run.json"))
+    assert back == tiny
+    for rank, summary in tiny.summaries.items():
+        assert summary.collectives and summary.step_comm_us
+        assert back.summaries[rank] == summary
+    assert back.collectives() == tiny.collectives()
+    assert back.findings() == tiny.findings()
+
+
+def test_a_ranks_file_saved_before_collectives_still_loads(tiny, tmp_path):
+    import json
+
+    data = tiny.to_dict()
+    for item in data["ranks"]:  # what kernelmagic wrote before these fields existed
+        del item["summary"]["collectives"], item["summary"]["step_comm_us"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = kernelmagic.load(path)
+    assert all(s.collectives == [] and s.step_comm_us == [] for s in old.summaries.values())
+    assert old.collectives() == [] and collectives_text(old) == ""
+    assert not [f for f in old.findings() if f.rule == "collective_skew"]
+    assert old.summary() == tiny.summary()
+    text_report(old)
