@@ -16,7 +16,7 @@ from kernelmagic.core.records import Record
 __all__ = ["Arrival", "Collective"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a summary holds dozens: no __dict__ each
 class Arrival(Record):
     """One collective on one rank, its times from the start of the rank's own step.
 
