@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kernelmagic.results.rank_store import RankReports
-from kernelmagic.results.rank_summary import HEATMAP_STEPS, RankSummary, summarize
+from kernelmagic.results.rank_summary import RankSummary, summarize_with_events
 from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.results.result import ProfileResult
 
@@ -74,8 +74,6 @@ def parse_rank(path: str, full: bool = False) -> Parsed:
     try:
         from kernelmagic.core.errors import NotATrace
         from kernelmagic.io.traces import read_trace, trace_result
-        from kernelmagic.views.breakdown import communication_per_window
-        from kernelmagic.views.collectives import collective_arrivals
 
         try:
             parts = read_trace(source)
@@ -84,16 +82,13 @@ def parse_rank(path: str, full: bool = False) -> Parsed:
         # Without the timeline: it holds one span per event of a step, so it would
         # grow with the trace on the client (load the rank's file alone to see it).
         result = trace_result(parts, timeline=False)
-        windows = parts.iterations.windows
         meta = result.distributed  # the trace's rank, world_size and backend
         rank = _rank_of(meta, source)
         world = meta.get("world_size")
-        summary = summarize(
-            result, rank=-1 if rank is None else rank,
+        summary = summarize_with_events(
+            result, parts.table, parts.iterations.windows, rank=-1 if rank is None else rank,
             world_size=int(world) if isinstance(world, int) or str(world).isdigit() else None,
-            backend=str(meta.get("backend", "")), file=source.name,
-            step_comm_us=communication_per_window(parts.table, windows[:HEATMAP_STEPS]),
-            collectives=collective_arrivals(parts.table, windows))
+            backend=str(meta.get("backend", "")), file=source.name)
         return Parsed(result if full else None, summary, None)
     except ValueError as exc:  # TraceFileError and friends: already one line naming the file
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

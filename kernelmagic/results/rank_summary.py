@@ -21,12 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelmagic.core.collective_rows import Arrival
+from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.records import Record
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.breakdown import communication_per_window
+from kernelmagic.views.collectives import collective_arrivals
 
-__all__ = ["HEATMAP_STEPS", "RankSummary", "summarize"]
+__all__ = ["HEATMAP_STEPS", "RankSummary", "summarize", "summarize_with_events"]
 
 #: How many step times (the first ones) a ``RankSummary`` keeps for the heatmap.
 HEATMAP_STEPS = 128
@@ -99,3 +102,14 @@ def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None
         step_comm_us=list(step_comm_us or [])[:HEATMAP_STEPS],
         collectives=list(collectives or []),
     )
+
+
+def summarize_with_events(result: ProfileResult, table: EventTable, windows: list[Window], *,
+                          rank: int, world_size: int | None = None, backend: str = "",
+                          file: str = "") -> RankSummary:
+    """``summarize``, with the figures only the rank's events give: each of the first
+    ``HEATMAP_STEPS`` steps' communication time and the rank's first collectives
+    (``windows``: its steps, as ``result`` was built over them)."""
+    return summarize(result, rank=rank, world_size=world_size, backend=backend, file=file,
+                     step_comm_us=communication_per_window(table, windows[:HEATMAP_STEPS]),
+                     collectives=collective_arrivals(table, windows))

@@ -37,7 +37,7 @@ __all__ = ["BUSY_NAME_CHARS", "BUSY_TOP", "COLLECTIVES_KEPT", "COLLECTIVE_PREFIX
            "collective_arrivals"]
 
 #: How many collectives (the first ones, in step order) a rank's summary keeps.
-COLLECTIVES_KEPT = 32
+COLLECTIVES_KEPT = 16
 #: How many ops each collective's ``busy`` names.
 BUSY_TOP = 3
 #: Range names that mark a collective (torch's ``nccl:all_reduce``, ``gloo:all_reduce``).
