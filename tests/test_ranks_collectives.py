@@ -231,3 +231,20 @@ def test_a_ranks_file_saved_before_collectives_still_loads(tiny, tmp_path):
     assert not [f for f in old.findings() if f.rule == "collective_skew"]
     assert old.summary() == tiny.summary()
     text_report(old)
+
+
+def test_a_collective_ending_before_its_last_arrival_is_not_aligned(tmp_path):
+    # rank 1's step start is 500 µs off: its all-reduce seems to arrive at 850 µs while
+    # rank 0's ends at 400 µs, which cannot be if both steps had started together
+    tiny_rank(tmp_path / "rank0.json", 0, 2, (1000, 2000), [("gemm_a", 1010, 1100)],
+              [("nccl:all_reduce", 1100, 1200, 1400)])
+    tiny_rank(tmp_path / "rank1.json", 1, 2, (1000, 2000), [("gemm_a", 1010, 1800)],
+              [("nccl:all_reduce", 1830, 1850, 1905)])
+    run = kernelmagic.load(tmp_path)
+    (c,) = run.collectives()
+    # arrivals 200 and 850; ends 400 and 905 -> median 652.5, before the last arrival
+    assert (c.skew_us, c.transfer_us, c.aligned) == (pytest.approx(650), 0.0, False)
+    assert not [f for f in run.findings() if f.rule == "collective_skew"]
+    text = collectives_text(run)
+    assert "1 not aligned (*: ended before the last arrival" in text
+    assert "nccl:all_reduce #0 *" in text

@@ -44,6 +44,9 @@ class Collective(Record):
     ``transfer_us`` the median over the ranks of their end minus the last arrival (the
     time the collective took once every rank was there; 0 at least). ``late_busy`` is
     the last rank's ``Arrival.busy``: what it was doing while the others waited.
+    ``aligned`` is False when that median end comes before the last arrival: a collective
+    cannot end before every rank has arrived, so the ranks' step starts (from which the
+    times are counted) were not simultaneous, and the skew is not to be trusted.
     """
 
     step: int
@@ -55,6 +58,7 @@ class Collective(Record):
     skew_us: float
     transfer_us: float
     late_busy: list[tuple[str, float]] = field(default_factory=list)
+    aligned: bool = True
 
     @property
     def key(self) -> str:

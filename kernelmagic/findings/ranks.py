@@ -14,13 +14,15 @@ whose time per step differs most (in absolute value) from the median rank's, the
 median rank being the one of O whose median step is closest to ``center``.
 
 **Collective skew.** Over the collectives matched across at least two ranks
-(``ManyRanksResult.collectives()``), each collective's skew is charged to the rank that
-arrived last. The rank L charged the most skew (ties: the most collectives, then the
-lowest rank) is named when the skew charged to it per step exceeds ``SKEW_MIN_SHARE`` of
-the median step (steps: those with a matched collective). The finding gives how often L
-was last, the skew per step it caused against the transfer time per step of the same
-collectives, and L's top ``SKEW_TOP_OPS`` ops by self time in the windows before its late
-arrivals (``Collective.late_busy`` summed, per step): what it was doing meanwhile.
+(``ManyRanksResult.collectives()``) and ``aligned`` (their median end not before their
+last arrival: else the ranks' step starts differ and the skew is an artefact), each
+collective's skew is charged to the rank that arrived last. The rank L charged the most
+skew (ties: the most collectives, then the lowest rank) is named when the skew charged to
+it per step exceeds ``SKEW_MIN_SHARE`` of the median step (steps: those with a matched
+collective). The finding gives how often L was last, the skew per step it caused against
+the transfer time per step of the same collectives, and L's top ``SKEW_TOP_OPS`` ops by
+self time in the windows before its late arrivals (``Collective.late_busy`` summed, per
+step): what it was doing meanwhile.
 
 **Communication-bound.** Per rank, the exposed communication share is the
 communication time not overlapped by compute (on a CPU-only trace, all of it) over the
@@ -148,7 +150,7 @@ def collective_skew(summaries: Sequence[RankSummary],
                     collectives: Sequence[Collective]) -> Finding | None:
     """The rank the collectives wait for most, when it costs more than ``SKEW_MIN_SHARE``
     of the median step (see the module docstring), or None."""
-    matched = [c for c in collectives if c.ranks >= 2]
+    matched = [c for c in collectives if c.ranks >= 2 and c.aligned]
     if not matched or not summaries:
         return None
     charged: dict[int, list[Collective]] = {}

@@ -155,7 +155,8 @@ def collectives_table_model(result: ManyRanksResult) -> Table:
     last to arrive, skew and transfer time (``kernelmagic/results/collectives.py``)."""
     columns = [
         Column("step", "step", lambda c: -c.step, lambda c: str(c.step), width=60),
-        Column("collective", "collective", lambda c: c.key, lambda c: f"{c.name} #{c.index}",
+        Column("collective", "collective", lambda c: c.key,
+               lambda c: f"{c.name} #{c.index}{'' if c.aligned else ' *'}",
                numeric=False, width=200),
         Column("first", "first", lambda c: -c.first_rank, lambda c: f"rank {c.first_rank}",
                width=80),
@@ -170,9 +171,12 @@ def collectives_table_model(result: ManyRanksResult) -> Table:
 
 def collectives_heading(result: ManyRanksResult) -> str:
     shown = skewed_collectives(result)
+    matched = [c for c in result.collectives() if c.ranks >= 2]
+    off = sum(not c.aligned for c in matched)
+    note = (f"; {off} not aligned (*: ended before the last arrival, so the ranks' step "
+            "starts differ)" if off else "")
     return (f"Collectives with the largest skew ({counted(len(shown), 'collective')} of "
-            f"{len([c for c in result.collectives() if c.ranks >= 2])} matched across ranks; "
-            "times from each rank's step start):")
+            f"{len(matched)} matched across ranks; times from each rank's step start{note}):")
 
 
 def collectives_text(result: ManyRanksResult) -> str:

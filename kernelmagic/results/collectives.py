@@ -10,7 +10,9 @@ A collective kept by some ranks only (a summary keeps its first ones,
 ``skew_us`` = last arrival − first arrival, ``transfer_us`` = the median over ranks of the
 end, minus the last arrival (never below 0): the median, not the minimum, so that one rank
 whose clock or step start is off does not decide it. Times are from each rank's own step
-start (the module docstring of ``views/collectives.py`` says why, and its limit).
+start (the module docstring of ``views/collectives.py`` says why, and its limit); a
+collective whose median end comes before its last arrival is not ``aligned``: its ranks'
+step starts were not simultaneous.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _matched(key: tuple[int, str, int], arrivals: list[tuple[int, Arrival]]) -> 
                       first_rank=first[0], last_rank=last[0],
                       skew_us=last[1].arrival_us - first[1].arrival_us,
                       transfer_us=max(0.0, end - last[1].arrival_us),
-                      late_busy=list(last[1].busy))
+                      late_busy=list(last[1].busy), aligned=end >= last[1].arrival_us)
 
 
 def match_collectives(summaries: Iterable[RankSummary]) -> list[Collective]:
