@@ -248,3 +248,19 @@ def test_a_collective_ending_before_its_last_arrival_is_not_aligned(tmp_path):
     text = collectives_text(run)
     assert "1 not aligned (*: ended before the last arrival" in text
     assert "nccl:all_reduce #0 *" in text
+
+
+def test_busy_on_a_cpu_trace_is_self_time_of_ops():
+    from kernelmagic.core.events import Kind, TableBuilder, derive_links
+    from kernelmagic.views.collectives import collective_arrivals
+
+    b = TableBuilder()  # µs x 1000 = ns; thread 1 computes, thread 2 is gloo's
+    b.add(Kind.OP, "aten::linear", 0, 100_000, tid=1)
+    b.add(Kind.OP, "aten::mm", 10_000, 70_000, tid=1)
+    b.add(Kind.OP, "aten::relu", 105_000, 125_000, tid=1)  # half of it after the arrival
+    b.add(Kind.RANGE, "gloo:all_reduce", 115_000, 200_000, tid=2)
+    table = derive_links(b.freeze())
+    (a,) = collective_arrivals(table, [(0, 300_000)])
+    assert (a.name, a.arrival_us, a.end_us) == ("gloo:all_reduce", 115.0, 200.0)
+    # [0, 115]: mm 60, linear 100 - 60 = 40 of its own, relu 10 (clipped at the arrival)
+    assert a.busy == [("aten::mm", 60.0), ("aten::linear", 40.0), ("aten::relu", 10.0)]
