@@ -39,11 +39,13 @@ def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
 
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    meta = {"rank": rank, "world_size": world, "backend": str(dist.get_backend()),
-            "file": "live"}
-    summary = (summarize(result, **meta) if table is None else  # type: ignore[arg-type]
-               summarize_with_events(result, table, iteration_windows(table, result.name),
-                                     **meta))  # type: ignore[arg-type]
+    backend = str(dist.get_backend())
+    if table is None:
+        summary = summarize(result, rank=rank, world_size=world, backend=backend, file="live")
+    else:
+        summary = summarize_with_events(result, table, iteration_windows(table, result.name),
+                                        rank=rank, world_size=world, backend=backend,
+                                        file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)
     if received is None:
