@@ -157,3 +157,45 @@ def spawnable_main() -> Iterator[None]:
         yield
     finally:
         del main.__spec__
+
+
+# --- tiny hand-built rank traces (collectives, issue #34) --------------------------------
+
+
+def _event(name: str, cat: str, ts: float, dur: float, tid: int, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0 if cat == "kernel" else 1,
+            "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def tiny_rank(path: Path, rank: int, world_size: int, step: tuple[float, float],
+              kernels: list[tuple[str, float, float]],
+              collectives: list[tuple[str, float, float, float]],
+              clock: float = 0.0) -> Path:
+    """One GPU rank's trace with one ``ProfilerStep#1`` ``step`` (start, end, µs): compute
+    ``kernels`` (name, start, end) on stream 7 each launched by an ``aten::mm`` op, and
+    ``collectives`` (range name, range start, kernel start, kernel end): an ``nccl:*``
+    range holding the launch of an ``ncclKernel_*`` on stream 20. Every time is shifted by
+    ``clock`` (another rank's clock)."""
+    t = clock
+    events = [_event("ProfilerStep#1", "user_annotation", t + step[0], step[1] - step[0], 1)]
+    corr = 0
+    for name, start, end in kernels:
+        corr += 1
+        events += [_event("aten::mm", "cpu_op", t + start - 6, 4, 1),
+                   _event("cudaLaunchKernel", "cuda_runtime", t + start - 5, 2, 1,
+                          correlation=corr),
+                   _event(name, "kernel", t + start, end - start, 7, correlation=corr,
+                          stream=7, device=0)]
+    for name, at, start, end in collectives:
+        corr += 1
+        kind = name.split(":")[1].title().replace("_", "")
+        events += [_event(name, "user_annotation", t + at, 10, 1),
+                   _event("cudaLaunchKernel", "cuda_runtime", t + at + 1, 3, 1,
+                          correlation=corr),
+                   _event(f"ncclKernel_{kind}_RING_LL_Sum_float(ncclDevComm*)", "kernel",
+                          t + start, end - start, 20, correlation=corr, stream=20, device=0)]
+    data = {"schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size},
+            "traceEvents": events}
+    path.write_text(json.dumps(data))
+    return path

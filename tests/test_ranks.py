@@ -29,7 +29,6 @@ from kernelmagic.io.ranks import (
     DuplicateRank,
     RanksError,
     RankSkipped,
-    WorldSizeMismatch,
     load_ranks,
     parse_rank,
 )
@@ -206,15 +205,32 @@ def test_communication_bound_threshold(overlap, fires):
 # --- bad input --------------------------------------------------------------------------
 
 
-def test_different_world_sizes_are_one_line_error(tmp_path):
+def test_a_file_of_another_job_is_skipped_and_the_missing_ranks_named(tmp_path):
+    for rank, path in enumerate(RANK_FILES):  # 2 ranks of a 4-rank job, 1 of a 64-rank one
+        write_with_info(path, tmp_path / f"a{rank}.json.gz",
+                        {"backend": "nccl", "rank": rank, "world_size": 4})
+    write_with_info(RANK_FILES[0], tmp_path / "b.json.gz",
+                    {"backend": "nccl", "rank": 0, "world_size": 64})
+    with pytest.warns(RankSkipped) as seen:
+        run = kernelmagic.load(tmp_path)
+    assert sorted(run.ranks) == [0, 1] and run.world_size == 4
+    (message,) = [str(w.message) for w in seen]
+    assert message == (f"skipped {tmp_path / 'b.json.gz'}: world_size 64, the others 4 "
+                       "(another job)")
+    assert run.missing_ranks == [2, 3]
+    assert run.summary().endswith(" · 2 ranks of the job without a file: 2-3")
+    assert "2 ranks of the job without a file: 2-3" in run._repr_mimebundle_(
+        include=["text/plain"])["text/plain"]
+
+
+def test_two_jobs_of_as_many_files_keep_the_first_files_job(tmp_path):
     write_with_info(RANK_FILES[0], tmp_path / "a.json.gz",
                     {"backend": "nccl", "rank": 0, "world_size": 128})
     write_with_info(RANK_FILES[1], tmp_path / "b.json.gz",
                     {"backend": "nccl", "rank": 1, "world_size": 64})
-    with pytest.raises(WorldSizeMismatch) as err:
-        kernelmagic.load(tmp_path)
-    assert str(err.value) == ("a.json.gz (world_size 128) and b.json.gz (world_size 64) "
-                              "come from different jobs")
+    with pytest.warns(RankSkipped, match=r"b\.json\.gz: world_size 64, the others 128"):
+        run = kernelmagic.load(tmp_path)
+    assert list(run.ranks) == [0] and run.missing_ranks == list(range(1, 128))
 
 
 def test_same_rank_twice_is_one_line_error(tmp_path):
@@ -247,10 +263,12 @@ def test_cli_warns_in_one_line_and_shows_the_rest(tmp_path, capsys):
     assert err.count("\n") == 1 and out.startswith("2 ranks (world size 128, nccl)")
     write_with_info(RANK_FILES[1], tmp_path / "rank-1.json.gz",
                     {"backend": "nccl", "rank": 1, "world_size": 64})
-    assert main(["show", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert err[-1] == ("kernelmagic: error: rank-0.json.gz (world_size 128) and rank-1.json.gz "
-                       "(world_size 64) come from different jobs")
+    assert main(["show", str(tmp_path)]) == 0  # a tie: the first file's job is shown
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == (f"kernelmagic: warning: skipped {tmp_path / 'rank-1.json.gz'}"
+                                    ": world_size 64, the others 128 (another job)")
+    assert out.startswith("1 rank (world size 128, nccl)")
+    assert "127 ranks of the job without a file: 1-127" in out.splitlines()[0]
 
 
 def test_nothing_readable_or_no_traces(tmp_path):
@@ -335,7 +353,8 @@ def test_table_summary_and_text_report(many):
 def test_html_has_chart_table_and_findings(many):
     html = many._repr_mimebundle_(include=["text/html"])["text/html"]
     assert html.count('<img class="km-chart"') == 1
-    assert html.count('<tr class="km-row"') == 2  # (every 2nd row is striped)
+    ranks_part = html.split('class="km-collectives"')[0]
+    assert ranks_part.count('<tr class="km-row"') == 2  # (every 2nd row is striped)
     assert "km-rule-communication_bound" in html
 
 

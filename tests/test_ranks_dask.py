@@ -50,6 +50,10 @@ def test_64_synthetic_ranks_same_report_on_the_pool_and_a_cluster(tmp_path):
     assert s[41].compute_us == pytest.approx(1.25 * s[0].compute_us, rel=1e-4)
     assert {round(s[r].compute_us, 3) for r in s if r != 41} == {round(s[0].compute_us, 3)}
     assert on_dask.ranks[41] == pool.ranks[41]  # a full report on demand, either way
+    # every collective waits for rank 41, on either executor; the report shows it
+    assert on_dask.collectives() == pool.collectives()
+    assert {(c.ranks, c.last_rank) for c in pool.collectives()} == {(64, 41)}
+    assert "Collectives wait for rank 41" in text_report(pool)
 
 
 def test_a_worker_killed_mid_parse_leaves_a_report_naming_any_missing_rank(tmp_path):

@@ -141,6 +141,18 @@ def test_rank0_gets_all_ranks_and_others_their_own(gathered):
     assert many.ranks[1].to_dict() == r1["own"]
 
 
+def test_gathered_summaries_hold_each_all_reduce(gathered):
+    many = kernelmagic.load(gathered / "gathered.json")
+    for summary in many.summaries.values():
+        # one all_reduce per iteration: gloo's own range, from the iteration's start
+        assert [(a.step, a.name, a.index) for a in summary.collectives] == [
+            (i, "gloo:all_reduce", 0) for i in range(ITERS)]
+        assert all(0 <= a.arrival_us <= a.end_us for a in summary.collectives)
+        assert len(summary.step_comm_us) == ITERS
+        assert sum(summary.step_comm_us) == pytest.approx(summary.communication_us * ITERS)
+    assert [(c.step, c.ranks) for c in many.collectives()] == [(i, 2) for i in range(ITERS)]
+
+
 def test_live_communication_matches_torch_events(gathered):
     many = kernelmagic.load(gathered / "gathered.json")
     for rank in (0, 1):

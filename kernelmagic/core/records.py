@@ -46,6 +46,8 @@ class RecordError(ValueError):
 class Record:
     """``to_dict``/``from_dict`` for a dataclass, from its fields (``to_json``/``from_json``)."""
 
+    __slots__ = ()  # so that a record declared with ``slots=True`` has no ``__dict__``
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON-ready values (nested records as objects, tuples as lists)."""
         return fields_json(self)

@@ -1,4 +1,5 @@
-"""Findings across ranks: a straggler, and communication that compute does not hide.
+"""Findings across ranks: a straggler, a rank the collectives wait for, and communication
+that compute does not hide.
 
 Pure functions of the ranks' ``RankSummary`` objects; thresholds are module constants.
 
@@ -11,6 +12,17 @@ finding). S is a straggler when its median step exceeds ``center`` by more than
 ``spread``. The finding names it ``rank N`` and lists the ``STRAGGLER_TOP_OPS`` ops
 whose time per step differs most (in absolute value) from the median rank's, the
 median rank being the one of O whose median step is closest to ``center``.
+
+**Collective skew.** Over the collectives matched across at least two ranks
+(``ManyRanksResult.collectives()``) and ``aligned`` (their median end not before their
+last arrival: else the ranks' step starts differ and the skew is an artefact), each
+collective's skew is charged to the rank that arrived last. The rank L charged the most
+skew (ties: the most collectives, then the lowest rank) is named when the skew charged to
+it per step exceeds ``SKEW_MIN_SHARE`` of the median step (steps: those with a matched
+collective). The finding gives how often L was last, the skew per step it caused against
+the transfer time per step of the same collectives, and L's top ``SKEW_TOP_OPS`` ops by
+self time in the windows before its late arrivals (``Collective.late_busy`` summed, per
+step): what it was doing meanwhile.
 
 **Communication-bound.** Per rank, the exposed communication share is the
 communication time not overlapped by compute (on a CPU-only trace, all of it) over the
@@ -29,11 +41,14 @@ from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import COMM_BOUND_SHARE
 
 if TYPE_CHECKING:
+    from kernelmagic.core.collective_rows import Collective
     from kernelmagic.results.rank_summary import RankSummary
 
 STRAGGLER_IQR_FACTOR = 1.5
 STRAGGLER_MIN_SHARE = 0.05
 STRAGGLER_TOP_OPS = 3
+SKEW_MIN_SHARE = 0.05
+SKEW_TOP_OPS = 3
 
 
 def _iqr(values: Sequence[float]) -> float:
@@ -121,7 +136,60 @@ def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
     )
 
 
-def find(summaries: Sequence[RankSummary]) -> list[Finding]:
+def _late_ops(late: Sequence[Collective], steps: int) -> str:
+    """The late rank's top ops over its late windows, µs per step."""
+    totals: dict[str, float] = {}
+    for c in late:
+        for name, us in c.late_busy:
+            totals[name] = totals.get(name, 0.0) + us
+    top = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:SKEW_TOP_OPS]
+    return ", ".join(f"{name} {format_us(us / steps)}" for name, us in top)
+
+
+def collective_skew(summaries: Sequence[RankSummary],
+                    collectives: Sequence[Collective]) -> Finding | None:
+    """The rank the collectives wait for most, when it costs more than ``SKEW_MIN_SHARE``
+    of the median step (see the module docstring), or None."""
+    matched = [c for c in collectives if c.ranks >= 2 and c.aligned]
+    if not matched or not summaries:
+        return None
+    charged: dict[int, list[Collective]] = {}
+    for c in matched:
+        if c.skew_us > 0:
+            charged.setdefault(c.last_rank, []).append(c)
+    if not charged:
+        return None
+    rank, late = max(charged.items(),
+                     key=lambda kv: (sum(c.skew_us for c in kv[1]), len(kv[1]), -kv[0]))
+    steps = len({c.step for c in matched})
+    skew = sum(c.skew_us for c in late) / steps
+    center = statistics.median(s.step_median_us for s in summaries)
+    if center <= 0 or skew <= SKEW_MIN_SHARE * center:
+        return None
+    transfer = sum(c.transfer_us for c in late) / steps
+    names = sorted({c.name for c in late})
+    evidence = (f"rank {rank} is the last to arrive at {len(late)} of "
+                f"{counted(len(matched), 'collective')} ({', '.join(names)}; "
+                f"{counted(steps, 'step')}): the first rank waits "
+                f"{format_us(skew)} per step for it ({whole_percent(skew / center)} of the "
+                f"median step {format_us(center)}), against {format_us(transfer)} per step of "
+                "transfer once all have arrived")
+    ops = _late_ops(late, steps)
+    if ops:
+        evidence += f"; meanwhile it runs {ops} per step"
+    return Finding(
+        rule="collective_skew",
+        title=f"Collectives wait for rank {rank}",
+        evidence=evidence,
+        suggestion=(f"see what result.ranks[{rank}] runs before its collectives: uneven work "
+                    "per rank (data, sequence lengths), a slower GPU or a busy host delay its "
+                    "arrival, and every other rank waits inside the collective"),
+    )
+
+
+def find(summaries: Sequence[RankSummary],
+         collectives: Sequence[Collective] = ()) -> list[Finding]:
     """Every rule that fires, straggler first."""
-    found = [straggler(summaries), communication_bound(summaries)]
+    found = [straggler(summaries), collective_skew(summaries, collectives),
+             communication_bound(summaries)]
     return [f for f in found if f is not None]

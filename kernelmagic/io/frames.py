@@ -19,6 +19,7 @@ import typing
 from functools import cache
 from typing import Any
 
+from kernelmagic.core.collective_rows import Collective
 from kernelmagic.core.units import counted
 from kernelmagic.results.result import ProfileResult
 
@@ -77,6 +78,8 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
     "stack": {"ops": "op calls, summed over {over}"},
     "critical_path": {"time": "µs per iteration (the median iteration's critical path)",
                       "share": "fraction of the critical path's length (0 to 1)"},
+    "collectives": {"late_busy": "(op, µs) the last rank ran before it arrived",
+                    "ranks": "ranks that kept it"},
     "steps": {**dict.fromkeys(("wall_us", "cpu_us", "device_us"), "µs in this step"),
               "memory_held": "bytes held at the step's end"},
     "step_groups": {"count": "steps per iteration",
@@ -185,11 +188,15 @@ def comparison_records(comparison: Any) -> tuple[list[dict[str, Any]], list[str]
 def rank_records(ranks: Any, view: str = "ranks") -> tuple[list[dict[str, Any]], list[str]]:
     """A ``ManyRanksResult`` as records: ``"ranks"`` is one row per rank (its step time and
     breakdown, ``RankSummary``); any other view is that view of every rank's result, with
-    a ``rank`` column first."""
-    if view == "ranks":
+    a ``rank`` column first; ``"collectives"`` one row per collective matched across ranks."""
+    if view == "ranks":  # its collectives are the next view's
         summaries = list(ranks.summaries.values())
-        columns = [f.name for f in dataclasses.fields(summaries[0])] if summaries else ["rank"]
+        columns = [f.name for f in dataclasses.fields(summaries[0])
+                   if f.name != "collectives"] if summaries else ["rank"]
         return [{c: getattr(s, c) for c in columns} for s in summaries], columns
+    if view == "collectives":
+        columns = [f.name for f in dataclasses.fields(Collective)]
+        return [{c: getattr(r, c) for c in columns} for r in ranks.collectives()], columns
     rows: list[dict[str, Any]] = []
     columns = ["rank"]
     for rank, result in ranks.ranks.items():
@@ -232,7 +239,7 @@ def ranks_frame(ranks: Any, view: str = "ranks") -> Any:
     """A ``ManyRanksResult`` as a ``DataFrame`` (``rank_records``), units in attrs: the sums
     of a rank's view are over that rank's own steps (``steps`` in the ``ranks`` view)."""
     rows, columns = rank_records(ranks, view)
-    if view == "ranks":
+    if view in ("ranks", "collectives"):
         return dataframe(rows, columns, units(view, columns, None))
     iters = {r.iters for r in ranks.ranks.values()}
     n = iters.pop() if len(iters) == 1 else None  # None: ranks of different step counts

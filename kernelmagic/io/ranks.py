@@ -7,7 +7,7 @@
 of the traces. The client keeps the summaries and each rank's file; ``run.ranks[n]``
 parses rank n's file again (``report_of``), a handful kept (``RankReports``). A file that
 cannot be read comes back as ``error`` (a one-line message naming it): the client warns
-and loads the rest.
+and loads the rest; so does a file of another job (``one_job``).
 
 Which rank a file is: ``distributedInfo.rank``, else the number after ``rank`` in the
 file name (``rank3.json``, ``worker_rank-3...``), else its position among the files
@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kernelmagic.results.rank_store import RankReports
-from kernelmagic.results.rank_summary import RankSummary, summarize
+from kernelmagic.results.rank_summary import RankSummary, summarize_with_events
 from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.results.result import ProfileResult
 
@@ -36,16 +37,12 @@ class RanksError(ValueError):
     """Trace files that do not make one run; the one-line message names the files."""
 
 
-class WorldSizeMismatch(RanksError):
-    """Two files say different ``world_size``: they come from different jobs."""
-
-
 class DuplicateRank(RanksError):
     """Two files are the same rank."""
 
 
 class RankSkipped(UserWarning):
-    """A file that could not be read was left out; the rest loaded."""
+    """A file that could not be read, or of another job, was left out; the rest loaded."""
 
 
 class Parsed(NamedTuple):
@@ -76,19 +73,20 @@ def parse_rank(path: str, full: bool = False) -> Parsed:
     source = Path(path)
     try:
         from kernelmagic.core.errors import NotATrace
-        from kernelmagic.io.traces import load_trace
+        from kernelmagic.io.traces import read_trace, trace_result
 
         try:
-            # Without the timeline: it holds one span per event of a step, so it would
-            # grow with the trace on the client (load the rank's file alone to see it).
-            result = load_trace(source, timeline=False)
+            parts = read_trace(source)
         except NotATrace:
             return Parsed(None, None, f"{source}: a kernelmagic profile, not a trace")
+        # Without the timeline: it holds one span per event of a step, so it would
+        # grow with the trace on the client (load the rank's file alone to see it).
+        result = trace_result(parts, timeline=False)
         meta = result.distributed  # the trace's rank, world_size and backend
         rank = _rank_of(meta, source)
         world = meta.get("world_size")
-        summary = summarize(
-            result, rank=-1 if rank is None else rank,
+        summary = summarize_with_events(
+            result, parts.table, parts.iterations.windows, rank=-1 if rank is None else rank,
             world_size=int(world) if isinstance(world, int) or str(world).isdigit() else None,
             backend=str(meta.get("backend", "")), file=source.name)
         return Parsed(result if full else None, summary, None)
@@ -167,9 +165,9 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
 
     ``executor``: any ``concurrent.futures.Executor`` (Dask: ``client.get_executor()``);
     default a local process pool of ``min(files, CPUs)`` workers, none for one file.
-    A file that cannot be read is left out with a ``RankSkipped`` warning naming it;
-    ``RanksError`` when none can, when two files are the same rank, or when their
-    ``world_size`` differs.
+    A file that cannot be read, or of another job (``one_job``), is left out with a
+    ``RankSkipped`` warning naming it and why; ``RanksError`` when none can be read, or
+    when two files are the same rank.
     """
     files = trace_files(sources)
     paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
@@ -184,14 +182,36 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     if not good:
         raise RanksError(f"none of the {len(files)} trace files could be read; "
                          f"first: {errors[0]}")
-    for message in errors:
+    good, other_job = one_job(good)
+    for message in errors + other_job:
         warnings.warn(f"skipped {message}", RankSkipped, stacklevel=2)
     return assemble(good)
 
 
+def one_job(parts: Sequence[tuple[str, RankSummary]]) -> tuple[
+        list[tuple[str, RankSummary]], list[str]]:
+    """The files of the job most files belong to, and a one-line reason for each other.
+
+    Traces carry no job id (``distributedInfo`` holds the backend, rank, ``world_size``,
+    process groups and NCCL version), so a job is its ``world_size``: the one most files
+    say (ties: that of the first file, by name); files that say none belong to it.
+    """
+    ordered = sorted(parts, key=lambda p: p[1].file)
+    sizes = Counter(s.world_size for _, s in ordered if s.world_size is not None)
+    if len(sizes) <= 1:
+        return list(ordered), []
+    most = max(sizes.values())
+    job = next(s.world_size for _, s in ordered if sizes.get(s.world_size) == most)
+    kept = [(p, s) for p, s in ordered if s.world_size in (None, job)]
+    other = [f"{p}: world_size {s.world_size}, the others {job} (another job)"
+             for p, s in ordered if s.world_size not in (None, job)]
+    return kept, other
+
+
 def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
-    """Ranks (numbered as the module docstring says) checked for one job, in rank order;
-    each rank's full report read again from its file (``parts``: file, summary) on demand."""
+    """The ranks of one job (``one_job``), numbered as the module docstring says, in rank
+    order, checked for a rank twice; each rank's full report read again from its file
+    (``parts``: file, summary) on demand."""
     numbered = {s.rank for _, s in parts if s.rank >= 0}
     free = (r for r in range(len(parts) + len(numbered)) if r not in numbered)
     fixed: list[tuple[str, RankSummary]] = []
@@ -199,13 +219,6 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
         if summary.rank < 0:
             summary = _with_rank(summary, next(free))
         fixed.append((path, summary))
-    sized = [s for _, s in fixed if s.world_size is not None]
-    for other in sized[1:]:
-        if other.world_size != sized[0].world_size:
-            first = sized[0]
-            raise WorldSizeMismatch(
-                f"{first.file} (world_size {first.world_size}) and {other.file} "
-                f"(world_size {other.world_size}) come from different jobs")
     seen: dict[int, RankSummary] = {}
     for _, summary in fixed:
         if summary.rank in seen:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,13 +98,16 @@ def inferred_matmul_precision(table: EventTable) -> str:
     return ""
 
 
-def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
-    """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
+class TraceParts(NamedTuple):
+    """A trace's events (within its iterations, linked) and its iterations."""
 
-    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
-    """
+    table: EventTable
+    iterations: Iterations
+
+
+def read_trace(path: str | os.PathLike[str]) -> TraceParts:
+    """A trace file's events and iterations (``TraceFileError`` when it has no events)."""
     from kernelmagic.core.events import derive_links
-    from kernelmagic.results.builder import TABLE_COUNTERS, RunFacts, build_result
 
     source = Path(path)
     table = read_table(source)
@@ -112,7 +116,22 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
     iterations = find_iterations(table)
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
-    table = derive_links(within_iterations(table, iterations))
+    return TraceParts(derive_links(within_iterations(table, iterations)), iterations)
+
+
+def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
+    """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
+
+    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
+    """
+    return trace_result(read_trace(path), timeline=timeline)
+
+
+def trace_result(parts: TraceParts, *, timeline: bool = True) -> ProfileResult:
+    """A read trace's ``ProfileResult`` (``load_trace``)."""
+    from kernelmagic.results.builder import TABLE_COUNTERS, RunFacts, build_result
+
+    table, iterations = parts
     views = [v for v in trace_views(table) if timeline or v != "timeline"]
     if table.meta.get(RANGES_KEY):  # recorded with profiler metrics: counters per kernel
         views.append(TABLE_COUNTERS)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelmagic.results.rank_summary import summarize
+from kernelmagic.core.events import EventTable
+from kernelmagic.results.rank_summary import summarize, summarize_with_events
 from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.results.result import ProfileResult
 
@@ -28,14 +29,23 @@ def check_process_group() -> None:
         raise ValueError(NO_GROUP)
 
 
-def gather(result: ProfileResult) -> Any:
-    """Send this rank's result and summary to rank 0; rank 0 returns them all together."""
+def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
+    """Send this rank's result and summary to rank 0; rank 0 returns them all together.
+    With the ``table`` the result was built from, the summary holds each step's
+    communication time and the rank's collectives too."""
     import torch.distributed as dist
+
+    from kernelmagic.views.iterations import iteration_windows
 
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    summary = summarize(result, rank=rank, world_size=world, backend=str(dist.get_backend()),
-                        file="live")
+    backend = str(dist.get_backend())
+    if table is None:
+        summary = summarize(result, rank=rank, world_size=world, backend=backend, file="live")
+    else:
+        summary = summarize_with_events(result, table, iteration_windows(table, result.name),
+                                        rank=rank, world_size=world, backend=backend,
+                                        file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)
     if received is None:

@@ -221,7 +221,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/live/gather.py)
         from kernelmagic.live.gather import gather
 
-        return gather(result)  # type: ignore[no-any-return]
+        return gather(result, table)  # type: ignore[no-any-return]
     return result
 
 

@@ -1,4 +1,5 @@
-"""The many-ranks report: summary line, per-rank table, stacked bar chart, widget.
+"""The many-ranks report: summary line, per-rank table, stacked bar chart (a heatmap past
+``BARS_UP_TO`` ranks), the collectives with the largest skew, findings, widget.
 
 Pure functions of a ``ManyRanksResult``. A rank's own full report is the ordinary
 single-rank report (``render/bundle.py``), built when the rank is clicked.
@@ -18,6 +19,7 @@ from kernelmagic.render.text import render_table
 from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
+    from kernelmagic.core.collective_rows import Collective
     from kernelmagic.results.ranks import ManyRanksResult
 
 #: Bars of the chart: (field, label, colour). Communication hidden behind compute is not
@@ -102,7 +104,8 @@ def rank_ranges(ranks: list[int]) -> str:
 
 
 def summary_line(result: ManyRanksResult) -> str:
-    """Ranks and job, median step over ranks, slowest rank, median breakdown."""
+    """Ranks and job, median step over ranks, slowest rank, median breakdown, and the
+    ranks of the job without a file (``ManyRanksResult.missing_ranks``)."""
     summaries = list(result.summaries.values())
     n = len(summaries)
     job = []
@@ -129,7 +132,58 @@ def summary_line(result: ManyRanksResult) -> str:
     overlaps = [s.overlap for s in summaries if s.overlap is not None]
     if overlaps:
         parts[-1] += f", {whole_percent(statistics.median(overlaps))} of communication overlapped"
+    missing = result.missing_ranks
+    if missing:
+        parts.append(f"{counted(len(missing), 'rank')} of the job without a file: "
+                     f"{rank_ranges(missing)}")
     return " · ".join(parts)
+
+
+#: How many collectives (the largest skews) the report lists.
+COLLECTIVES_SHOWN = 5
+
+
+def skewed_collectives(result: ManyRanksResult) -> list[Collective]:
+    """The collectives matched across two ranks or more, largest skew first (ties: step
+    order), at most ``COLLECTIVES_SHOWN``."""
+    matched = [c for c in result.collectives() if c.ranks >= 2 and c.skew_us > 0]
+    return sorted(matched, key=lambda c: -c.skew_us)[:COLLECTIVES_SHOWN]
+
+
+def collectives_table_model(result: ManyRanksResult) -> Table:
+    """The collectives with the largest skew: step, name and index, ranks, the first and
+    last to arrive, skew and transfer time (``kernelmagic/results/collectives.py``)."""
+    columns = [
+        Column("step", "step", lambda c: -c.step, lambda c: str(c.step), width=60),
+        Column("collective", "collective", lambda c: c.key,
+               lambda c: f"{c.name} #{c.index}{'' if c.aligned else ' *'}",
+               numeric=False, width=200),
+        Column("first", "first", lambda c: -c.first_rank, lambda c: f"rank {c.first_rank}",
+               width=80),
+        Column("last", "last", lambda c: -c.last_rank, lambda c: f"rank {c.last_rank}",
+               width=80),
+        time_column("skew", "skew", lambda c: c.skew_us),
+        time_column("transfer", "transfer", lambda c: c.transfer_us),
+    ]
+    return Table(columns=columns, rows=skewed_collectives(result), sort_column="skew",
+                 noun="collectives")
+
+
+def collectives_heading(result: ManyRanksResult) -> str:
+    shown = skewed_collectives(result)
+    matched = [c for c in result.collectives() if c.ranks >= 2]
+    off = sum(not c.aligned for c in matched)
+    note = (f"; {off} not aligned (*: ended before the last arrival, so the ranks' step "
+            "starts differ)" if off else "")
+    return (f"Collectives with the largest skew ({counted(len(shown), 'collective')} of "
+            f"{len(matched)} matched across ranks; times from each rank's step start{note}):")
+
+
+def collectives_text(result: ManyRanksResult) -> str:
+    """The heading and the table, or "" when no collective was matched with a skew."""
+    if not skewed_collectives(result):
+        return ""
+    return collectives_heading(result) + "\n" + render_table(collectives_table_model(result))
 
 
 def findings_text(result: ManyRanksResult) -> str:
@@ -142,6 +196,9 @@ def findings_text(result: ManyRanksResult) -> str:
 def text_report(result: ManyRanksResult, findings: bool = True) -> str:
     """Summary, per-rank table and findings: ``text/plain``."""
     parts = [summary_line(result), "", ranks_table(result)]
+    collectives = collectives_text(result)
+    if collectives:
+        parts += ["", collectives]
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]
@@ -192,37 +249,70 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     return figure_png(fig)
 
 
+def _grid(rows: list[list[float]]) -> list[list[float | None]]:
+    """µs per cell -> ms, rows padded with None to the longest."""
+    width = max((len(r) for r in rows), default=0)
+    return [[*(t / 1000.0 for t in r), *([None] * (width - len(r)))] for r in rows]
+
+
 def step_grid(result: ManyRanksResult) -> list[list[float | None]]:
     """Step time (ms) of each rank (rows, rank order) at each step (columns); None where a
     rank has fewer steps than the longest."""
-    rows = [[t / 1000.0 for t in s.step_us] for s in result.summaries.values()]
-    width = max((len(r) for r in rows), default=0)
-    return [[*r, *([None] * (width - len(r)))] for r in rows]
+    return _grid([s.step_us for s in result.summaries.values()])
 
 
-def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
-    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
-    slow step a bright column, at any number of ranks."""
+def comm_grid(result: ManyRanksResult) -> list[list[float | None]]:
+    """Communication time (ms) of each rank (rows) in each step (columns), as the
+    breakdown counts it; None where a rank has fewer steps (or a summary saved before
+    ``step_comm_us`` existed)."""
+    return _grid([s.step_comm_us for s in result.summaries.values()])
+
+
+def _heat_panel(fig: Any, ax: Any, grid: list[list[float | None]], ranks: list[int],
+                title: str, label: str) -> None:
     import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    grid = np.array([[np.nan if v is None else v for v in row]
-                     for row in step_grid(result)], dtype=float).reshape(
-                         len(result.summaries), -1)
-    ranks = [s.rank for s in result.summaries.values()]
-    fig = Figure(figsize=(10.0, min(12.0, max(3.6, 0.012 * len(ranks) + 3))), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
-    fig.colorbar(image, ax=ax, label="step time (ms)")
+    cells = np.array([[np.nan if v is None else v for v in row] for row in grid],
+                     dtype=float).reshape(len(ranks), -1)
+    image = ax.imshow(cells, aspect="auto", interpolation="nearest", cmap="viridis")
+    fig.colorbar(image, ax=ax, label=label)
     step = max(1, len(ranks) // 16)
     ax.set_yticks(range(0, len(ranks), step))
     ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
-    ax.set_title("step time by rank and step", fontsize=10)
+    ax.set_title(title, fontsize=10)
+
+
+def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
+    """Ranks × steps, each cell the step's time (ms): a slow rank is a bright row, a
+    slow step a bright column, at any number of ranks; beside it the same grid of
+    communication time, where the ranks that wait are the bright rows (and the slow rank
+    a dark one)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ranks = [s.rank for s in result.summaries.values()]
+    comm = comm_grid(result)
+    panels = 2 if any(v is not None for row in comm for v in row) else 1
+    fig = Figure(figsize=(10.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))),
+                 dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    _heat_panel(fig, axes[0], step_grid(result), ranks, "step time by rank and step",
+                "step time (ms)")
+    if panels == 2:
+        _heat_panel(fig, axes[1], comm, ranks, "communication time by rank and step",
+                    "communication (ms)")
     return figure_png(fig)
+
+
+def collectives_html(result: ManyRanksResult) -> str:
+    """The collectives with the largest skew as an HTML table with its heading, or ""."""
+    if not skewed_collectives(result):
+        return ""
+    return (f'<div class="km-collectives"><b>{escape(collectives_heading(result))}</b>'
+            f"{static_table_html(collectives_table_model(result), None)}</div>")
 
 
 def findings_html(result: ManyRanksResult) -> str:
@@ -241,7 +331,8 @@ def html_report(result: ManyRanksResult, png: bytes | None = None,
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-ranks"><div class="km-summary">'
             f"<b>{escape(summary_line(result))}</b></div>{image_tag(png, 'time per rank')}"
-            f"{static_table_html(ranks_table_model(result), None)}{notes}"
+            f"{static_table_html(ranks_table_model(result), None)}"
+            f"{collectives_html(result)}{notes}"
             '<p class="km-note" style="font-size:12px;color:#666">A rank\'s full report: '
             "<code>result.ranks[N]</code>, or <code>python -m kernelmagic show FOLDER "
             "--rank N</code>.</p></div>")
@@ -262,6 +353,9 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
     if png is not None:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     parts.append(table.widget)
+    collectives = collectives_html(result)
+    if collectives:
+        parts.append(w.HTML(collectives))
     notes = findings_html(result) if findings else ""
     if notes:
         parts.append(w.HTML(notes))

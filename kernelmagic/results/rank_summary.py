@@ -9,20 +9,27 @@ large traces send back only this and the rank's ``ProfileResult``, never events.
 
 Each figure is the mean over the steps, in µs per step; the step time's median and IQR
 are those of the rank's iteration timings. ``step_us`` keeps each of the first
-``HEATMAP_STEPS`` step times (the ranks × steps heatmap), so a summary stays a few kB
-however long the trace.
+``HEATMAP_STEPS`` step times and their communication times (the ranks × steps
+heatmaps), and ``collectives`` the rank's first collectives
+(``kernelmagic/views/collectives.py``, matched across ranks by
+``kernelmagic/results/collectives.py``), so a summary stays a few kB however long the
+trace. A summary saved before these fields existed loads with them empty.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernelmagic.core.collective_rows import Arrival
+from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.records import Record
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.breakdown import communication_per_window
+from kernelmagic.views.collectives import collective_arrivals
 
-__all__ = ["HEATMAP_STEPS", "RankSummary", "summarize"]
+__all__ = ["HEATMAP_STEPS", "RankSummary", "summarize", "summarize_with_events"]
 
 #: How many step times (the first ones) a ``RankSummary`` keeps for the heatmap.
 HEATMAP_STEPS = 128
@@ -52,6 +59,8 @@ class RankSummary(Record):
     overlap: float | None = None
     op_us: dict[str, float] = field(default_factory=dict)
     step_us: list[float] = field(default_factory=list)
+    step_comm_us: list[float] = field(default_factory=list)
+    collectives: list[Arrival] = field(default_factory=list)
 
     @property
     def exposed_communication_us(self) -> float:
@@ -69,9 +78,11 @@ class RankSummary(Record):
 
 
 def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None,
-              backend: str = "", file: str = "") -> RankSummary:
+              backend: str = "", file: str = "", step_comm_us: list[float] | None = None,
+              collectives: list[Arrival] | None = None) -> RankSummary:
     """The ``RankSummary`` of one rank's result: its breakdown (``result.breakdown``, made
-    by ``build_result`` from the rank's iterations) and its ops."""
+    by ``build_result`` from the rank's iterations) and its ops; ``step_comm_us`` and
+    ``collectives`` come from the rank's events (the result does not keep them)."""
     on_gpu = result.profiles_device
     parts = result.breakdown or Breakdown(device=result.device)
     stats = result.stats
@@ -88,4 +99,17 @@ def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None
         communication_us=parts.communication, memcpy_us=parts.memcpy,
         idle_us=parts.idle, overlap=parts.overlap, op_us=op_us,
         step_us=[t * 1e6 for t in result.timings[:HEATMAP_STEPS]],
+        step_comm_us=list(step_comm_us or [])[:HEATMAP_STEPS],
+        collectives=list(collectives or []),
     )
+
+
+def summarize_with_events(result: ProfileResult, table: EventTable, windows: list[Window], *,
+                          rank: int, world_size: int | None = None, backend: str = "",
+                          file: str = "") -> RankSummary:
+    """``summarize``, with the figures only the rank's events give: each of the first
+    ``HEATMAP_STEPS`` steps' communication time and the rank's first collectives
+    (``windows``: its steps, as ``result`` was built over them)."""
+    return summarize(result, rank=rank, world_size=world_size, backend=backend, file=file,
+                     step_comm_us=communication_per_window(table, windows[:HEATMAP_STEPS]),
+                     collectives=collective_arrivals(table, windows))

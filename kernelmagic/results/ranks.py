@@ -19,8 +19,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kernelmagic.core.collective_rows import Collective
 from kernelmagic.core.records import RecordError, from_json, to_json
 from kernelmagic.core.units import counted
+from kernelmagic.results.collectives import match_collectives
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 
@@ -72,6 +74,13 @@ class ManyRanksResult:
         return sizes[0] if sizes else None
 
     @property
+    def missing_ranks(self) -> list[int]:
+        """Ranks 0 to ``world_size`` − 1 with no trace here (none when it is unknown)."""
+        if not self.world_size:
+            return []
+        return sorted(set(range(self.world_size)) - set(self.summaries))
+
+    @property
     def backend(self) -> str:
         return next((s.backend for s in self.summaries.values() if s.backend), "")
 
@@ -86,15 +95,25 @@ class ManyRanksResult:
         values = [s.step_median_us for s in self.summaries.values()]
         return statistics.median(values) if values else 0.0
 
+    def collectives(self) -> list[Collective]:
+        """Each collective matched across ranks (``kernelmagic/results/collectives.py``):
+        who arrived first and last, the skew and the transfer time."""
+        return list(self._collectives)
+
+    @cached_property
+    def _collectives(self) -> list[Collective]:
+        return match_collectives(self.summaries.values())
+
     def findings(self) -> list[Any]:
-        """Straggler and communication-bound findings (``kernelmagic/findings/ranks.py``)."""
+        """Straggler, collective skew and communication-bound findings
+        (``kernelmagic/findings/ranks.py``)."""
         return list(self._findings)
 
     @cached_property
     def _findings(self) -> list[Any]:
         from kernelmagic.findings.ranks import find
 
-        return find(list(self.summaries.values()))
+        return find(list(self.summaries.values()), self._collectives)
 
     # --- presentation ----------------------------------------------------------------
 
@@ -156,7 +175,9 @@ class ManyRanksResult:
 
     def to_pandas(self, view: str = "ranks") -> Any:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
-        any view of ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
+        ``"collectives"``: one row per collective matched across ranks (step, name, index,
+        first and last rank, skew and transfer time); any view of
+        ``ProfileResult.to_pandas`` (``"ops"``, ``"kernels"``, ...): that view
         of every rank, with a ``rank`` column. Needs pandas."""
         from kernelmagic.io.frames import ranks_frame
 

@@ -111,7 +111,7 @@ class Intervals:
 # --- the breakdown ----------------------------------------------------------------------
 
 
-def _name_mask(table: EventTable, test: Any) -> np.ndarray:
+def name_mask(table: EventTable, test: Any) -> np.ndarray:
     """Per event: ``test(name)`` evaluated once per distinct name."""
     per_name = np.fromiter((test(n) for n in table.names), dtype=bool, count=len(table.names))
     return per_name[table.name]
@@ -128,7 +128,7 @@ def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
 def _gpu_breakdown(table: EventTable, windows: list[Window],
                    busy: list[float]) -> dict[str, Any]:
     kernel = table.kind == Kind.KERNEL
-    comm_name = _name_mask(table, is_comm_kernel)
+    comm_name = name_mask(table, is_comm_kernel)
     comm = Intervals(table, np.flatnonzero(kernel & comm_name))
     compute = Intervals(table, np.flatnonzero(kernel & ~comm_name))
     copies = Intervals(table, np.flatnonzero((table.kind == Kind.MEMCPY)
@@ -157,7 +157,7 @@ def _comm_range_rows(table: EventTable) -> np.ndarray:
     has_child = np.zeros(table.n, dtype=bool)
     has_child[table.parent[table.parent >= 0]] = True
     return np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
-                          & _name_mask(table, is_comm_kernel))
+                          & name_mask(table, is_comm_kernel))
 
 
 def cpu_busy(table: EventTable) -> Intervals:
@@ -170,7 +170,7 @@ def cpu_busy(table: EventTable) -> Intervals:
 
 def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
-    comm = _name_mask(table, is_comm_op)[op_rows]
+    comm = name_mask(table, is_comm_op)[op_rows]
     range_rows = _comm_range_rows(table)
     compute = Intervals(table, op_rows[~comm])
     communication = Intervals(table, np.concatenate([op_rows[comm], range_rows]))
@@ -185,6 +185,23 @@ def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
     out["memcpy"] = 0.0
     out["overlap"] = None
     return out
+
+
+def communication_intervals(table: EventTable) -> Intervals:
+    """The communication of the module docstring: NCCL/gloo kernels on a GPU; on a CPU-only
+    trace, collective ops and the collective ranges with nothing under them."""
+    if bool(device_work(table).any()):
+        return Intervals(table, np.flatnonzero((table.kind == Kind.KERNEL)
+                                               & name_mask(table, is_comm_kernel)))
+    op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
+    comm = name_mask(table, is_comm_op)[op_rows]
+    return Intervals(table, np.concatenate([op_rows[comm], _comm_range_rows(table)]))
+
+
+def communication_per_window(table: EventTable, windows: list[Window]) -> list[float]:
+    """Communication time (µs) within each window, as ``breakdown`` counts it."""
+    comm = communication_intervals(table)
+    return [comm.covered(window) / 1000.0 for window in windows]
 
 
 def breakdown(table: EventTable, windows: list[Window],
