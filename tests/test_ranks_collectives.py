@@ -127,6 +127,9 @@ def test_generator_slow_rank_is_last_by_its_extra_compute(tmp_path):
         assert c.transfer_us == pytest.approx(transfers[c.index], abs=0.01)
     (found,) = [f for f in run.findings() if f.rule == "collective_skew"]
     assert found.title == "Collectives wait for rank 1"
+    # the collectives even the step out: every rank's median step is the same
+    assert len({round(s.step_median_us, 3) for s in run.summaries.values()}) == 1
+    assert "(median over ranks; the same on every rank)" in text_report(run).splitlines()[0]
 
 
 def test_a_summary_keeps_at_most_the_first_collectives(tmp_path):

@@ -123,9 +123,11 @@ def summary_line(result: ManyRanksResult) -> str:
         return statistics.median(getattr(s, field) for s in summaries)
 
     where = "GPU" if result.profiles_device else "CPU"
-    parts = [head, f"step {format_us(result.median_step_us)} (median over ranks; fastest "
-                   f"{fast.label} {format_us(fast.step_median_us)}, slowest {slow.label} "
-                   f"{format_us(slow.step_median_us)})",
+    spread = (f"fastest {fast.label} {format_us(fast.step_median_us)}, slowest {slow.label} "
+              f"{format_us(slow.step_median_us)}")
+    if format_us(fast.step_median_us) == format_us(slow.step_median_us):
+        spread = "the same on every rank"  # a synchronised job: collectives even steps out
+    parts = [head, f"step {format_us(result.median_step_us)} (median over ranks; {spread})",
              f"{where} per step (median): compute {format_us(median_of('compute_us'))}, "
              f"communication {format_us(median_of('communication_us'))}, "
              f"idle {format_us(median_of('idle_us'))}"]
