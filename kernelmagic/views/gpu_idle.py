@@ -16,8 +16,6 @@ classified by what the events say about them, first match wins:
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
@@ -26,6 +24,7 @@ from kernelmagic.core.rows import GpuIdleRow
 from kernelmagic.views.breakdown import merge
 
 _MEMCPY = int(Kind.MEMCPY)
+_CAUSES = ("iteration edge", "sync", "host-to-device copy", "data loading", "launch gap")
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
@@ -35,22 +34,30 @@ def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
 
 
 class _Spans:
-    """Some CPU events' intervals, merged once, so "does one run during a gap" is a binary
-    search; the events themselves (by start) to name the first that does."""
+    """Some CPU events' intervals, by start, so "the first that runs during a gap" is a
+    few binary searches for all gaps at once."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
         self.rows = rows[np.argsort(table.start[rows], kind="stable")]
-        self.starts, self.ends = table.start[self.rows], table.end[self.rows]
-        self.merged = merge(self.starts, self.ends)
+        self.starts, ends = table.start[self.rows], table.end[self.rows]
+        # The first event (by start) that ends after t is the first whose running maximum
+        # of ends passes t. Only events of some length say that one runs during a gap
+        # (an instant inside it does not), but the first to run may be an instant.
+        self.reach = np.maximum.accumulate(ends) if ends.size else ends
+        lasting = ends > self.starts
+        self.lasting_starts = self.starts[lasting]
+        self.lasting_reach = np.maximum.accumulate(ends[lasting]) if lasting.any() \
+            else ends[lasting]
 
-    def first_during(self, lo: int, hi: int) -> int:
-        """The first of the events that runs during ``[lo, hi)``, or -1."""
-        ms, me = self.merged
-        at = int(np.searchsorted(ms, hi, "left")) - 1
-        if at < 0 or me[at] <= lo:
-            return -1
-        hits = np.flatnonzero((self.starts < hi) & (self.ends > lo))
-        return int(self.rows[hits[0]]) if hits.size else -1
+    def first_during(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per gap ``[lo, hi)``: the first of the events (by start) that runs during it,
+        or -1 when none of some length does."""
+        if not self.lasting_starts.size:
+            return np.full(lo.shape, -1, dtype=np.int64)
+        some = (np.searchsorted(self.lasting_reach, lo, "right")
+                < np.searchsorted(self.lasting_starts, hi, "left"))
+        first = np.searchsorted(self.reach, lo, "right")
+        return np.where(some, self.rows[np.minimum(first, self.rows.size - 1)], -1)
 
 
 class _Context:
@@ -65,49 +72,91 @@ class _Context:
         ops = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
         self.is_op = np.zeros(table.n, dtype=bool)
         self.is_op[ops] = True
-        # Python lists: op_at climbs them once per gap, element by element.
-        self.start, self.end = table.start.tolist(), table.end.tolist()
-        self.parent, self.op_flags = table.parent.tolist(), self.is_op.tolist()
         self.threads = []  # per thread: its ops' starts, and the ops, by start
-        for tid in np.unique(table.tid[ops]).tolist():
-            mine = ops[table.tid[ops] == tid]
+        op_tids = table.tid[ops]
+        for tid in sorted(set(op_tids.tolist())):
+            mine = ops[op_tids == tid]
             mine = mine[np.argsort(table.start[mine], kind="stable")]
-            self.threads.append((table.start[mine].tolist(), mine.tolist()))
+            self.threads.append((table.start[mine], mine))
 
-    def op_at(self, t: int) -> int:
-        """The innermost CPU op running at ``t`` on some thread, or -1.
+    def op_at(self, t: np.ndarray) -> np.ndarray:
+        """Per time in ``t``: the innermost CPU op running then on some thread (the first
+        thread, by id, that has one), or -1.
 
         On one thread events nest: the last op to start before ``t`` either runs at ``t``
         or has ended, and then any op running at ``t`` is one of its ancestors."""
-        start, end, parent, is_op = self.start, self.end, self.parent, self.op_flags
+        table = self.table
+        found = np.full(t.shape, -1, dtype=np.int64)
         for starts, rows in self.threads:
-            at = bisect_right(starts, t) - 1
-            node = rows[at] if at >= 0 else -1
-            while node >= 0:
-                if is_op[node] and start[node] <= t < end[node]:
-                    return node
-                node = parent[node]
-        return -1
+            left = np.flatnonzero(found < 0)
+            if not left.size:
+                break
+            at = np.searchsorted(starts, t[left], "right") - 1
+            node = np.where(at >= 0, rows[np.maximum(at, 0)], -1).astype(np.int64)
+            when = t[left]
+            while True:  # climb each node's parents until an op running at t, or none
+                live = node >= 0
+                safe = np.maximum(node, 0)
+                running = live & self.is_op[safe] & (table.start[safe] <= when) \
+                    & (when < table.end[safe])
+                climbing = live & ~running
+                if not climbing.any():
+                    break
+                node[climbing] = table.parent[node[climbing]]
+            found[left[running]] = node[running]
+        return found
 
-    def cause(self, lo: int, hi: int, window: Window) -> tuple[str, str]:
-        """(cause, detail) of the GPU idling over ``[lo, hi)`` inside ``window``."""
+    def causes(self, lo: np.ndarray, hi: np.ndarray, w_lo: np.ndarray,
+               w_hi: np.ndarray) -> list[tuple[str, str]]:
+        """Per gap: (cause, detail) of the GPU idling over ``[lo, hi)`` inside the window
+        ``[w_lo, w_hi)``; the first rule that matches decides (the module's docstring)."""
         t = self.table
-        if lo <= window[0] or hi >= window[1]:
-            return "iteration edge", "start" if lo <= window[0] else "end"
+        names = t.names
+        edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
-        if sync >= 0:
-            return "sync", t.names[t.name[sync]]
-        starts = t.start[self.work_by_start]
-        at = int(np.searchsorted(starts, hi, "left"))
-        if at < starts.size:
-            nxt = self.work_by_start[at]
-            name = t.names[t.name[nxt]]
-            if t.kind[nxt] == _MEMCPY and "htod" in name.lower().replace(" ", ""):
-                return "host-to-device copy", name
-        if self.loaders.first_during(lo, hi) >= 0:
-            return "data loading", DATA_LOADER
-        op = self.op_at((lo + hi) // 2)
-        return "launch gap", t.names[t.name[op]] if op >= 0 else "Python between ops"
+        by_start = self.work_by_start
+        nxt_at = np.searchsorted(t.start[by_start], hi, "left")
+        nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
+                       -1) if by_start.size else np.full(lo.shape, -1)
+        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in names),
+                                 dtype=bool, count=len(names))
+        safe = np.maximum(nxt, 0)
+        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_names[t.name[safe]]
+        loading = self.loaders.first_during(lo, hi) >= 0
+        rest = ~edge & (sync < 0) & ~htod & ~loading
+        op = np.full(lo.shape, -1, dtype=np.int64)
+        if rest.any():
+            op[rest] = self.op_at((lo[rest] + hi[rest]) // 2)
+        # the rules in order: the first that holds names the gap (np.select)
+        cause = np.select([edge, sync >= 0, htod, loading], [0, 1, 2, 3], 4).tolist()
+        event = np.select([sync >= 0, htod], [sync, nxt], op).tolist()
+        first = (lo <= w_lo).tolist()
+        name_of = t.name.tolist()
+        out = []
+        for c, e, at_start in zip(cause, event, first, strict=True):
+            if c == 0:
+                out.append(("iteration edge", "start" if at_start else "end"))
+            elif c == 3:
+                out.append(("data loading", DATA_LOADER))
+            else:
+                out.append((_CAUSES[c], names[name_of[e]] if e >= 0 else "Python between ops"))
+        return out
+
+
+def _gaps(starts: np.ndarray, ends: np.ndarray,
+          windows: list[Window]) -> tuple[np.ndarray, ...]:
+    """Every stretch of each window with no GPU work (busy intervals merged): its start,
+    end, and its window's start and end, in window order."""
+    parts = []
+    for lo, hi in windows:
+        s = np.clip(starts, lo, hi)
+        e = np.clip(ends, lo, hi)
+        keep = e > s
+        g0, g1 = np.concatenate([[lo], e[keep]]), np.concatenate([s[keep], [hi]])
+        real = g1 > g0
+        count = int(real.sum())
+        parts.append((g0[real], g1[real], np.full(count, lo), np.full(count, hi)))
+    return tuple(np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(4))
 
 
 def gpu_idle_rows(table: EventTable, windows: list[Window]) -> list[GpuIdleRow]:
@@ -115,20 +164,14 @@ def gpu_idle_rows(table: EventTable, windows: list[Window]) -> list[GpuIdleRow]:
     if not windows:
         return []
     context = _Context(table)
-    s_all, e_all = merge(table.start[context.work], table.end[context.work])
-    totals: dict[tuple[str, str], list[float]] = {}
-    for lo, hi in windows:
-        s = np.clip(s_all, lo, hi)
-        e = np.clip(e_all, lo, hi)
-        keep = e > s
-        edges = np.concatenate([[lo], e[keep]]), np.concatenate([s[keep], [hi]])
-        for g0, g1 in zip(edges[0].tolist(), edges[1].tolist(), strict=True):
-            if g1 <= g0:
-                continue
-            key = context.cause(g0, g1, (lo, hi))
-            slot = totals.setdefault(key, [0.0, 0])
-            slot[0] += g1 - g0
-            slot[1] += 1
+    lo, hi, w_lo, w_hi = _gaps(*merge(table.start[context.work], table.end[context.work]),
+                               windows)
+    totals: dict[tuple[str, str], list[int]] = {}
+    for key, length in zip(context.causes(lo, hi, w_lo, w_hi), (hi - lo).tolist(),
+                           strict=True):
+        slot = totals.setdefault(key, [0, 0])
+        slot[0] += length
+        slot[1] += 1
     steps = len(windows)
     wall = sum(hi - lo for lo, hi in windows) / steps
     rows = [GpuIdleRow(cause=cause, detail=detail, idle_us=ns / steps / 1000.0,
