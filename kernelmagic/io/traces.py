@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.events import EventTable, Kind, device_work, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
@@ -58,9 +59,9 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     gpu = table.device >= 0
     runtime = table.kind == Kind.RUNTIME
     launched = gpu & (table.correlation != 0)
-    known = np.isin(table.correlation[launched], table.correlation[runtime])
+    known = isin(table.correlation[launched], table.correlation[runtime])
     kept_calls = table.correlation[runtime & inside]
-    by_call = np.isin(table.correlation[launched], kept_calls)
+    by_call = isin(table.correlation[launched], kept_calls)
     idx = np.flatnonzero(launched)
     keep[idx[known]] = by_call[known]
     if keep.all():
@@ -71,7 +72,7 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
 def gpu_runtime(table: EventTable) -> str:
     """``"rocm"`` when the trace's runtime calls are HIP's (``hipLaunchKernel``...) or, with
     none, its GPU is an AMD one; else ``"cuda"``. Either way torch calls the device "cuda"."""
-    runtime = np.unique(table.name[table.kind == Kind.RUNTIME])
+    runtime = unique(table.name[table.kind == Kind.RUNTIME])
     names = [table.names[i] for i in runtime]
     if names:
         return "rocm" if any(n.startswith("hip") for n in names) else "cuda"
@@ -89,7 +90,7 @@ def inferred_matmul_precision(table: EventTable) -> str:
     major = table.meta.get("compute_major")
     if not isinstance(major, int) or major < 8:
         return ""
-    kernel_names = np.unique(table.name[table.kind == Kind.KERNEL])
+    kernel_names = unique(table.name[table.kind == Kind.KERNEL])
     for name_id in kernel_names:
         text = table.names[name_id]
         if is_fp32_gemm(text):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
 from kernelmagic.core.units import format_us, short_percent
@@ -401,7 +402,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     rows = m.part_row[parts]
     ns = m.part_dur[parts] * scale[np.where(rows >= 0, rows, len(m.row_key))]
     key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1
-    found, inverse = np.unique(key, return_inverse=True)
+    found, inverse = unique(key, return_inverse=True)
     sums = np.bincount(inverse, weights=ns)
     for k, v in zip(found.tolist(), sums.tolist(), strict=True):
         cat, row = divmod(k, len(m.row_key) + 1)
