@@ -26,7 +26,7 @@ from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
-from kernelmagic.sources.trace_file import read_table
+from kernelmagic.sources.trace_file import start_reading
 from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -103,11 +103,12 @@ def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> Profil
 
     ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
     """
+    source = Path(path)
+    finish_reading = start_reading(source)  # gunzips on a thread during the imports
     from kernelmagic.core.events import derive_links
     from kernelmagic.results.builder import TABLE_COUNTERS, RunFacts, build_result
 
-    source = Path(path)
-    table = read_table(source)
+    table = finish_reading()
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
     iterations = find_iterations(table)
