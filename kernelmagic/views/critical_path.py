@@ -16,7 +16,6 @@ measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -242,6 +241,8 @@ def row_indices(m: Model, key: str) -> list[int]:
                     if k == key[len(mark):] and kd == kind]
     found = [i for i, k in enumerate(m.row_key) if k == key]
     if not found:
+        import difflib  # (only to name the nearest rows of a key not found)
+
         near = difflib.get_close_matches(key, sorted(set(m.row_key)), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise ValueError(f"no row {key!r} in the median iteration{hint}")
