@@ -99,7 +99,7 @@ def text_ahead(path: Path) -> Callable[[], bytes | None]:
 
     def text() -> bytes | None:
         thread.join()
-        return found[0] if found else None
+        return found.pop() if found else None  # (held here no longer: read_table frees it)
 
     return text
 
