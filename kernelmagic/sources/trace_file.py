@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernelmagic.core.events import EventTable
-from kernelmagic.sources.trace_stream import StreamReader
 
 __all__ = ["TRACE_SUFFIXES", "find_traces", "is_profile_json", "read_table", "start_reading"]
 
@@ -56,7 +55,7 @@ def read_table(path: str | os.PathLike[str], fast: bool = True) -> EventTable:
         table = trace_fast.read_table(source)
         if table is not None:
             return table
-    return StreamReader(source).read()
+    return _stream_read(source)
 
 
 def start_reading(path: str | os.PathLike[str]) -> Callable[[], EventTable]:
@@ -67,14 +66,21 @@ def start_reading(path: str | os.PathLike[str]) -> Callable[[], EventTable]:
     from kernelmagic.sources import trace_fast
 
     if not trace_fast.available():
-        return lambda: StreamReader(source).read()
+        return lambda: _stream_read(source)
     text = trace_fast.text_ahead(source)
 
     def finish() -> EventTable:
         table = trace_fast.read_table(source, text)
-        return table if table is not None else StreamReader(source).read()
+        return table if table is not None else _stream_read(source)
 
     return finish
+
+
+def _stream_read(source: Path) -> EventTable:
+    """``source`` read by the streaming reader, imported only when a file needs it."""
+    from kernelmagic.sources.trace_stream import StreamReader
+
+    return StreamReader(source).read()
 
 
 def find_traces(folder: Path) -> list[Path]:
