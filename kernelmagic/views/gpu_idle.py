@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import GpuIdleRow
@@ -107,19 +108,20 @@ class _Context:
         return found
 
     def causes(self, lo: np.ndarray, hi: np.ndarray, w_lo: np.ndarray,
-               w_hi: np.ndarray) -> list[tuple[str, str]]:
-        """Per gap: (cause, detail) of the GPU idling over ``[lo, hi)`` inside the window
-        ``[w_lo, w_hi)``; the first rule that matches decides (the module's docstring)."""
+               w_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per gap: the cause (an index into ``_CAUSES``) of the GPU idling over
+        ``[lo, hi)`` inside the window ``[w_lo, w_hi)``, the first rule that matches (the
+        module's docstring), and the event that names it (-1: none; for an iteration
+        edge, 0 at the start, 1 at the end)."""
         t = self.table
-        names = t.names
         edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
         by_start = self.work_by_start
         nxt_at = np.searchsorted(t.start[by_start], hi, "left")
         nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
                        -1) if by_start.size else np.full(lo.shape, -1)
-        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in names),
-                                 dtype=bool, count=len(names))
+        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in t.names),
+                                 dtype=bool, count=len(t.names))
         safe = np.maximum(nxt, 0)
         htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_names[t.name[safe]]
         loading = self.loaders.first_during(lo, hi) >= 0
@@ -127,30 +129,30 @@ class _Context:
         op = np.full(lo.shape, -1, dtype=np.int64)
         if rest.any():
             op[rest] = self.op_at((lo[rest] + hi[rest]) // 2)
-        # the rules in order: the first that holds names the gap (np.select)
-        cause = np.select([edge, sync >= 0, htod, loading], [0, 1, 2, 3], 4).tolist()
-        event = np.select([sync >= 0, htod], [sync, nxt], op).tolist()
-        first = (lo <= w_lo).tolist()
-        name_of = t.name.tolist()
-        out = []
-        for c, e, at_start in zip(cause, event, first, strict=True):
-            if c == 0:
-                out.append(("iteration edge", "start" if at_start else "end"))
-            elif c == 3:
-                out.append(("data loading", DATA_LOADER))
-            else:
-                out.append((_CAUSES[c], names[name_of[e]] if e >= 0 else "Python between ops"))
-        return out
+        # the rules in order: the first that holds names the gap
+        cause = np.select([edge, sync >= 0, htod, loading], [0, 1, 2, 3], 4)
+        event = np.select([edge, sync >= 0, htod, loading], [lo > w_lo, sync, nxt, -1], op)
+        return cause, event.astype(np.int64)
+
+    def detail(self, cause: int, event: int) -> str:
+        """What names a gap of ``cause`` (``causes``)."""
+        if cause == 0:
+            return "end" if event else "start"
+        if cause == 3:
+            return DATA_LOADER
+        return self.table.names[self.table.name[event]] if event >= 0 else "Python between ops"
 
 
 def _gaps(starts: np.ndarray, ends: np.ndarray,
           windows: list[Window]) -> tuple[np.ndarray, ...]:
-    """Every stretch of each window with no GPU work (busy intervals merged): its start,
-    end, and its window's start and end, in window order."""
+    """Every stretch of each window with no GPU work (``starts``/``ends``: the busy
+    intervals, merged and sorted): its start, end, and its window's start and end, in
+    window order."""
     parts = []
     for lo, hi in windows:
-        s = np.clip(starts, lo, hi)
-        e = np.clip(ends, lo, hi)
+        inside = slice(np.searchsorted(ends, lo, "right"), np.searchsorted(starts, hi, "left"))
+        s = np.clip(starts[inside], lo, hi)
+        e = np.clip(ends[inside], lo, hi)
         keep = e > s
         g0, g1 = np.concatenate([[lo], e[keep]]), np.concatenate([s[keep], [hi]])
         real = g1 > g0
@@ -166,12 +168,17 @@ def gpu_idle_rows(table: EventTable, windows: list[Window]) -> list[GpuIdleRow]:
     context = _Context(table)
     lo, hi, w_lo, w_hi = _gaps(*merge(table.start[context.work], table.end[context.work]),
                                windows)
-    totals: dict[tuple[str, str], list[int]] = {}
-    for key, length in zip(context.causes(lo, hi, w_lo, w_hi), (hi - lo).tolist(),
-                           strict=True):
-        slot = totals.setdefault(key, [0, 0])
+    cause, event = context.causes(lo, hi, w_lo, w_hi)
+    key = cause * (table.n + 2) + event + 1  # (cause, event) as one integer
+    found, inverse = unique(key, return_inverse=True)
+    ns = np.bincount(inverse, weights=hi - lo).tolist()
+    counts = np.bincount(inverse).tolist()
+    totals: dict[tuple[str, str], list[float]] = {}  # (events of one name: one row)
+    for k, length, n in zip(found.tolist(), ns, counts, strict=True):
+        c, e = divmod(k, table.n + 2)
+        slot = totals.setdefault((_CAUSES[c], context.detail(c, e - 1)), [0.0, 0])
         slot[0] += length
-        slot[1] += 1
+        slot[1] += n
     steps = len(windows)
     wall = sum(hi - lo for lo, hi in windows) / steps
     rows = [GpuIdleRow(cause=cause, detail=detail, idle_us=ns / steps / 1000.0,
