@@ -330,7 +330,7 @@ def test_save_and_load_round_trip(many, tmp_path, monkeypatch):
         raise AssertionError("a saved result went through a trace reader")
 
     # Read as the saved result it is, never parsed as a trace first.
-    monkeypatch.setattr("kernelmagic.io.traces.read_table", no_trace_reader)
+    monkeypatch.setattr("kernelmagic.io.traces.start_reading", no_trace_reader)
     back = kernelmagic.load(path)
     assert isinstance(back, ManyRanksResult) and back == many
     assert back.findings() == many.findings()

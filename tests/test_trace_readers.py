@@ -18,7 +18,7 @@ from trace_json import DATA, dumps
 
 from kernelmagic.core.errors import TraceFileError
 from kernelmagic.sources import trace_fast
-from kernelmagic.sources.trace_file import read_table
+from kernelmagic.sources.trace_file import read_table, start_reading
 from kernelmagic.sources.trace_numbers import ns_of_text
 
 need_modules("msgspec", install='pip install -e ".[fast]"')
@@ -190,3 +190,16 @@ def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):
     assert not trace_fast.available() and trace_fast.read_table(DATA / "cpu_only.json.gz") is None
     assert_same_table(read_table(DATA / "cpu_only.json.gz"),
                       read_table(DATA / "cpu_only.json.gz", fast=False))
+
+
+@pytest.mark.parametrize("path", TRACES[:4], ids=lambda p: p.name)
+def test_start_reading_gives_read_tables_table(path):
+    # load_trace gunzips on a thread (start_reading) while it imports the builder
+    assert_same_table(start_reading(path)(), read_table(path))
+
+
+def test_start_reading_names_a_fault_as_read_table_does(tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(b"\x1f\x8b" + b"not gzip at all")
+    with pytest.raises(TraceFileError, match="corrupt gzip file"):
+        start_reading(path)()

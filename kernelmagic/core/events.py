@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin
+
 
 class Kind(IntEnum):
     """What an event is. Views select by kind; names never decide it."""
@@ -164,7 +166,7 @@ class TableBuilder:
 
 def device_work(table: EventTable) -> np.ndarray:
     """Per event: whether it is work on a GPU (a kernel, memcpy or memset)."""
-    return np.isin(table.kind, _DEVICE_WORK_KINDS)
+    return isin(table.kind, _DEVICE_WORK_KINDS)
 
 
 def derive_links(table: EventTable) -> EventTable:

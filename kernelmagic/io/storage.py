@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,8 @@ from kernelmagic.core.errors import NotATrace, ProfileFileError
 from kernelmagic.results.result import ProfileResult
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from kernelmagic.results.ranks import ManyRanksResult
 
 

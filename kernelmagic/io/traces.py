@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.events import EventTable, Kind, device_work, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
@@ -26,7 +27,7 @@ from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
-from kernelmagic.sources.trace_file import read_table
+from kernelmagic.sources.trace_file import start_reading
 from kernelmagic.views.iterations import Iterations, find_iterations
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -59,9 +60,9 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
     gpu = table.device >= 0
     runtime = table.kind == Kind.RUNTIME
     launched = gpu & (table.correlation != 0)
-    known = np.isin(table.correlation[launched], table.correlation[runtime])
+    known = isin(table.correlation[launched], table.correlation[runtime])
     kept_calls = table.correlation[runtime & inside]
-    by_call = np.isin(table.correlation[launched], kept_calls)
+    by_call = isin(table.correlation[launched], kept_calls)
     idx = np.flatnonzero(launched)
     keep[idx[known]] = by_call[known]
     if keep.all():
@@ -72,7 +73,7 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
 def gpu_runtime(table: EventTable) -> str:
     """``"rocm"`` when the trace's runtime calls are HIP's (``hipLaunchKernel``...) or, with
     none, its GPU is an AMD one; else ``"cuda"``. Either way torch calls the device "cuda"."""
-    runtime = np.unique(table.name[table.kind == Kind.RUNTIME])
+    runtime = unique(table.name[table.kind == Kind.RUNTIME])
     names = [table.names[i] for i in runtime]
     if names:
         return "rocm" if any(n.startswith("hip") for n in names) else "cuda"
@@ -90,7 +91,7 @@ def inferred_matmul_precision(table: EventTable) -> str:
     major = table.meta.get("compute_major")
     if not isinstance(major, int) or major < 8:
         return ""
-    kernel_names = np.unique(table.name[table.kind == Kind.KERNEL])
+    kernel_names = unique(table.name[table.kind == Kind.KERNEL])
     for name_id in kernel_names:
         text = table.names[name_id]
         if is_fp32_gemm(text):
@@ -107,10 +108,12 @@ class TraceParts(NamedTuple):
 
 def read_trace(path: str | os.PathLike[str]) -> TraceParts:
     """A trace file's events and iterations (``TraceFileError`` when it has no events)."""
+    source = Path(path)
+    finish_reading = start_reading(source)  # gunzips on a thread during the imports
+    import kernelmagic.results.builder  # noqa: F401  (trace_result's, imported meanwhile)
     from kernelmagic.core.events import derive_links
 
-    source = Path(path)
-    table = read_table(source)
+    table = finish_reading()
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
     iterations = find_iterations(table)

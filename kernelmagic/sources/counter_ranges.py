@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernelmagic.core import counter_metrics
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.op_names import LAUNCH_CALLS
 from kernelmagic.core.units import counted
@@ -58,7 +59,7 @@ def join_ranges(table: EventTable, ranges: list[RawRange]) -> dict[str, Any]:
         launch_names[i] = text in KERNEL_LAUNCHES
     launches = np.flatnonzero((table.kind == Kind.RUNTIME) & launch_names[table.name])
     graphs = any("Graph" in table.names[int(i)] for i in
-                 np.unique(table.name[table.kind == Kind.RUNTIME]).tolist())
+                 unique(table.name[table.kind == Kind.RUNTIME]).tolist())
     n = len(ordered)
     capped = n == counter_metrics.MAX_RANGES  # the profiler stopped counting: the first n kernels
     if n and (kernels.size == n or (capped and kernels.size > n)):

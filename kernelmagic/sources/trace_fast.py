@@ -21,7 +21,9 @@ type) returns None: the streaming reader then reads the file and names any fault
 from __future__ import annotations
 
 import codecs
+import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
@@ -56,12 +58,13 @@ def available() -> bool:
     return msgspec is not None
 
 
-def read_table(path: Path) -> EventTable | None:
-    """``path`` as an EventTable, or None where the streaming reader must read it."""
+def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> EventTable | None:
+    """``path`` as an EventTable, or None where the streaming reader must read it;
+    ``text`` gives its JSON bytes when ``text_ahead`` has begun reading them."""
     if msgspec is None:
         return None
     try:
-        data = _text_bytes(path)
+        data = text() if text is not None else _text_bytes(path)
         if (data is None or not _nesting_within(data, MAX_NESTING) or not _utf8(data)
                 or data.count(b'"traceEvents"') != 1):  # (twice: the streaming reader refuses)
             return None
@@ -76,6 +79,29 @@ def read_table(path: Path) -> EventTable | None:
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
              "traceName": doc.traceName}
     return cols.freeze_relative(trace_meta(path, found))
+
+
+def text_ahead(path: Path) -> Callable[[], bytes | None]:
+    """Begin gunzipping ``path`` on a thread of its own (zlib lets go of the GIL, so the
+    caller's imports run meanwhile, on another core); the function returned waits for
+    the JSON bytes (None where ``_text_bytes`` gives None or raises: the streaming reader
+    then reads the file and names any fault)."""
+    found: list[bytes | None] = []
+
+    def work() -> None:
+        try:
+            found.append(_text_bytes(path))
+        except Exception:  # (named by the streaming reader)
+            found.append(None)
+
+    thread = threading.Thread(target=work, name="kernelmagic-gunzip", daemon=True)
+    thread.start()
+
+    def text() -> bytes | None:
+        thread.join()
+        return found.pop() if found else None  # (held here no longer: read_table frees it)
+
+    return text
 
 
 def _text_bytes(path: Path) -> bytes | None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from kernelmagic.core.events import EventTable
-from kernelmagic.sources.trace_stream import StreamReader
 
-__all__ = ["TRACE_SUFFIXES", "find_traces", "is_profile_json", "read_table"]
+__all__ = ["TRACE_SUFFIXES", "find_traces", "is_profile_json", "read_table", "start_reading"]
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 _PROFILE_HEAD = re.compile(r'\s*\{\s*"format"\s*:\s*"kernelmagic\.(?:profile|ranks)"')
@@ -55,6 +55,31 @@ def read_table(path: str | os.PathLike[str], fast: bool = True) -> EventTable:
         table = trace_fast.read_table(source)
         if table is not None:
             return table
+    return _stream_read(source)
+
+
+def start_reading(path: str | os.PathLike[str]) -> Callable[[], EventTable]:
+    """``read_table(path)`` in two halves: this begins gunzipping the file on a thread
+    (msgspec's reader's first step), and the function it returns finishes the read, so
+    that what the caller does in between (its imports) overlaps the gunzip."""
+    source = Path(path)
+    from kernelmagic.sources import trace_fast
+
+    if not trace_fast.available():
+        return lambda: _stream_read(source)
+    text = trace_fast.text_ahead(source)
+
+    def finish() -> EventTable:
+        table = trace_fast.read_table(source, text)
+        return table if table is not None else _stream_read(source)
+
+    return finish
+
+
+def _stream_read(source: Path) -> EventTable:
+    """``source`` read by the streaming reader, imported only when a file needs it."""
+    from kernelmagic.sources.trace_stream import StreamReader
+
     return StreamReader(source).read()
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
@@ -224,7 +225,7 @@ def _by_name(table: EventTable, figures: Figures, parts: list[np.ndarray]) -> Co
     idx = np.concatenate(parts)
     sums = np.bincount(table.name[idx], weights=figures.self_cpu[idx],
                        minlength=len(table.names))
-    return Counter({table.names[i]: float(sums[i]) for i in np.unique(table.name[idx]).tolist()})
+    return Counter({table.names[i]: float(sums[i]) for i in unique(table.name[idx]).tolist()})
 
 
 def _gap_ops(self_cpu: Counter[str], iters: int, gap: float) -> str:

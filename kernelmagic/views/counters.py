@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin
 from kernelmagic.core.counter_metrics import (
     DRAM_READ_METRIC,
     DRAM_WRITE_METRIC,
@@ -64,7 +65,7 @@ def counter_rows(table: EventTable, *, call_time: dict[str, float] | None = None
     by_correlation: dict[int, list[int]] = defaultdict(list)
     wanted = {int(r["correlation"]) for r in ranges} - {0}
     if wanted:
-        linked = np.flatnonzero(np.isin(table.correlation, np.fromiter(wanted, np.int64))
+        linked = np.flatnonzero(isin(table.correlation, np.fromiter(wanted, np.int64))
                                 & ((table.kind == Kind.KERNEL) | (table.kind == Kind.RUNTIME)))
         for i in linked.tolist():
             by_correlation[int(table.correlation[i])].append(i)

@@ -16,13 +16,13 @@ measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
 from kernelmagic.core.units import format_us, short_percent
@@ -241,6 +241,8 @@ def row_indices(m: Model, key: str) -> list[int]:
                     if k == key[len(mark):] and kd == kind]
     found = [i for i, k in enumerate(m.row_key) if k == key]
     if not found:
+        import difflib  # (only to name the nearest rows of a key not found)
+
         near = difflib.get_close_matches(key, sorted(set(m.row_key)), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise ValueError(f"no row {key!r} in the median iteration{hint}")
@@ -401,7 +403,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     rows = m.part_row[parts]
     ns = m.part_dur[parts] * scale[np.where(rows >= 0, rows, len(m.row_key))]
     key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1
-    found, inverse = np.unique(key, return_inverse=True)
+    found, inverse = unique(key, return_inverse=True)
     sums = np.bincount(inverse, weights=ns)
     for k, v in zip(found.tolist(), sums.tolist(), strict=True):
         cat, row = divmod(k, len(m.row_key) + 1)

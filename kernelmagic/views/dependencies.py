@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
 from kernelmagic.views.ops import UNLAUNCHED, is_op, range_owners, under_our_sync
@@ -156,7 +157,7 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     has = cpu.dur != 0
     ncat = len(CATEGORY_NAMES)
     key = (block[has] * (len(model.row_key) + 1) + (cpu.row[has] + 1)) * ncat + cpu.cat[has]
-    found, inverse = np.unique(key, return_inverse=True)
+    found, inverse = unique(key, return_inverse=True)
     model.part_dur = np.bincount(inverse, weights=cpu.dur[has]).astype(np.int64)
     model.part_cat = found % ncat
     model.part_row = (found // ncat) % (len(model.row_key) + 1) - 1
@@ -188,7 +189,7 @@ def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
         return
     lo, hi = int(cpu.chain_off[main]), int(cpu.chain_off[main + 1])
     a_time = cpu.time[lo:hi]
-    works = np.isin(table.kind[cpu.event], (Kind.OP, Kind.RUNTIME, Kind.RANGE))
+    works = isin(table.kind[cpu.event], (Kind.OP, Kind.RUNTIME, Kind.RANGE))
     for k in range(cpu.chain_off.size - 1):
         if k == main or not works[cpu.chain_off[k]:cpu.chain_off[k + 1]].any():
             continue
@@ -202,7 +203,7 @@ def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
         at = lo + np.searchsorted(a_time, cpu.time[idle], "left")
         ok = (at < hi) & (at > lo)
         idle, at = idle[ok], at[ok]
-        ok = (np.isin(cpu.cat[at], (OUTSIDE_OPS, IDLE))
+        ok = (isin(cpu.cat[at], (OUTSIDE_OPS, IDLE))
               & (cpu.time[at] - cpu.time[idle] <= JOIN_NS))
         for p, e in _last_per_target(at[ok], idle[ok]):
             targets.append(p)
@@ -242,7 +243,7 @@ def _row_ids(table: EventTable, window: Window, ranges: np.ndarray,
     if shapes:
         key = key * (int(table.shapes.max()) + 1) + np.where(work[events], 0,
                                                              table.shapes[events])
-    found, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    found, first, inverse = unique(key, return_index=True, return_inverse=True)
     row_of[events] = inverse
     firsts = events[first]
     names = [table.names[i] for i in table.name[firsts].tolist()]
@@ -273,14 +274,14 @@ class _Chains:
         else the one that runs the most ops and runtime calls (-1: no thread at all)."""
         spans = np.flatnonzero((table.start == window[0]) & (table.end == window[1])
                                & (table.device < 0) & (table.tid >= 0)
-                               & np.isin(table.kind, (Kind.RANGE, Kind.STEP)))
+                               & isin(table.kind, (Kind.RANGE, Kind.STEP)))
         if spans.size:
             hit = np.flatnonzero(self.chain_tid == table.tid[spans[0]])
             if hit.size:
                 return int(hit[0])
         if not self.chain_tid.size:
             return -1
-        ops = np.isin(table.kind[self.event], (Kind.OP, Kind.RUNTIME))
+        ops = isin(table.kind[self.event], (Kind.OP, Kind.RUNTIME))
         chain = np.searchsorted(self.chain_off, np.arange(self.event.size), "right") - 1
         return int(np.argmax(np.bincount(chain[ops], minlength=self.chain_tid.size)))
 
@@ -447,7 +448,7 @@ def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
     """Each stream wait's edges: the next item its thread launches waits for the other
     streams' last work launched before the wait."""
     w = items.size
-    waits = np.flatnonzero((table.kind == Kind.RUNTIME) & np.isin(
+    waits = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(
         table.name, [i for i, n in enumerate(table.names) if n in STREAM_WAIT_CALLS])
         & (table.start >= ws))
     deps: list[tuple[int, int]] = []
@@ -477,7 +478,7 @@ def _add_syncs(table: EventTable, model: Model, cpu: _Chains, items: np.ndarray,
                launch_times: np.ndarray) -> None:
     """Blocking calls: their end waits for the GPU work they waited for (module docstring)."""
     blocking = [i for i, n in enumerate(table.names) if n in BLOCKING_CALLS]
-    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & np.isin(table.name, blocking)
+    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(table.name, blocking)
                            & (table.device < 0) & (table.tid >= 0))
     end_pos = cpu.position_of_end(calls)
     calls, end_pos = calls[end_pos >= 0], end_pos[end_pos >= 0]
@@ -519,9 +520,9 @@ def trust_checks(table: EventTable) -> dict[str, float]:
     early = table.start[call[has]] - table.start[work[has]]
     early = early[early > 0]
     launches = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0)
-                              & np.isin(table.name, [i for i, n in enumerate(table.names)
+                              & isin(table.name, [i for i, n in enumerate(table.names)
                                                      if n in LAUNCH_CALLS]))
-    done = np.isin(table.correlation[launches], table.correlation[work])
+    done = isin(table.correlation[launches], table.correlation[work])
     overlap = same & (prev_end != NONE) & (table.start[work] < prev_end - OVERLAP_NS)
     zero = (table.device >= 0) & (table.start + table.origin_ns == 0) & (table.kind != Kind.MEMORY)
     return {"before_launch": int(early.size),

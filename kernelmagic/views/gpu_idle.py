@@ -23,10 +23,10 @@ the event's time (``python_lines.SampleIndex``), else the ``with_stack`` frame a
 from __future__ import annotations
 
 import linecache
-from bisect import bisect_right
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.python_samples import PythonSamples
@@ -36,6 +36,7 @@ from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
 from kernelmagic.views.source_lines import user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
+_CAUSES = ("iteration edge", "sync", "host-to-device copy", "data loading", "launch gap")
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
@@ -45,22 +46,30 @@ def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
 
 
 class _Spans:
-    """Some CPU events' intervals, merged once, so "does one run during a gap" is a binary
-    search; the events themselves (by start) to name the first that does."""
+    """Some CPU events' intervals, by start, so "the first that runs during a gap" is a
+    few binary searches for all gaps at once."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
         self.rows = rows[np.argsort(table.start[rows], kind="stable")]
-        self.starts, self.ends = table.start[self.rows], table.end[self.rows]
-        self.merged = merge(self.starts, self.ends)
+        self.starts, ends = table.start[self.rows], table.end[self.rows]
+        # The first event (by start) that ends after t is the first whose running maximum
+        # of ends passes t. Only events of some length say that one runs during a gap
+        # (an instant inside it does not), but the first to run may be an instant.
+        self.reach = np.maximum.accumulate(ends) if ends.size else ends
+        lasting = ends > self.starts
+        self.lasting_starts = self.starts[lasting]
+        self.lasting_reach = np.maximum.accumulate(ends[lasting]) if lasting.any() \
+            else ends[lasting]
 
-    def first_during(self, lo: int, hi: int) -> int:
-        """The first of the events that runs during ``[lo, hi)``, or -1."""
-        ms, me = self.merged
-        at = int(np.searchsorted(ms, hi, "left")) - 1
-        if at < 0 or me[at] <= lo:
-            return -1
-        hits = np.flatnonzero((self.starts < hi) & (self.ends > lo))
-        return int(self.rows[hits[0]]) if hits.size else -1
+    def first_during(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per gap ``[lo, hi)``: the first of the events (by start) that runs during it,
+        or -1 when none of some length does."""
+        if not self.lasting_starts.size:
+            return np.full(lo.shape, -1, dtype=np.int64)
+        some = (np.searchsorted(self.lasting_reach, lo, "right")
+                < np.searchsorted(self.lasting_starts, hi, "left"))
+        first = np.searchsorted(self.reach, lo, "right")
+        return np.where(some, self.rows[np.minimum(first, self.rows.size - 1)], -1)
 
 
 #: What a cause holds: (cause, detail, location, code).
@@ -131,63 +140,117 @@ class _Context:
         ops = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
         self.is_op = np.zeros(table.n, dtype=bool)
         self.is_op[ops] = True
-        # Python lists: op_at climbs them once per gap, element by element.
-        self.start, self.end = table.start.tolist(), table.end.tolist()
-        self.parent, self.op_flags = table.parent.tolist(), self.is_op.tolist()
         self.threads = []  # per thread: its ops' starts, and the ops, by start
-        for tid in np.unique(table.tid[ops]).tolist():
-            mine = ops[table.tid[ops] == tid]
+        op_tids = table.tid[ops]
+        for tid in sorted(set(op_tids.tolist())):
+            mine = ops[op_tids == tid]
             mine = mine[np.argsort(table.start[mine], kind="stable")]
-            self.threads.append((table.start[mine].tolist(), mine.tolist()))
+            self.threads.append((table.start[mine], mine))
 
-    def op_at(self, t: int) -> int:
-        """The innermost CPU op running at ``t`` on some thread, or -1.
+    def op_at(self, t: np.ndarray) -> np.ndarray:
+        """Per time in ``t``: the innermost CPU op running then on some thread (the first
+        thread, by id, that has one), or -1.
 
         On one thread events nest: the last op to start before ``t`` either runs at ``t``
         or has ended, and then any op running at ``t`` is one of its ancestors."""
-        start, end, parent, is_op = self.start, self.end, self.parent, self.op_flags
+        table = self.table
+        found = np.full(t.shape, -1, dtype=np.int64)
         for starts, rows in self.threads:
-            at = bisect_right(starts, t) - 1
-            node = rows[at] if at >= 0 else -1
-            while node >= 0:
-                if is_op[node] and start[node] <= t < end[node]:
-                    return node
-                node = parent[node]
-        return -1
+            left = np.flatnonzero(found < 0)
+            if not left.size:
+                break
+            at = np.searchsorted(starts, t[left], "right") - 1
+            node = np.where(at >= 0, rows[np.maximum(at, 0)], -1).astype(np.int64)
+            when = t[left]
+            while True:  # climb each node's parents until an op running at t, or none
+                live = node >= 0
+                safe = np.maximum(node, 0)
+                running = live & self.is_op[safe] & (table.start[safe] <= when) \
+                    & (when < table.end[safe])
+                climbing = live & ~running
+                if not climbing.any():
+                    break
+                node[climbing] = table.parent[node[climbing]]
+            found[left[running]] = node[running]
+        return found
 
-    def cause(self, lo: int, hi: int, window: Window) -> Cause:
-        """(cause, detail, location, code) of the GPU idling over ``[lo, hi)`` inside
-        ``window``."""
-        t, lines = self.table, self.lines
-        if lo <= window[0] or hi >= window[1]:
-            return "iteration edge", "start" if lo <= window[0] else "end", "", ""
+    def causes(self, lo: np.ndarray, hi: np.ndarray, w_lo: np.ndarray,
+               w_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per gap: the cause (an index into ``_CAUSES``) of the GPU idling over
+        ``[lo, hi)`` inside the window ``[w_lo, w_hi)``, the first rule that matches (the
+        module's docstring), and the event that names it (-1: none; for an iteration
+        edge, 0 at the start, 1 at the end; for data loading, the DataLoader range)."""
+        t = self.table
+        edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
-        if sync >= 0:
-            return ("sync", t.names[t.name[sync]], *lines.of_op(sync))
-        starts = t.start[self.work_by_start]
-        at = int(np.searchsorted(starts, hi, "left"))
-        if at < starts.size:
-            nxt = self.work_by_start[at]
-            name = t.names[t.name[nxt]]
-            if t.kind[nxt] == _MEMCPY and "htod" in name.lower().replace(" ", ""):
-                return "host-to-device copy", name, *lines.of_op(self.launcher(nxt))
+        by_start = self.work_by_start
+        nxt_at = np.searchsorted(t.start[by_start], hi, "left")
+        nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
+                       -1) if by_start.size else np.full(lo.shape, -1)
+        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in t.names),
+                                 dtype=bool, count=len(t.names))
+        safe = np.maximum(nxt, 0)
+        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_names[t.name[safe]]
         loader = self.loaders.first_during(lo, hi)
-        if loader >= 0:
-            return (DATA_LOADING, DATA_LOADER, *lines.of_op(loader))
-        held = lines.frame_during(lo, hi)
-        if lines.loading(held):
-            return (DATA_LOADING, DATA_LOADER, *lines.of_frame(held))
-        op = self.op_at((lo + hi) // 2)
-        if op >= 0:
-            return ("launch gap", t.names[t.name[op]], *lines.of_op(op))
-        if held < 0:
-            held = lines.frame_during(lo, hi, lines.slack)
-        return ("launch gap", "Python between ops", *lines.of_frame(held))
+        loading = loader >= 0
+        rest = ~edge & (sync < 0) & ~htod & ~loading
+        op = np.full(lo.shape, -1, dtype=np.int64)
+        if rest.any():
+            op[rest] = self.op_at((lo[rest] + hi[rest]) // 2)
+        # the rules in order: the first that holds names the gap
+        cause = np.select([edge, sync >= 0, htod, loading], [0, 1, 2, 3], 4)
+        event = np.select([edge, sync >= 0, htod, loading], [lo > w_lo, sync, nxt, loader], op)
+        return cause, event.astype(np.int64)
+
+    def detail(self, cause: int, event: int) -> str:
+        """What names a gap of ``cause`` (``causes``)."""
+        if cause == 0:
+            return "end" if event else "start"
+        if cause == 3:
+            return DATA_LOADER
+        return self.table.names[self.table.name[event]] if event >= 0 else "Python between ops"
+
 
     def launcher(self, work: int) -> int:
         """The CPU event that launched GPU work ``work`` (itself when none is known)."""
         linked = int(self.table.launcher[work])
         return linked if linked >= 0 else work
+
+    def named(self, cause: int, event: int, lo: int, hi: int) -> Cause:
+        """(cause, detail, location, code) of one gap ``[lo, hi)`` of ``cause`` and
+        ``event`` (``causes``), with the user's line behind it (``Lines``)."""
+        lines, name, detail = self.lines, _CAUSES[cause], self.detail(cause, event)
+        if cause == 0:
+            return name, detail, "", ""
+        if cause == 2:
+            return (name, detail, *lines.of_op(self.launcher(event)))
+        if cause in (1, 3):
+            return (name, detail, *lines.of_op(event))
+        held = lines.frame_during(lo, hi)
+        if lines.loading(held):  # no DataLoader range, but the samples waited for one
+            return (DATA_LOADING, DATA_LOADER, *lines.of_frame(held))
+        if event >= 0:
+            return (name, detail, *lines.of_op(event))
+        if held < 0:
+            held = lines.frame_during(lo, hi, lines.slack)
+        return (name, detail, *lines.of_frame(held))
+
+def _gaps(starts: np.ndarray, ends: np.ndarray,
+          windows: list[Window]) -> tuple[np.ndarray, ...]:
+    """Every stretch of each window with no GPU work (``starts``/``ends``: the busy
+    intervals, merged and sorted): its start, end, and its window's start and end, in
+    window order."""
+    parts = []
+    for lo, hi in windows:
+        inside = slice(np.searchsorted(ends, lo, "right"), np.searchsorted(starts, hi, "left"))
+        s = np.clip(starts[inside], lo, hi)
+        e = np.clip(ends[inside], lo, hi)
+        keep = e > s
+        g0, g1 = np.concatenate([[lo], e[keep]]), np.concatenate([s[keep], [hi]])
+        real = g1 > g0
+        count = int(real.sum())
+        parts.append((g0[real], g1[real], np.full(count, lo), np.full(count, hi)))
+    return tuple(np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(4))
 
 
 def gpu_idle_rows(table: EventTable, windows: list[Window],
@@ -199,21 +262,28 @@ def gpu_idle_rows(table: EventTable, windows: list[Window],
     ``cell_file`` and ``cell_label`` name the cell's lines ``cell[n]:line``."""
     if not windows:
         return []
-    context = _Context(table, Lines(table, samples, cell_file, cell_label))
-    s_all, e_all = merge(table.start[context.work], table.end[context.work])
+    lines = Lines(table, samples, cell_file, cell_label)
+    context = _Context(table, lines)
+    lo, hi, w_lo, w_hi = _gaps(*merge(table.start[context.work], table.end[context.work]),
+                               windows)
+    cause, event = context.causes(lo, hi, w_lo, w_hi)
     totals: dict[Cause, list[float]] = {}
-    for lo, hi in windows:
-        s = np.clip(s_all, lo, hi)
-        e = np.clip(e_all, lo, hi)
-        keep = e > s
-        edges = np.concatenate([[lo], e[keep]]), np.concatenate([s[keep], [hi]])
-        for g0, g1 in zip(edges[0].tolist(), edges[1].tolist(), strict=True):
-            if g1 <= g0:
-                continue
-            key = context.cause(g0, g1, (lo, hi))
-            slot = totals.setdefault(key, [0.0, 0])
+    if lines.samples.n or lines.owner is not None:  # lines to name: one gap at a time
+        for c, e, g0, g1 in zip(cause.tolist(), event.tolist(), lo.tolist(), hi.tolist(),
+                                strict=True):
+            slot = totals.setdefault(context.named(c, e, g0, g1), [0.0, 0])
             slot[0] += g1 - g0
             slot[1] += 1
+    else:  # no line to name: the gaps of one (cause, event) at once
+        key = cause * (table.n + 2) + event + 1  # (cause, event) as one integer
+        found, inverse = unique(key, return_inverse=True)
+        ns = np.bincount(inverse, weights=hi - lo).tolist()
+        counts = np.bincount(inverse).tolist()
+        for k, length, n in zip(found.tolist(), ns, counts, strict=True):
+            c, e = divmod(k, table.n + 2)
+            slot = totals.setdefault((_CAUSES[c], context.detail(c, e - 1), "", ""), [0.0, 0])
+            slot[0] += length
+            slot[1] += n
     steps = len(windows)
     wall = sum(hi - lo for lo, hi in windows) / steps
     rows = [GpuIdleRow(cause=cause, detail=detail, idle_us=ns / steps / 1000.0,

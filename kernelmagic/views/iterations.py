@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.range_names import ITERATION_RANGE
 
@@ -75,7 +76,7 @@ def _our_iterations(table: EventTable, name: str | None) -> Iterations | None:
     ranges = np.flatnonzero(table.kind == Kind.RANGE)
     groups: dict[str, list[tuple[int, int]]] = {}
     outer: set[str] = set()
-    for name_id in np.unique(table.name[ranges]).tolist():
+    for name_id in unique(table.name[ranges]).tolist():
         text = table.names[name_id]
         found = ITERATION_RANGE.match(text)
         if found is None:
@@ -96,7 +97,7 @@ def _our_iterations(table: EventTable, name: str | None) -> Iterations | None:
 
 def _real_steps(table: EventTable, steps: np.ndarray) -> np.ndarray:
     """The busiest thread's steps, in time order, without the closing stub (rule 2)."""
-    tids, counts = np.unique(table.tid[steps], return_counts=True)
+    tids, counts = unique(table.tid[steps], return_counts=True)
     steps = steps[table.tid[steps] == tids[np.argmax(counts)]]
     steps = steps[np.argsort(table.start[steps], kind="stable")]
     op_starts = np.sort(table.start[table.kind == Kind.OP])

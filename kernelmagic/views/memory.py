@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.event_rules import STEP_PREFIX
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.memory_rows import (
@@ -233,7 +234,7 @@ def _alive(ledger: MemoryLedger, sel: np.ndarray, k: int, start: int,
     # numpy leaves repeated indices' assignment order open, so pick that change explicitly.
     category = np.full(len(ledger.blocks), UNKNOWN, dtype=np.int8)
     rising = np.flatnonzero((owners >= 0) & (ledger.delta[upto] > 0))[::-1]
-    latest, first = np.unique(owners[rising], return_index=True)
+    latest, first = unique(owners[rising], return_index=True)
     category[latest] = ledger.category[upto][rising[first]]
     live = np.flatnonzero(held > 0)
     live = live[np.argsort(-held[live], kind="stable")][:ALIVE_ROWS]

@@ -24,6 +24,7 @@ from collections import Counter
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
 from kernelmagic.core.range_names import SYNC_RANGE, is_ours
 from kernelmagic.core.rows import KernelRow, OpRow
@@ -62,7 +63,7 @@ def under_our_sync(table: EventTable) -> np.ndarray:
 
 def group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids (0..k-1, numbered by first occurrence) and each group's first position."""
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    _, first, inverse = unique(keys, return_index=True, return_inverse=True)
     rank = np.empty(first.size, dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.size)
     return rank[inverse], np.sort(first)
@@ -82,12 +83,12 @@ def _ops_below(table: EventTable) -> np.ndarray:
     """Per event: whether an op or runtime call is anywhere under it on its thread."""
     below = np.zeros(table.n, dtype=bool)
     up = table.parent[is_op(table)]
-    frontier = np.unique(up[up >= 0])
+    frontier = unique(up[up >= 0])
     while frontier.size:
         frontier = frontier[~below[frontier]]
         below[frontier] = True
         up = table.parent[frontier]
-        frontier = np.unique(up[up >= 0])
+        frontier = unique(up[up >= 0])
     return below
 
 
@@ -103,7 +104,7 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     ``name`` is the run's name: its ranges (``kernelmagic/core/range_names.py``) and
     ``ProfilerStep#N`` are rows only when they launched GPU work themselves.
     """
-    on_cpu = (table.device < 0) & np.isin(table.kind, _RANGE_KINDS)
+    on_cpu = (table.device < 0) & isin(table.kind, _RANGE_KINDS)
     if not on_cpu.any():
         return on_cpu
     ours = np.fromiter((is_ours(x, name) for x in table.names), dtype=bool,
@@ -220,7 +221,7 @@ def kernel_rows(table: EventTable) -> list[KernelRow]:
     launcher = table.launcher[work]
     has = launcher != NO_PARENT
     pairs = gid[has] * (len(table.names) + 1) + table.name[launcher[has]]
-    found, at, counts = np.unique(pairs, return_index=True, return_counts=True)
+    found, at, counts = unique(pairs, return_index=True, return_counts=True)
     for pair, _, c in sorted(zip(found.tolist(), at.tolist(), counts.tolist(),
                                  strict=True), key=lambda x: x[1]):
         launchers[pair // (len(table.names) + 1)][pair % (len(table.names) + 1)] = c

@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
@@ -81,7 +82,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
         depth_of[i] = depth_of[up] + 1 if up >= 0 else 0
     cpu = figures.cpu_total
     dev = figures.device_total - figures.own_gpu_range
-    path_of = {i: matches[i][1] for i in np.unique(table.name[idx]).tolist()}
+    path_of = {i: matches[i][1] for i in unique(table.name[idx]).tolist()}
     type_of = {i: matches[i][2] for i in path_of}
     total_cpu: dict[str, float] = {}
     total_dev: dict[str, float] = {}

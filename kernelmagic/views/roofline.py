@@ -28,6 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import SYNC_RANGE
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
@@ -155,7 +156,7 @@ def ops_to_open(table: EventTable, formula_ops: Collection[str]) -> frozenset[st
     node = table.parent[np.flatnonzero(op & formula[table.name])]
     while node.size:
         # e.g. convolution -> _convolution: the outer one has the formula, stop there
-        node = np.unique(node[node >= 0])
+        node = unique(node[node >= 0])
         node = node[~formula[table.name[node]]]
         found.update(table.name[node[op[node]]].tolist())
         node = table.parent[node]

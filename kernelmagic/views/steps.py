@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
@@ -71,7 +72,7 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
     inside = (it >= 0) & (table.start[idx] <= ends[np.maximum(it, 0)]) if windows else it >= 0
     idx, it = idx[inside], it[inside]
     index = np.zeros(idx.size, dtype=np.int64)
-    for i in np.unique(it).tolist():
+    for i in unique(it).tolist():
         mine = it == i
         index[mine] = np.arange(int(mine.sum()))
     return _Steps(idx, it, index, [parsed[int(n)][1] for n in table.name[idx]])
@@ -153,12 +154,12 @@ def _group_row(label: str, inputs: str, sel: np.ndarray, steps: _Steps, wall: np
                cpu: np.ndarray, device: np.ndarray, grown: np.ndarray, median_it: int,
                top_ops: dict[str, float]) -> StepGroupRow:
     its = steps.iteration[sel]
-    firsts = [wall[sel][its == i][0] for i in np.unique(its).tolist()]
+    firsts = [wall[sel][its == i][0] for i in unique(its).tolist()]
     slow = sel[int(np.argmax(wall[sel]))]
     in_median = int((its == median_it).sum())
     return StepGroupRow(
         group=label, inputs=inputs,
-        count=in_median if in_median else round(sel.size / max(np.unique(its).size, 1)),
+        count=in_median if in_median else round(sel.size / max(unique(its).size, 1)),
         median_us=float(np.median(wall[sel])), first_us=float(np.median(firsts)),
         slowest_us=float(wall[slow]), slowest_index=int(steps.index[slow]),
         slowest_iteration=int(steps.iteration[slow]), cpu_us=float(np.median(cpu[sel])),
@@ -225,7 +226,7 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     key_array = np.asarray(keys, dtype=object)
     for key, group_label in labels.items():
         sel = np.flatnonzero(key_array == key)
-        mine = ops[np.isin(at[owner[ops]], sel)]
+        mine = ops[isin(at[owner[ops]], sel)]
         top = _top(table.names, table.name[mine], own_self[mine], sel.size)
         groups.append(_group_row(group_label, shown[key], sel, steps, wall, cpu, device, grown,
                                  median_iteration, top))

@@ -1,0 +1,53 @@
+"""``unique`` and ``isin``: ``np.unique`` and ``np.isin`` for integer columns, without
+their import cost.
+
+numpy 2's ``np.unique`` (which ``np.isin`` calls) reaches for ``np.ma`` on every call,
+which imports ``numpy.ma``: tens of milliseconds in a fresh process, on the way to a
+trace's first result. These are the same sort-based computations; the sources and views
+call them instead (``tests/test_arrays.py`` checks them against numpy's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["isin", "unique"]
+
+
+def unique(values: Any, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False) -> Any:
+    """The sorted distinct values of ``values`` (flattened), as ``np.unique``, with the
+    index of each one's first occurrence, the inverse (each value's position among the
+    distinct ones) and the counts when asked, in that order."""
+    ar = np.asarray(values).ravel()
+    if return_index or return_inverse:
+        order = ar.argsort(kind="stable")
+        ordered = ar[order]
+    else:
+        ordered = np.sort(ar)
+    first = np.empty(ordered.shape, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    out = [ordered[first]]
+    if return_index:
+        out.append(order[first])
+    if return_inverse:
+        inverse = np.empty(ar.shape, dtype=np.intp)
+        inverse[order] = np.cumsum(first) - 1
+        out.append(inverse)
+    if return_counts:
+        out.append(np.diff(np.append(np.flatnonzero(first), ordered.size)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def isin(values: Any, of: Any) -> np.ndarray:
+    """Per element of ``values``: whether it is one of ``of``, as ``np.isin`` (which calls
+    ``np.unique``), by a binary search in ``of`` sorted."""
+    values = np.asarray(values)
+    wanted = np.sort(np.asarray(of).ravel())
+    if not wanted.size:
+        return np.zeros(values.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(wanted, values), wanted.size - 1)
+    return wanted[at] == values  # type: ignore[no-any-return]
