@@ -378,9 +378,9 @@ def test_a_failing_category_analysis_leaves_the_raw_timeline(monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("a private torch class changed")
 
-    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    monkeypatch.setattr(memory_categories, "allocation_records", broken)
     result = kernelmagic.profile(lambda: torch.empty(2**19), iters=2, warmup=1, memory=True)
-    assert result.memory_note.startswith("categories unavailable: torch's memory analysis "
+    assert result.memory_note.startswith("categories unavailable: the memory analysis "
                                          "failed (KeyError")
     assert [p.rise for p in result.memory_peaks] == [2 * MIB, 2 * MIB]
     assert all(p.unknown == p.total for p in result.memory_timeline)
@@ -480,12 +480,12 @@ def test_out_of_memory_keeps_the_note_that_categories_are_missing(monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("a private torch class changed")
 
-    monkeypatch.setattr(memory_categories, "memory_ledger", broken)
+    monkeypatch.setattr(memory_categories, "allocation_records", broken)
     with pytest.raises(torch.OutOfMemoryError) as info:
         kernelmagic.profile(_runs_out_on(run=1 + 2), iters=4, warmup=1, memory=True)
     note = info.value.result.memory_note
     assert note.startswith("OutOfMemoryError in iteration 1: the report runs up to the failure")
-    assert "; categories unavailable: torch's memory analysis failed (KeyError" in note
+    assert "; categories unavailable: the memory analysis failed (KeyError" in note
 
 
 def test_out_of_memory_counts_the_failed_iterations_device_peak(monkeypatch):

@@ -28,7 +28,8 @@ MODULES = ["kernelmagic.core.rows", "kernelmagic.core.compiled_rows",
            "kernelmagic.results.rank_summary", "kernelmagic.results.ranks",
            "kernelmagic.core.roofline_bounds"]
 #: Dataclasses in those modules that are not saved: numpy columns.
-NOT_RECORDS = {"MemoryLedger", "OpCount"}  # (OpCount: the counting run's, never saved)
+NOT_RECORDS = {"MemoryLedger", "AllocationRecords", "KnownStorages",  # --memory's columns
+               "OpCount"}  # (OpCount: the counting run's, never saved)
 
 
 def record_classes() -> list[type]:

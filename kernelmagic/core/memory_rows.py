@@ -69,6 +69,49 @@ class MemoryLedger:
     note: str = ""  # why categories are missing, when they are
 
 
+@dataclass(eq=False)
+class AllocationRecords:
+    """A live session's allocations and frees, in time order, with their addresses: what
+    ``views/memory_rules.py`` pairs into blocks and categorises.
+
+    Columns of equal length: ``time`` (int64 ns from the table's origin), ``device``
+    (int16, -1 CPU), ``ptr`` (int64 address), ``delta`` (int64 signed bytes); ``op`` (the
+    op each record was made in, "" outside any) and ``source`` (the user's ``file:line``,
+    "" unless ``--stack``), one string per record.
+    """
+
+    time: np.ndarray
+    device: np.ndarray
+    ptr: np.ndarray
+    delta: np.ndarray
+    op: list[str] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+
+
+#: When a ``KnownStorages`` row was read after the profiled iterations (not at a step).
+AT_END = NEVER
+
+
+@dataclass(eq=False)
+class KnownStorages:
+    """Storages whose role the run learnt from the objects themselves (the optimizers
+    stepped and the modules called while ``--memory`` profiled), by address.
+
+    Columns of equal length: ``when`` (int64 ns from the table's origin at which the storage
+    was alive, or ``AT_END``: read after the profiled iterations), ``device`` (int16),
+    ``ptr`` (int64), ``nbytes`` (int64), ``category`` (int8 index into ``CATEGORIES``);
+    ``shape`` and ``dtype`` one string per row.
+    """
+
+    when: np.ndarray
+    device: np.ndarray
+    ptr: np.ndarray
+    nbytes: np.ndarray
+    category: np.ndarray
+    shape: list[str] = field(default_factory=list)
+    dtype: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class MemoryPoint(Record):
     """One step of the memory timeline: bytes allocated per category from that moment."""

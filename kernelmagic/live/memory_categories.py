@@ -24,9 +24,11 @@ from kernelmagic.core.memory_rows import (
     CATEGORIES,
     NEVER,
     UNKNOWN,
+    AllocationRecords,
     MemoryBlock,
     MemoryLedger,
 )
+from kernelmagic.live.memory_owners import Owners
 
 #: torch's category names -> kernelmagic's (``None``: torch could not say).
 _NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT": "input",
@@ -79,10 +81,52 @@ def _creator(event: Any) -> str:
 
     node = event.parent
     while node is not None:
-        if node.typed[0] == _EventType.TorchOp:
+        if node.tag == _EventType.TorchOp:
             return str(node.name)
         node = node.parent
     return ""
+
+
+def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
+    """The session's allocations and frees with their addresses (torch's event tree, which
+    holds them as ``Allocation`` events under the op they were made in), in time order:
+    times in ns from the session's start (the ``EventTable``'s origin). ``is_library``: as
+    for ``memory_ledger`` (with it, each record names the user's line, with ``--stack``)."""
+    from torch._C._profiler import _EventType
+
+    allocation = _EventType.Allocation
+    found: list[Any] = []
+    stack = list(reversed(prof.kineto_results.experimental_event_tree()))
+    pop, push = stack.pop, stack.extend
+    while stack:  # depth first, children in order: each thread's records in time order
+        event = pop()
+        if event.tag == allocation:
+            found.append(event)
+        else:
+            push(reversed(event.children))
+    origin = int(prof.kineto_results.trace_start_ns())
+    time, device, ptr, delta, ops, sources = [], [], [], [], [], []
+    for event in found:
+        fields = event.extra_fields
+        dev = _device(fields.device)
+        if dev is None:
+            continue
+        op, source = _creator(event), ""
+        if is_library is not None:
+            source = _user_line(event, is_library)
+        time.append(event.start_time_ns - origin)
+        device.append(dev)
+        ptr.append(fields.ptr)
+        delta.append(fields.alloc_size)
+        ops.append(op)
+        sources.append(source)
+    order = np.argsort(np.asarray(time, dtype=np.int64), kind="stable")
+    return AllocationRecords(
+        time=np.asarray(time, dtype=np.int64)[order],
+        device=np.asarray(device, dtype=np.int16)[order],
+        ptr=np.asarray(ptr, dtype=np.int64)[order],
+        delta=np.asarray(delta, dtype=np.int64)[order],
+        op=[ops[i] for i in order.tolist()], source=[sources[i] for i in order.tolist()])
 
 
 def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
@@ -259,15 +303,23 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return kind is not None and isinstance(exc, kind)
 
 
-def ledger_or_note(prof: Any, table: Any, lines: bool = False) -> MemoryLedger:
-    """``memory_ledger`` of the session (``lines``: with the user's source lines); when
-    torch's analysis fails (it is private and has broken before), the table's records,
+def ledger_or_note(prof: Any, table: Any, lines: bool = False,
+                   owners: Owners | None = None) -> MemoryLedger:
+    """The session's categorised ledger (``lines``: with the user's source lines): by
+    kernelmagic's own rules (``views/memory_rules.py``) over the session's allocations
+    and what ``owners`` saw; without ``owners``, by torch's analysis (``memory_ledger``).
+    When the analysis fails (it reads torch's private event tree), the table's records,
     uncategorised, with a note saying why."""
     from kernelmagic.views.memory import ledger_from_table
+    from kernelmagic.views.memory_rules import categorised_ledger
     from kernelmagic.views.source_lines import is_library_file
 
+    is_library = is_library_file if lines else None
     try:
-        return memory_ledger(prof, is_library_file if lines else None)
+        if owners is None:
+            return memory_ledger(prof, is_library)
+        return categorised_ledger(allocation_records(prof, is_library), owners.known(table),
+                                  table, owners.saw_model)
     except Exception as exc:
-        return ledger_from_table(table, note=f"categories unavailable: torch's memory "
-                                             f"analysis failed ({type(exc).__name__}: {exc})")
+        return ledger_from_table(table, note=f"categories unavailable: the memory analysis "
+                                             f"failed ({type(exc).__name__}: {exc})")

@@ -29,7 +29,7 @@ from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
 from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
-from kernelmagic.live import cpu_load, memory_categories, torch_compat
+from kernelmagic.live import cpu_load, memory_categories, memory_owners, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.device_peaks import device_info
 from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
@@ -336,6 +336,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
     modules = torch_compat.module_ranges() if opts.modules else contextlib.nullcontext()
     quiet = (memory_categories.quiet_unknown_blocks() if opts.memory
              else contextlib.nullcontext())
+    owners = memory_owners.watch_owners() if opts.memory else contextlib.nullcontext()
     steps = StepRanges(opts.steps, opts.name)
     run_once = fn if opts.steps is None else functools.partial(steps.run, fn)
     timed = Timed(device_peaks=[] if opts.memory and run.profiles_device else None)
@@ -345,7 +346,8 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
     cpus = cpu_load.cores()
     with _cyclic_gc_restored():
         with quiet, prof:
-            with torch_compat.labelled_range(opts.name), modules, steps, sampling:
+            with torch_compat.labelled_range(opts.name), modules, steps, sampling, \
+                    owners as seen:
                 report.profiling()
                 load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
@@ -362,7 +364,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
                                           torch_compat.num_threads())
         result, table = _result(prof, run, timed, warm, source_file, report,
                                 sampler.samples() if sampler is not None else None,
-                                cell_label)
+                                cell_label, seen)
         if watch is not None:
             result = watch.annotate(result)
     return timed, result, table
@@ -499,7 +501,8 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
 
 def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str | None,
             report: Reporter, samples: PythonSamples | None = None,
-            cell_label: str = "") -> tuple[ProfileResult, EventTable]:
+            cell_label: str = "", owners: memory_owners.Owners | None = None,
+            ) -> tuple[ProfileResult, EventTable]:
     """Everything the finished session holds, as a plain ``ProfileResult``, and the
     ``EventTable`` it was built from (``--roofline`` and ``--gather`` read it again).
 
@@ -516,7 +519,8 @@ def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str |
         table = without_range(table, iteration_range(opts.name, ran))
     ledger = None
     if opts.memory:
-        ledger = memory_categories.ledger_or_note(prof, table, lines=opts.stack)
+        ledger = memory_categories.ledger_or_note(prof, table, lines=opts.stack,
+                                                  owners=owners)
         if timed.out_of_memory is not None:  # the analysis' own note stays after it
             failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
             ledger = dataclasses.replace(

@@ -103,11 +103,11 @@ def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = F
     use; both produce the same events and the same ``key_averages()``.
     """
     quiet_kineto_logs()
-    # ``memory`` also records shapes and Python calls: torch's category analysis
-    # (``memory_categories.py``) needs both; the table shows them only when asked.
-    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes or memory,
+    # ``memory`` records neither shapes nor Python calls: kernelmagic's own category
+    # analysis (``views/memory_rules.py``) reads addresses, not torch's data flow.
+    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes,
                               "profile_memory": memory, "with_flops": flops,
-                              "with_stack": stack or memory}
+                              "with_stack": stack}
     if profile_device:
         kwargs["use_device"] = "cuda"
     return autograd_profiler.profile(**kwargs)
