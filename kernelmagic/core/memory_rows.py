@@ -3,7 +3,8 @@ and the flat rows of the memory timeline, the peak, what was alive at it and wha
 
 The ledger (``MemoryLedger``) is what a source hands to ``views/memory.py``: numpy columns,
 one entry per change of allocated bytes, each with its category. A live run fills it from
-torch's own category analysis (``kernelmagic/live/memory_categories.py``); a trace, which holds
+its allocations by kernelmagic's own rules (``views/memory_rules.py``, over the
+``AllocationRecords`` and ``KnownStorages`` of ``live/``); a trace, which holds
 only the raw ``[memory]`` records, fills it from the ``EventTable`` with every category
 "unknown". The rows are what the result keeps (no torch, no numpy).
 """

@@ -1,5 +1,7 @@
-"""``--memory``'s category analysis: torch's own (``torch.profiler._memory_profiler``),
-read into a plain ``MemoryLedger``.
+"""``--memory``'s categories from torch's private records: the session's allocations with
+their addresses (``allocation_records``, for kernelmagic's own rules in
+``views/memory_rules.py``), and torch's own analysis (``torch.profiler._memory_profiler``)
+read into a plain ``MemoryLedger`` (``memory_ledger``: what the tests compare with).
 
 torch's ``MemoryProfile`` walks the finished session's op tree and data flow and names
 what every tensor was (parameter, optimizer state, input, activation, gradient, autograd

@@ -170,8 +170,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                        python: bool = True) -> EventTable:
     """The session's events as an ``EventTable`` with parents and launchers derived.
 
-    ``python=False`` leaves out the Python frames ``with_stack`` recorded (``--memory``
-    records them for its category analysis; only ``--stack`` shows them).
+    ``python=False`` leaves out the Python frames ``with_stack`` recorded (a session
+    recorded with them for another reason than ``--stack``).
 
     ``on_events`` is told the number of raw events before they are read (progress).
     """
