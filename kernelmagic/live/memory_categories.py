@@ -102,10 +102,12 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
     pop, push = stack.pop, stack.extend
     while stack:  # depth first, children in order: each thread's records in time order
         event = pop()
-        if event.tag == allocation:
+        children = event.children
+        if children:  # an allocation has none: only leaves are asked what they are
+            children.reverse()
+            push(children)
+        elif event.tag == allocation:
             found.append(event)
-        else:
-            push(reversed(event.children))
     origin = int(prof.kineto_results.trace_start_ns())
     time, device, ptr, delta, ops, sources = [], [], [], [], [], []
     for event in found:
