@@ -7,8 +7,9 @@ iteration of the training step of ``benchmarks/bench_options.py --memory-only`` 
 CPU), so analysing only the iteration the report shows would be cheaper. This probe runs
 the analysis on the whole session, then on an op tree pruned to one and to two iterations,
 and prints the make-up of the same iteration's peak each way: the pruned analyses name
-other categories (optimizer state reads as "unknown" or "parameter"), so kernelmagic keeps
-the whole session and matches torch's ``MemoryProfileTimeline``.
+other categories (optimizer state reads as "unknown" or "parameter"). That cost, and those
+guesses, are why ``--memory`` now names categories by its own rules
+(``kernelmagic/views/memory_rules.py``, issue 33); the probe stays to measure torch's.
 """
 
 from __future__ import annotations

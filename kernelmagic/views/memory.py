@@ -3,7 +3,8 @@ and what each iteration keeps (pure functions of an ``EventTable`` and a ``Memor
 
 The totals are the table's raw ``[memory]`` records, as ``timeline.peak_memory`` reads
 them (so the peak note and the timeline agree); the ledger adds what the category
-analysis (``views/memory_rules.py``) knows: each change's category and the tensors that existed before profiling.
+analysis (``views/memory_rules.py``) knows: each change's category and the tensors that
+existed before profiling.
 """
 
 from __future__ import annotations

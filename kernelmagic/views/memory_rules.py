@@ -90,13 +90,15 @@ def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 def _outermost_ops(table: EventTable) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the CPU ops inside no other op, by start."""
     ops = (table.kind == Kind.OP) & (table.tid >= 0) & (table.device < 0)
-    nested = np.zeros(table.n, dtype=bool)
-    up = table.parent.copy()
-    while (up != NO_PARENT).any():
-        has = up != NO_PARENT
-        nested[has] |= ops[up[has]]
-        up[has] = table.parent[up[has]]
-    idx = np.flatnonzero(ops & ~nested)
+    idx = np.flatnonzero(ops)
+    up = table.parent[idx]
+    nested = np.zeros(idx.size, dtype=bool)
+    climbing = up != NO_PARENT
+    while climbing.any():  # one step up the parents at a time, for those still climbing
+        nested[climbing] = ops[up[climbing]]
+        up[climbing] = table.parent[up[climbing]]
+        climbing &= ~nested & (up != NO_PARENT)
+    idx = idx[~nested]
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     return table.start[idx], table.end[idx]
 
