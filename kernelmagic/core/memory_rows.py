@@ -11,7 +11,9 @@ only the raw ``[memory]`` records, fills it from the ``EventTable`` with every c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -49,6 +51,44 @@ class MemoryBlock(Record):
     source: str = ""  # the user's file:line that led to it, where a Python frame says
 
 
+class BlockColumns(Sequence[MemoryBlock]):
+    """Many ``MemoryBlock`` records held as columns (a live run follows thousands of
+    blocks, and a view reads a few): ``MemoryBlock`` objects are made when indexed."""
+
+    def __init__(self, device: np.ndarray, nbytes: np.ndarray, created: np.ndarray,
+                 freed: np.ndarray, shape: list[str], dtype: list[str], op: list[str],
+                 source: list[str]) -> None:
+        self.device, self.nbytes, self.created, self.freed = device, nbytes, created, freed
+        self.shape, self.dtype, self.op, self.source = shape, dtype, op, source
+
+    def __len__(self) -> int:
+        return int(self.nbytes.size)
+
+    @overload
+    def __getitem__(self, b: int) -> MemoryBlock: ...
+
+    @overload
+    def __getitem__(self, b: slice) -> list[MemoryBlock]: ...
+
+    def __getitem__(self, b: int | slice) -> MemoryBlock | list[MemoryBlock]:
+        if isinstance(b, slice):
+            return [self[i] for i in range(*b.indices(len(self)))]
+        return MemoryBlock(int(self.device[b]), int(self.nbytes[b]), int(self.created[b]),
+                           int(self.freed[b]), self.shape[b], self.dtype[b], self.op[b],
+                           self.source[b])
+
+
+def block_spans(blocks: Sequence[MemoryBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                        np.ndarray]:
+    """(device, nbytes, created, freed) of ``blocks`` as int64 columns."""
+    if isinstance(blocks, BlockColumns):
+        return (blocks.device.astype(np.int64), blocks.nbytes.astype(np.int64),
+                blocks.created.astype(np.int64), blocks.freed.astype(np.int64))
+    rows = np.asarray([(b.device, b.nbytes, b.created, b.freed) for b in blocks],
+                      dtype=np.int64).reshape(-1, 4)
+    return rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+
+
 @dataclass(eq=False)
 class MemoryLedger:
     """Every change of allocated memory in a session, categorised.
@@ -66,7 +106,7 @@ class MemoryLedger:
     category: np.ndarray
     delta: np.ndarray
     block: np.ndarray
-    blocks: list[MemoryBlock] = field(default_factory=list)
+    blocks: Sequence[MemoryBlock] = field(default_factory=list)  # or ``BlockColumns``
     note: str = ""  # why categories are missing, when they are
 
 

@@ -27,6 +27,7 @@ from kernelmagic.core.memory_rows import (
     MemoryLedger,
     MemoryPeakRow,
     MemoryPoint,
+    block_spans,
 )
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.views.timeline import peak_iterations
@@ -257,16 +258,20 @@ def _growth(ledger: MemoryLedger, device: int, windows: list[Window],
         return []
     kept: dict[tuple[str, str], list[int]] = {}
     count: dict[tuple[str, str], int] = {}
-    for block in ledger.blocks:
-        if block.device != device or block.freed != NEVER or block.created == BEFORE:
-            continue
-        for i, (start, end) in enumerate(windows):
-            if start <= block.created <= end:
-                key = (block.op, block.source)
-                per_iter = kept.setdefault(key, [0] * len(windows))
-                per_iter[i] += block.nbytes
-                count[key] = count.get(key, 0) + 1
-                break
+    on, nbytes, created, freed = block_spans(ledger.blocks)
+    held = np.flatnonzero((on == device) & (freed == NEVER) & (created != BEFORE))
+    starts = np.asarray([start for start, _ in windows], dtype=np.int64)
+    ends = np.asarray([end for _, end in windows], dtype=np.int64)
+    # the first iteration whose window ends at or after each block's creation, if it holds it
+    first = np.searchsorted(ends, created[held], "left")
+    inside = (first < len(windows)) & (starts[np.minimum(first, len(windows) - 1)]
+                                       <= created[held])
+    for b, i in zip(held[inside].tolist(), first[inside].tolist(), strict=True):
+        block = ledger.blocks[b]
+        key = (block.op, block.source)
+        per_iter = kept.setdefault(key, [0] * len(windows))
+        per_iter[i] += int(nbytes[b])
+        count[key] = count.get(key, 0) + 1
     rows = [MemoryGrowthRow(label, op, source, sum(v) / len(windows), len(windows),
                             count[(op, source)], float(sum(v)), float(min(v)), float(max(v)))
             for (op, source), v in kept.items() if all(x > 0 for x in v)]

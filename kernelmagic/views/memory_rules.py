@@ -34,8 +34,8 @@ from kernelmagic.core.memory_rows import (
     NEVER,
     UNKNOWN,
     AllocationRecords,
+    BlockColumns,
     KnownStorages,
-    MemoryBlock,
     MemoryLedger,
 )
 
@@ -219,8 +219,13 @@ def categorised_ledger(allocs: AllocationRecords, known: KnownStorages, table: E
     delta = np.concatenate([np.asarray([blocks.nbytes[b] for b in before], dtype=np.int64),
                             allocs.delta.astype(np.int64)])
     block = np.concatenate([np.asarray(before, dtype=np.int32), owner])
-    out = [MemoryBlock(blocks.device[b], blocks.nbytes[b], blocks.created[b], blocks.freed[b],
-                       *shapes.get(b, ("", "")), blocks.op[b], blocks.source[b])
-           for b in range(len(blocks.device))]
+    count = len(blocks.device)
+    out = BlockColumns(np.asarray(blocks.device, dtype=np.int16),
+                       np.asarray(blocks.nbytes, dtype=np.int64),
+                       np.asarray(blocks.created, dtype=np.int64),
+                       np.asarray(blocks.freed, dtype=np.int64),
+                       [shapes.get(b, ("", ""))[0] for b in range(count)],
+                       [shapes.get(b, ("", ""))[1] for b in range(count)],
+                       blocks.op, blocks.source)
     return MemoryLedger(time=time, device=device, category=category[block].astype(np.int8),
                         delta=delta, block=block, blocks=out)
