@@ -96,28 +96,30 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
     for ``memory_ledger`` (with it, each record names the user's line, with ``--stack``)."""
     from torch._C._profiler import _EventType
 
-    allocation = _EventType.Allocation
-    found: list[Any] = []
-    stack = list(reversed(prof.kineto_results.experimental_event_tree()))
+    allocation, op_event = _EventType.Allocation, _EventType.TorchOp
+    found: list[tuple[Any, Any]] = []  # (allocation, the event it sits under)
+    stack = [(root, None) for root in reversed(prof.kineto_results.experimental_event_tree())]
     pop, push = stack.pop, stack.extend
     while stack:  # depth first, children in order: each thread's records in time order
-        event = pop()
+        event, parent = pop()
         children = event.children
         if children:  # an allocation has none: only leaves are asked what they are
-            children.reverse()
-            push(children)
+            push([(child, event) for child in reversed(children)])
         elif event.tag == allocation:
-            found.append(event)
+            found.append((event, parent))
     origin = int(prof.kineto_results.trace_start_ns())
     time, device, ptr, delta, ops, sources = [], [], [], [], [], []
-    for event in found:
+    op_of: dict[int, str] = {}  # id of the event above -> the op the allocation was made in
+    for event, parent in found:
         fields = event.extra_fields
         dev = _device(fields.device)
         if dev is None:
             continue
-        op, source = _creator(event), ""
-        if is_library is not None:
-            source = _user_line(event, is_library)
+        op = op_of.get(id(parent))
+        if op is None:
+            direct = parent is not None and parent.tag == op_event
+            op = op_of[id(parent)] = str(parent.name) if direct else _creator(event)
+        source = _user_line(event, is_library) if is_library is not None else ""
         time.append(event.start_time_ns - origin)
         device.append(dev)
         ptr.append(fields.ptr)
