@@ -112,8 +112,9 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
     op_of: dict[int, str] = {}  # id of the event above -> the op the allocation was made in
     for event, parent in found:
         fields = event.extra_fields
-        dev = _device(fields.device)
-        if dev is None:
+        size = fields.alloc_size
+        dev = _device(fields.device) if size else None
+        if dev is None:  # another device's, or a record of no bytes
             continue
         op = op_of.get(id(parent))
         if op is None:
@@ -123,7 +124,7 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
         time.append(event.start_time_ns - origin)
         device.append(dev)
         ptr.append(fields.ptr)
-        delta.append(fields.alloc_size)
+        delta.append(size)
         ops.append(op)
         sources.append(source)
     order = np.argsort(np.asarray(time, dtype=np.int64), kind="stable")
