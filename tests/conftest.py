@@ -37,9 +37,7 @@ def _skip_cuda_tests_without_a_device(items: list[pytest.Item]) -> None:
 #: session, a Jupyter server): under ``pytest -n`` (``--dist loadgroup``, pyproject.toml)
 #: each module's tests run on one worker, so that work is done once.
 ONE_WORKER_MODULES = ("test_compiled", "test_browser", "test_no_torch", "test_ranks_live",
-                      "test_live_parity", "test_memory", "test_experiments", "test_roofline",
-                      "test_runner", "test_what_if", "test_ranks", "test_any_chrome_trace",
-                      "test_small_things", "test_trace_properties", "test_cuda")
+                      "test_experiments", "test_memory", "test_runner", "test_roofline")
 #: Modules whose module-scoped fixture is parametrized: one worker per parameter (each demo
 #: notebook runs in its own kernel, on whichever worker takes it).
 ONE_WORKER_PER_PARAM = {"test_notebooks": "executed"}
