@@ -33,22 +33,28 @@ def _skip_cuda_tests_without_a_device(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
-#: Modules whose tests share costly module-scoped work (compiled functions, a profiled
-#: session, a Jupyter server): under ``pytest -n`` (``--dist loadgroup``, pyproject.toml)
-#: each module's tests run on one worker, so that work is done once.
-ONE_WORKER_MODULES = ("test_compiled", "test_browser", "test_no_torch", "test_ranks_live",
-                      "test_experiments", "test_memory", "test_runner", "test_roofline")
+#: Module -> the worker its tests run on under ``pytest -n`` (``--dist loadgroup``,
+#: pyproject.toml), for modules whose tests share costly module-scoped work (compiled
+#: functions, a profiled session, a Jupyter server), done once that way. The modules that
+#: call torch.compile share one: dynamo's and inductor's imports, and inductor's probes of
+#: the CPU's vector instructions (a few C++ compiles), are paid once.
+WORKER_OF_MODULE = {
+    **{module: module for module in ("test_browser", "test_no_torch", "test_ranks_live",
+                                     "test_memory", "test_runner", "test_roofline")},
+    "test_compiled": "torch_compile",
+    "test_experiments": "torch_compile",
+}
 #: Modules whose module-scoped fixture is parametrized: one worker per parameter (each demo
 #: notebook runs in its own kernel, on whichever worker takes it).
-ONE_WORKER_PER_PARAM = {"test_notebooks": "executed"}
+WORKER_PER_PARAM = {"test_notebooks": "executed"}
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
     """The worker group of ``item``: its module's, its fixture parameter's, or none."""
     module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-    if module in ONE_WORKER_MODULES:
-        return module
-    fixture = ONE_WORKER_PER_PARAM.get(module)
+    if module in WORKER_OF_MODULE:
+        return WORKER_OF_MODULE[module]
+    fixture = WORKER_PER_PARAM.get(module)
     callspec = getattr(item, "callspec", None)
     if fixture and callspec is not None and fixture in item.fixturenames:
         return f"{module}[{callspec.id}]"
