@@ -35,12 +35,14 @@ def _skip_cuda_tests_without_a_device(items: list[pytest.Item]) -> None:
 
 #: Module -> the worker its tests run on under ``pytest -n`` (``--dist loadgroup``,
 #: pyproject.toml), for modules whose tests share costly module-scoped work (compiled
-#: functions, a profiled session, a Jupyter server), done once that way. The modules that
-#: call torch.compile share one: dynamo's and inductor's imports, and inductor's probes of
-#: the CPU's vector instructions (a few C++ compiles), are paid once.
+#: functions, a profiled session, a Jupyter server), done once that way, or write the same
+#: file (README's examples under ``KM_UPDATE_README=1``, the browser's screenshots). The
+#: modules that call torch.compile share one: dynamo's and inductor's imports, and
+#: inductor's probes of the CPU's vector instructions (a few C++ compiles), are paid once.
 WORKER_OF_MODULE = {
     **{module: module for module in ("test_browser", "test_no_torch", "test_ranks_live",
-                                     "test_memory", "test_runner", "test_roofline")},
+                                     "test_memory", "test_runner", "test_roofline",
+                                     "test_readme_examples")},
     "test_compiled": "torch_compile",
     "test_experiments": "torch_compile",
 }
