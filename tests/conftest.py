@@ -41,8 +41,8 @@ def _skip_cuda_tests_without_a_device(items: list[pytest.Item]) -> None:
 #: inductor's probes of the CPU's vector instructions (a few C++ compiles), are paid once.
 WORKER_OF_MODULE = {
     **{module: module for module in ("test_browser", "test_no_torch", "test_ranks_live",
-                                     "test_memory", "test_runner", "test_roofline",
-                                     "test_readme_examples")},
+                                     "test_memory", "test_memory_categories",
+                                     "test_runner", "test_roofline", "test_readme_examples")},
     "test_compiled": "torch_compile",
     "test_experiments": "torch_compile",
 }
