@@ -21,7 +21,7 @@ def ip(shell):
     return shell
 
 
-def pytest_collection_modifyitems(config, items):
+def _skip_cuda_tests_without_a_device(items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a CUDA device; skip them cleanly without one."""
     import torch
 
@@ -31,3 +31,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+#: Module -> the worker its tests run on under ``pytest -n`` (``--dist loadgroup``,
+#: pyproject.toml), for modules whose tests share costly module-scoped work (compiled
+#: functions, a profiled session, a Jupyter server), done once that way, or write the same
+#: file (README's examples under ``KM_UPDATE_README=1``, the browser's screenshots). The
+#: modules that call torch.compile share one: dynamo's and inductor's imports, and
+#: inductor's probes of the CPU's vector instructions (a few C++ compiles), are paid once.
+WORKER_OF_MODULE = {
+    **{module: module for module in ("test_browser", "test_no_torch", "test_ranks_live",
+                                     "test_memory", "test_memory_categories",
+                                     "test_runner", "test_roofline", "test_readme_examples")},
+    "test_compiled": "torch_compile",
+    "test_experiments": "torch_compile",
+}
+#: Modules whose module-scoped fixture is parametrized: one worker per parameter (each demo
+#: notebook runs in its own kernel, on whichever worker takes it).
+WORKER_PER_PARAM = {"test_notebooks": "executed"}
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """The worker group of ``item``: its module's, its fixture parameter's, or none."""
+    module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+    if module in WORKER_OF_MODULE:
+        return WORKER_OF_MODULE[module]
+    fixture = WORKER_PER_PARAM.get(module)
+    callspec = getattr(item, "callspec", None)
+    if fixture and callspec is not None and fixture in item.fixturenames:
+        return f"{module}[{callspec.id}]"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook runs untagged)
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` need a CUDA device; skip them cleanly without one. Tests that
+    share costly module-scoped work are grouped on one worker (``_xdist_group``)."""
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    _skip_cuda_tests_without_a_device(items)

@@ -80,20 +80,22 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 class Lab:
-    """A JupyterLab server we started; ``url(path)`` adds the token."""
+    """A JupyterLab server we started, serving ``notebooks``; ``url(path)`` adds the token."""
 
-    def __init__(self, base: str, token: str, log: Path) -> None:
-        self.base, self.token, self.log = base, token, log
+    def __init__(self, base: str, token: str, log: Path, notebooks: Path) -> None:
+        self.base, self.token, self.log, self.notebooks = base, token, log, notebooks
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
         return f"{self.base}{path}{sep}token={self.token}"
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    """JupyterLab on 127.0.0.1 serving a temporary copy of the demo notebooks."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab on 127.0.0.1 serving a temporary copy of the demo notebooks, one server
+    for the module (each test opens its own notebook with a reset workspace)."""
     _require()
+    tmp_path = tmp_path_factory.mktemp("lab")
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     for path in NOTEBOOK.parent.glob("*.ipynb"):
@@ -126,7 +128,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                 cwd=notebooks)
-    server = Lab(f"http://127.0.0.1:{port}", token, log)
+    server = Lab(f"http://127.0.0.1:{port}", token, log, notebooks)
     no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT
@@ -507,10 +509,10 @@ def _check_widget_views(report: Any) -> None:
                                                                                       edges)
 
 
-def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, tmp_path: Path) -> None:
+def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    _write_showcase(tmp_path / "notebooks")
+    _write_showcase(lab.notebooks)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
