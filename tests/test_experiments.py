@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 
 import pytest
 import torch
@@ -120,8 +121,9 @@ def test_compile_time_is_reported_apart_from_the_iterations(tried):
     r = row(tried["result"], "compile")
     assert r.ran and r.compile_us is not None
     assert r.compile_us == pytest.approx(r.result.warmup_timings[0] * 1e6)
-    # compiling takes far longer than a run of 64 elementwise values
-    assert r.compile_us > 10 * max(r.result.timings) * 1e6
+    # compiling takes far longer than a run of 64 elementwise values (the median run: one
+    # run of a loaded machine may be slowed by milliseconds)
+    assert r.compile_us > 10 * statistics.median(r.result.timings) * 1e6
     assert r.result.warmup == WARMUP and len(r.result.timings) == ITERS
     assert r.within_tolerance is True and r.tolerance == "float32"
 
