@@ -278,6 +278,9 @@ def _heat_panel(fig: Any, ax: Any, grid: list[list[float | None]], ranks: list[i
                      dtype=float).reshape(len(ranks), -1)
     image = ax.imshow(cells, aspect="auto", interpolation="nearest", cmap="viridis")
     fig.colorbar(image, ax=ax, label=label)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     step = max(1, len(ranks) // 16)
     ax.set_yticks(range(0, len(ranks), step))
     ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
@@ -297,8 +300,8 @@ def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     ranks = [s.rank for s in result.summaries.values()]
     comm = comm_grid(result)
     panels = 2 if any(v is not None for row in comm for v in row) else 1
-    fig = Figure(figsize=(10.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))),
-                 dpi=dpi)
+    fig = Figure(figsize=(7.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))),
+                 dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     _heat_panel(fig, axes[0], step_grid(result), ranks, "step time by rank and step",
