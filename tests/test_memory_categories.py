@@ -218,18 +218,28 @@ def with_torch_analysis():
     """The issue's AdamW training step under --memory, with shapes and Python calls
     recorded so that torch's own analysis of the same session has what it needs."""
     step = training_step()
-    held = {}
-    result = kernelmagic.profile(step, iters=3, warmup=2, memory=True, shapes=True,
-                                 stack=True, on_trace_ready=lambda p: held.setdefault("p", p))
-    return result, held["p"], step
+    # torch's own analysis sometimes stops on an assertion of its own ("duplicate outputs"
+    # of an autograd node, depending on how addresses were reused): a new session then.
+    held: list = []
+    for attempt in range(3):
+        result = kernelmagic.profile(step, iters=3, warmup=2, memory=True, shapes=True,
+                                     stack=True, on_trace_ready=held.append)
+        try:
+            ledger = memory_categories.memory_ledger(held[-1])
+        except AssertionError:
+            if attempt == 2:
+                raise
+            continue
+        return result, held[-1], step, ledger
+    raise AssertionError("unreachable")
 
 
 def test_where_torch_is_right_ours_agree_and_its_adamw_error_is_ours_temporaries(
         with_torch_analysis):
-    result, prof, _ = with_torch_analysis
+    result, prof, _, ledger = with_torch_analysis
     table = table_from_session(prof)
-    torch_views = memory_views(table, iteration_windows(table, result.name),
-                               memory_categories.memory_ledger(prof), name=result.name)
+    torch_views = memory_views(table, iteration_windows(table, result.name), ledger,
+                               name=result.name)
     (ours,) = highest_peaks(result)
     theirs = torch_views.peaks[ours.iteration]
     assert (theirs.t_us, theirs.total) == (ours.t_us, ours.total)
