@@ -30,7 +30,7 @@ from kernelmagic.core.memory_rows import (
     MemoryBlock,
     MemoryLedger,
 )
-from kernelmagic.live.memory_owners import Owners
+from kernelmagic.live.memory_owners import Owners, device_index
 
 #: torch's category names -> kernelmagic's (``None``: torch could not say).
 _NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT": "input",
@@ -43,15 +43,6 @@ def _code(category: Any) -> int:
     if category is None:
         return UNKNOWN
     return CATEGORIES.index(_NAMES.get(category.name, "unknown"))
-
-
-def _device(device: Any) -> int | None:
-    """-1 for CPU memory, the index for a GPU's, None for another device's."""
-    if device.type == "cpu":
-        return -1
-    if device.type == "cuda":
-        return int(device.index or 0)
-    return None
 
 
 def torch_timeline(prof: Any) -> Any:
@@ -113,7 +104,7 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
     for event, parent in found:
         fields = event.extra_fields
         size = fields.alloc_size
-        dev = _device(fields.device) if size else None
+        dev = device_index(fields.device) if size else None
         if dev is None:  # another device's, or a record of no bytes
             continue
         op = op_of.get(id(parent))
@@ -178,7 +169,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
                 if fields.alloc_size > 0:
                     created_in[allocated] = created_by(event)
                 continue
-            dev = _device(fields.device)
+            dev = device_index(fields.device)
             if dev is None:
                 continue
             t, size, where = event.start_time_ns, int(fields.alloc_size), (fields.ptr, dev)
@@ -212,7 +203,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
         owner.append(b)
 
     for t, action, (key, version), nbytes in profile.timeline:
-        dev = _device(key.device)
+        dev = device_index(key.device)
         if dev is None:
             continue
         tensor = isinstance(key, TensorKey)

@@ -32,14 +32,19 @@ _INPUT = CATEGORIES.index("input")
 Storage = tuple[int, int, int, str, str]
 
 
+def device_index(device: Any) -> int | None:
+    """-1 for CPU memory, the index for a GPU's, None for another device's."""
+    if device.type == "cpu":
+        return -1
+    if device.type == "cuda":
+        return int(device.index or 0)
+    return None
+
+
 def _storage(tensor: Any) -> Storage | None:
     """Where ``tensor``'s memory is, on the CPU or a CUDA device (None: elsewhere, or none)."""
-    device = tensor.device
-    if device.type == "cpu":
-        index = -1
-    elif device.type == "cuda":
-        index = int(device.index or 0)
-    else:
+    index = device_index(tensor.device)
+    if index is None:
         return None
     try:
         storage = tensor.untyped_storage()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op, name_mask
@@ -83,7 +84,7 @@ class _Work:
         found = (parents >= 0) & (at < rows.size)
         found[found] = rows[by_row[at[found]]] == parents[found]
         np.subtract.at(own, by_row[at[found]], clipped[found])  # children's time is theirs
-        names, inverse = np.unique(self.table.name[rows], return_inverse=True)
+        names, inverse = unique(self.table.name[rows], return_inverse=True)
         sums = np.bincount(inverse, weights=own)
         order = sorted(range(names.size), key=lambda i: (-sums[i], self.table.names[names[i]]))
         return [(_cut(self.table.names[names[i]]), float(sums[i]) / 1000.0)
@@ -110,7 +111,7 @@ def _collective_name(table: EventTable, kernel: int, launch: int) -> str:
 def _launches(table: EventTable, kernels: np.ndarray) -> np.ndarray:
     """Per kernel, the row of the runtime call of its correlation (-1 when none)."""
     runtime = np.flatnonzero((table.kind == Kind.RUNTIME)
-                             & np.isin(table.correlation, table.correlation[kernels]))
+                             & isin(table.correlation, table.correlation[kernels]))
     runtime = runtime[np.argsort(table.correlation[runtime], kind="stable")]
     keys = table.correlation[runtime]
     at = np.minimum(np.searchsorted(keys, table.correlation[kernels]), max(keys.size - 1, 0))
@@ -130,7 +131,7 @@ def _candidates(table: EventTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
         names = [_collective_name(table, int(k), int(r)) for k, r in zip(kernels, launches,
                                                                           strict=True)]
         return kernels, anchors, names
-    ranges = np.flatnonzero(np.isin(table.kind, (Kind.RANGE, Kind.OP)) & (table.device < 0)
+    ranges = np.flatnonzero(isin(table.kind, (Kind.RANGE, Kind.OP)) & (table.device < 0)
                             & name_mask(table, _is_collective_range))
     return ranges, table.start[ranges], [table.names[table.name[r]] for r in ranges]
 

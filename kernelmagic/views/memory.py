@@ -30,13 +30,13 @@ from kernelmagic.core.memory_rows import (
     block_spans,
 )
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
+from kernelmagic.views.memory_rules import BACKWARD_OP
 from kernelmagic.views.timeline import peak_iterations
 
 #: Timeline points kept per iteration and device (the peak always among them).
 MAX_POINTS = 1500
 #: Allocations listed as alive at the peak.
 ALIVE_ROWS = 20
-_BACKWARD = "autograd::engine::evaluate_function: "
 _NODE = re.compile(r"^[A-Z]\w*Backward\d*$")
 
 
@@ -111,7 +111,7 @@ def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = No
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
-        if table.kind[i] == Kind.OP and not text.startswith(_BACKWARD) \
+        if table.kind[i] == Kind.OP and not text.startswith(BACKWARD_OP) \
                 and not _NODE.match(text):
             op = op or text
         elif not scope:  # the innermost scope, never an outer one found after it
@@ -125,8 +125,8 @@ def _scope_name(text: str, is_range: bool, name: str | None) -> str:
     """What an op or range called ``text`` names as a peak's scope: the backward function,
     the ``--modules`` module path, a user range; "" for anything else (other ops,
     kernelmagic's own ranges, ``ProfilerStep#N``)."""
-    if text.startswith(_BACKWARD):
-        return text[len(_BACKWARD):]
+    if text.startswith(BACKWARD_OP):
+        return text[len(BACKWARD_OP):]
     if _NODE.match(text):
         return text
     module = MODULE_RANGE.match(text)

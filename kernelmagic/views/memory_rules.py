@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernelmagic.core.arrays import isin
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window
 from kernelmagic.core.memory_rows import (
     AT_END,
@@ -38,6 +39,7 @@ from kernelmagic.core.memory_rows import (
     KnownStorages,
     MemoryLedger,
 )
+from kernelmagic.views.breakdown import merge
 
 #: The range torch's optimizers open around ``step`` ("Optimizer.step#AdamW.step").
 STEP_RANGE = "Optimizer.step#"
@@ -57,7 +59,7 @@ def _named(table: EventTable, prefix: str, kinds: tuple[Kind, ...]) -> np.ndarra
     """Indices of the events of ``kinds`` whose name starts with ``prefix``, by start."""
     ids = np.asarray([i for i, text in enumerate(table.names) if text.startswith(prefix)],
                      dtype=np.int32)
-    hit = np.flatnonzero(np.isin(table.name, ids) & np.isin(table.kind, kinds))
+    hit = np.flatnonzero(isin(table.name, ids) & isin(table.kind, kinds))
     return hit[np.argsort(table.start[hit], kind="stable")]
 
 
@@ -65,17 +67,6 @@ def optimizer_steps(table: EventTable) -> list[Window]:
     """Each optimizer step's span (torch's ``Optimizer.step#...`` range), in order."""
     idx = _named(table, STEP_RANGE, (Kind.RANGE, Kind.OP, Kind.OTHER))
     return list(zip(table.start[idx].tolist(), table.end[idx].tolist(), strict=True))
-
-
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Overlapping spans merged (sorted by start on the way in)."""
-    if starts.size == 0:
-        return starts, ends
-    reach = np.maximum.accumulate(ends)
-    new = np.concatenate([[True], starts[1:] > reach[:-1]])
-    first = np.flatnonzero(new)
-    last = np.concatenate([first[1:] - 1, [starts.size - 1]])
-    return starts[first], reach[last]
 
 
 def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -189,10 +180,10 @@ def _by_rules(blocks: _Blocks, table: EventTable, saw_model: bool) -> np.ndarray
     freed = np.asarray(blocks.freed, dtype=np.int64)
     category = np.full(created.size, _ACTIVATION if saw_model else UNKNOWN, dtype=np.int8)
     backward = _named(table, BACKWARD_OP, (Kind.OP,))
-    bw = _inside(created, *_merged(table.start[backward], table.end[backward]))
+    bw = _inside(created, *merge(table.start[backward], table.end[backward]))
     category[bw >= 0] = _AUTOGRAD
     steps = np.asarray(optimizer_steps(table), dtype=np.int64).reshape(-1, 2)
-    in_step = _inside(created, *_merged(steps[:, 0], steps[:, 1])) >= 0
+    in_step = _inside(created, *merge(steps[:, 0], steps[:, 1])) >= 0
     starts, ends = _outermost_ops(table)
     op = _inside(created, starts, ends)
     in_one_op = (op >= 0) & (freed <= ends[np.maximum(op, 0)]) if starts.size else op >= 0
