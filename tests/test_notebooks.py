@@ -187,12 +187,25 @@ def kernel_env(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield home
 
 
+#: Each notebook's executed copy, by path: run once per process. Under pytest-xdist a worker
+#: that does not yet know its next test tears module fixtures down, and a parametrised one
+#: would then run its notebook again for the next test of the same notebook.
+_EXECUTED: dict[Path, Any] = {}
+
+
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
 def executed(request: pytest.FixtureRequest, kernel_env: Path,
              tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Any]:
     """The notebook executed in a fresh kernel, in a temporary copy of demo_notebooks/."""
     path: Path = request.param
-    workdir = tmp_path_factory.mktemp("run-" + path.stem)
+    if path not in _EXECUTED:
+        _EXECUTED[path] = _execute_afresh(path, tmp_path_factory.mktemp("run-" + path.stem))
+    return path.name, _EXECUTED[path]
+
+
+def _execute_afresh(path: Path, workdir: Path) -> Any:
+    """``path`` run top to bottom in a fresh kernel, from a copy in ``workdir`` whose saved
+    outputs were cleared first."""
     shutil.copy2(path, workdir / path.name)
     nb = _read(workdir / path.name)
     for cell in _code_cells(nb):  # nothing from the saved run may leak into the checks
@@ -200,7 +213,7 @@ def executed(request: pytest.FixtureRequest, kernel_env: Path,
         cell.execution_count = None
     nb.metadata.pop("widgets", None)
     execute_py.execute(nb, cwd=workdir)  # raises CellExecutionError if a cell raises
-    return path.name, nb
+    return nb
 
 
 def test_notebook_executes(executed: tuple[str, Any]) -> None:
