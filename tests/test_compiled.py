@@ -42,13 +42,21 @@ def _rules(result: ProfileResult) -> set[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fresh_inductor_cache(tmp_path_factory):
-    """Compile into a cache of this module's own: a graph cached by a copy of these tests at
-    another path would name that path in its kernels' source lines."""
+def checkout_inductor_cache():
+    """Compile into a cache of this checkout's own, kept between runs: a graph cached by a
+    copy of these tests at another path would name that path in its kernels' source lines.
+    Kept, it spares each run inductor's probes of the CPU's vector instructions (a few C++
+    compiles, ~6 s) and the graphs' C++ builds; a cold cache (a fresh clone, as in CI) and
+    a warm one both pass."""
+    import hashlib
     import os
+    import tempfile
+    from pathlib import Path
 
+    checkout = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:16]
     saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        tempfile.gettempdir(), f"kernelmagic-tests-inductor-{checkout}")
     yield
     if saved is None:
         os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
