@@ -12,10 +12,18 @@ from fakes import cpu_result
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core import roofline_bounds
-from kernelmagic.core.rows import Breakdown, KernelRow, OpRow, RangeRow, RooflineRow
+from kernelmagic.core.rows import (
+    Breakdown,
+    KernelRow,
+    OpRow,
+    PythonLineRow,
+    RangeRow,
+    RooflineRow,
+)
 from kernelmagic.findings import roofline as roofline_findings
 from kernelmagic.findings.gpu import gpu_idle, launch_bound
 from kernelmagic.findings.ops import dominant_op
+from kernelmagic.findings.python import PYTHON_SHARE, python_between_ops
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
@@ -204,6 +212,62 @@ def test_gpu_idle_silent_when_busy_on_the_cpu_or_without_a_breakdown():
     assert gpu_idle(cpu_result(breakdown=Breakdown(device="cpu", wall=1000.0,
                                                             idle=900.0))) is None
     assert gpu_idle(cpu_result()) is None
+
+
+# --- on the CPU, Python between ops ---------------------------------------------------
+
+#: A CPU iteration of 1 ms in which no op runs for 700 µs.
+CPU_PARTS = Breakdown(device="cpu", wall=1000.0, compute=300.0, idle=700.0)
+
+
+def test_python_between_ops_leads_on_the_cpu_and_names_the_lines():
+    lines = [PythonLineRow("cell[4]:2", "<module>", "time.sleep(0.0005)", 500.0, 0.5),
+             PythonLineRow("/u/train.py:7", "log", "print(loss)", 150.0, 0.15)]
+    result = cpu_result(breakdown=CPU_PARTS, python_lines=lines)
+    f = python_between_ops(result)
+    assert f.title == "Python between ops takes 70% of the iteration"
+    assert f.evidence == ("no op runs for 700 µs of each 1.00 ms iteration (most at "
+                          "cell[4]:2 `time.sleep(0.0005)` 500 µs, /u/train.py:7 `print(loss)` "
+                          "150 µs)")
+    # Only the CPU runs the iteration: taking the time out saves at most all of it.
+    assert f.saving == "saves at most 700 µs of 1.00 ms (70%)"
+    assert "the python view lists your lines" in f.suggestion
+    # aten::addmm holds most of the ops' self time, but the 70% outside them comes first.
+    assert [x.rule for x in findings.find(result)] == ["python_between_ops", "dominant_op"]
+
+
+def test_python_between_ops_without_the_view_says_how_to_name_the_lines():
+    f = python_between_ops(cpu_result(breakdown=CPU_PARTS))
+    assert "(Python between ops, waits)" in f.evidence
+    assert "--python names your lines" in f.suggestion
+
+
+def test_python_between_ops_silent_below_its_share_on_a_gpu_or_without_a_breakdown():
+    below = Breakdown(device="cpu", wall=1000.0, compute=1000.0 * (1 - PYTHON_SHARE),
+                      idle=1000.0 * PYTHON_SHARE)
+    assert python_between_ops(cpu_result(breakdown=below)) is None
+    assert python_between_ops(gpu([MM], idle=900.0)) is None
+    assert python_between_ops(cpu_result()) is None
+
+
+def test_a_cell_that_mostly_sleeps_leads_with_its_sleep_line():
+    import time
+
+    a = torch.randn(64, 64)
+
+    def step() -> None:
+        torch.mm(a, a)
+        time.sleep(0.02)
+
+    result = kernelmagic.profile(step, iters=5, warmup=1, python=True)
+    rules = [f.rule for f in result.findings()]
+    # Ahead of the matmul that holds the ops' self time (a busy machine, share 1 whatever
+    # its size, may come first: the by-hand test above checks the whole order).
+    assert "python_between_ops" in rules, (rules, result.breakdown)
+    if "dominant_op" in rules:
+        assert rules.index("python_between_ops") < rules.index("dominant_op"), rules
+    (f,) = [f for f in result.findings() if f.rule == "python_between_ops"]
+    assert "`time.sleep(0.02)`" in f.evidence, (f.evidence, result.python_lines)
 
 
 def test_gpu_idle_leaves_set_up_to_startup():

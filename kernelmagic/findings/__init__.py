@@ -16,6 +16,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   the other rules word from it); float32 convolutions holding a GPU's time (``fp32_conv``)
 - ``gpu``: the GPU idle most of the iteration with what the CPU events point to
   (``gpu_idle``, ``cpu_causes``), launch-bound, host-device syncs, float32 matmuls
+- ``python``: on the CPU, most of the iteration outside any op (``python_between_ops``),
+  named by line with the ``python`` view
 - ``communication``: communication not hidden by compute
 - ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
@@ -49,6 +51,7 @@ from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_p
 from kernelmagic.findings.measurement import busy_machine, noisy, slow_warmup
 from kernelmagic.findings.memory import memory_growth
 from kernelmagic.findings.ops import dominant_op, fusable_elementwise
+from kernelmagic.findings.python import python_between_ops
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.findings.steps import (
@@ -66,7 +69,8 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     # share 1, whatever their size: a leak runs out of memory however fast it is; on a
     # busy machine every other figure is off
     memory_growth, busy_machine,
-    communication_bound, startup_in_window, gpu_idle, train_mode_under_no_grad, dominant_op,
+    communication_bound, startup_in_window, gpu_idle, python_between_ops,
+    train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
     graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
     step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps

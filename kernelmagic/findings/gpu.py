@@ -50,7 +50,7 @@ _CAUSE_TITLE = {
     "launch": "kernel launch overhead", "sync": "host-device synchronisation",
     "data": "data loading",
 }
-_CAUSE_FIX = {
+CAUSE_FIX = {
     "between": "find the Python between ops ({python}) and take "
                "it out of the step (logging, .tolist()/printing, data preparation), or "
                "compile the step (torch.compile)",
@@ -80,7 +80,7 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
     return mean
 
 
-def _between_detail(result: ProfileResult) -> str:
+def between_detail(result: ProfileResult) -> str:
     """What the time outside any op was: the lines of the ``python`` view that took most
     of it (``--python``, or a trace's ``python_function`` frames; not those waiting for a
     DataLoader, the ``data`` cause's), else the generic words."""
@@ -142,7 +142,7 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
     waits = ", ".join(f"{r.key} ×{r.count / n:g}" for r in
                       sorted(syncs, key=lambda r: -r.count)[:NAMED])
     causes = [
-        Cause("between", between, "outside any op " + _between_detail(result)),
+        Cause("between", between, "outside any op " + between_detail(result)),
         Cause("inside", max(0.0, inside),
               f"inside ops ({counted(calls, 'op call')}; most: {tops})"),
         Cause("launch", launch, f"launching {counted(kernels, 'kernel')}"
@@ -175,11 +175,11 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
         + _idle_cause(result),
-        _CAUSE_FIX[lead].format(python=_where_lines_are(result)), share,
+        CAUSE_FIX[lead].format(python=where_lines_are(result)), share,
         rows=cause_rows(result, lead), side="cpu")
 
 
-def _where_lines_are(result: ProfileResult) -> str:
+def where_lines_are(result: ProfileResult) -> str:
     """Where the user finds their Python lines: the python view when the run or trace
     named some, else how to record them."""
     if result.python_lines:

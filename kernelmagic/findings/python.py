@@ -1,0 +1,36 @@
+"""On the CPU, most of the iteration outside any op: the Python between ops
+(``python_between_ops``).
+
+The time no op covers is the CPU breakdown's ``idle`` (Python between ops, waits). With the
+``python`` view (``--python``, or a trace's ``python_function`` frames) the evidence names
+the lines that held it, as the GPU-idle finding does on a GPU (``findings/gpu.py``), whose
+wording and advice it shares. Nothing but the CPU runs the iteration, so taking that time
+out saves at most all of it.
+"""
+
+from __future__ import annotations
+
+from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.findings.base import Finding, wall_us
+from kernelmagic.findings.gpu import CAUSE_FIX, between_detail, where_lines_are
+from kernelmagic.results.result import ProfileResult
+
+PYTHON_SHARE = 0.5  # time outside any op above this fraction of a CPU iteration
+
+
+def python_between_ops(result: ProfileResult) -> Finding | None:
+    """On the CPU, no op runs for more than ``PYTHON_SHARE`` of the iteration."""
+    parts = result.breakdown
+    wall = wall_us(result)
+    if parts is None or parts.device != "cpu" or wall <= 0:
+        return None
+    share = parts.idle / wall
+    if share <= PYTHON_SHARE:
+        return None
+    return Finding(
+        "python_between_ops",
+        f"Python between ops takes {whole_percent(share)} of the iteration",
+        f"no op runs for {format_us(parts.idle)} of each {format_us(wall)} iteration "
+        + between_detail(result),
+        CAUSE_FIX["between"].format(python=where_lines_are(result)), share,
+        side="cpu", saves_us=parts.idle, iteration_us=wall)
