@@ -151,7 +151,9 @@ class ProfileMagics(Magics):
                     self._report(partial, args, sink, baseline)
                 raise
             ran = True
-            self._report(result, args, sink, baseline)
+            from kernelmagic.results.cell_names import name_cells
+
+            self._report(name_cells(result, self._cell_files()), args, sink, baseline)
         finally:
             if progress is not None:
                 progress.close()
@@ -181,6 +183,14 @@ class ProfileMagics(Magics):
     def _cell_label(self) -> str:
         """``cell[n]``: how the Python rows name the profiled cell's lines."""
         return f"cell[{cell_number(self.shell)}]"
+
+    def _cell_files(self) -> dict[str, str]:
+        """Each earlier cell's file, as IPython compiled it, to ``cell[n]`` (IPython 8 and
+        later keep the map; ``results/cell_names.py`` reads IPython 7's names)."""
+        numbers = getattr(self.shell.compile, "_filename_map", None)
+        if not isinstance(numbers, dict):
+            return {}
+        return {file: f"cell[{n}]" for file, n in numbers.items()}
 
     def _report(self, result: Any, args: Any, sink: Any, baseline: Any) -> None:
         """Bind/keep the result as asked and display it (in the progress bar's place)."""

@@ -167,6 +167,43 @@ def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
     assert "python" in widget_of(data).km_views
 
 
+def test_a_helper_from_an_earlier_cell_is_named_by_that_cells_line(ip):
+    defined = ip.run_cell("def helper(n):\n"
+                          "    return sum(map(int.__mul__, range(n), range(n)))\n",
+                          store_history=True)
+    with capture_output():
+        ip.run_cell("%%profile -n 5 -w 1 --python -o r -q\n"
+                    "x = torch.randn(64, 64) @ torch.randn(64, 64)\n"
+                    "helper(300_000)\n", store_history=True)
+    top = ip.user_ns["r"].python_lines[0]
+    # Not the file IPython compiled that cell as (``<ipython-input-...>``, or
+    # ``/tmp/ipykernel_.../....py`` in a kernel): the cell's number, as In [n] shows it.
+    assert top.location == f"cell[{defined.execution_count}]:2", top
+    assert top.code == "return sum(map(int.__mul__, range(n), range(n)))"
+
+
+def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
+    from kernelmagic.core.rows import GpuIdleRow, PythonLineRow
+    from kernelmagic.results.cell_names import cell_of, name_cells
+
+    cells = {"/tmp/ipykernel_16049/916454563.py": "cell[3]"}
+    assert cell_of("/tmp/ipykernel_16049/916454563.py", cells) == "cell[3]"
+    assert cell_of("<ipython-input-12-4f4ef54203bc>", cells) == "cell[12]"  # IPython 7
+    assert cell_of("/u/train.py", cells) is None
+    result = ProfileResult(
+        name="r", iters=1, warmup=0, device="cpu", rows=[], timings=[0.001],
+        python_lines=[PythonLineRow("/tmp/ipykernel_16049/916454563.py:5", "helper", "s += 1",
+                                    600.0, 0.6),
+                      PythonLineRow("/u/train.py:7", "log", "print(x)", 100.0, 0.1)],
+        gpu_idle=[GpuIdleRow("sync", "aten::item", 50.0, 0.05,
+                             location="<ipython-input-4-0a1b2c3d>:2", code="loss.item()")])
+    named = name_cells(result, cells)
+    assert [r.location for r in named.python_lines] == ["cell[3]:5", "/u/train.py:7"]
+    assert named.gpu_idle[0].location == "cell[4]:2"
+    assert named.python_lines[0].self_us == 600.0 and named.name == "r"
+    assert name_cells(named, cells) is named  # nothing left to rename
+
+
 def test_negligible_python_shows_no_row_above_two_percent():
     # An iteration of tens of ms: a millisecond or two that a loaded machine takes from the
     # thread between ops (a sample or two) stays under 2% of it.

@@ -1,0 +1,50 @@
+"""Lines of other notebook cells named as cells: ``cell[3]:5``, not the kernel's file for it.
+
+A helper defined in an earlier cell runs from the file IPython compiled that cell as
+(``/tmp/ipykernel_16049/916454563.py`` in a kernel, ``<ipython-input-3-...>`` in a terminal
+IPython 7), which says nothing to the reader. The magic knows which file is which cell
+(``shell.compile._filename_map``, IPython 8 and later; IPython 7 puts the number in the
+name); ``name_cells`` renames the ``python`` and ``gpu idle`` rows' locations in those
+files. The profiled cell's own lines are named while the result is built
+(``views/python_lines.label``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from kernelmagic.results.result import ProfileResult
+
+#: IPython 7's name for a cell's code: ``<ipython-input-12-4f4ef54203bc>`` is cell 12.
+_IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]+>")
+
+
+def cell_of(file: str, cells: Mapping[str, str]) -> str | None:
+    """``cell[n]`` for a file that holds a cell's code, else None."""
+    if file in cells:
+        return cells[file]
+    found = _IPYTHON_INPUT.fullmatch(file)
+    return f"cell[{found.group(1)}]" if found else None
+
+
+def _renamed(location: str, cells: Mapping[str, str]) -> str:
+    file, sep, line = location.rpartition(":")
+    cell = cell_of(file, cells) if sep and line.isdigit() else None
+    return f"{cell}:{line}" if cell else location
+
+
+def name_cells(result: ProfileResult, cells: Mapping[str, str]) -> ProfileResult:
+    """``result`` (and each ``--try`` variant's) with the Python rows' lines in other
+    cells named ``cell[n]:line``; ``cells`` maps a cell's file to ``cell[n]``."""
+    lines = [dataclasses.replace(r, location=_renamed(r.location, cells))
+             for r in result.python_lines]
+    idle = [dataclasses.replace(r, location=_renamed(r.location, cells))
+            for r in result.gpu_idle]
+    tried = [dataclasses.replace(e, result=name_cells(e.result, cells))
+             if isinstance(e.result, ProfileResult) else e for e in result.experiments]
+    if (lines == result.python_lines and idle == result.gpu_idle
+            and all(a.result is b.result for a, b in zip(tried, result.experiments, strict=True))):
+        return result
+    return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, experiments=tried)
