@@ -14,8 +14,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from typing import TypeVar
 
 from kernelmagic.results.result import ProfileResult
+
+T = TypeVar("T")
 
 #: IPython 7's name for a cell's code: ``<ipython-input-12-4f4ef54203bc>`` is cell 12.
 _IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]+>")
@@ -35,9 +38,12 @@ def _renamed(location: str, cells: Mapping[str, str]) -> str:
     return f"{cell}:{line}" if cell else location
 
 
-def name_cells(result: ProfileResult, cells: Mapping[str, str]) -> ProfileResult:
+def name_cells(result: T, cells: Mapping[str, str]) -> T:
     """``result`` (and each ``--try`` variant's) with the Python rows' lines in other
-    cells named ``cell[n]:line``; ``cells`` maps a cell's file to ``cell[n]``."""
+    cells named ``cell[n]:line``; ``cells`` maps a cell's file to ``cell[n]``. Anything
+    but a ``ProfileResult`` (``--gather``'s ``ManyRanksResult``) is returned as it is."""
+    if not isinstance(result, ProfileResult):
+        return result
     lines = [dataclasses.replace(r, location=_renamed(r.location, cells))
              for r in result.python_lines]
     idle = [dataclasses.replace(r, location=_renamed(r.location, cells))
