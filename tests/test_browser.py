@@ -115,34 +115,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         "IPYTHONDIR": str(tmp_path / "ipython"),
         "MPLCONFIGDIR": str(tmp_path / "matplotlib"),
     })
-    port, token = _free_port(), uuid.uuid4().hex
-    cmd = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
-        f"--ServerApp.token={token}", "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
-        f"--notebook-dir={notebooks}", "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
+    token = uuid.uuid4().hex
     log = tmp_path / "jupyterlab.log"
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                cwd=notebooks)
-    server = Lab(f"http://127.0.0.1:{port}", token, log, notebooks)
-    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    proc, server = _start_lab(token, log, notebooks, env)
     try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with no_proxy.open(server.url("/api/status"), timeout=2):
-                    break
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer in {SERVER_START_TIMEOUT} s:\n"
-                                f"{log.read_text()}")
-                time.sleep(0.25)
         yield server
     finally:
         proc.terminate()
@@ -151,6 +127,57 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=15)
+
+
+#: JupyterLab starts on a port that was free when chosen; in a parallel run another process
+#: can bind it first (JupyterLab then exits, ``port_retries=0``): a new port, this many
+#: starts at most.
+LAB_STARTS = 3
+
+
+def _start_lab(token: str, log: Path, notebooks: Path,
+               env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Lab]:
+    """JupyterLab answering on 127.0.0.1, and the process serving it."""
+    for start in range(1, LAB_STARTS + 1):
+        port = _free_port()
+        cmd = [
+            sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
+            f"--ServerApp.token={token}", "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.port_retries=0", f"--notebook-dir={notebooks}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        with open(log, "wb") as log_file:
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                    cwd=notebooks)
+        server = Lab(f"http://127.0.0.1:{port}", token, log, notebooks)
+        if _answers(proc, server):
+            return proc, server
+        text = log.read_text()
+        if start == LAB_STARTS or "already in use" not in text:
+            pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{text}")
+    raise AssertionError("unreachable")
+
+
+def _answers(proc: subprocess.Popen[bytes], server: Lab) -> bool:
+    """Wait for the server's status page: True when it answers, False when the process
+    exited first; fails the test when it does neither in ``SERVER_START_TIMEOUT``."""
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while True:
+        if proc.poll() is not None:
+            return False
+        try:
+            with no_proxy.open(server.url("/api/status"), timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"JupyterLab did not answer in {SERVER_START_TIMEOUT} s:\n"
+                            f"{server.log.read_text()}")
+            time.sleep(0.25)
 
 
 def _calls(text: str) -> int:
