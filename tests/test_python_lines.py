@@ -6,6 +6,7 @@ both alike); the fakes check the arithmetic by hand.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -183,7 +184,7 @@ def test_a_helper_from_an_earlier_cell_is_named_by_that_cells_line(ip):
 
 
 def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
-    from kernelmagic.core.rows import GpuIdleRow, PythonLineRow
+    from kernelmagic.core.rows import GpuIdleRow, PythonLineRow, SourceRow
     from kernelmagic.results.cell_names import cell_of, name_cells
 
     cells = {"/tmp/ipykernel_16049/916454563.py": "cell[3]"}
@@ -202,6 +203,11 @@ def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
     assert named.gpu_idle[0].location == "cell[4]:2"
     assert named.python_lines[0].self_us == 600.0 and named.name == "r"
     assert name_cells(named, cells) is named  # nothing left to rename
+    stack = SourceRow(key="/tmp/ipykernel_16049/916454563.py:4 helper",
+                      file="/tmp/ipykernel_16049/916454563.py", line=4, function="helper",
+                      code="s += 1", in_cell=False, self_cpu_time_total=10.0)
+    (row,) = name_cells(dataclasses.replace(result, sources=[stack]), cells).sources
+    assert row.key == "cell[3]:4 helper" and row.self_cpu_time_total == 10.0
 
 
 def test_negligible_python_shows_no_row_above_two_percent():

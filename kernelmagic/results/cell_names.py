@@ -5,8 +5,8 @@ A helper defined in an earlier cell runs from the file IPython compiled that cel
 IPython 7), which says nothing to the reader. The magic knows which file is which cell
 (``shell.compile._filename_map``, IPython 8 and later; IPython 7 puts the number in the
 name); ``name_cells`` renames the ``python`` and ``gpu idle`` rows' locations in those
-files. The profiled cell's own lines are named while the result is built
-(``views/python_lines.label``).
+files, and the ``--stack`` rows of functions defined there. The profiled cell's own
+lines are named while the result is built (``views/python_lines.label``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
+from kernelmagic.core.rows import SourceRow
 from kernelmagic.results.result import ProfileResult
 
 T = TypeVar("T")
@@ -48,9 +49,17 @@ def name_cells(result: T, cells: Mapping[str, str]) -> T:
              for r in result.python_lines]
     idle = [dataclasses.replace(r, location=_renamed(r.location, cells))
             for r in result.gpu_idle]
+    sources = [_renamed_source(r, cells) for r in result.sources]
     tried = [dataclasses.replace(e, result=name_cells(e.result, cells))
              if isinstance(e.result, ProfileResult) else e for e in result.experiments]
-    if (lines == result.python_lines and idle == result.gpu_idle
+    if (lines == result.python_lines and idle == result.gpu_idle and sources == result.sources
             and all(a.result is b.result for a, b in zip(tried, result.experiments, strict=True))):
         return result
-    return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, experiments=tried)
+    return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, sources=sources,
+                               experiments=tried)
+
+
+def _renamed_source(row: SourceRow, cells: Mapping[str, str]) -> SourceRow:
+    """A ``--stack`` row in another cell's function, keyed ``cell[n]:line function``."""
+    cell = cell_of(row.file, cells)
+    return dataclasses.replace(row, key=f"{cell}:{row.line} {row.function}") if cell else row
