@@ -202,7 +202,8 @@ def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
     assert [r.location for r in named.python_lines] == ["cell[3]:5", "/u/train.py:7"]
     assert named.gpu_idle[0].location == "cell[4]:2"
     assert named.python_lines[0].self_us == 600.0 and named.name == "r"
-    assert name_cells(named, cells) is named  # nothing left to rename
+    renamed = name_cells(named, cells)  # nothing left to rename
+    assert renamed.python_lines == named.python_lines and renamed.gpu_idle == named.gpu_idle
     stack = SourceRow(key="/tmp/ipykernel_16049/916454563.py:4 helper",
                       file="/tmp/ipykernel_16049/916454563.py", line=4, function="helper",
                       code="s += 1", in_cell=False, self_cpu_time_total=10.0)

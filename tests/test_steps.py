@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import statistics
 import sys
 import time
 
@@ -252,14 +251,10 @@ def test_generation_with_a_kv_cache_splits_prefill_from_flat_decode(one_thread):
     assert len(result.steps) == 5 * 16
     assert [s.index for s in result.steps[:16]] == list(range(16))
     assert result.steps_summary.target == "Decoder"
-    # Each decode step feeds one token: the same work at each step (the cache read grows by
-    # at most 15 of 79 tokens), so its time is flat but for this loaded machine's noise,
-    # which can exceed the rule's threshold; the rule is checked on the live steps with each
-    # decode step's time set to the decode median, as the work implies (the prefill's kept).
-    flat = statistics.median(s.wall_us for s in result.steps if s.index > 0)
-    by_work = dataclasses.replace(result, steps=[
-        dataclasses.replace(s, wall_us=flat) if s.index > 0 else s for s in result.steps])
-    assert steps_slow_down(by_work) is None
+    # Each decode step feeds one token: the same work at each step, shown by its memory
+    # below (its time is flat too, but a loaded machine's noise can cross the slow-down
+    # rule's threshold: the rule's silence on flat steps is checked on exact times,
+    # test_slow_down_is_silent_on_flat_and_on_shallow_steps).
     # The cache grows by one token's keys and values per layer per decode step: 2 layers x
     # (k, v) x 64 floats x 4 bytes = 1024 bytes, and the loop's idx by one int64 (8 bytes),
     # the same at each step once the prefill's logits are freed (after the first decode).

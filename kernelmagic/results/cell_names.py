@@ -52,9 +52,6 @@ def name_cells(result: T, cells: Mapping[str, str]) -> T:
     sources = [_renamed_source(r, cells) for r in result.sources]
     tried = [dataclasses.replace(e, result=name_cells(e.result, cells))
              if isinstance(e.result, ProfileResult) else e for e in result.experiments]
-    if (lines == result.python_lines and idle == result.gpu_idle and sources == result.sources
-            and all(a.result is b.result for a, b in zip(tried, result.experiments, strict=True))):
-        return result
     return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, sources=sources,
                                experiments=tried)
 
