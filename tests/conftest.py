@@ -1,8 +1,25 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 
 import pytest
+
+
+def _keep_bytecode() -> None:
+    """Compile each module once, not once per process: the suite starts some 30 Python
+    processes (xdist's workers, the notebooks' kernels, the CLI's and the benchmarks'
+    children), and with ``PYTHONDONTWRITEBYTECODE`` set (this project's machines set it)
+    each of them compiled kernelmagic and the tests from source, about 20 s of CPU a run.
+    The ``.pyc`` files go where Python keeps them by default (``__pycache__``, ignored by
+    git; installed packages already have theirs); Python checks each against its
+    source's time and size, so an edited module is compiled again."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for the processes the tests start
+    sys.dont_write_bytecode = False  # this process's later imports, test modules included
+
+
+_keep_bytecode()
 
 
 @pytest.fixture(scope="session")

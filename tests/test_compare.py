@@ -1,10 +1,9 @@
 """Comparing two runs, keeping profiles in files, and the command line."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_run import run_cli
 from fakes import cpu_result
 
 import kernelmagic
@@ -117,8 +116,7 @@ def test_load_errors_name_the_file(tmp_path, content, message):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kernelmagic", *args], capture_output=True,
-                          text=True, timeout=60)
+    return run_cli(*args)
 
 
 def test_cli_show_and_compare(tmp_path):

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from ci_gate import need_modules
+from cli_run import run_cli
 
 import kernelmagic
 from kernelmagic.core.errors import ProfileFileError, TraceFileError
@@ -290,8 +289,7 @@ def test_cli_exits_2_with_the_one_line_and_no_traceback(tmp_path):
     bad = saved(tmp_path, put("rows.0.self_cpu_time_total", "abc"))
     for args in (["show", str(deep)], ["show", str(bad)],
                  ["compare", str(bad), str(DATA / "cpu_only.json.gz")]):
-        out = subprocess.run([sys.executable, "-m", "kernelmagic", *args], capture_output=True,
-                             text=True, timeout=120, cwd=DATA.parent.parent)
+        out = run_cli(*args, cwd=DATA.parent.parent)
         assert out.returncode == 2 and out.stdout == "", out.stderr
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
         assert out.stderr.startswith("kernelmagic: error: ")

@@ -13,21 +13,29 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 from ranks_data import RANKS, spawnable_main  # noqa: E402
 
 
-def test_dask_cluster_result_equals_the_default():
-    default = kernelmagic.load(RANKS)
+@pytest.fixture(scope="module")
+def client():
+    """A cluster of two worker processes, shared by the tests that leave it whole (each
+    cluster's processes cost ~3 s of CPU to start); the test that kills a worker starts
+    its own."""
     with spawnable_main(), LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                         dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        workers = set(client.scheduler_info()["workers"])
-        with get_task_stream(client) as stream:
-            on_dask = kernelmagic.load(RANKS, executor=client.get_executor())
+        yield client
+
+
+def test_dask_cluster_result_equals_the_default(client):
+    default = kernelmagic.load(RANKS)
+    workers = set(client.scheduler_info()["workers"])
+    with get_task_stream(client) as stream:
+        on_dask = kernelmagic.load(RANKS, executor=client.get_executor())
     assert on_dask == default
     assert on_dask.findings() == default.findings()
     ran = [task for task in stream.data if task["key"].startswith("parse_rank")]
     assert len(ran) == 2 and {task["worker"] for task in ran} <= workers
 
 
-def test_64_synthetic_ranks_same_report_on_the_pool_and_a_cluster(tmp_path):
+def test_64_synthetic_ranks_same_report_on_the_pool_and_a_cluster(tmp_path, client):
     import sys
     from pathlib import Path
 
@@ -39,10 +47,7 @@ def test_64_synthetic_ranks_same_report_on_the_pool_and_a_cluster(tmp_path):
     job = rt.Job(world_size=64, seed=11, slow_rank=41, slow_by=0.25, jitter=0.0)
     rt.write_job(tmp_path, job, 16 << 10)
     pool = kernelmagic.load(tmp_path)
-    with spawnable_main(), LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                        dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        on_dask = kernelmagic.load(tmp_path, executor=client.get_executor())
+    on_dask = kernelmagic.load(tmp_path, executor=client.get_executor())
     assert on_dask.summaries == pool.summaries and len(pool.summaries) == 64
     assert text_report(on_dask) == text_report(pool)
     # the known answer: rank 41's compute 1.25x every other rank's, which are all equal

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from workloads import block_and_input
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,8 +38,8 @@ UPDATE = os.environ.get("KM_UPDATE_README") == "1"
 
 
 def _cli(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "kernelmagic", *args], capture_output=True,
-                         text=True, cwd=REPO, timeout=300, check=True)
+    out = run_cli(*args, cwd=REPO)
+    assert out.returncode == 0, out.stderr
     return out.stdout
 
 

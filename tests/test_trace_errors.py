@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 
 import kernelmagic
 from kernelmagic.core.errors import ProfileFileError, TraceFileError
@@ -145,8 +145,7 @@ def test_load_reports_trace_errors_too(tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelmagic", *args], capture_output=True,
-                          text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    return run_cli(*args, cwd=Path(__file__).parent.parent)
 
 
 def test_cli_exits_2_with_the_one_line(tmp_path):
