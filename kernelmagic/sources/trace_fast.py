@@ -100,14 +100,14 @@ def _nesting_within(data: bytes, limit: int) -> bool:
     ``2 * limit`` deep (a depth D needs a spread of D/2 or more whatever the strings hold),
     far below the streaming reader's limit (Python's recursion depth, about 990): deeper
     files go to that reader, so this one never takes a file that one would refuse."""
+    # The brackets alone, "{" read as "[" and "}" as "]": one C pass over the text, no
+    # copies of it (the result's buffer holds the brackets only).
+    brackets = data.translate(_AS_SQUARE, _NOT_BRACKETS)
     depth, highest, lowest = 0, 0, 0
-    for at in range(0, len(data), _NESTING_CHUNK):
-        # the brackets alone (C speed), "{" read as "[" and "}" as "]"
-        brackets = data[at:at + _NESTING_CHUNK].translate(_AS_SQUARE, _NOT_BRACKETS)
-        if not brackets:
-            continue
-        steps = 92 - np.frombuffer(brackets, dtype=np.uint8).astype(np.int32)  # "[" 1, "]" -1
-        running = np.cumsum(steps)
+    for at in range(0, len(brackets), _NESTING_CHUNK):  # (numpy's arrays a chunk at a time)
+        chunk = np.frombuffer(brackets, dtype=np.int8, offset=at,
+                              count=min(_NESTING_CHUNK, len(brackets) - at))
+        running = np.cumsum(92 - chunk, dtype=np.int64)  # "[" 1, "]" -1
         running += depth
         highest, lowest = max(highest, int(running.max())), min(lowest, int(running.min()))
         if highest - lowest > limit:
