@@ -19,7 +19,7 @@ from cli_run import run_cli
 
 import kernelmagic
 from kernelmagic.core.errors import ProfileFileError, TraceFileError
-from kernelmagic.sources import trace_fast, trace_stream
+from kernelmagic.sources import trace_fast, trace_stream, trace_text
 from kernelmagic.sources.trace_stream import StreamReader
 
 need_modules("msgspec", install='pip install -e ".[fast]"')
@@ -172,9 +172,9 @@ def test_gunzip_past_the_limit_stops_with_one_line(tmp_path, monkeypatch):
 def test_msgspec_reader_never_gunzips_past_its_limit_whatever_the_trailer_says():
     data = b" " * 3_000_000
     packed = bytearray(gzip.compress(data) * 2)  # two members
-    assert trace_fast._gunzip(bytes(packed), 10_000_000) == data * 2
-    assert trace_fast._gunzip(bytes(packed), 5_000_000) is None
-    assert trace_fast._gunzip(bytes(packed[:-10]), 10_000_000) is None  # truncated
+    assert trace_text.gunzip(bytes(packed), 10_000_000) == data * 2
+    assert trace_text.gunzip(bytes(packed), 5_000_000) is None
+    assert trace_text.gunzip(bytes(packed[:-10]), 10_000_000) is None  # truncated
 
 
 def assert_readers_agree(path: Path) -> Any:

@@ -17,7 +17,7 @@ from ci_gate import need_modules
 from trace_json import DATA, dumps
 
 from kernelmagic.core.errors import TraceFileError
-from kernelmagic.sources import trace_fast
+from kernelmagic.sources import trace_fast, trace_text
 from kernelmagic.sources.trace_file import read_table, start_reading
 from kernelmagic.sources.trace_numbers import ns_of_text
 
@@ -126,7 +126,7 @@ def test_a_fault_is_named_by_the_streaming_reader(tmp_path, bad):
 
 def test_files_too_large_to_hold_whole_are_streamed(monkeypatch):
     path = DATA / "cpu_only.json.gz"
-    monkeypatch.setattr(trace_fast, "MAX_TEXT", 1000)  # its JSON is 25 kB
+    monkeypatch.setattr(trace_text, "MAX_TEXT", 1000)  # its JSON is 25 kB
     assert trace_fast.read_table(path) is None
     assert read_table(path).n == 16
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.errors import NotATrace, ProfileFileError
-from kernelmagic.results.result import ProfileResult
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from kernelmagic.results.ranks import ManyRanksResult
+    from kernelmagic.results.result import ProfileResult
 
 
 def save(result: ProfileResult | ManyRanksResult, path: str | os.PathLike[str]) -> Path:
@@ -53,10 +53,12 @@ def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         raise ProfileFileError(f"{source}: no such file")
     if trace_file.is_profile_json(source):
         return _load_profile(source)
+    # The gunzip begins on a thread before numpy and the views are imported (below).
+    reading = trace_file.start_reading(source)
     from kernelmagic.io.traces import load_trace
 
     try:
-        return load_trace(source)
+        return load_trace(source, reading=reading)
     except NotATrace:
         return _load_profile(source)
 
@@ -99,6 +101,8 @@ def _load_profile(source: Path) -> ProfileResult:
     except ValueError as exc:  # a duplicate key, NaN, an integer past Python's digit limit
         why = "a number of thousands of digits" if "integer string" in str(exc) else str(exc)
         raise ProfileFileError(f"{source}: not a kernelmagic profile ({why})") from None
+    from kernelmagic.results.result import ProfileResult
+
     try:
         if isinstance(data, dict) and data.get("format") == "kernelmagic.ranks":
             from kernelmagic.results.ranks import ManyRanksResult

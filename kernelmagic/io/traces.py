@@ -13,6 +13,7 @@ stop) are left out of the result (``within_iterations``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -106,10 +107,12 @@ class TraceParts(NamedTuple):
     iterations: Iterations
 
 
-def read_trace(path: str | os.PathLike[str]) -> TraceParts:
-    """A trace file's events and iterations (``TraceFileError`` when it has no events)."""
+def read_trace(path: str | os.PathLike[str],
+               reading: Callable[[], EventTable] | None = None) -> TraceParts:
+    """A trace file's events and iterations (``TraceFileError`` when it has no events);
+    ``reading`` finishes the read when ``start_reading(path)`` has begun it."""
     source = Path(path)
-    finish_reading = start_reading(source)  # gunzips on a thread during the imports
+    finish_reading = reading or start_reading(source)  # gunzips on a thread during imports
     import kernelmagic.results.builder  # noqa: F401  (trace_result's, imported meanwhile)
     from kernelmagic.core.events import derive_links
 
@@ -122,12 +125,15 @@ def read_trace(path: str | os.PathLike[str]) -> TraceParts:
     return TraceParts(derive_links(within_iterations(table, iterations)), iterations)
 
 
-def load_trace(path: str | os.PathLike[str], *, timeline: bool = True) -> ProfileResult:
+def load_trace(path: str | os.PathLike[str], *, timeline: bool = True,
+               reading: Callable[[], EventTable] | None = None) -> ProfileResult:
     """Read a Kineto / Chrome trace file into a ``ProfileResult`` (no torch imported).
 
-    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``).
+    ``timeline=False`` leaves that view out (many ranks do: ``kernelmagic/io/ranks.py``);
+    ``reading``: the read ``start_reading(path)`` began (``load`` begins it before it
+    imports this module).
     """
-    return trace_result(read_trace(path), timeline=timeline)
+    return trace_result(read_trace(path, reading), timeline=timeline)
 
 
 def trace_result(parts: TraceParts, *, timeline: bool = True) -> ProfileResult:

@@ -11,18 +11,17 @@ The same EventTable as the streaming reader (``trace_stream``), in about half th
   (``Columns.adders``), so both readers give equal tables; ``tests/test_trace_readers.py``
   checks that on every trace in ``tests/data``.
 
-It holds the whole decompressed file in memory (about three times the JSON at the peak),
-so files over ``MAX_TEXT`` bytes of JSON are left to the streaming reader, whose memory
-stays flat. Anything this reader does not take as it expects (a document of another
-shape, an event type outside the Chrome trace format, invalid JSON, a value of the wrong
-type) returns None: the streaming reader then reads the file and names any fault.
+It holds the whole decompressed file in memory (about three times the JSON at the peak;
+``trace_text`` reads and gunzips it), so files over ``trace_text.MAX_TEXT`` bytes of JSON
+are left to the streaming reader, whose memory stays flat. Anything this reader does not
+take as it expects (a document of another shape, an event type outside the Chrome trace
+format, invalid JSON, a value of the wrong type) returns None: the streaming reader then
+reads the file and names any fault.
 """
 
 from __future__ import annotations
 
 import codecs
-import threading
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
@@ -34,20 +33,18 @@ from kernelmagic.core.event_rules import MEMORY_NAME
 from kernelmagic.core.events import EventTable
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
+from kernelmagic.sources.trace_text import text_bytes
 
 try:
     import msgspec
 except ImportError:  # the streaming reader does the work
     msgspec = None
 
-#: The largest JSON text (decompressed) read whole.
-MAX_TEXT = 512 << 20
 #: Files whose brackets nest deeper than this (a torch trace: 5) go to the streaming reader.
 MAX_NESTING = 64
 _NESTING_CHUNK = 8 << 20
 _AS_SQUARE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-_GZIP_MAGIC = b"\x1f\x8b"
 _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has this text
 #: The Chrome trace format's other event types ("ph"): decoded as empty records.
 _SKIPPED_PHASES = "BEsftMCbneSTpFPONDVvRc"
@@ -60,11 +57,11 @@ def available() -> bool:
 
 def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> EventTable | None:
     """``path`` as an EventTable, or None where the streaming reader must read it;
-    ``text`` gives its JSON bytes when ``text_ahead`` has begun reading them."""
+    ``text`` gives its JSON bytes when ``trace_text.text_ahead`` has begun reading them."""
     if msgspec is None:
         return None
     try:
-        data = text() if text is not None else _text_bytes(path)
+        data = text() if text is not None else text_bytes(path)
         if (data is None or not _nesting_within(data, MAX_NESTING) or not _utf8(data)
                 or data.count(b'"traceEvents"') != 1):  # (twice: the streaming reader refuses)
             return None
@@ -79,67 +76,6 @@ def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> Ev
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
              "traceName": doc.traceName}
     return cols.freeze_relative(trace_meta(path, found))
-
-
-def text_ahead(path: Path) -> Callable[[], bytes | None]:
-    """Begin gunzipping ``path`` on a thread of its own (zlib lets go of the GIL, so the
-    caller's imports run meanwhile, on another core); the function returned waits for
-    the JSON bytes (None where ``_text_bytes`` gives None or raises: the streaming reader
-    then reads the file and names any fault)."""
-    found: list[bytes | None] = []
-
-    def work() -> None:
-        try:
-            found.append(_text_bytes(path))
-        except Exception:  # (named by the streaming reader)
-            found.append(None)
-
-    thread = threading.Thread(target=work, name="kernelmagic-gunzip", daemon=True)
-    thread.start()
-
-    def text() -> bytes | None:
-        thread.join()
-        return found.pop() if found else None  # (held here no longer: read_table frees it)
-
-    return text
-
-
-def _text_bytes(path: Path) -> bytes | None:
-    """The file's JSON bytes (gunzipped), or None when it is too large to hold whole."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if f.read(2) != _GZIP_MAGIC:
-            if size > MAX_TEXT:
-                return None
-            f.seek(0)
-            return f.read()
-        f.seek(-4, 2)  # gzip's trailer: the decompressed size (mod 4 GiB) of the last member
-        if size > MAX_TEXT or int.from_bytes(f.read(4), "little") > MAX_TEXT:
-            return None
-        f.seek(0)
-        compressed = f.read()
-    return _gunzip(compressed, MAX_TEXT)
-
-
-def _gunzip(compressed: bytes, limit: int) -> bytes | None:
-    """Every gzip member of ``compressed``, or None past ``limit`` bytes or on any fault.
-
-    Bounded whatever the trailer says: a forged size field cannot make this reader hold a
-    gzip bomb whole (the streaming reader then names the fault or the limit).
-    """
-    out: list[bytes] = []
-    total = 0
-    while compressed:
-        unzip = zlib.decompressobj(wbits=31)
-        try:
-            out.append(unzip.decompress(compressed, limit - total + 1))
-        except zlib.error:
-            return None
-        total += len(out[-1])
-        if total > limit or unzip.unconsumed_tail or not unzip.eof:
-            return None
-        compressed = unzip.unused_data.lstrip(b"\0")  # (padding between members)
-    return b"".join(out)
 
 
 def _utf8(data: bytes) -> bool:
@@ -164,14 +100,14 @@ def _nesting_within(data: bytes, limit: int) -> bool:
     ``2 * limit`` deep (a depth D needs a spread of D/2 or more whatever the strings hold),
     far below the streaming reader's limit (Python's recursion depth, about 990): deeper
     files go to that reader, so this one never takes a file that one would refuse."""
+    # The brackets alone, "{" read as "[" and "}" as "]": one C pass over the text, no
+    # copies of it (the result's buffer holds the brackets only).
+    brackets = data.translate(_AS_SQUARE, _NOT_BRACKETS)
     depth, highest, lowest = 0, 0, 0
-    for at in range(0, len(data), _NESTING_CHUNK):
-        # the brackets alone (C speed), "{" read as "[" and "}" as "]"
-        brackets = data[at:at + _NESTING_CHUNK].translate(_AS_SQUARE, _NOT_BRACKETS)
-        if not brackets:
-            continue
-        steps = 92 - np.frombuffer(brackets, dtype=np.uint8).astype(np.int32)  # "[" 1, "]" -1
-        running = np.cumsum(steps)
+    for at in range(0, len(brackets), _NESTING_CHUNK):  # (numpy's arrays a chunk at a time)
+        chunk = np.frombuffer(brackets, dtype=np.int8, offset=at,
+                              count=min(_NESTING_CHUNK, len(brackets) - at))
+        running = np.cumsum(92 - chunk, dtype=np.int64)  # "[" 1, "]" -1
         running += depth
         highest, lowest = max(highest, int(running.max())), min(lowest, int(running.min()))
         if highest - lowest > limit:

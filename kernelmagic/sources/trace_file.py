@@ -10,18 +10,26 @@ memory, and the one that names any fault). Both apply the same rules to each eve
 to the trace's first timestamp. torch is never imported here.
 
 The modules, bottom to top: ``trace_numbers`` (number and id parsing), ``json_scanner``
-(the chunked JSON tokeniser), ``trace_columns`` (the per-event rules and ``trace_meta``),
-``trace_stream`` and ``trace_fast`` (the two readers), this dispatcher.
+(the chunked JSON tokeniser), ``trace_text`` (the whole file's bytes, gunzipped on a
+thread), ``trace_columns`` (the per-event rules and ``trace_meta``), ``trace_stream`` and
+``trace_fast`` (the two readers), this dispatcher. This one imports only the standard
+library and ``trace_text`` at first, so that the gunzip starts before numpy is imported.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernelmagic.core.events import EventTable
+from kernelmagic.sources import trace_text
+
+if TYPE_CHECKING:
+    from kernelmagic.core.events import EventTable
 
 __all__ = ["TRACE_SUFFIXES", "find_traces", "is_profile_json", "read_table", "start_reading"]
 
@@ -60,20 +68,28 @@ def read_table(path: str | os.PathLike[str], fast: bool = True) -> EventTable:
 
 def start_reading(path: str | os.PathLike[str]) -> Callable[[], EventTable]:
     """``read_table(path)`` in two halves: this begins gunzipping the file on a thread
-    (msgspec's reader's first step), and the function it returns finishes the read, so
-    that what the caller does in between (its imports) overlaps the gunzip."""
+    (msgspec's reader's first step; nothing but the standard library imported yet), and
+    the function it returns finishes the read, so that what the caller does in between
+    (its imports: numpy, the readers, the views) overlaps the gunzip."""
     source = Path(path)
-    from kernelmagic.sources import trace_fast
-
-    if not trace_fast.available():
+    if not _msgspec_found():
         return lambda: _stream_read(source)
-    text = trace_fast.text_ahead(source)
+    text = trace_text.text_ahead(source)
 
     def finish() -> EventTable:
+        from kernelmagic.sources import trace_fast
+
         table = trace_fast.read_table(source, text)
         return table if table is not None else _stream_read(source)
 
     return finish
+
+
+def _msgspec_found() -> bool:
+    """Whether msgspec can be imported, without importing it (a look along the path)."""
+    if "msgspec" in sys.modules:  # (None: made unimportable on purpose)
+        return sys.modules["msgspec"] is not None
+    return find_spec("msgspec") is not None
 
 
 def _stream_read(source: Path) -> EventTable:
