@@ -1,8 +1,9 @@
 """The live report in a real browser: JupyterLab + headless Chromium, driven by Playwright.
 
-Opens a temporary copy of ``demo_notebooks/quickstart.ipynb`` in JupyterLab, checks that its
-saved outputs show the static report (with its chart), clears them and runs all cells, then
-checks that the first live report shows its chart and table, that the header buttons line up
+Opens a temporary copy of ``demo_notebooks/quickstart.ipynb`` in JupyterLab, cut after its
+first report (the cells after it run in ``test_notebooks.py``), checks that its saved
+outputs show the static report (with its chart), clears them and runs all cells, then
+checks that the live report shows its chart and table, that the header buttons line up
 with the table's columns, and sorts the table by clicking a column header twice (descending,
 then ascending), comparing the rows with the order the table's own figures imply. This is the
 only test that proves sorting works in a front end.
@@ -68,6 +69,31 @@ def _require() -> None:
     ci_gate.missing("browser test needs " + ", ".join(missing))
 
 
+def _cut_after_first_report(path: Path) -> None:
+    """Keep the notebook's cells up to its first ``%%profile`` cell, the report under test:
+    the kernel and the browser do no work whose outputs no check reads."""
+    nb = json.loads(path.read_text())
+    first = next(i for i, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"
+                 and "".join(cell["source"]).startswith("%%profile"))
+    nb["cells"] = nb["cells"][:first + 1]
+    path.write_text(json.dumps(nb))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Headless Chromium, launched once for the module; each test opens its own page."""
+    _require()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -100,6 +126,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     notebooks.mkdir()
     for path in NOTEBOOK.parent.glob("*.ipynb"):
         shutil.copy2(path, notebooks / path.name)
+    _cut_after_first_report(notebooks / NOTEBOOK.name)
     config = tmp_path / "jupyter-config"
     settings = config / "lab" / "user-settings" / "@jupyterlab"
     # No autosave (the notebook under test is never rewritten), no news toast.
@@ -363,46 +390,43 @@ def _check_sorting(report: Any) -> None:
     expect(ops).to_have_text(ascending)
 
 
-def test_report_sorts_in_jupyterlab(lab: Lab) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_report_sorts_in_jupyterlab(lab: Lab, chromium: Any) -> None:
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     report_png: bytes | None = None
     dark_png: bytes | None = None
     before_png: bytes | None = None
     console: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=CHROMIUM_ARGS)
+    page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
         try:
-            page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
-            page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
-            try:
-                report = _open_and_run_all(page, lab)
-                # The first report (cell[3]): summary, chart and table.
-                expect(report.locator(".km-summary")).to_contain_text("cell[3]")
-                expect(report.locator("img")).to_be_visible()
-                expect(report.locator(".km-table")).to_be_visible()
-                before_png = page.screenshot()
-                report_png = page.screenshot(clip=_report_clip(report))
-                _check_header_alignment(report)
-                _check_fits(report)
-                _check_sorting(report)
-                light = _contrast(report.locator("td.km-col-op").first)
-                assert light["ratio"] >= 4.5, light
-                _switch_to_dark(page)
-                _check_dark(report)
-                dark_png = page.screenshot(clip=_report_clip(report))
-            except BaseException:
-                if before_png is not None:
-                    (ARTIFACTS / "before.png").write_bytes(before_png)
-                with contextlib.suppress(Exception):
-                    page.screenshot(path=str(ARTIFACTS / "after.png"))
-                (ARTIFACTS / "console.log").write_text("\n".join(console))
-                shutil.copy2(lab.log, ARTIFACTS / "jupyterlab.log")
-                raise
-        finally:
-            browser.close()
+            report = _open_and_run_all(page, lab)
+            # The first report (cell[3]): summary, chart and table.
+            expect(report.locator(".km-summary")).to_contain_text("cell[3]")
+            expect(report.locator("img")).to_be_visible()
+            expect(report.locator(".km-table")).to_be_visible()
+            before_png = page.screenshot()
+            report_png = page.screenshot(clip=_report_clip(report))
+            _check_header_alignment(report)
+            _check_fits(report)
+            _check_sorting(report)
+            light = _contrast(report.locator("td.km-col-op").first)
+            assert light["ratio"] >= 4.5, light
+            _switch_to_dark(page)
+            _check_dark(report)
+            dark_png = page.screenshot(clip=_report_clip(report))
+        except BaseException:
+            if before_png is not None:
+                (ARTIFACTS / "before.png").write_bytes(before_png)
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "after.png"))
+            (ARTIFACTS / "console.log").write_text("\n".join(console))
+            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab.log")
+            raise
+    finally:
+        page.close()
 
     assert report_png is not None and dark_png is not None
     (ARTIFACTS / "report.png").write_bytes(report_png)
@@ -536,44 +560,41 @@ def _check_widget_views(report: Any) -> None:
                                                                                       edges)
 
 
-def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: Any) -> None:
+    from playwright.sync_api import expect
 
     _write_showcase(lab.notebooks)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=CHROMIUM_ARGS)
+    page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    try:
         try:
-            page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
-            try:
-                page.goto(lab.url("/lab/tree/showcase.ipynb?reset"))
-                expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
-                    timeout=60_000)
-                tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
-                if not page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current"
-                                    ).count():
-                    tab.click()
-                expect(page.locator("#filebrowser")).to_be_visible()
-                _menu(page, "Run", "runmenu:run-all")
-                expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
-                    0, timeout=RUN_ALL_TIMEOUT)
-                widget = page.locator(".jp-OutputArea-output").filter(
-                    has=page.locator("button.km-header")).first
-                static = page.locator(".jp-OutputArea-output").filter(
-                    has=page.locator(".kernelmagic-report")).filter(
-                    has_not=page.locator("button.km-header")).first
-                expect(static.locator("svg.km-timeline")).to_be_visible(timeout=60_000)
-                static.evaluate("e => e.scrollIntoView({block: 'start'})")
-                page.screenshot(path=str(ARTIFACTS / "views-static.png"))
-                _check_static_views(static)
-                widget.evaluate("e => e.scrollIntoView({block: 'start'})")
-                _check_widget_views(widget)
-                page.screenshot(path=str(ARTIFACTS / "views-widget.png"))
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    page.screenshot(path=str(ARTIFACTS / "views-failed.png"))
-                shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-views.log")
-                raise
-        finally:
-            browser.close()
+            page.goto(lab.url("/lab/tree/showcase.ipynb?reset"))
+            expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
+                timeout=60_000)
+            tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']")
+            if not page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current"
+                                ).count():
+                tab.click()
+            expect(page.locator("#filebrowser")).to_be_visible()
+            _menu(page, "Run", "runmenu:run-all")
+            expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
+                0, timeout=RUN_ALL_TIMEOUT)
+            widget = page.locator(".jp-OutputArea-output").filter(
+                has=page.locator("button.km-header")).first
+            static = page.locator(".jp-OutputArea-output").filter(
+                has=page.locator(".kernelmagic-report")).filter(
+                has_not=page.locator("button.km-header")).first
+            expect(static.locator("svg.km-timeline")).to_be_visible(timeout=60_000)
+            static.evaluate("e => e.scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(ARTIFACTS / "views-static.png"))
+            _check_static_views(static)
+            widget.evaluate("e => e.scrollIntoView({block: 'start'})")
+            _check_widget_views(widget)
+            page.screenshot(path=str(ARTIFACTS / "views-widget.png"))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "views-failed.png"))
+            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-views.log")
+            raise
+    finally:
+        page.close()
