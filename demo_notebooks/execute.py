@@ -62,6 +62,7 @@ def execute(nb: Any, cwd: Path | str, timeout: int = CELL_TIMEOUT) -> Any:
         resources={"metadata": {"path": str(cwd)}},
         store_widget_state=True,
         record_timing=False,
+        shutdown_kernel="immediate",  # the run is over: no second's wait for a clean exit
     )
     client.execute()
     nb.metadata.setdefault(METADATA_KEY, {})[HASH_FIELD] = code_hash(nb)
