@@ -173,6 +173,8 @@ def _start_lab(token: str, log: Path, notebooks: Path,
             "--ServerApp.port_retries=0", f"--notebook-dir={notebooks}",
             "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            # (the kernels are stopped at once when the module's tests are done)
+            "--KernelManager.shutdown_wait_time=0",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
