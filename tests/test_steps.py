@@ -345,7 +345,11 @@ def test_a_function_target_through_the_api():
                                                                for j in range(3)]
     (group,) = result.step_groups
     assert (group.group, group.count) == ("x (4,) float32", 3)
-    assert group.top_ops and next(iter(group.top_ops)) == "aten::add"
+    # ``x + 1`` is an add, and a copy of the scalar 1 into a tensor: which of the two takes
+    # longer (a few µs each) is the machine's to say.
+    assert "aten::add" in group.top_ops
+    assert set(group.top_ops) <= {"aten::add", "aten::_to_copy", "aten::copy_", "aten::to",
+                                  "aten::empty_strided"}
 
 
 def test_a_target_that_is_not_called_says_so_in_one_line(ip):
