@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from ci_gate import need_modules
+from port_race import retried
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "demo_notebooks"
@@ -203,11 +204,9 @@ def executed(request: pytest.FixtureRequest, kernel_env: Path,
     return path.name, _EXECUTED[path]
 
 
-#: A kernel that dies before it answers is started again, up to this many starts in all:
-#: the kernel manager picks free TCP ports and hands them to the kernel, and in a parallel
-#: run another process (a kernel, a Dask cluster, JupyterLab) can bind one of them first
-#: ("Address already in use", seen once in CI). A cell that raises is never retried.
-KERNEL_STARTS = 3
+#: A kernel that lost the race for one of the ports its manager picked ("Address already in
+#: use", seen once in CI) dies before it answers: it is started again (``port_race``). A
+#: cell that raises is never retried.
 KERNEL_DIED = "Kernel died before replying to kernel_info"
 
 
@@ -215,18 +214,16 @@ def _execute_afresh(path: Path, workdir: Path) -> Any:
     """``path`` run top to bottom in a fresh kernel, from a copy in ``workdir`` whose saved
     outputs were cleared first."""
     shutil.copy2(path, workdir / path.name)
-    for start in range(1, KERNEL_STARTS + 1):
+
+    def run() -> Any:
         nb = _read(workdir / path.name)
         for cell in _code_cells(nb):  # nothing from the saved run may leak into the checks
             cell.outputs = []
             cell.execution_count = None
         nb.metadata.pop("widgets", None)
-        try:
-            return execute_py.execute(nb, cwd=workdir)  # CellExecutionError if a cell raises
-        except RuntimeError as exc:
-            if KERNEL_DIED not in str(exc) or start == KERNEL_STARTS:
-                raise
-    raise AssertionError("unreachable")
+        return execute_py.execute(nb, cwd=workdir)  # CellExecutionError if a cell raises
+
+    return retried(run, lambda exc: isinstance(exc, RuntimeError) and KERNEL_DIED in str(exc))
 
 
 def test_notebook_executes(executed: tuple[str, Any]) -> None:

@@ -12,13 +12,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from IPython.core.error import UsageError
+from port_race import retried
 from ranks_data import spawnable_main
 
 import kernelmagic
 from kernelmagic.views.breakdown import is_comm_op
 
 ITERS = 3
-PORT_TRIES = 3
 
 
 def _free_port() -> int:
@@ -118,19 +118,15 @@ def _profile_all_reduce() -> dict:
 @pytest.fixture(scope="module")
 def gathered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gather")
-    # The store's port is free when chosen; in a parallel run another process can bind it
-    # before rank 0 does: then a new port, at most PORT_TRIES in all.
-    for attempt in range(1, PORT_TRIES + 1):
-        try:
-            with spawnable_main():
-                mp.spawn(_rank_main, args=(2, _free_port(), str(out)), nprocs=2, join=True)
-            return out
-        except mp.ProcessRaisedException as exc:
-            text = str(exc)
-            if attempt == PORT_TRIES or not ("EADDRINUSE" in text
-                                             or "ddress already in use" in text):
-                raise
-    raise AssertionError("unreachable")
+
+    def run() -> Path:
+        with spawnable_main():
+            mp.spawn(_rank_main, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+        return out
+
+    # The store's port is free when chosen; another process can bind it before rank 0 does.
+    return retried(run, lambda exc: isinstance(exc, mp.ProcessRaisedException) and (
+        "EADDRINUSE" in str(exc) or "ddress already in use" in str(exc)))
 
 
 def test_rank0_gets_all_ranks_and_others_their_own(gathered):

@@ -1,10 +1,12 @@
 """Advice that fits the source, and the small things: ROCm's label, kernel names that stay
-different, saved names in comparison headings, ``show FOLDER --rank N``, top-level await."""
+different, saved names in comparison headings, ``show FOLDER --rank N``, top-level await, a
+server started again when it loses the race for its port."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
@@ -440,3 +442,31 @@ def test_profile_an_async_function_from_python():
 def test_json_of_a_trace_result_names_its_source(tmp_path):
     data = json.loads(kernelmagic.load(MI250).save(tmp_path / "m.json").read_text())
     assert (data["source"], data["gpu_runtime"], data["device"]) == ("trace", "rocm", "cuda")
+
+
+def test_a_lost_port_race_is_started_again_and_nothing_else_is():
+    from port_race import STARTS, retried
+
+    calls: list[int] = []
+
+    def start(fails: int, error: Exception) -> Callable[[], str]:
+        def go() -> str:
+            calls.append(1)
+            if len(calls) <= fails:
+                raise error
+            return "up"
+        return go
+
+    def lost(exc: Exception) -> bool:
+        return "already in use" in str(exc)
+
+    assert retried(start(STARTS - 1, OSError("Address already in use")), lost) == "up"
+    assert len(calls) == STARTS
+    calls.clear()
+    with pytest.raises(OSError):  # lost every time: the last error, after STARTS starts
+        retried(start(STARTS, OSError("Address already in use")), lost)
+    assert len(calls) == STARTS
+    calls.clear()
+    with pytest.raises(ValueError):  # any other error: at once
+        retried(start(1, ValueError("a cell raised")), lost)
+    assert len(calls) == 1

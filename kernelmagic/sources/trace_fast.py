@@ -50,11 +50,6 @@ _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has th
 _SKIPPED_PHASES = "BEsftMCbneSTpFPONDVvRc"
 
 
-def available() -> bool:
-    """Whether msgspec can be imported."""
-    return msgspec is not None
-
-
 def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> EventTable | None:
     """``path`` as an EventTable, or None where the streaming reader must read it;
     ``text`` gives its JSON bytes when ``trace_text.text_ahead`` has begun reading them."""

@@ -6,7 +6,7 @@ numpy and the views: the two overlap on a second core.
 
 The gunzip is python-isal's (``isal_zlib``, Intel's ISA-L: about twice zlib's speed on a
 trace) where it can be imported, else the standard library's ``zlib``; both let go of the
-GIL while they work, and both are bounded the same way (``_gunzip``).
+GIL while they work, and both are bounded the same way (``gunzip``).
 """
 
 from __future__ import annotations
