@@ -19,7 +19,17 @@ def _keep_bytecode() -> None:
     sys.dont_write_bytecode = False  # this process's later imports, test modules included
 
 
+def _leave_out_an_unused_grammar() -> None:
+    """nbformat (the notebook tests) imports jsonschema, which imports ``rfc3987_syntax``
+    where it is installed (Jupyter's own packages pull it in) to check two string
+    formats, "iri" and "iri-reference", that no notebook schema uses. That import builds
+    a parser for its grammar: 1 to 2 s of CPU in each worker that collects the tests.
+    Made unimportable here, jsonschema checks every other format as before."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+
 _keep_bytecode()
+_leave_out_an_unused_grammar()
 
 
 @pytest.fixture(scope="session")
