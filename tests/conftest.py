@@ -32,6 +32,16 @@ _keep_bytecode()
 _leave_out_an_unused_grammar()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_results_stay_as_loaded():
+    """The real traces' results that tests share (``tests/loaded.py``) are read only: the
+    session fails if a test changed one (it would change what later tests see)."""
+    yield
+    shared = sys.modules.get("loaded")
+    if shared is not None:
+        assert not shared.changed(), f"a test changed these shared results: {shared.changed()}"
+
+
 @pytest.fixture(scope="session")
 def shell():
     """IPython's InteractiveShell with kernelmagic loaded (widgets use a dummy comm)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fakes import cpu_result
+from loaded import loaded
 
 import kernelmagic
 from kernelmagic import findings
@@ -144,7 +145,7 @@ def test_fp32_conv_evidence_and_threshold():
 
 
 def test_v100_trace_leads_with_its_float32_convolutions():
-    result = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    result = loaded(DATA / "v100_gpu_annotations.json.gz")
     assert result.device_info.family == "volta" and result.device_info.capability == "7.0"
     f = result.findings()[0]
     assert f.rule == "fp32_conv"
@@ -186,7 +187,7 @@ def test_rocm_gets_bfloat16_on_mi200_and_float16_before():
     assert 'torch.autocast("cuda", dtype=torch.bfloat16)' in conv.suggestion
     older = DeviceInfo(kind="rocm", name="AMD Radeon VII", capability="8.0")
     assert 'dtype=torch.float16' in findings.fp32_conv(conv_gpu(older)).suggestion
-    trace = kernelmagic.load(DATA / "mi250_rocm.json.gz")
+    trace = loaded(DATA / "mi250_rocm.json.gz")
     assert trace.device_info.kind == "rocm" and trace.device_info.family == "rocm"
 
 

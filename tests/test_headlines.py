@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from fakes import cpu_result
+from loaded import loaded
 
 import kernelmagic
 from kernelmagic import findings
@@ -108,7 +109,7 @@ def test_each_trace_leads_with_its_headline(name):
     path = trace_path(name)
     if path is None:
         pytest.skip(f"{name} is not in tests/data or ../shared/traces")
-    found = kernelmagic.load(path).findings()
+    found = loaded(path).findings()
     rule, text = HEADLINES[name]
     first = found[0]
     assert first.rule == rule, [str(f) for f in found]
@@ -120,10 +121,10 @@ def test_each_trace_leads_with_its_headline(name):
 
 
 def test_startup_on_a_trace_says_how_to_record_steady_state():
-    f = first(kernelmagic.load(DATA / "a100_alexnet.json.gz"))
+    f = first(loaded(DATA / "a100_alexnet.json.gz"))
     assert f.suggestion.startswith("profile steady state: a warm-up before the profiler "
                                    "records (torch.profiler.schedule(wait=1, warmup=1, ")
-    rocm = first(kernelmagic.load(DATA / "mi250_rocm.json.gz"))
+    rocm = first(loaded(DATA / "mi250_rocm.json.gz"))
     assert rocm.title == "ROCm start-up or first-call set-up inside the profiled window"
     assert "552 µs each where a launch takes µs: a first launch loads its kernel's module" \
         in rocm.evidence
@@ -134,7 +135,7 @@ def test_no_finding_blames_startup_on_an_op():
         path = trace_path(name)
         if path is None:
             continue
-        rules = {f.rule for f in kernelmagic.load(path).findings()}
+        rules = {f.rule for f in loaded(path).findings()}
         assert not rules & {"dominant_op", "gpu_idle", "launch_bound"}, name
 
 

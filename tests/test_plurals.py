@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields, is_dataclass, replace
-from functools import cache
 from pathlib import Path
 
 import pytest
 from fakes import cpu_result, cuda_result
+from loaded import loaded
 
 import kernelmagic
 from kernelmagic.core.units import counted
@@ -111,11 +111,6 @@ def _renderings(result: ProfileResult) -> dict[str, str]:
     return out
 
 
-@cache
-def _load(path: Path) -> ProfileResult:
-    return kernelmagic.load(path)
-
-
 def _check(result: ProfileResult, label: str) -> None:
     bad = []
     for per_iter in (0, 1, 2):
@@ -131,12 +126,12 @@ def _check(result: ProfileResult, label: str) -> None:
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_no_count_disagrees_with_its_noun_on_the_test_traces(path):
-    _check(_load(path), path.name)
+    _check(loaded(path), path.name)
 
 
 @pytest.mark.parametrize("path", SHARED_TRACES, ids=lambda p: p.name)
 def test_no_count_disagrees_with_its_noun_on_the_shared_traces(path):
-    _check(_load(path), path.name)
+    _check(loaded(path), path.name)
 
 
 @pytest.mark.parametrize("make", [cpu_result, cuda_result], ids=["cpu-fake", "gpu-fake"])

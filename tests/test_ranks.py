@@ -10,6 +10,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 
 import pytest
+from loaded import loaded
 from ranks_data import (
     CPU_ONLY,
     NCCL_RANK,
@@ -52,7 +53,7 @@ def test_folder_is_a_run_of_ranks(many):
         assert many.summaries[rank].file == path.name
         # each rank's result is what loading its file alone gives, less the timeline (and
         # the critical path drawn on it)
-        alone = kernelmagic.load(path)
+        alone = loaded(path)
         assert "timeline" in alone.views and alone.timeline
         assert many.ranks[rank] == replace(alone, timeline=[], critical_spans=[], views=[
             v for v in alone.views if v != "timeline"])
@@ -71,7 +72,7 @@ def test_breakdown_matches_the_raw_json(path):
     assert got.overlap == pytest.approx(want["overlap"], abs=1e-9)
     assert 0 < got.overlap < 1 and got.communication_us > 0
     # The same trace opened alone: its summary's breakdown is the same figures.
-    alone = kernelmagic.load(path).breakdown
+    alone = loaded(path).breakdown
     for field in ("compute", "communication", "memcpy", "idle"):
         assert getattr(alone, field) == pytest.approx(want[f"{field}_us"], abs=1e-3), field
     assert alone.overlap == pytest.approx(want["overlap"], abs=1e-9)
@@ -122,7 +123,7 @@ def test_communication_bound_fires_on_the_real_ranks(many):
 
 @pytest.mark.parametrize("path", [RANK_FILES[0], CPU_ONLY], ids=lambda p: p.name)
 def test_communication_bound_fires_first_on_one_rank(path):
-    result = kernelmagic.load(path)
+    result = loaded(path)
     parts = result.breakdown
     share = parts.exposed_communication / parts.wall
     assert share > COMM_BOUND_SHARE
@@ -141,7 +142,7 @@ def test_communication_bound_silent_on_the_nccl_rank():
     s = one.summaries[0]
     assert s.exposed_communication_us / s.step_median_us < COMM_BOUND_SHARE
     assert one.findings() == []
-    assert "communication_bound" not in {f.rule for f in kernelmagic.load(NCCL_RANK).findings()}
+    assert "communication_bound" not in {f.rule for f in loaded(NCCL_RANK).findings()}
 
 
 def test_straggler_fires_on_a_slowed_real_rank(tmp_path):

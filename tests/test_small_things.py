@@ -14,6 +14,7 @@ import pytest
 from fakes import cpu_result
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
+from loaded import loaded
 from ranks_data import RANKS, expected_breakdown
 
 import kernelmagic
@@ -37,7 +38,7 @@ SPIKY = [0.001] * 9 + [0.009]  # the slowest iteration 9x the median of the othe
 
 @pytest.fixture(scope="module")
 def mi250() -> ProfileResult:
-    return kernelmagic.load(MI250)
+    return loaded(MI250)
 
 
 def run(ip, cell: str):
@@ -50,7 +51,7 @@ def run(ip, cell: str):
 
 
 def test_a_trace_knows_it_is_one_and_keeps_knowing_after_a_round_trip(tmp_path):
-    trace = kernelmagic.load(A100)
+    trace = loaded(A100)
     assert (trace.source, trace.from_trace) == ("trace", True)
     trace.save(tmp_path / "t.json")
     assert kernelmagic.load(tmp_path / "t.json").source == "trace"
@@ -86,7 +87,7 @@ def test_advice_for_a_trace_says_what_to_change_in_the_recording():
 
 def test_noisy_finding_on_a_trace_advises_recording_more_steps():
     # Needs findings.noisy to word its advice with advice.more_iterations.
-    (noisy,) = [f for f in kernelmagic.load(V100).findings() if f.rule == "noisy"]
+    (noisy,) = [f for f in loaded(V100).findings() if f.rule == "noisy"]
     assert noisy.suggestion == ("record more steps (torch.profiler.schedule(active=50), "
                                 "prof.step() after each) and keep other work off the machine")
     assert "--iters" not in str(noisy)
@@ -150,7 +151,7 @@ def test_rocm_trace_is_labelled_rocm_and_its_device_is_still_cuda(mi250, tmp_pat
     ("cpu_only.json.gz", "CPU"),
 ])
 def test_other_traces_keep_their_labels(name, label):
-    result = kernelmagic.load(DATA / name)
+    result = loaded(DATA / name)
     assert result.device_label == label
     assert result.gpu_runtime == ("" if label == "CPU" else "cuda")
 
@@ -219,7 +220,7 @@ def test_the_issues_three_kernels_are_told_apart(mi250):
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.json.gz")) + sorted(RANKS.glob("*.json.gz")),
                          ids=lambda p: p.name)
 def test_every_real_trace_keeps_its_kernels_apart_within_the_width(path):
-    names = [k.key for k in kernelmagic.load(path).kernels]
+    names = [k.key for k in loaded(path).kernels]
     short = short_names(names)
     assert len(set(short.values())) == len(set(names))
     assert max((len(s) for s in short.values()), default=0) <= NAME_WIDTH

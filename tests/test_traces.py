@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from loaded import loaded
 from torch_releases import OLD_TORCH
 from trace_json import raw, write_trace
 
@@ -222,7 +223,7 @@ def test_every_microsecond_of_gpu_work_is_in_exactly_one_row(name, path):
     work = sum((us(e["dur"]) for e in events
                 if e.get("ph") == "X" and e.get("cat", "").lower() in
                 ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")), Decimal(0))
-    result = kernelmagic.load(path)
+    result = loaded(path)
     rows = sum(r.self_device_time_total for r in result.rows)
     assert rows == pytest.approx(float(work), rel=1e-9, abs=1e-6)
     assert sum(k.device_time_total for k in result.kernels) == pytest.approx(float(work),
@@ -234,7 +235,7 @@ def test_every_microsecond_of_gpu_work_is_in_exactly_one_row(name, path):
                                   "a100_triton", "a100_multi_stream_sync"])
 def test_each_ops_self_and_total_times(name):
     truth = Truth(raw(name)).rows()
-    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    result = loaded(DATA / f"{name}.json.gz")
     assert {(r.key, r.kind) for r in result.rows} == set(truth)
     device_rows = 0
     for row in result.rows:
@@ -253,7 +254,7 @@ def test_memcpy_and_memset_count_as_device_time():
     copies = [g for g in truth.work if g["cat"] in ("gpu_memcpy", "gpu_memset")]
     assert len(copies) == 19
     owners = Counter(truth.owner[id(g)]["name"] for g in copies if id(g) in truth.owner)
-    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    result = loaded(DATA / "a100_alexnet.json.gz")
     rows = {r.key: r for r in result.rows}
     want = truth.op_rows()
     for op in owners:  # aten::copy_, aten::zero_ ...: their device time is the copies'
@@ -267,7 +268,7 @@ def test_memcpy_and_memset_count_as_device_time():
 @pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps"])
 def test_kernel_counts_times_and_launchers(name):
     want = Truth(raw(name)).kernel_rows()
-    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    result = loaded(DATA / f"{name}.json.gz")
     got = {k.key: k for k in result.kernels}
     assert set(got) == set(want)
     for key, (count, time, launchers) in want.items():
@@ -282,7 +283,7 @@ def test_steps_gpu_busy_and_idle_per_iteration():
     truth = Truth(raw("v100_gpu_annotations"))
     steps = truth.steps()
     assert len(steps) == 5
-    result = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    result = loaded(DATA / "v100_gpu_annotations.json.gz")
     assert result.iters == 5 and result.device == "cuda"
     assert result.device_name == "Tesla V100-SXM2-32GB"
     for got, (s, e) in zip(result.timings, steps, strict=True):
@@ -304,7 +305,7 @@ def test_trailing_empty_step_is_not_an_iteration():
     all_steps = [e for e in truth.events if e["name"].startswith("ProfilerStep#")
                  and e["cat"] == "user_annotation"]
     assert len(all_steps) == 2 and len(truth.steps()) == 1  # #2 is the stub at the stop
-    result = kernelmagic.load(DATA / "mi250_rocm.json.gz")
+    result = loaded(DATA / "mi250_rocm.json.gz")
     assert result.iters == 1
     (s, e), = truth.steps()
     assert result.timings == [pytest.approx(float((e - s) / 1000000))]
@@ -314,7 +315,7 @@ def test_whole_trace_is_one_iteration_without_steps():
     truth = Truth(raw("a100_alexnet"))
     spans = [e for e in truth.events if e.get("cat") not in ("Trace", "cuda_sync")]
     start, end = min(e["_start"] for e in spans), max(e["_end"] for e in spans)
-    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    result = loaded(DATA / "a100_alexnet.json.gz")
     assert result.iters == 1
     assert result.timings == [pytest.approx(float((end - start) / 1000000), rel=1e-12)]
     assert close(result.gpu_busy[0], truth.busy((start, end)))
@@ -322,7 +323,7 @@ def test_whole_trace_is_one_iteration_without_steps():
 
 def test_several_streams_in_the_timeline():
     truth = Truth(raw("rank0_steps"))
-    result = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    result = loaded(DATA / "rank0_steps.json.gz")
     assert "timeline" in result.views and result.iters == 2
     median = sorted(range(2), key=result.timings.__getitem__)[1]
     s, e = truth.steps()[median]
@@ -341,7 +342,7 @@ def test_gpu_side_ranges_are_ranges_not_kernels():
     truth = Truth(raw("v100_gpu_annotations"))
     gpu_ranges = [e for e in truth.events if e.get("cat") == "gpu_user_annotation"]
     assert len(gpu_ranges) == 15
-    result = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    result = loaded(DATA / "v100_gpu_annotations.json.gz")
     names = {e["name"] for e in gpu_ranges}
     assert not names & {k.key for k in result.kernels}
     assert not names & {r.key for r in result.rows}
@@ -388,7 +389,7 @@ def test_steps_and_gpu_ranges_are_never_rows_and_dataloader_is_a_range(tmp_path)
 
 
 def test_rocm_trace_opens():
-    result = kernelmagic.load(DATA / "mi250_rocm.json.gz")
+    result = loaded(DATA / "mi250_rocm.json.gz")
     truth = Truth(raw("mi250_rocm"))
     assert result.device == "cuda" and result.device_name == "AMD Radeon Graphics"
     assert sum(k.count for k in result.kernels) == 14 + 2
@@ -450,7 +451,7 @@ def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
     truth = Truth(raw("a100_alexnet"))
     syncs = Counter(e["name"] for e in truth.cpu if e["name"] in SYNC_OPS)
     assert syncs["cudaStreamSynchronize"] == 16
-    result = kernelmagic.load(DATA / "a100_alexnet.json.gz")
+    result = loaded(DATA / "a100_alexnet.json.gz")
     found = {f.rule: f for f in result.findings()}
     assert "sync_points" in found
     assert "cudaStreamSynchronize ×16" in found["sync_points"].evidence
@@ -474,7 +475,7 @@ def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
                       max(e["_end"] for e in truth.events if e.get("cat") != "Trace"))]
     work = sum((us(g["dur"]) for g in truth.work), Decimal(0))
     assert work / (end - start) < Decimal("0.05")  # the GPU idles: a launch-bound pattern
-    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    result = loaded(DATA / "a100_multi_stream_sync.json.gz")
     assert "launch_bound" in rules(result)
 
     # Stretch every GPU event 2000x (the same launches, now long kernels): silent.
@@ -485,11 +486,11 @@ def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
 
     busy = kernelmagic.load(edited(tmp_path, "a100_multi_stream_sync", long_kernels))
     assert "launch_bound" not in rules(busy)
-    assert "launch_bound" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+    assert "launch_bound" not in rules(loaded(DATA / "v100_gpu_annotations.json.gz"))
 
 
 def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):
-    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    result = loaded(DATA / "a100_multi_stream_sync.json.gz")
     truth = Truth(raw("a100_multi_stream_sync"))
     assert {g["name"] for g in truth.work if g["cat"] == "kernel"} == {"ampere_sgemm_128x64_nn"}
     assert result.matmul_precision == "highest"
@@ -507,7 +508,7 @@ def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):
     doc["deviceProperties"][0]["computeMajor"] = 7
     volta = kernelmagic.load(write_trace(tmp_path / "volta.json.gz", doc))
     assert volta.matmul_precision == "" and "fp32_matmul" not in rules(volta)
-    assert "fp32_matmul" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+    assert "fp32_matmul" not in rules(loaded(DATA / "v100_gpu_annotations.json.gz"))
 
 
 def test_dominant_op_on_device_time(tmp_path):
@@ -515,24 +516,24 @@ def test_dominant_op_on_device_time(tmp_path):
     total = sum(r["self_device_time_total"] for r in truth.values())
     top = max(truth, key=lambda k: truth[k]["self_device_time_total"])
     assert top == "aten::mm" and truth[top]["self_device_time_total"] / total > Decimal("0.5")
-    result = kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz")
+    result = loaded(DATA / "a100_multi_stream_sync.json.gz")
     found = {f.rule: f for f in result.findings()}
     assert found["dominant_op"].evidence.startswith("aten::mm takes 100% of self time")
     v100 = Truth(raw("v100_gpu_annotations")).op_rows()
     share = max(r["self_device_time_total"] for r in v100.values()) / \
         sum(r["self_device_time_total"] for r in v100.values())
     assert share < Decimal("0.5")
-    assert "dominant_op" not in rules(kernelmagic.load(DATA / "v100_gpu_annotations.json.gz"))
+    assert "dominant_op" not in rules(loaded(DATA / "v100_gpu_annotations.json.gz"))
 
 
 # --- the result is a result ---------------------------------------------------------------
 
 
 def test_save_compare_and_cli_on_traces(tmp_path):
-    a = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    a = loaded(DATA / "rank0_steps.json.gz")
     saved = a.save(tmp_path / "a.json")
     assert kernelmagic.load(saved) == a
-    b = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    b = loaded(DATA / "v100_gpu_annotations.json.gz")
     comparison = b.compare(a).table(limit=3)
     assert comparison.startswith("v100_gpu_annotations vs rank0_steps: ")
     out = subprocess.run([sys.executable, "-m", "kernelmagic", "show",
@@ -560,28 +561,28 @@ def test_loading_a_trace_does_not_import_torch():
 
 def test_rank_from_distributed_info():
     doc = raw("a100_multi_stream_sync")
-    result = kernelmagic.load(DATA / "rank0_steps.json.gz")
+    result = loaded(DATA / "rank0_steps.json.gz")
     info = raw("rank0_steps")["distributedInfo"]
     assert result.distributed == {"rank": info["rank"], "world_size": info["world_size"],
                                   "backend": info["backend"]} == {"rank": 0, "world_size": 128,
                                                                   "backend": "nccl"}
-    assert kernelmagic.load(DATA / "a100_multi_stream_sync.json.gz").distributed == \
+    assert loaded(DATA / "a100_multi_stream_sync.json.gz").distributed == \
         {"rank": doc["distributedInfo"]["rank"]}
-    assert kernelmagic.load(DATA / "a100_triton.json.gz").distributed == {}  # none recorded
+    assert loaded(DATA / "a100_triton.json.gz").distributed == {}  # none recorded
 
 
 def test_plain_pt_trace_json(tmp_path):
     plain = tmp_path / "worker0.1712195495.pt.trace.json"  # tensorboard_trace_handler's name
     with gzip.open(DATA / "v100_gpu_annotations.json.gz", "rb") as f:
         plain.write_bytes(f.read())
-    from_gz = kernelmagic.load(DATA / "v100_gpu_annotations.json.gz")
+    from_gz = loaded(DATA / "v100_gpu_annotations.json.gz")
     result = kernelmagic.load(plain)
     assert result.name == "worker0.1712195495"
     assert result.rows == from_gz.rows and result.kernels == from_gz.kernels
 
 
 def test_profile_json_with_its_keys_in_another_order(tmp_path):
-    saved = kernelmagic.load(DATA / "a100_triton.json.gz")
+    saved = loaded(DATA / "a100_triton.json.gz")
     data = saved.to_dict()
     reordered = {"version": data.pop("version"), **data}  # "format" no longer first
     path = tmp_path / "profile.json"

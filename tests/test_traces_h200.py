@@ -16,8 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
-import kernelmagic
+from loaded import loaded
 
 DATA = Path(__file__).parent / "data"
 FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total",
@@ -56,7 +55,7 @@ def test_rows_equal_key_averages_of_the_same_session(name):
     assert len(steps) == 3
     left_out = outside(events, steps)
     assert [e["name"] for e in left_out] == ["cudaDeviceSynchronize"]  # the profiler's stop
-    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    result = loaded(DATA / f"{name}.json.gz")
     assert result.device == "cuda" and result.device_name == "NVIDIA H200"
     assert result.iters == 3
     assert result.timings == [pytest.approx(float((t - s) / 1000000), rel=1e-12)
@@ -91,7 +90,7 @@ def test_kernelmagic_own_trace_of_a_training_step():
     events = raw_events(name)
     iters = windows(events, r"km_train_step/iter \d+")
     assert len(iters) == 5
-    result = kernelmagic.load(DATA / f"{name}.json.gz")
+    result = loaded(DATA / f"{name}.json.gz")
     assert result.name == "km_train_step" and result.iters == 5
     assert result.timings == [pytest.approx(float((t - s) / 1000000), rel=1e-12)
                               for s, t in iters]
@@ -131,7 +130,7 @@ def test_launch_and_sync_findings_fire_with_their_numbers():
     items = [e for e in events if e["name"] == "aten::item"
              and any(s <= e["ts"] <= t for s, t in steps)]
     assert len(items) == 150
-    result = kernelmagic.load(DATA / "h200_launch_and_sync.json.gz")
+    result = loaded(DATA / "h200_launch_and_sync.json.gz")
     found = {f.rule: f for f in result.findings()}
     assert {"launch_bound", "sync_points", "fp32_matmul"} <= set(found)
     assert "aten::item ×50" in found["sync_points"].evidence

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakes import table_of
+from loaded import loaded
 
 import kernelmagic
 from kernelmagic.core.events import Kind
@@ -201,7 +202,7 @@ TRACES = sorted({*DATA.glob("*.json.gz"), *SHARED.glob("*.json.gz"),
 
 @pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name)
 def real(request) -> ProfileResult:
-    return kernelmagic.load(request.param)
+    return loaded(request.param)
 
 
 def test_what_if_nothing_reproduces_the_median_iteration(real: ProfileResult) -> None:
