@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 
 import pytest
 import torch
@@ -121,9 +120,12 @@ def test_compile_time_is_reported_apart_from_the_iterations(tried):
     r = row(tried["result"], "compile")
     assert r.ran and r.compile_us is not None
     assert r.compile_us == pytest.approx(r.result.warmup_timings[0] * 1e6)
-    # compiling takes far longer than a run of 64 elementwise values (the median run: one
-    # run of a loaded machine may be slowed by milliseconds)
-    assert r.compile_us > 10 * statistics.median(r.result.timings) * 1e6
+    # compiling takes longer than any run of 64 elementwise values, and far longer than the
+    # fastest. (Not 10x the median: in one run of the whole suite compiling took 113 ms,
+    # 1.5 s when this file runs alone, and the runs, 0.05 ms alone, 7 to 20 ms beside the
+    # other worker's work; median 12.)
+    runs = r.result.timings
+    assert r.compile_us > max(runs) * 1e6 and r.compile_us > 10 * min(runs) * 1e6
     assert r.result.warmup == WARMUP and len(r.result.timings) == ITERS
     assert r.within_tolerance is True and r.tolerance == "float32"
 
