@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,13 @@ class Truth:
         return total
 
 
+@cache
+def truth_of(name: str) -> Truth:
+    """The ``Truth`` of ``tests/data/<name>.json.gz``, built once per test process (about
+    2 s for the V100 trace, which five tests read): the tests only read it."""
+    return Truth(raw(name))
+
+
 def close(a: float, b: Decimal) -> bool:
     return a == pytest.approx(float(b), rel=1e-9, abs=1e-6)
 
@@ -234,7 +242,7 @@ def test_every_microsecond_of_gpu_work_is_in_exactly_one_row(name, path):
                                   "mi250_rocm", "a100_nccl_rank", "ranks/rank-0",
                                   "a100_triton", "a100_multi_stream_sync"])
 def test_each_ops_self_and_total_times(name):
-    truth = Truth(raw(name)).rows()
+    truth = truth_of(name).rows()
     result = loaded(DATA / f"{name}.json.gz")
     assert {(r.key, r.kind) for r in result.rows} == set(truth)
     device_rows = 0
@@ -250,7 +258,7 @@ def test_each_ops_self_and_total_times(name):
 
 
 def test_memcpy_and_memset_count_as_device_time():
-    truth = Truth(raw("a100_alexnet"))
+    truth = truth_of("a100_alexnet")
     copies = [g for g in truth.work if g["cat"] in ("gpu_memcpy", "gpu_memset")]
     assert len(copies) == 19
     owners = Counter(truth.owner[id(g)]["name"] for g in copies if id(g) in truth.owner)
@@ -267,7 +275,7 @@ def test_memcpy_and_memset_count_as_device_time():
 
 @pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps"])
 def test_kernel_counts_times_and_launchers(name):
-    want = Truth(raw(name)).kernel_rows()
+    want = truth_of(name).kernel_rows()
     result = loaded(DATA / f"{name}.json.gz")
     got = {k.key: k for k in result.kernels}
     assert set(got) == set(want)
@@ -280,7 +288,7 @@ def test_kernel_counts_times_and_launchers(name):
 
 
 def test_steps_gpu_busy_and_idle_per_iteration():
-    truth = Truth(raw("v100_gpu_annotations"))
+    truth = truth_of("v100_gpu_annotations")
     steps = truth.steps()
     assert len(steps) == 5
     result = loaded(DATA / "v100_gpu_annotations.json.gz")
@@ -301,7 +309,7 @@ def test_steps_gpu_busy_and_idle_per_iteration():
 
 
 def test_trailing_empty_step_is_not_an_iteration():
-    truth = Truth(raw("mi250_rocm"))
+    truth = truth_of("mi250_rocm")
     all_steps = [e for e in truth.events if e["name"].startswith("ProfilerStep#")
                  and e["cat"] == "user_annotation"]
     assert len(all_steps) == 2 and len(truth.steps()) == 1  # #2 is the stub at the stop
@@ -312,7 +320,7 @@ def test_trailing_empty_step_is_not_an_iteration():
 
 
 def test_whole_trace_is_one_iteration_without_steps():
-    truth = Truth(raw("a100_alexnet"))
+    truth = truth_of("a100_alexnet")
     spans = [e for e in truth.events if e.get("cat") not in ("Trace", "cuda_sync")]
     start, end = min(e["_start"] for e in spans), max(e["_end"] for e in spans)
     result = loaded(DATA / "a100_alexnet.json.gz")
@@ -322,7 +330,7 @@ def test_whole_trace_is_one_iteration_without_steps():
 
 
 def test_several_streams_in_the_timeline():
-    truth = Truth(raw("rank0_steps"))
+    truth = truth_of("rank0_steps")
     result = loaded(DATA / "rank0_steps.json.gz")
     assert "timeline" in result.views and result.iters == 2
     median = sorted(range(2), key=result.timings.__getitem__)[1]
@@ -339,7 +347,7 @@ def test_several_streams_in_the_timeline():
 
 
 def test_gpu_side_ranges_are_ranges_not_kernels():
-    truth = Truth(raw("v100_gpu_annotations"))
+    truth = truth_of("v100_gpu_annotations")
     gpu_ranges = [e for e in truth.events if e.get("cat") == "gpu_user_annotation"]
     assert len(gpu_ranges) == 15
     result = loaded(DATA / "v100_gpu_annotations.json.gz")
@@ -390,7 +398,7 @@ def test_steps_and_gpu_ranges_are_never_rows_and_dataloader_is_a_range(tmp_path)
 
 def test_rocm_trace_opens():
     result = loaded(DATA / "mi250_rocm.json.gz")
-    truth = Truth(raw("mi250_rocm"))
+    truth = truth_of("mi250_rocm")
     assert result.device == "cuda" and result.device_name == "AMD Radeon Graphics"
     assert sum(k.count for k in result.kernels) == 14 + 2
     rows = {r.key: r for r in result.rows}
@@ -448,7 +456,7 @@ def edited(tmp_path: Path, name: str, change) -> Path:
 
 
 def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
-    truth = Truth(raw("a100_alexnet"))
+    truth = truth_of("a100_alexnet")
     syncs = Counter(e["name"] for e in truth.cpu if e["name"] in SYNC_OPS)
     assert syncs["cudaStreamSynchronize"] == 16
     result = loaded(DATA / "a100_alexnet.json.gz")
@@ -470,7 +478,7 @@ def test_sync_points_fires_on_syncs_and_not_without(tmp_path):
 
 
 def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
-    truth = Truth(raw("a100_multi_stream_sync"))
+    truth = truth_of("a100_multi_stream_sync")
     (start, end), = [(min(e["_start"] for e in truth.events if e.get("cat") != "Trace"),
                       max(e["_end"] for e in truth.events if e.get("cat") != "Trace"))]
     work = sum((us(g["dur"]) for g in truth.work), Decimal(0))
@@ -491,7 +499,7 @@ def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
 
 def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):
     result = loaded(DATA / "a100_multi_stream_sync.json.gz")
-    truth = Truth(raw("a100_multi_stream_sync"))
+    truth = truth_of("a100_multi_stream_sync")
     assert {g["name"] for g in truth.work if g["cat"] == "kernel"} == {"ampere_sgemm_128x64_nn"}
     assert result.matmul_precision == "highest"
     assert "fp32_matmul" in rules(result)
@@ -512,14 +520,14 @@ def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):
 
 
 def test_dominant_op_on_device_time(tmp_path):
-    truth = Truth(raw("a100_multi_stream_sync")).op_rows()
+    truth = truth_of("a100_multi_stream_sync").op_rows()
     total = sum(r["self_device_time_total"] for r in truth.values())
     top = max(truth, key=lambda k: truth[k]["self_device_time_total"])
     assert top == "aten::mm" and truth[top]["self_device_time_total"] / total > Decimal("0.5")
     result = loaded(DATA / "a100_multi_stream_sync.json.gz")
     found = {f.rule: f for f in result.findings()}
     assert found["dominant_op"].evidence.startswith("aten::mm takes 100% of self time")
-    v100 = Truth(raw("v100_gpu_annotations")).op_rows()
+    v100 = truth_of("v100_gpu_annotations").op_rows()
     share = max(r["self_device_time_total"] for r in v100.values()) / \
         sum(r["self_device_time_total"] for r in v100.values())
     assert share < Decimal("0.5")
