@@ -38,8 +38,8 @@ def _shared_results_stay_as_loaded():
     session fails if a test changed one (it would change what later tests see)."""
     yield
     shared = sys.modules.get("loaded")
-    if shared is not None:
-        assert not shared.changed(), f"a test changed these shared results: {shared.changed()}"
+    changed = shared.changed() if shared is not None else []
+    assert not changed, f"a test changed these shared results: {changed}"
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,9 @@
 ``kernelmagic.load`` of one file gives equal results every time, so the tests that read a
 real trace's result, and change nothing in it, share one: ``loaded(path)``. Before, some
 twenty tests loaded ``v100_gpu_annotations.json.gz`` (about 0.25 s each), a dozen
-``a100_nccl_rank.json.gz`` and fifteen the ``ranks`` folder (a process pool each time).
-Tests of loading itself (its imports, readers, file forms, executors and errors) still
-call ``kernelmagic.load``.
+``a100_nccl_rank.json.gz`` and ten ``rank0_steps.json.gz``. Tests of loading itself (its
+imports, readers, file forms, executors and errors) still call ``kernelmagic.load``, as do
+those of the ``ranks`` folder, whose result keeps a cache of the ranks it has parsed.
 
 Each shared result's JSON is kept when it is loaded; ``changed()`` names the files whose
 result a test has changed since, and ``tests/conftest.py`` fails the session on any.

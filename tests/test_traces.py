@@ -205,7 +205,7 @@ class Truth:
 @cache
 def truth_of(name: str) -> Truth:
     """The ``Truth`` of ``tests/data/<name>.json.gz``, built once per test process (about
-    2 s for the V100 trace, which five tests read): the tests only read it."""
+    0.5 s for the V100 trace, which five tests read): the tests only read it."""
     return Truth(raw(name))
 
 

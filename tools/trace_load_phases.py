@@ -10,18 +10,17 @@ interpreter with bytecode cached (as after ``pip install``; the benchmark's
 ``installed_env``), taking the steps ``load`` takes, in its order, through the same
 functions: the gunzip begun on a thread, the imports meanwhile, then msgspec's reader's
 steps one by one (``sources/trace_fast.py: read_table``), the iterations and links, the
-views and the findings. The same rounds alternate with a plain ``kernelmagic.load``, whose
-time the phases should add up to; the first run checks that the step-by-step table equals
-``trace_fast.read_table``'s. Dataclass creation, a part of the imports, is shown apart.
+views and the findings. The same rounds alternate with the benchmark's own child (a plain
+``kernelmagic.load`` and its findings), whose time the phases should add up to; the first
+run checks that the step-by-step table equals ``trace_fast.read_table``'s. Dataclass
+creation, a part of the imports, is shown apart.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -99,45 +98,27 @@ if {check!r}:
 print(json.dumps(phases))
 """
 
-#: What the benchmark judges, timed the same way.
-LOAD_CHILD = """\
-import json, time
-t0 = time.perf_counter()
-import kernelmagic
-kernelmagic.load({path!r}).findings()
-print(json.dumps({{"kernelmagic.load + findings": time.perf_counter() - t0}}))
-"""
-
-
-def run(code: str, env: dict[str, str]) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=str(REPO_ROOT))
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--trace", type=Path, default=TRACE)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-    from bench_trace_load import installed_env
+    from bench_trace_load import KM_CHILD, installed_env, run  # the benchmark's own child
 
     folder = Path(tempfile.mkdtemp(prefix="km_phases_"))
     cache = Path(tempfile.mkdtemp(prefix="km_pycache_"))
     try:
         path = str(shutil.copy(args.trace, folder / args.trace.name))
         env = installed_env(cache)
+        load = KM_CHILD.format(path=path, stub="")
         run(PHASES_CHILD.format(path=path, check=True), env)  # fills the bytecode cache
-        run(LOAD_CHILD.format(path=path), env)
+        run(load, env)
         runs: dict[str, list[float]] = {}
         for _ in range(args.runs):  # alternating, so that both see the same machine
-            for code in (PHASES_CHILD.format(path=path, check=False),
-                         LOAD_CHILD.format(path=path)):
-                for name, seconds in run(code, env).items():
-                    runs.setdefault(name, []).append(seconds)
+            for name, seconds in run(PHASES_CHILD.format(path=path, check=False), env)[0].items():
+                runs.setdefault(name, []).append(seconds)
+            runs.setdefault("kernelmagic.load + findings", []).append(run(load, env)[0]["both"])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
