@@ -202,18 +202,23 @@ def test_a_live_sessions_samples_join_to_the_op_on_their_line():
 
     a = torch.randn(768, 768)
     _long_matmuls(a)  # warm
-    prof = torch_compat.new_profiler(False)
-    with prof, Sampler(test_a_live_sessions_samples_join_to_the_op_on_their_line.__code__) \
-            as sampler:
-        _long_matmuls(a)
-    table = table_from_session(prof)
-    lines = Lines(table, sampler.samples())
-    mm = [i for i in range(table.n) if table.names[table.name[i]] == "aten::mm"]
-    assert len(mm) == 3
-    samples = sampler.samples()
-    inside = frames_during(samples, samples.t_ns - table.origin_ns, table.start[mm],
-                           table.end[mm])
-    assert (inside >= 0).any(), "no sample inside any of the three matmuls"
+    # A sample lands inside a matmul only if the OS runs the sampler's thread meanwhile: on
+    # a loaded machine one session may see none (CI did once), so up to five are tried.
+    for _ in range(5):
+        prof = torch_compat.new_profiler(False)
+        with prof, Sampler(test_a_live_sessions_samples_join_to_the_op_on_their_line.__code__) \
+                as sampler:
+            _long_matmuls(a)
+        table = table_from_session(prof)
+        mm = [i for i in range(table.n) if table.names[table.name[i]] == "aten::mm"]
+        assert len(mm) == 3
+        samples = sampler.samples()
+        inside = frames_during(samples, samples.t_ns - table.origin_ns, table.start[mm],
+                               table.end[mm])
+        if (inside >= 0).any():
+            break
+    assert (inside >= 0).any(), "no sample inside any of the three matmuls, in five sessions"
+    lines = Lines(table, samples)
     named = [lines.of_op(i) for i in mm]
     assert all(where.endswith(f"test_idle_lines.py:{MM_LINE}") for where, _ in named), named
     assert named[0][1].startswith("torch.mm(a, a)  # MM_LINE")
