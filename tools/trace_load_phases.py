@@ -60,7 +60,6 @@ from kernelmagic.sources import trace_fast
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 mark("import the readers and msgspec")
 import kernelmagic.results.builder
-from kernelmagic.core.events import derive_links
 from kernelmagic.io import traces
 mark("import the views, results and findings' rules")
 data = text()
@@ -79,11 +78,7 @@ found = {{"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distr
          "traceName": doc.traceName}}
 table = cols.freeze_relative(trace_meta(source, found))
 mark("table frozen")
-iterations = traces.find_iterations(table)
-if not iterations.name:
-    iterations = dataclasses.replace(iterations, name=traces.trace_stem(source.name))
-parts = traces.TraceParts(derive_links(traces.within_iterations(table, iterations)),
-                          iterations)
+parts = traces.read_trace(source, reading=lambda: table)  # load's own steps, table given
 mark("iterations and links")
 result = traces.trace_result(parts)
 mark("views (build_result)")
