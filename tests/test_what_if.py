@@ -223,9 +223,23 @@ def test_predictions_stay_within_the_iteration_and_shrink_with_the_factor(
             predicted = real.what_if({label: factor}).iteration_us
             assert 0.0 <= predicted <= last * (1 + 1e-9)
             last = predicted
-        scale = measured / (real._model.window_ns / 1000)  # the model's window -> median
-        assert measured - last == pytest.approx(row.max_gain_us * scale, rel=1e-6, abs=1e-6)
+        # max_gain_us is in the measured median iteration's terms, as what_if's answers
+        assert measured - last == pytest.approx(row.max_gain_us, rel=1e-6, abs=1e-6)
     assert not math.isnan(real.what_if({}).saved_share)
+
+
+def test_the_critical_path_is_as_long_as_the_median_iteration(real: ProfileResult) -> None:
+    # docs/what-if.md: the path describes the iteration, never a longer span; its shares
+    # are of that length. Also in a what-if, where it is the predicted iteration's.
+    measured = real.stats.median * 1e6
+    assert sum(r.time for r in real.critical_path) == pytest.approx(measured, rel=1e-6)
+    assert sum(r.share for r in real.critical_path) == pytest.approx(1.0, rel=1e-6)
+    top = max(real.rows, key=lambda r: r.max_gain_us)
+    answer = real.what_if({KIND_MARKS.get(top.kind, "") + top.key: 2.0})
+    model_us = real._model.window_ns / 1000
+    scale = measured / model_us
+    assert sum(r.time for r in answer.critical_path) * scale == pytest.approx(
+        answer.iteration_us, rel=1e-6)
 
 
 # --- the trust line: traces built to break each rule -----------------------------------

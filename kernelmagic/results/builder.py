@@ -7,6 +7,7 @@ the result (the results layer: it imports the views below it, never torch).
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +122,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
-    rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline)
+    rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline,
+                                  statistics.median(timings) * 1e6 if timings else None)
     lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
@@ -154,17 +156,17 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
 
 
 def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],
-                    shown: Window | None,
-                    spans: bool) -> tuple[list[OpRow], IterationView | None]:
+                    shown: Window | None, spans: bool,
+                    median_us: float | None) -> tuple[list[OpRow], IterationView | None]:
     """The op rows, each with its ``max_gain_us``, and the ``shown`` (median) iteration's
     dependency model (``views/critical_path.py``; None without iterations; ``spans``:
-    with its spans, for the timeline)."""
+    with its spans, for the timeline), in terms of the measured median ``median_us``."""
     owners = range_owners(table, name)  # the ranges that are rows: for both views
     rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
                    flops="flops" in wanted, window=outer_window(table, name), name=name,
                    ranges=owners)
     model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
-                            ranges=owners) if shown is not None else None)
+                            ranges=owners, median_us=median_us) if shown is not None else None)
     return _with_gains(rows, model.gains_us if model else {}), model
 
 

@@ -16,6 +16,7 @@ measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,6 @@ from kernelmagic.views.dependencies import (
     IDLE,
     LAUNCH,
     NONE,
-    SYNC,
     Model,
     build_model,
 )
@@ -75,62 +75,257 @@ def _f(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Schedule:
-    t: np.ndarray  # (S, P) CPU positions' times
-    end: np.ndarray  # (S, W) GPU items' ends
-    d: np.ndarray  # (S, P) stretches into positions, scaled
-    dur: np.ndarray  # (S, W) GPU items' durations, scaled
-    sync_c: np.ndarray  # (S, Q) what each blocking call's end waits for (-inf: nothing)
+    """Every scenario's schedule, node-major: row ``n`` of each array is node ``n``'s value
+    in every scenario (a column per scenario), so that a chain's running sums and maxima
+    run down contiguous rows."""
+
+    t: np.ndarray  # (P, S) CPU positions' times
+    end: np.ndarray  # (W, S) GPU items' ends
+    d: np.ndarray  # (P, S) stretches into positions, scaled
+    dur: np.ndarray  # (W, S) GPU items' durations, scaled
+    sync_c: np.ndarray  # (Q, S) what each blocking call's end waits for (-inf: nothing)
     cpu_f: np.ndarray  # (S, R+1) the CPU multipliers replayed
-    cross_c: np.ndarray  # (S, X) what each edge between threads asks of its target
+    cross_c: np.ndarray  # (X, S) what each edge between threads asks of its target
+    backlog: np.ndarray  # (W, S) the carried-in backlog each item waits behind, scaled
 
 
-def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray, rounds: int = 100_000) -> _Schedule:
+@dataclass(frozen=True)
+class _Graph:
+    """The model as one graph for the sweep, built once per model: CPU positions are nodes
+    ``0..P-1``, GPU items ``P..P+W-1``; each thread and each stream is a *domain*, a run
+    of consecutive nodes. ``need_node[k]`` must be computed before ``need_of[k]`` (edges
+    between domains: launches, syncs, waits between streams, edges between threads)."""
+
+    dom_off: np.ndarray  # node range of each domain: threads first, then streams
+    dom_of: np.ndarray  # each node's domain
+    need_of: np.ndarray  # sorted: the node that needs
+    need_node: np.ndarray  # the node it needs
+    sync_order: np.ndarray  # the syncs by their position
+    sync_at: np.ndarray  # their positions, sorted
+    cross_order: np.ndarray
+    cross_at: np.ndarray
+    item_stream: np.ndarray  # each item's stream
+    sync_stream: np.ndarray  # the stream scaling each sync's fixed wait (-1: none)
+
+
+def _graph(m: Model) -> _Graph:
+    cached = m.__dict__.get("_graph")
+    if cached is not None:
+        return cached
+    p, w = m.pos_anchor.size, m.item_dur.size
+    dom_off = np.concatenate((m.chain_off[:-1], p + m.stream_off)).astype(np.int64)
+    dom_of = np.repeat(np.arange(dom_off.size - 1), np.diff(dom_off))
+    nodes, needs = [], []
+    launched = np.flatnonzero(m.item_launch >= 0)
+    nodes.append(p + launched)
+    needs.append(m.item_launch[launched])
+    wait_of = np.repeat(np.arange(w), np.diff(m.wait_off))
+    nodes.append(p + wait_of)
+    needs.append(p + m.wait_dep)
+    sync_of = np.repeat(np.arange(m.sync_pos.size), np.diff(m.sync_off))
+    nodes.append(m.sync_pos[sync_of])
+    needs.append(p + m.sync_dep)
+    nodes.append(m.cross_target)
+    needs.append(m.cross_source)
+    need_of = np.concatenate(nodes).astype(np.int64)
+    need_node = np.concatenate(needs).astype(np.int64)
+    order = np.argsort(need_of, kind="stable")
+    sync_order = np.argsort(m.sync_pos, kind="stable")
+    cross_order = np.argsort(m.cross_target, kind="stable")
+    item_stream = np.repeat(np.arange(m.stream_off.size - 1), np.diff(m.stream_off))
+    graph = _Graph(dom_off, dom_of, need_of[order], need_node[order], sync_order,
+                   m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
+                   item_stream, m.sync_stream)
+    m.__dict__["_graph"] = graph
+    return graph
+
+
+def _stream_ratios(m: Model, dur: np.ndarray) -> np.ndarray:
+    """(streams, S): each stream's work in the window, scaled, over its measured length:
+    how much faster the work carried in from earlier iterations runs in the steady state
+    (1 where a stream has no work)."""
+    k = m.stream_off.size - 1
+    if k <= 0 or not dur.shape[0]:
+        return np.ones((max(k, 0), dur.shape[1]))
+    first = m.stream_off[:-1]
+    measured = np.add.reduceat(m.item_dur.astype(np.float64), first)[:, None]
+    scaled = np.add.reduceat(dur, first, axis=0)
+    return np.where(measured > 0, scaled / np.where(measured > 0, measured, 1.0), 1.0)
+
+
+def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     """Every scenario's schedule; ``cpu_f``/``gpu_f``: (S, R+1) multipliers per row (the
-    last column, 1, is for time that belongs to no row)."""
+    last column, 1, is for time that belongs to no row). One sweep through the graph in
+    an order that respects every edge (``_Sweep``): time linear in the model's size."""
     r = len(m.row_key)
+    g = _graph(m)
     irow = np.where(m.item_row >= 0, m.item_row, r)
     d = _stretches(m, cpu_f)
-    dur = m.item_dur[None, :] * gpu_f[:, irow]
-    s = cpu_f.shape[0]
-    anchor = _f(m.pos_anchor)
-    ianchor = _f(m.item_anchor)
-    launched = np.flatnonzero(m.item_launch >= 0)
-    sync_scale = cpu_f[:, np.where(m.sync_row >= 0, m.sync_row, r)]
-    post = m.sync_post[None, :] * sync_scale
-    dropped = sync_scale == 0  # a blocking call removed altogether no longer waits
-    sync_groups = np.flatnonzero(np.diff(m.sync_off) > 0)
-    wait_items = np.flatnonzero(np.diff(m.wait_off) > 0)
-    end = np.full((s, m.item_dur.size), -np.inf)
-    sync_c = np.full((s, m.sync_pos.size), -np.inf)
-    t = np.full((s, m.pos_anchor.size), -np.inf)
-    cross_c = np.full((s, m.cross_target.size), -np.inf)
-    cpu_run = _running(d, m.chain_off)  # constant across rounds: summed once
-    gpu_run = _running(m.item_gap[None, :] + dur, m.stream_off)
-    dur_less_run = dur - gpu_run
-    for _ in range(rounds):
-        c = np.broadcast_to(anchor, d.shape).copy()
-        if m.cross_target.size:
-            cross_c = t[:, m.cross_source] + m.cross_off
-            c[:, m.cross_target] = np.maximum(c[:, m.cross_target], cross_c)
-        if sync_groups.size:
-            waited = np.maximum.reduceat(end[:, m.sync_dep], m.sync_off[sync_groups], axis=1)
-            sync_c = np.full((s, m.sync_pos.size), -np.inf)
-            sync_c[:, sync_groups] = waited
-            sync_c = np.maximum(sync_c, _f(m.sync_fixed)[None, :]) + post
-            sync_c[dropped] = -np.inf
-            c[:, m.sync_pos] = np.maximum(c[:, m.sync_pos], sync_c)
-        before, t = t, _chains(cpu_run, c, m.chain_off)
-        ready = np.broadcast_to(ianchor, dur.shape).copy()
-        ready[:, launched] = np.maximum(ready[:, launched],
-                                        t[:, m.item_launch[launched]] + m.item_lat[launched])
-        if wait_items.size:
-            waited = np.maximum.reduceat(end[:, m.wait_dep], m.wait_off[wait_items], axis=1)
-            ready[:, wait_items] = np.maximum(ready[:, wait_items], waited)
-        new_end = _chains(gpu_run, ready + dur_less_run + gpu_run, m.stream_off)
-        if np.array_equal(new_end, end) and np.array_equal(before, t):
-            break
-        end = new_end
-    return _Schedule(t, end, d, dur, sync_c, cpu_f, cross_c)
+    dur = m.item_dur[:, None] * gpu_f.T[irow]
+    ratio = _stream_ratios(m, dur)
+    backlog = m.item_backlog[:, None] * ratio[g.item_stream]
+    ianchor = (_f(m.item_anchor) - m.item_backlog)[:, None] + backlog
+    sync_scale = cpu_f.T[np.where(m.sync_row >= 0, m.sync_row, r)]
+    fixed = np.repeat(_f(m.sync_fixed)[:, None], cpu_f.shape[0], axis=1)
+    scaled = np.flatnonzero((m.sync_stream >= 0) & (m.sync_fixed != NONE))
+    if scaled.size:
+        fixed[scaled] = m.sync_fixed[scaled, None] * ratio[m.sync_stream[scaled]]
+    sweep = _Sweep(m, g, d, dur, ianchor, fixed, m.sync_post[:, None] * sync_scale,
+                   sync_scale == 0)  # a blocking call removed altogether no longer waits
+    sweep.run()
+    if sweep.cyclic:
+        sweep.relax()
+    return _Schedule(sweep.t, sweep.end, d, dur, sweep.sync_c, cpu_f, sweep.cross_c, backlog)
+
+
+class _Sweep:
+    """The max-plus schedule of every scenario at once, domain by domain: each thread is
+    a chain (``t[p] = max(t[p-1] + d[p], c[p])``: a cumulative sum and a running maximum),
+    each stream one too (``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]``). A domain
+    is advanced as far as the nodes whose other needs are already computed (found by
+    galloping over ``_Graph.need_of``), then the next domain; each node is computed once,
+    so the cost is linear in the model (rounds only where the graph has no such order,
+    which measured times never give; then the rest is relaxed until nothing moves)."""
+
+    def __init__(self, m: Model, g: _Graph, d: np.ndarray, dur: np.ndarray,
+                 ianchor: np.ndarray, fixed: np.ndarray, post: np.ndarray,
+                 dropped: np.ndarray) -> None:
+        self.m, self.g, self.d, self.dur = m, g, d, dur
+        s, p, w = d.shape[1], m.pos_anchor.size, m.item_dur.size
+        self.p = p
+        self.t = np.empty((p, s))
+        self.end = np.empty((w, s))
+        self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
+        self.cross_c = np.full((m.cross_target.size, s), -np.inf)
+        self.cpu_run = _running(d, m.chain_off)
+        self.gpu_run = _running(m.item_gap[:, None] + dur, m.stream_off)
+        self.anchor = _f(m.pos_anchor)
+        self.ianchor, self.fixed, self.post, self.dropped = ianchor, fixed, post, dropped
+        self.progress = g.dom_off[:-1].copy()  # the next node of each domain
+        self.cyclic = False
+
+    def run(self) -> None:
+        stop = self.g.dom_off[1:]
+        while True:
+            moved = False
+            for k in np.flatnonzero(self.progress < stop).tolist():
+                lo = int(self.progress[k])
+                hi = self._reachable(lo, int(stop[k]))
+                if hi > lo:
+                    self._compute(k, lo, hi)
+                    self.progress[k] = hi
+                    moved = True
+            if not (self.progress < stop).any():
+                return
+            if not moved:  # no order respects every edge: compute one node, relax later
+                if not self.cyclic:  # what is not computed yet counts as -inf from now on
+                    for a, b in zip(self.progress.tolist(), stop.tolist(), strict=True):
+                        self._rows(a)[a - (self.p if a >= self.p else 0):
+                                      b - (self.p if a >= self.p else 0)] = -np.inf
+                k = int(np.flatnonzero(self.progress < stop)[0])
+                self._compute(k, int(self.progress[k]), int(self.progress[k]) + 1)
+                self.progress[k] += 1
+                self.cyclic = True
+
+    def relax(self) -> None:
+        """Whole passes over every domain until nothing moves (the least fixed point,
+        from the sweep's lower bound): only where ``run`` found no order."""
+        bounds = list(zip(self.g.dom_off[:-1].tolist(), self.g.dom_off[1:].tolist(),
+                          strict=True))
+        while True:
+            before = self.t.copy(), self.end.copy()
+            for k, (lo, hi) in enumerate(bounds):
+                if hi > lo:
+                    self._compute(k, lo, hi)
+            if np.array_equal(before[0], self.t) and np.array_equal(before[1], self.end):
+                return
+
+    def _reachable(self, lo: int, hi: int) -> int:
+        """The end of the run of nodes from ``lo`` whose needs are all computed."""
+        g = self.g
+        at, size = lo, 64
+        while at < hi:
+            upto = min(hi, at + size)
+            a, b = np.searchsorted(g.need_of, (at, upto))
+            if b > a:
+                need = g.need_node[a:b]
+                bad = need >= self.progress[g.dom_of[need]]
+                if bad.any():
+                    return int(g.need_of[a + int(np.argmax(bad))])
+            at = upto
+            size *= 2
+        return hi
+
+    def _rows(self, node: int) -> np.ndarray:
+        return self.t if node < self.p else self.end
+
+    def _compute(self, k: int, lo: int, hi: int) -> None:
+        if lo < self.p:
+            self._cpu(k, lo, hi)
+        else:
+            self._gpu(k, lo - self.p, hi - self.p)
+
+    def _cpu(self, k: int, lo: int, hi: int) -> None:
+        m, g = self.m, self.g
+        c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
+        a, b = np.searchsorted(g.sync_at, (lo, hi))
+        if b > a:
+            qs = g.sync_order[a:b]
+            waited = _latest(self.end, m.sync_dep, m.sync_off[qs], m.sync_off[qs + 1])
+            got = np.maximum(waited, self.fixed[qs]) + self.post[qs]
+            got[self.dropped[qs]] = -np.inf
+            self.sync_c[qs] = got
+            np.maximum.at(c, m.sync_pos[qs] - lo, got)
+        a, b = np.searchsorted(g.cross_at, (lo, hi))
+        if b > a:
+            xs = g.cross_order[a:b]
+            got = self.t[m.cross_source[xs]] + m.cross_off[xs, None]
+            self.cross_c[xs] = got
+            np.maximum.at(c, m.cross_target[xs] - lo, got)
+        self.t[lo:hi] = _carried(c, self.cpu_run, self.t, lo, hi, lo > m.chain_off[k])
+
+    def _gpu(self, k: int, lo: int, hi: int) -> None:
+        m = self.m
+        ready = self.ianchor[lo:hi].copy()
+        launch = m.item_launch[lo:hi]
+        has = np.flatnonzero(launch >= 0)
+        if has.size:
+            ready[has] = np.maximum(ready[has],
+                                    self.t[launch[has]] + m.item_lat[lo + has, None])
+        if m.wait_off[hi] > m.wait_off[lo]:
+            waits = np.flatnonzero(m.wait_off[lo + 1:hi + 1] > m.wait_off[lo:hi])
+            got = _latest(self.end, m.wait_dep, m.wait_off[lo + waits],
+                          m.wait_off[lo + waits + 1])
+            ready[waits] = np.maximum(ready[waits], got)
+        first = int(m.stream_off[k - (m.chain_off.size - 1)])
+        ready += self.dur[lo:hi]
+        self.end[lo:hi] = _carried(ready, self.gpu_run, self.end, lo, hi, lo > first)
+
+
+def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(len(lo), S): per group ``dep[lo[j]:hi[j]]``, the latest ``end`` (-inf: empty)."""
+    out = np.full((lo.size, end.shape[1]), -np.inf)
+    counts = hi - lo
+    full = np.flatnonzero(counts > 0)
+    if not full.size:
+        return out
+    n = counts[full]
+    firsts = np.cumsum(n) - n
+    index = np.repeat(lo[full] - firsts, n) + np.arange(int(n.sum()))
+    out[full] = np.maximum.reduceat(end[dep[index]], firsts, axis=0)
+    return out
+
+
+def _carried(c: np.ndarray, run: np.ndarray, out: np.ndarray, lo: int, hi: int,
+             carry: bool) -> np.ndarray:
+    """``x[p] = max(x[p-1] + step[p], c[p])`` for ``p`` in ``lo:hi`` (``run``: the steps'
+    running sums along the chain), continuing from ``out[lo-1]`` when ``carry``."""
+    x = c - run[lo:hi]
+    if carry:
+        np.maximum(x[0], out[lo - 1] - run[lo - 1], out=x[0])
+    np.maximum.accumulate(x, axis=0, out=x)
+    x += run[lo:hi]
+    return x
 
 
 def _owned(m: Model) -> np.ndarray:
@@ -146,44 +341,36 @@ def _owned(m: Model) -> np.ndarray:
 
 
 def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
-    """(S, P): each position's stretch since the previous one, its parts scaled by row.
+    """(P, S): each position's stretch since the previous one, its parts scaled by row.
     Only the rows a scenario changes are touched (no matrix product: BLAS threads
     fight over a loaded machine's cores)."""
     owned = _owned(m)
-    d = np.broadcast_to(owned.sum(axis=0), (cpu_f.shape[0], owned.shape[1])).copy()
+    delta = np.zeros((cpu_f.shape[0], owned.shape[1]))
     for s, row in zip(*np.nonzero(cpu_f != 1.0), strict=True):
-        d[s] += (cpu_f[s, row] - 1.0) * owned[row]
-    return d
+        delta[s] += (cpu_f[s, row] - 1.0) * owned[row]
+    delta = delta.T
+    delta += owned.sum(axis=0)[:, None]
+    return np.ascontiguousarray(delta)
 
 
 def _running(d: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """Running sums of ``d`` along each chain (segment ``off[k]:off[k+1]``)."""
+    """Running sums of ``d`` down each chain (rows ``off[k]:off[k+1]``)."""
     run = np.empty_like(d)
     for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
-        np.cumsum(d[:, lo:hi], axis=1, out=run[:, lo:hi])
+        np.cumsum(d[lo:hi], axis=0, out=run[lo:hi])
     return run
-
-
-def _chains(run: np.ndarray, c: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """``t[p] = max(t[p-1] + d[p], c[p])`` along each chain (``run``: ``d``'s running sums):
-    one pass per thread. A stream is a chain too: ``end[i] = max(end[i-1] + gap[i] +
-    dur[i], ready[i] + dur[i])``."""
-    t = c - run
-    for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
-        np.maximum.accumulate(t[:, lo:hi], axis=1, out=t[:, lo:hi])
-    return t + run
 
 
 def _span(m: Model, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
     """Per scenario: the iteration thread's length, and where it or its GPU work ends
     (other threads count only through their edges to it: a worker running past the
     window does not hold the iteration back)."""
-    s = sched.t.shape[0]
+    s = sched.cpu_f.shape[0]
     lasts = m.chain_off[1:] - 1
-    own = sched.t[:, lasts[m.main_chain]] if m.main_chain >= 0 else np.zeros(s)
+    own = sched.t[lasts[m.main_chain]].copy() if m.main_chain >= 0 else np.zeros(s)
     whole = own.copy()
-    if sched.end.shape[1]:
-        whole = np.maximum(whole, sched.end.max(axis=1))
+    if sched.end.shape[0]:
+        whole = np.maximum(whole, sched.end.max(axis=0))
     return own, whole
 
 
@@ -211,17 +398,20 @@ def predict(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> tuple[np.ndarray,
 
 
 def max_gains(m: Model) -> np.ndarray:
-    """Per row of the model: ns the iteration would shrink if the row took no time."""
+    """Per row of the model: ns the iteration would shrink if the row took no time.
+
+    Only the rows that can change the end are replayed: removing a row's time shortens
+    every path by that row's time on it, so the iteration can shrink by at most the row's
+    time on the critical path, and a row with none there saves nothing. (Rows whose
+    removal changes more than their own time are always replayed: a blocking call's,
+    whose wait goes with it, and GPU work on a stream whose carried-in backlog scales
+    with it.) Then one batched replay for the rest."""
     r = len(m.row_key)
     gains = np.zeros(r)
     if m.empty or not r:
         return gains
     per_chunk = max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
-    owns = np.zeros(r + 1, bool)  # a row that owns no time here is worth nothing
-    owns[m.part_row[m.part_dur > 0]] = True
-    owns[m.item_row[m.item_dur > 0]] = True
-    owns[m.sync_row] = True
-    held = np.flatnonzero(owns[:r])
+    held = np.flatnonzero(_may_gain(m))
     for lo in range(0, held.size, per_chunk):
         rows = held[lo:lo + per_chunk]
         cpu_f, gpu_f = _factors(m, rows.size)
@@ -230,6 +420,33 @@ def max_gains(m: Model) -> np.ndarray:
         predicted, _ = predict(m, cpu_f, gpu_f)
         gains[rows] = np.maximum(0.0, m.window_ns - predicted)
     return gains
+
+
+def _may_gain(m: Model) -> np.ndarray:
+    """(R,): the rows whose removal can shorten the iteration (``max_gains``)."""
+    r = len(m.row_key)
+    may = np.zeros(r + 1, bool)
+    for (_, row), ns in _unclipped_path(m).items():
+        if ns > 0:
+            may[row] = True
+    may[m.sync_row] = True
+    g = _graph(m)
+    scaling = np.zeros(m.stream_off.size, bool)
+    scaling[g.item_stream[m.item_backlog > 0]] = True
+    scaling[m.sync_stream[(m.sync_stream >= 0) & (m.sync_fixed != NONE)]] = True
+    may[m.item_row[scaling[g.item_stream] & (m.item_dur > 0)]] = True
+    may[-1] = False  # (time that belongs to no row)
+    return may[:r]
+
+
+def _unclipped_path(m: Model) -> dict[tuple[int, int], float]:
+    """The measured critical path by (category, row), all of it back to where it starts
+    (``_walk`` without cutting it to the iteration's length)."""
+    _, sched = _baseline(m)
+    node = _path_start(m, sched, float(predict(m, *_factors(m, 1))[0][0]))[0]
+    acc: dict[tuple[int, int], float] = {}
+    _follow(m, sched, node, acc, -np.inf, None)
+    return acc
 
 
 def row_indices(m: Model, key: str) -> list[int]:
@@ -269,7 +486,7 @@ def what_if(m: Model, factors: Mapping[str, float], side: str = "both") -> WhatI
     measured = m.window_ns / 1000.0
     saved = measured - new
     return WhatIf(new, measured, saved, saved / measured if measured > 0 else 0.0,
-                  _walk(m, sched))
+                  _walk(m, sched, float(predicted[0])))
 
 
 def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow], list[Span]]:
@@ -278,9 +495,9 @@ def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow],
     "critical path", µs from the iteration's start; neighbours of one category merged)."""
     if m.empty:
         return [], []
-    _, sched = predict(m, *_factors(m, 1))
+    predicted, sched = predict(m, *_factors(m, 1))
     pieces: list[tuple[float, float, int]] | None = [] if spans else None
-    rows = _walk(m, sched, pieces)
+    rows = _walk(m, sched, float(predicted[0]), pieces)
     return rows, _merged(pieces, m.window_ns / SPAN_RESOLUTION) if pieces else []
 
 
@@ -316,23 +533,22 @@ def path_summary(rows: list[CriticalPathRow]) -> str:
     return "critical path: " + ", ".join(parts)
 
 
-def _walk(m: Model, sched: _Schedule,
+def _walk(m: Model, sched: _Schedule, length: float,
           spans: list[tuple[float, float, int]] | None = None) -> list[CriticalPathRow]:
-    """Walk back from whatever ends the predicted iteration, adding up what lies on the way."""
-    t, end, d, dur = sched.t[0], sched.end[0], sched.d[0], sched.dur[0]
-    lasts = m.chain_off[1:] - 1
-    ends = [("c", int(lasts[m.main_chain]), float(t[lasts[m.main_chain]]))
-            ] if m.main_chain >= 0 else []
-    if end.size:
-        ends.append(("g", int(np.argmax(end)), float(end.max())))
-    node: tuple[str, int] | None = None
-    if ends:
-        what, i, _ = max(ends, key=lambda x: x[2])
-        node = (what, i)
-        if m.main_chain >= 0 and not (what == "g" and end[i] > t[lasts[m.main_chain]]):
-            node = ("c", int(lasts[m.main_chain]))  # the iteration's own thread ends it
+    """The critical path of the predicted iteration of ``length`` ns: walk back from what
+    ends it, adding up what lies on the way. It is exactly ``length`` long: the walk
+    starts at the iteration's own thread's end, or, where the GPU's work bounds the
+    iteration (it ends later), at the GPU's last work, and then leaves out the earliest
+    part, which in the steady state belongs to the iteration before (``docs/what-if.md``);
+    where nothing ends that late, the rest is idle."""
+    node, finish = _path_start(m, sched, length)
     acc: dict[tuple[int, int], float] = {}
-    _follow(m, sched, node, acc, t, end, d, dur, spans)
+    if length > finish + 1e-6:  # nothing recorded ends the iteration: the rest is idle
+        acc[(IDLE, -1)] = length - finish
+        if spans is not None:
+            spans.append((finish, length, IDLE))
+    floor = max(0.0, finish - length)
+    _follow(m, sched, node, acc, floor, spans)
     total = sum(acc.values())
     rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
                             key=m.row_key[row] if row >= 0 else "",
@@ -342,10 +558,27 @@ def _walk(m: Model, sched: _Schedule,
     return sorted(rows, key=lambda r: (-r.time, r.category, r.key))
 
 
+def _path_start(m: Model, sched: _Schedule,
+                length: float) -> tuple[tuple[str, int] | None, float]:
+    """Where the walk back starts, and when that is: the iteration's own thread's end when
+    it ends the iteration, else the GPU's last work."""
+    t, end = sched.t[:, 0], sched.end[:, 0]
+    lasts = m.chain_off[1:] - 1
+    own = float(t[lasts[m.main_chain]]) if m.main_chain >= 0 else -np.inf
+    gpu_end = float(end.max()) if end.size else -np.inf
+    if (m.main_chain >= 0 and own >= length - 1e-6) or (gpu_end == -np.inf and own > -np.inf):
+        return ("c", int(lasts[m.main_chain])), own
+    if gpu_end > -np.inf:
+        return ("g", int(np.argmax(end))), gpu_end
+    return None, 0.0
+
+
 def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
-            acc: dict[tuple[int, int], float], t: np.ndarray, end: np.ndarray,
-            d: np.ndarray, dur: np.ndarray,
+            acc: dict[tuple[int, int], float], floor: float,
             spans: list[tuple[float, float, int]] | None) -> None:
+    """Walk back from ``node`` along the edges that held each piece back, down to the
+    time ``floor`` (pieces that straddle it are cut there)."""
+    t, end, d, dur = sched.t[:, 0], sched.end[:, 0], sched.d[:, 0], sched.dur[:, 0]
     chain_start = set(m.chain_off[:-1].tolist())
     sync_at = {p: q for q, p in enumerate(m.sync_pos.tolist())}
     cross_at = {p: x for x, p in enumerate(m.cross_target.tolist())}
@@ -356,17 +589,23 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
     scale = sched.cpu_f[0]
     stretches: list[int] = []  # positions whose whole stretch lies on the path
     t_, d_, end_, dur_ = t.tolist(), d.tolist(), end.tolist(), dur.tolist()
+    sync_cat = m.sync_cat.tolist()
 
-    def add(c: int, r: int, ns: float, until: float | None = None) -> None:
+    def add(c: int, r: int, ns: float, until: float) -> None:
+        ns = min(ns, until - floor)
+        if ns <= 0:
+            return
         acc[(c, r)] = acc.get((c, r), 0.0) + ns
-        if spans is not None and until is not None:
+        if spans is not None:
             spans.append((until - ns, until, c))
 
     while node is not None:
         what, i = node
+        if (t_[i] if what == "c" else end_[i]) <= floor + 1e-6:
+            break
         if what == "c":
             x = cross_at.get(i)
-            if x is not None and sched.cross_c[0, x] >= (t_[i - 1] + d_[i] if i not in chain_start
+            if x is not None and sched.cross_c[x, 0] >= (t_[i - 1] + d_[i] if i not in chain_start
                                                          else -np.inf) + 1e-6:
                 add(IDLE, -1, float(m.cross_off[x]), t_[i])
                 node = ("c", int(m.cross_source[x]))
@@ -375,26 +614,31 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
                 add(IDLE, -1, max(0.0, t_[i]), t_[i])
                 break
             q = sync_at.get(i)
-            if q is not None and sched.sync_c[0, q] > t_[i - 1] + d_[i] + 1e-6:
+            if q is not None and sched.sync_c[q, 0] > t_[i - 1] + d_[i] + 1e-6:
                 sync_row = int(m.sync_row[q])
-                add(SYNC, sync_row, float(m.sync_post[q] * scale[sync_row if sync_row >= 0
-                                                                 else r]), float(t[i]))
+                waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
+                add(sync_cat[q], sync_row, waited, t_[i])
                 lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
                 deps = m.sync_dep[lo:hi]
-                node = ("g", int(deps[np.argmax(end[deps])])) if hi > lo else None
+                if hi > lo and end[deps].max() >= t_[i] - waited - 1e-6:
+                    node = ("g", int(deps[np.argmax(end[deps])]))
+                else:  # work launched before the window: the GPU was busy with it
+                    add(GPU_WORK, -1, t_[i] - waited, t_[i] - waited)
+                    node = None
                 continue
             stretches.append(i)
             node = ("c", i - 1)
             continue
         add(GPU_WORK, irow[i], dur_[i], end_[i])
-        node = _gpu_cause(m, i, t, end, dur, stream_first, add)
-    _add_stretches(m, np.asarray(stretches, np.int64), scale, t, acc, spans)
+        node = _gpu_cause(m, sched, i, stream_first, add)
+    _add_stretches(m, np.asarray(stretches, np.int64), scale, t, d, floor, acc, spans)
 
 
 def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
-                   acc: dict[tuple[int, int], float],
+                   d: np.ndarray, floor: float, acc: dict[tuple[int, int], float],
                    spans: list[tuple[float, float, int]] | None) -> None:
-    """Add the parts of the stretches into positions ``at`` to ``acc`` (and ``spans``)."""
+    """Add the parts of the stretches into positions ``at`` to ``acc`` (and ``spans``),
+    the one that straddles ``floor`` cut there (its parts in proportion)."""
     if not at.size:
         return
     lo, hi = m.part_off[at], m.part_off[at + 1]
@@ -402,12 +646,17 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     parts = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
     rows = m.part_row[parts]
     ns = m.part_dur[parts] * scale[np.where(rows >= 0, rows, len(m.row_key))]
+    if floor > 0:
+        whole = d[at]
+        kept = np.clip(t[at] - floor, 0.0, whole) / np.where(whole > 0, whole, 1.0)
+        ns = ns * np.repeat(np.where(whole > 0, kept, 0.0), counts)
     key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1
     found, inverse = unique(key, return_inverse=True)
     sums = np.bincount(inverse, weights=ns)
     for k, v in zip(found.tolist(), sums.tolist(), strict=True):
         cat, row = divmod(k, len(m.row_key) + 1)
-        acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + v
+        if v > 0:
+            acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + v
     if spans is None or not counts.any():  # (positions that hold no part: nothing to lay)
         return
     # Merged parts are in no real order: laid back to back, ending at the position.
@@ -418,22 +667,26 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
                      strict=True))
 
 
-def _gpu_cause(m: Model, i: int, t: np.ndarray, end: np.ndarray, dur: np.ndarray,
-               stream_first: np.ndarray, add) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
-    """What GPU item ``i`` waited for before it started (the binding one of its causes)."""
-    start = end[i] - dur[i]
+def _gpu_cause(m: Model, sched: _Schedule, i: int, stream_first: np.ndarray,
+               add) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
+    """What GPU item ``i`` waited for before it started (the binding one of its causes);
+    work carried in from before the window is GPU work of no row (the iteration before)."""
+    t, end, dur = sched.t[:, 0], sched.end[:, 0], sched.dur[:, 0]
+    start = float(end[i] - dur[i])
     lp = int(m.item_launch[i])
     if lp >= 0 and t[lp] + m.item_lat[i] >= start - 1e-6:
-        add(LAUNCH, -1, float(m.item_lat[i]), float(start))
+        add(LAUNCH, -1, float(m.item_lat[i]), start)
         return ("c", lp)
     lo, hi = int(m.wait_off[i]), int(m.wait_off[i + 1])
     for j in m.wait_dep[lo:hi].tolist():
         if end[j] >= start - 1e-6:
             return ("g", j)
     if not stream_first[i] and end[i - 1] + m.item_gap[i] >= start - 1e-6:
-        add(IDLE, -1, float(m.item_gap[i]), float(start))
+        add(IDLE, -1, float(m.item_gap[i]), start)
         return ("g", i - 1)
-    add(IDLE, -1, max(0.0, float(start)), float(start))
+    backlog = float(sched.backlog[i, 0])
+    add(IDLE, -1, max(0.0, start - backlog), start)
+    add(GPU_WORK, -1, backlog, backlog)
     return None
 
 
@@ -450,11 +703,17 @@ class IterationView:
 
 def iteration_view(table: EventTable, window: Window, name: str | None = None,
                    shapes: bool = False, spans: bool = False,
-                   ranges: np.ndarray | None = None) -> IterationView:
+                   ranges: np.ndarray | None = None,
+                   median_us: float | None = None) -> IterationView:
     """The dependency model of ``window`` (the median iteration), its path (in time too,
-    with ``spans``: for the timeline) and each row's gain; ``ranges``: ``range_owners``."""
+    with ``spans``: for the timeline) and each row's gain; ``ranges``: ``range_owners``.
+    ``median_us``: the measured median iteration, which the path's and the gains' µs are
+    given in (as ``what_if``'s answers are); default the window's own length."""
     m = build_model(table, window, name, shapes, ranges)
-    gains = max_gains(m) / 1000.0
+    scale = (median_us * 1000.0 / m.window_ns if median_us and m.window_ns > 0 else 1.0)
+    gains = max_gains(m) / 1000.0 * scale
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
              zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
-    return IterationView(m, *critical_path(m, spans), keyed)
+    path, in_time = critical_path(m, spans)
+    path = [dataclasses.replace(row, time=row.time * scale) for row in path]
+    return IterationView(m, path, in_time, keyed)

@@ -47,6 +47,14 @@ from kernelmagic.views.tree import depth_of
 
 JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
 OVERLAP_NS = 0  # work may start this long before the previous work on its stream ends
+#: The launch latency taken when no launch in the whole trace found its stream idle (the
+#: medians of the real traces in tests/data and shared/traces lie between 7 and 20 µs).
+DEFAULT_LAUNCH_LATENCY_NS = 10_000
+#: A launch waited for the GPU (the launch queue was full) when it took this much longer
+#: than the window's median launch, its own work was queued, and it returned within
+#: ``QUEUE_RETURN_NS`` of some GPU work ending (the slot that work freed).
+BLOCKED_LAUNCH_EXTRA_NS = 10_000
+QUEUE_RETURN_NS = 20_000
 NONE = -(2**62)  # "no constraint" in the packed integer arrays (-inf when simulating)
 
 #: What a stretch of time on the critical path is (``pos_cat`` / the path's categories).
@@ -66,6 +74,7 @@ class Model:
 
     window_ns: int = 0
     main_chain: int = -1  # the thread whose range is the iteration window (-1: none)
+    overhang_ns: int = 0  # how long the window's GPU work runs on past the window's end
     row_key: list[str] = field(default_factory=list)
     row_kind: list[str] = field(default_factory=list)
     row_shapes: list[str] = field(default_factory=list)
@@ -79,6 +88,8 @@ class Model:
     sync_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_post: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_fixed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_stream: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_cat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     sync_dep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     stream_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
@@ -88,6 +99,7 @@ class Model:
     item_lat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     item_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     item_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    item_backlog: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     wait_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     wait_dep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     cross_target: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -119,7 +131,19 @@ class Model:
                 raw = zlib.decompress(base64.b64decode(value))
                 value = np.frombuffer(raw, dtype="<i8").astype(np.int64)
             kwargs[name] = value
-        return cls(**kwargs)
+        return cls(**kwargs)._completed()
+
+    def _completed(self) -> Model:
+        """Fill the arrays a file saved before they existed lacks (saved by an older
+        kernelmagic): no carried-in backlog, blocking calls only, nothing scaled."""
+        q, w = self.sync_pos.size, self.item_dur.size
+        if self.sync_stream.size != q:
+            self.sync_stream = np.full(q, -1, np.int64)
+        if self.sync_cat.size != q:
+            self.sync_cat = np.full(q, SYNC, np.int64)
+        if self.item_backlog.size != w:
+            self.item_backlog = np.zeros(w, np.int64)
+        return self
 
 
 def build_model(table: EventTable, window: Window, name: str | None = None,
@@ -132,10 +156,12 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
     row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes)
     cpu = _cpu_chains(table, ws, we, row_of)
     gpu = _gpu_items(table, ws, we, row_of, cpu)
-    items, launch_times = gpu.pop("items"), gpu.pop("launch_times")
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
-                  row_key=keys, row_kind=kinds, row_shapes=shape_texts, **gpu)
-    _add_syncs(table, model, cpu, items, launch_times)
+                  row_key=keys, row_kind=kinds, row_shapes=shape_texts,
+                  **{k: v for k, v in gpu.items() if k in _MODEL_ARRAYS})
+    ends = table.end[gpu["items"]]
+    model.overhang_ns = max(0, int(ends.max()) - we) if ends.size else 0
+    _add_syncs(table, model, cpu, gpu, ws)
     _thread_edges(model, cpu, table)
     _merge_positions(model, cpu)
     return model
@@ -194,11 +220,13 @@ def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
         if k == main or not works[cpu.chain_off[k]:cpu.chain_off[k + 1]].any():
             continue
         b0, b1 = int(cpu.chain_off[k]), int(cpu.chain_off[k + 1])
-        q = lo + max(0, int(np.searchsorted(a_time, cpu.time[b0], "right")) - 1)
-        targets.append(b0)
-        sources.append(q)
-        offsets.append(int(cpu.time[b0] - cpu.time[q]))
-        cpu.anchor[b0] = NONE
+        before = int(np.searchsorted(a_time, cpu.time[b0], "right")) - 1
+        if before >= 0:  # (a thread already running when the iteration's began: as measured)
+            q = lo + before
+            targets.append(b0)
+            sources.append(q)
+            offsets.append(int(cpu.time[b0] - cpu.time[q]))
+            cpu.anchor[b0] = NONE
         idle = b0 + np.flatnonzero(cpu.owner[b0:b1] < 0)
         at = lo + np.searchsorted(a_time, cpu.time[idle], "left")
         ok = (at < hi) & (at > lo)
@@ -380,14 +408,32 @@ def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return work, same, prev_end
 
 
+def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
+                     prev_end: np.ndarray, in_window: np.ndarray) -> int:
+    """The launch latency of work that found its stream idle when it was launched: the
+    median in the window, else in the whole trace, else ``DEFAULT_LAUNCH_LATENCY_NS``.
+    Never from queued work: its delay is the GPU's backlog, not a latency."""
+    launched = call >= 0
+    start = np.where(launched, table.start[np.maximum(call, 0)], NONE)
+    lat = table.start[work] - start
+    free = launched & (lat >= 0) & ((prev_end == NONE) | (prev_end <= start))
+    for chosen in (free & in_window, free):
+        if chosen.any():
+            return int(np.median(lat[chosen]))
+    return DEFAULT_LAUNCH_LATENCY_NS
+
+
 def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
                cpu: _Chains) -> dict[str, np.ndarray]:
-    """The GPU work launched in the window (or starting there, with no recorded launch)."""
+    """The GPU work launched in the window (or starting there, with no recorded launch).
+    Work queued behind work launched before the window starts after that backlog
+    (``item_backlog``: how far into the window it runs)."""
     work, same, prev_end = _stream_order(table)
     call = launch_calls(table, work)
     launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
                          (table.start[work] >= ws) & (table.start[work] < we))
+    typical = _typical_latency(table, work, call, prev_end, in_window)
     keep = np.flatnonzero(in_window)
     items = work[keep]
     st = table.start[items] - ws
@@ -397,8 +443,6 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     launched = (call[keep] >= 0) & (lat >= 0)
     queued = launched & (pe != NONE) & (pe > ls)
     free = launched & ~queued
-    typical = int(np.median(lat[free])) if free.any() else (
-        int(lat[launched].min()) if launched.any() else 0)
     item_lat = np.where(queued, np.minimum(lat, typical), lat)
     gap = np.where(free, 0, st - np.where(pe != NONE, pe, st))
     # The previous work on the stream is in the model when it is the item just before.
@@ -407,19 +451,26 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     anchor = np.full(keep.size, NONE, np.int64)
     fixed_prev = ~prev_in & (pe != NONE)
     anchor[fixed_prev] = pe[fixed_prev] + gap[fixed_prev]
+    backlog = np.where(fixed_prev & (pe != NONE) & (pe > 0), pe, 0).astype(np.int64)
     alone = ~launched & ~prev_in
     anchor[alone] = st[alone]
     stream_off = np.concatenate((np.flatnonzero(~prev_in), [keep.size])).astype(np.int64)
     item_row = np.where(table.launcher[items] >= 0,
                         row_of[np.maximum(table.launcher[items], 0)], row_of[items])
     launch_pos = np.where(launched, cpu.position_of_start(call[keep]), -1)
-    wait_off, wait_dep, anchor = _stream_waits(table, items, call[keep], launch_pos, cpu,
-                                               anchor, ws)
+    wait_off, wait_dep = _stream_waits(table, items, call[keep], ws)
+    item_of_work = np.full(work.size, -1, np.int64)
+    item_of_work[keep] = np.arange(keep.size)
     return dict(stream_off=stream_off, item_dur=(table.end[items] - table.start[items]),
                 item_row=item_row, item_launch=launch_pos, item_lat=item_lat.astype(np.int64),
-                item_gap=gap.astype(np.int64), item_anchor=anchor,
-                wait_off=wait_off, wait_dep=wait_dep, items=items,
-                launch_times=np.where(ls != NONE, ls + ws, NONE))
+                item_gap=gap.astype(np.int64), item_anchor=anchor, item_backlog=backlog,
+                wait_off=wait_off, wait_dep=wait_dep, items=items, work=work,
+                work_launch=launch_start, item_of_work=item_of_work, queued=queued,
+                item_call=call[keep])
+
+
+_MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", "item_lat",
+                           "item_gap", "item_anchor", "item_backlog", "wait_off", "wait_dep"))
 
 
 def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
@@ -443,69 +494,142 @@ def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
 
 
 def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
-                  launch_pos: np.ndarray, cpu: _Chains, anchor: np.ndarray,
-                  ws: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ws: int) -> tuple[np.ndarray, np.ndarray]:
     """Each stream wait's edges: the next item its thread launches waits for the other
-    streams' last work launched before the wait."""
+    streams' last work launched before the wait (that ended before it started). All the
+    window's waits at once: a sort and a search per stream, no loop over the waits."""
     w = items.size
+    off = np.zeros(w + 1, np.int64)
     waits = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(
         table.name, [i for i, n in enumerate(table.names) if n in STREAM_WAIT_CALLS])
         & (table.start >= ws))
-    deps: list[tuple[int, int]] = []
     launched = np.flatnonzero(call >= 0)
-    if waits.size and launched.size:
-        launch_tid = table.tid[call[launched]]
-        launch_t = table.start[call[launched]]
-        order = np.lexsort((launch_t, launch_tid))
-        launch_at = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
-        for q in waits.tolist():
-            hit = order[(launch_tid[order] == table.tid[q]) & (launch_t[order] >= table.start[q])]
-            if not hit.size:
-                continue
-            target = int(launched[hit[0]])
-            for _, dep in _last_before(table, items, launch_at, table.start[[q]],
-                                       table.start[[items[target]]]):
-                if table.tid[items[dep]] != table.tid[items[target]] and dep != target:
-                    deps.append((target, dep))
-    deps.sort()
-    off = np.zeros(w + 1, np.int64)
-    if deps:
-        np.add.at(off, np.asarray([d[0] for d in deps]) + 1, 1)
-    return np.cumsum(off), np.asarray([d[1] for d in deps], np.int64), anchor
+    if not waits.size or not launched.size:
+        return off, np.zeros(0, np.int64)
+    # The first launch at or after each wait on the wait's thread.
+    _, thread = unique(np.concatenate((table.tid[call[launched]], table.tid[waits])),
+                       return_inverse=True)
+    span = int(max(table.end.max(), table.start.max()) - min(ws, int(table.start.min()))) + 2
+    key = thread * span + (np.concatenate((table.start[call[launched]], table.start[waits]))
+                           - min(ws, int(table.start.min())))
+    launch_key, wait_key = key[:launched.size], key[launched.size:]
+    by = np.argsort(launch_key, kind="stable")
+    at = np.searchsorted(launch_key[by], wait_key, "left")
+    found = at < launched.size
+    found[found] = (launch_key[by[at[found]]] // span) == (wait_key[found] // span)
+    target = np.full(waits.size, -1, np.int64)
+    target[found] = launched[by[at[found]]]
+    waits, target = waits[found], target[found]
+    launch_at = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
+    pairs = np.asarray(_last_before(table, items, launch_at, table.start[waits],
+                                    table.start[items[target]]), np.int64).reshape(-1, 2)
+    tgt, dep = target[pairs[:, 0]], pairs[:, 1]
+    other = (table.tid[items[dep]] != table.tid[items[tgt]]) & (dep != tgt)
+    tgt, dep = tgt[other], dep[other]
+    order = np.lexsort((dep, tgt))
+    tgt, dep = tgt[order], dep[order]
+    np.add.at(off, tgt + 1, 1)
+    return np.cumsum(off), dep
 
 
-def _add_syncs(table: EventTable, model: Model, cpu: _Chains, items: np.ndarray,
-               launch_times: np.ndarray) -> None:
-    """Blocking calls: their end waits for the GPU work they waited for (module docstring)."""
+def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.ndarray],
+               ws: int) -> None:
+    """The calls whose end waits for GPU work: blocking calls (module docstring) and
+    launches that waited for a slot in a full launch queue (``_blocked_launches``). Work
+    waited for that was launched before the window is fixed in time (``sync_fixed``),
+    scaled with its stream's work in the window (``sync_stream``)."""
     blocking = [i for i, n in enumerate(table.names) if n in BLOCKING_CALLS]
     calls = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(table.name, blocking)
                            & (table.device < 0) & (table.tid >= 0))
     end_pos = cpu.position_of_end(calls)
     calls, end_pos = calls[end_pos >= 0], end_pos[end_pos >= 0]
-    pairs = _last_before(table, items, launch_times, table.start[calls], table.end[calls])
-    deps: dict[int, list[int]] = {}
-    for q, item in pairs:
-        deps.setdefault(q, []).append(item)
-    sync_pos, post, fixed, off, dep, rows = [], [], [], [0], [], []
-    for q in sorted(deps):
-        waited = max(int(table.end[items[i]]) for i in deps[q])
-        s, e = int(table.start[calls[q]]), int(table.end[calls[q]])
+    work = gpu["work"]
+    pairs = np.asarray(_last_before(table, work, gpu["work_launch"], table.start[calls],
+                                    table.end[calls]), np.int64).reshape(-1, 2)
+    queries = [(calls[q], int(end_pos[q]), w, SYNC) for q, w in pairs.tolist()]
+    queries += _blocked_launches(table, cpu, gpu)
+    stream_of_key = _stream_of_key(table, model, gpu["items"])
+    per_call: dict[tuple[int, int, int], list[int]] = {}
+    for call, pos, w, cat in queries:
+        per_call.setdefault((pos, int(call), cat), []).append(w)
+    sync_pos, rows, post, fixed, stream, cats, off, dep = [], [], [], [], [], [], [0], []
+    for (p, call, cat), waited_work in sorted(per_call.items()):
+        ends = table.end[work[waited_work]]
+        s, e = int(table.start[call]), int(table.end[call])
+        waited = int(ends.max())
         if waited <= s:
             continue  # the work was done before the call began: nothing to wait for
-        p = int(end_pos[q])
+        inside = gpu["item_of_work"][waited_work]
+        outside = inside < 0
+        dep += inside[~outside].tolist()
+        if outside.any():
+            last = work[np.asarray(waited_work)[outside][np.argmax(ends[outside])]]
+            fixed.append(int(table.end[last]) - ws)
+            stream.append(stream_of_key.get((int(table.device[last]), int(table.tid[last])), -1))
+        else:
+            fixed.append(NONE)
+            stream.append(-1)
         sync_pos.append(p)
         rows.append(int(cpu.row[p]))
         post.append(e - max(s, waited))
-        fixed.append(NONE)
-        dep += deps[q]
+        cats.append(cat)
         off.append(len(dep))
         cpu.dur[p] = min(int(cpu.dur[p]), post[-1])
     model.sync_pos = np.asarray(sync_pos, np.int64)
     model.sync_row = np.asarray(rows, np.int64)
     model.sync_post = np.asarray(post, np.int64)
     model.sync_fixed = np.asarray(fixed, np.int64)
+    model.sync_stream = np.asarray(stream, np.int64)
+    model.sync_cat = np.asarray(cats, np.int64)
     model.sync_off = np.asarray(off, np.int64)
     model.sync_dep = np.asarray(dep, np.int64)
+
+
+def _blocked_launches(table: EventTable, cpu: _Chains,
+                      gpu: dict[str, np.ndarray]) -> list[tuple[int, int, int, int]]:
+    """Launches that waited for the GPU because its launch queue was full: the call took
+    ``BLOCKED_LAUNCH_EXTRA_NS`` longer than the window's median launch, its own work was
+    queued, and it returned within ``QUEUE_RETURN_NS`` of some GPU work on its device
+    ending (the work whose end freed the slot). Each is (call, its end's position, the
+    work waited for, ``LAUNCH``): its end waits for that work, like a blocking call."""
+    calls = gpu["item_call"]
+    has = calls >= 0
+    if not has.any():
+        return []
+    dur = table.end[calls[has]] - table.start[calls[has]]
+    cut = float(np.median(dur)) + BLOCKED_LAUNCH_EXTRA_NS
+    chosen = np.flatnonzero(has & gpu["queued"])
+    chosen = chosen[(table.end[calls[chosen]] - table.start[calls[chosen]]) > cut]
+    if not chosen.size:
+        return []
+    work = gpu["work"]
+    found: list[tuple[int, int, int, int]] = []
+    for device in unique(table.device[gpu["items"][chosen]]).tolist():
+        on = np.flatnonzero(table.device[work] == device)
+        by_end = on[np.argsort(table.end[work[on]], kind="stable")]
+        ends = table.end[work[by_end]]
+        mine = chosen[table.device[gpu["items"][chosen]] == device]
+        c = calls[mine]
+        at = np.searchsorted(ends, table.end[c], "right") - 1
+        ok = at >= 0
+        at = np.maximum(at, 0)
+        ok &= (ends[at] > table.start[c]) & (table.end[c] - ends[at] <= QUEUE_RETURN_NS)
+        pos = cpu.position_of_end(c)
+        ok &= pos >= 0
+        found += [(int(a), int(p), int(w), LAUNCH) for a, p, w in
+                  zip(c[ok].tolist(), pos[ok].tolist(), by_end[at[ok]].tolist(), strict=True)]
+    return found
+
+
+def _stream_of_key(table: EventTable, model: Model, items: np.ndarray) -> dict[tuple[int, int],
+                                                                                int]:
+    """The model's stream of each (device, stream id) holding work in the window."""
+    firsts = model.stream_off[:-1]
+    firsts = firsts[firsts < items.size]
+    out: dict[tuple[int, int], int] = {}
+    for k, i in enumerate(firsts.tolist()):
+        out.setdefault((int(table.device[items[i]]), int(table.tid[items[i]])), k)
+    return out
 
 
 def trust_checks(table: EventTable) -> dict[str, float]:
