@@ -577,19 +577,16 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             acc: dict[tuple[int, int], float], floor: float,
             spans: list[tuple[float, float, int]] | None) -> None:
     """Walk back from ``node`` along the edges that held each piece back, down to the
-    time ``floor`` (pieces that straddle it are cut there)."""
-    t, end, d, dur = sched.t[:, 0], sched.end[:, 0], sched.d[:, 0], sched.dur[:, 0]
-    chain_start = set(m.chain_off[:-1].tolist())
-    sync_at = {p: q for q, p in enumerate(m.sync_pos.tolist())}
-    cross_at = {p: x for x, p in enumerate(m.cross_target.tolist())}
-    stream_first = np.zeros(m.item_dur.size, bool)
-    stream_first[m.stream_off[:-1][m.stream_off[:-1] < m.item_dur.size]] = True
-    irow = m.item_row.tolist()
+    time ``floor`` (pieces that straddle it are cut there). Runs of positions held only by
+    the one before them on their thread, and of GPU work held only by the work before it
+    on its stream, are taken whole (``_Holds``): the loop turns only where the path
+    changes lanes."""
+    h = _Holds(m, sched)
+    t, end = h.t, h.end
     r = len(m.row_key)
     scale = sched.cpu_f[0]
-    stretches: list[int] = []  # positions whose whole stretch lies on the path
-    t_, d_, end_, dur_ = t.tolist(), d.tolist(), end.tolist(), dur.tolist()
-    sync_cat = m.sync_cat.tolist()
+    cpu_runs: list[tuple[int, int]] = []  # positions lo..hi whose stretches lie on the path
+    gpu_runs: list[tuple[int, int]] = []  # items lo..hi whose work lies on the path
 
     def add(c: int, r: int, ns: float, until: float) -> None:
         ns = min(ns, until - floor)
@@ -601,37 +598,113 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
 
     while node is not None:
         what, i = node
-        if (t_[i] if what == "c" else end_[i]) <= floor + 1e-6:
+        if (t[i] if what == "c" else end[i]) <= floor + 1e-6:
             break
         if what == "c":
-            x = cross_at.get(i)
-            if x is not None and sched.cross_c[x, 0] >= (t_[i - 1] + d_[i] if i not in chain_start
-                                                         else -np.inf) + 1e-6:
-                add(IDLE, -1, float(m.cross_off[x]), t_[i])
+            j = int(h.cpu_breaks[np.searchsorted(h.cpu_breaks, i, "right") - 1])
+            cpu_runs.append((j + 1, i))
+            if t[j] <= floor + 1e-6:
+                break
+            x = h.cross_at.get(j)
+            if x is not None and h.cross_binds[x]:
+                add(IDLE, -1, float(m.cross_off[x]), float(t[j]))
                 node = ("c", int(m.cross_source[x]))
                 continue
-            if i in chain_start:
-                add(IDLE, -1, max(0.0, t_[i]), t_[i])
+            if h.chain_start[j]:
+                add(IDLE, -1, max(0.0, float(t[j])), float(t[j]))
                 break
-            q = sync_at.get(i)
-            if q is not None and sched.sync_c[q, 0] > t_[i - 1] + d_[i] + 1e-6:
-                sync_row = int(m.sync_row[q])
-                waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
-                add(sync_cat[q], sync_row, waited, t_[i])
-                lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
-                deps = m.sync_dep[lo:hi]
-                if hi > lo and end[deps].max() >= t_[i] - waited - 1e-6:
-                    node = ("g", int(deps[np.argmax(end[deps])]))
-                else:  # work launched before the window: the GPU was busy with it
-                    add(GPU_WORK, -1, t_[i] - waited, t_[i] - waited)
-                    node = None
-                continue
-            stretches.append(i)
-            node = ("c", i - 1)
+            q = h.sync_at[j]
+            sync_row = int(m.sync_row[q])
+            waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
+            add(int(m.sync_cat[q]), sync_row, waited, float(t[j]))
+            lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
+            deps = m.sync_dep[lo:hi]
+            if hi > lo and end[deps].max() >= t[j] - waited - 1e-6:
+                node = ("g", int(deps[np.argmax(end[deps])]))
+            else:  # work launched before the window: the GPU was busy with it
+                add(GPU_WORK, -1, float(t[j]) - waited, float(t[j]) - waited)
+                node = None
             continue
-        add(GPU_WORK, irow[i], dur_[i], end_[i])
-        node = _gpu_cause(m, sched, i, stream_first, add)
-    _add_stretches(m, np.asarray(stretches, np.int64), scale, t, d, floor, acc, spans)
+        j = int(h.gpu_breaks[np.searchsorted(h.gpu_breaks, i, "right") - 1])
+        gpu_runs.append((j, i))
+        node = _gpu_cause(m, sched, h, j, add)
+    _add_stretches(m, _ranges(cpu_runs), scale, t, sched.d[:, 0], floor, acc, spans)
+    _add_gpu_work(m, h, _ranges(gpu_runs), floor, acc, spans)
+
+
+def _ranges(runs: list[tuple[int, int]]) -> np.ndarray:
+    """The indices ``lo..hi`` (both included) of each run, concatenated."""
+    if not runs:
+        return np.zeros(0, np.int64)
+    lo, hi = np.asarray(runs, np.int64).T
+    n = np.maximum(hi - lo + 1, 0)
+    firsts = np.cumsum(n) - n
+    return np.repeat(lo - firsts, n) + np.arange(int(n.sum()))
+
+
+class _Holds:
+    """What holds each node back in scenario 0 of a schedule: for a position, an edge from
+    another thread, a sync's wait, or (not a break) the position before it; for GPU work,
+    its launch, a wait on another stream, or (not a break) the work before it."""
+
+    def __init__(self, m: Model, sched: _Schedule) -> None:
+        self.t, self.end = sched.t[:, 0], sched.end[:, 0]
+        t, end, d, dur = self.t, self.end, sched.d[:, 0], sched.dur[:, 0]
+        p, w = t.size, end.size
+        self.chain_start = np.zeros(p, bool)
+        self.chain_start[m.chain_off[:-1][m.chain_off[:-1] < p]] = True
+        before = np.full(p, -np.inf)
+        before[1:] = t[:-1] + d[1:]
+        before[self.chain_start] = -np.inf
+        self.cross_binds = sched.cross_c[:, 0] >= before[m.cross_target] + 1e-6
+        self.cross_at = dict(zip(m.cross_target.tolist(), range(m.cross_target.size),
+                                 strict=True))
+        sync_binds = sched.sync_c[:, 0] > before[m.sync_pos] + 1e-6
+        self.sync_at = dict(zip(m.sync_pos[sync_binds].tolist(),
+                                np.flatnonzero(sync_binds).tolist(), strict=True))
+        breaks = self.chain_start.copy()
+        breaks[m.cross_target[self.cross_binds]] = True
+        breaks[m.sync_pos[sync_binds]] = True
+        self.cpu_breaks = np.flatnonzero(breaks)
+        self.start = end - dur
+        lp = m.item_launch
+        self.launch_binds = (lp >= 0) & (t[np.maximum(lp, 0)] + m.item_lat
+                                         >= self.start - 1e-6) if p else np.zeros(w, bool)
+        waited = _latest(end[:, None], m.wait_dep, m.wait_off[:-1], m.wait_off[1:])[:, 0]
+        self.wait_binds = waited >= self.start - 1e-6
+        self.stream_first = np.zeros(w, bool)
+        self.stream_first[m.stream_off[:-1][m.stream_off[:-1] < w]] = True
+        prev = np.full(w, -np.inf)
+        prev[1:] = end[:-1] + m.item_gap[1:]
+        prev[self.stream_first] = -np.inf
+        self.prev_binds = prev >= self.start - 1e-6
+        self.gpu_breaks = np.flatnonzero(self.launch_binds | self.wait_binds | ~self.prev_binds)
+        self.dur = dur
+
+
+def _add_gpu_work(m: Model, h: _Holds, items: np.ndarray, floor: float,
+                  acc: dict[tuple[int, int], float],
+                  spans: list[tuple[float, float, int]] | None) -> None:
+    """Add GPU ``items`` (their work, cut at ``floor``) and, for those the work before
+    them held back, the gap after it (idle) to ``acc`` (and ``spans``)."""
+    if not items.size:
+        return
+    r = len(m.row_key)
+    ns = np.clip(np.minimum(h.dur[items], h.end[items] - floor), 0.0, None)
+    rows = np.where(m.item_row[items] >= 0, m.item_row[items], r)
+    sums = np.bincount(rows, weights=ns, minlength=r + 1)
+    for row in np.flatnonzero(sums > 0).tolist():
+        key = (GPU_WORK, row if row < r else -1)
+        acc[key] = acc.get(key, 0.0) + float(sums[row])
+    held = items[h.prev_binds[items] & ~h.launch_binds[items] & ~h.wait_binds[items]]
+    gap = np.clip(np.minimum(m.item_gap[held], h.start[held] - floor), 0.0, None)
+    if gap.sum() > 0:
+        acc[(IDLE, -1)] = acc.get((IDLE, -1), 0.0) + float(gap.sum())
+    if spans is not None:
+        spans.extend(zip((h.end[items] - ns).tolist(), h.end[items].tolist(),
+                         [GPU_WORK] * items.size, strict=True))
+        spans.extend(zip((h.start[held] - gap).tolist(), h.start[held].tolist(),
+                         [IDLE] * held.size, strict=True))
 
 
 def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
@@ -667,23 +740,18 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
                      strict=True))
 
 
-def _gpu_cause(m: Model, sched: _Schedule, i: int, stream_first: np.ndarray,
+def _gpu_cause(m: Model, sched: _Schedule, h: _Holds, i: int,
                add) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
-    """What GPU item ``i`` waited for before it started (the binding one of its causes);
-    work carried in from before the window is GPU work of no row (the iteration before)."""
-    t, end, dur = sched.t[:, 0], sched.end[:, 0], sched.dur[:, 0]
-    start = float(end[i] - dur[i])
-    lp = int(m.item_launch[i])
-    if lp >= 0 and t[lp] + m.item_lat[i] >= start - 1e-6:
+    """What GPU item ``i``, a break (``_Holds``), waited for before it started; work carried
+    in from before the window is GPU work of no row (the iteration before)."""
+    start = float(h.start[i])
+    if h.launch_binds[i]:
         add(LAUNCH, -1, float(m.item_lat[i]), start)
-        return ("c", lp)
-    lo, hi = int(m.wait_off[i]), int(m.wait_off[i + 1])
-    for j in m.wait_dep[lo:hi].tolist():
-        if end[j] >= start - 1e-6:
-            return ("g", j)
-    if not stream_first[i] and end[i - 1] + m.item_gap[i] >= start - 1e-6:
-        add(IDLE, -1, float(m.item_gap[i]), start)
-        return ("g", i - 1)
+        return ("c", int(m.item_launch[i]))
+    if h.wait_binds[i]:
+        for j in m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]].tolist():
+            if h.end[j] >= start - 1e-6:
+                return ("g", j)
     backlog = float(sched.backlog[i, 0])
     add(IDLE, -1, max(0.0, start - backlog), start)
     add(GPU_WORK, -1, backlog, backlog)
