@@ -178,128 +178,188 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     return _Schedule(sweep.t, sweep.end, d, dur, sweep.sync_c, cpu_f, sweep.cross_c, backlog)
 
 
+@dataclass(frozen=True)
+class _Segment:
+    """Nodes ``lo:hi`` of one domain (local indices: positions, or items), computed in one
+    go, with what they need from other domains gathered once for every replay."""
+
+    cpu: bool
+    lo: int
+    hi: int
+    carry: bool  # continues from the node before it on its thread or stream
+    # a CPU segment: the syncs and the edges between threads that end in it
+    syncs: np.ndarray
+    sync_gather: np.ndarray  # GPU items whose ends the syncs wait for, group by group
+    sync_firsts: np.ndarray  # where each sync's group starts in ``sync_gather``
+    sync_has: np.ndarray  # the syncs (of ``syncs``) that wait for items in the window
+    crosses: np.ndarray
+    # a GPU segment: the launched items and the items that wait on other streams
+    launched: np.ndarray  # local indices
+    waits: np.ndarray  # local indices
+    wait_gather: np.ndarray
+    wait_firsts: np.ndarray
+
+
+def _groups(off: np.ndarray, dep: np.ndarray,
+            which: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the groups ``which`` of ``dep`` (group j: ``dep[off[j]:off[j+1]]``), the
+    non-empty ones, their members concatenated and where each starts."""
+    counts = off[which + 1] - off[which]
+    full = np.flatnonzero(counts > 0)
+    n = counts[full]
+    firsts = np.cumsum(n) - n
+    index = np.repeat(off[which[full]] - firsts, n) + np.arange(int(n.sum()))
+    return full, dep[index], firsts
+
+
+def _plan(m: Model, g: _Graph) -> tuple[list[tuple[int, _Segment]], bool]:
+    """The order the sweep computes the model in, once per model (it does not depend on
+    the durations): each domain advanced as far as the nodes whose needs from other
+    domains are computed, found by galloping over ``_Graph.need_of``. True as well when
+    no such order exists (never with measured times: then the sweep relaxes after)."""
+    cached = m.__dict__.get("_plan")
+    if cached is not None:
+        return cached
+    p = m.pos_anchor.size
+    n_chains = m.chain_off.size - 1
+    progress = g.dom_off[:-1].copy()
+    stop = g.dom_off[1:]
+    plan: list[tuple[int, _Segment]] = []
+    cyclic = False
+    while (progress < stop).any():
+        moved = False
+        for k in np.flatnonzero(progress < stop).tolist():
+            lo = int(progress[k])
+            hi = _reachable(g, progress, lo, int(stop[k]))
+            if hi > lo:
+                plan.append((k, _segment(m, g, k, lo, hi, n_chains, p)))
+                progress[k] = hi
+                moved = True
+        if not moved and (progress < stop).any():
+            k = int(np.flatnonzero(progress < stop)[0])
+            lo = int(progress[k])
+            plan.append((k, _segment(m, g, k, lo, lo + 1, n_chains, p)))
+            progress[k] += 1
+            cyclic = True
+    m.__dict__["_plan"] = (plan, cyclic)
+    return plan, cyclic
+
+
+def _reachable(g: _Graph, progress: np.ndarray, lo: int, hi: int) -> int:
+    """The end of the run of nodes from ``lo`` whose needs are all computed."""
+    at, size = lo, 64
+    while at < hi:
+        upto = min(hi, at + size)
+        a, b = np.searchsorted(g.need_of, (at, upto))
+        if b > a:
+            need = g.need_node[a:b]
+            bad = need >= progress[g.dom_of[need]]
+            if bad.any():
+                return int(g.need_of[a + int(np.argmax(bad))])
+        at = upto
+        size *= 2
+    return hi
+
+
+def _segment(m: Model, g: _Graph, k: int, lo: int, hi: int, n_chains: int,
+             p: int) -> _Segment:
+    none = np.zeros(0, np.int64)
+    if k < n_chains:
+        a, b = np.searchsorted(g.sync_at, (lo, hi))
+        syncs = g.sync_order[a:b]
+        has, gather, firsts = _groups(m.sync_off, m.sync_dep, syncs)
+        a, b = np.searchsorted(g.cross_at, (lo, hi))
+        return _Segment(True, lo, hi, lo > m.chain_off[k], syncs, gather, firsts, has,
+                        g.cross_order[a:b], none, none, none, none)
+    lo, hi = lo - p, hi - p
+    first = int(m.stream_off[k - n_chains])
+    launched = np.flatnonzero(m.item_launch[lo:hi] >= 0)
+    waits = np.flatnonzero(m.wait_off[lo + 1:hi + 1] > m.wait_off[lo:hi])
+    _, gather, firsts = _groups(m.wait_off, m.wait_dep, lo + waits)
+    return _Segment(False, lo, hi, lo > first, none, none, none, none, none, launched,
+                    waits, gather, firsts)
+
+
 class _Sweep:
-    """The max-plus schedule of every scenario at once, domain by domain: each thread is
-    a chain (``t[p] = max(t[p-1] + d[p], c[p])``: a cumulative sum and a running maximum),
-    each stream one too (``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]``). A domain
-    is advanced as far as the nodes whose other needs are already computed (found by
-    galloping over ``_Graph.need_of``), then the next domain; each node is computed once,
-    so the cost is linear in the model (rounds only where the graph has no such order,
-    which measured times never give; then the rest is relaxed until nothing moves)."""
+    """The max-plus schedule of every scenario at once, segment by segment in the order
+    of ``_plan``: each thread is a chain (``t[p] = max(t[p-1] + d[p], c[p])``: a running
+    sum and a running maximum), each stream one too (``end[i] = max(end[i-1] + gap[i],
+    ready[i]) + dur[i]``). Each node is computed once: time linear in the model."""
 
     def __init__(self, m: Model, g: _Graph, d: np.ndarray, dur: np.ndarray,
                  ianchor: np.ndarray, fixed: np.ndarray, post: np.ndarray,
                  dropped: np.ndarray) -> None:
         self.m, self.g, self.d, self.dur = m, g, d, dur
         s, p, w = d.shape[1], m.pos_anchor.size, m.item_dur.size
-        self.p = p
-        self.t = np.empty((p, s))
-        self.end = np.empty((w, s))
+        self.plan, self.cyclic = _plan(m, g)
+        self.t, self.end = np.empty((p, s)), np.empty((w, s))
+        if self.cyclic:  # -inf: what is not computed yet
+            self.t.fill(-np.inf)
+            self.end.fill(-np.inf)
         self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
         self.cpu_run = _running(d, m.chain_off)
         self.gpu_run = _running(m.item_gap[:, None] + dur, m.stream_off)
         self.anchor = _f(m.pos_anchor)
         self.ianchor, self.fixed, self.post, self.dropped = ianchor, fixed, post, dropped
-        self.progress = g.dom_off[:-1].copy()  # the next node of each domain
-        self.cyclic = False
 
     def run(self) -> None:
-        stop = self.g.dom_off[1:]
-        while True:
-            moved = False
-            for k in np.flatnonzero(self.progress < stop).tolist():
-                lo = int(self.progress[k])
-                hi = self._reachable(lo, int(stop[k]))
-                if hi > lo:
-                    self._compute(k, lo, hi)
-                    self.progress[k] = hi
-                    moved = True
-            if not (self.progress < stop).any():
-                return
-            if not moved:  # no order respects every edge: compute one node, relax later
-                if not self.cyclic:  # what is not computed yet counts as -inf from now on
-                    for a, b in zip(self.progress.tolist(), stop.tolist(), strict=True):
-                        self._rows(a)[a - (self.p if a >= self.p else 0):
-                                      b - (self.p if a >= self.p else 0)] = -np.inf
-                k = int(np.flatnonzero(self.progress < stop)[0])
-                self._compute(k, int(self.progress[k]), int(self.progress[k]) + 1)
-                self.progress[k] += 1
-                self.cyclic = True
+        for _, seg in self.plan:
+            if seg.cpu:
+                self._cpu(seg)
+            else:
+                self._gpu(seg)
+        if self.cyclic:
+            self.relax()
 
     def relax(self) -> None:
-        """Whole passes over every domain until nothing moves (the least fixed point,
-        from the sweep's lower bound): only where ``run`` found no order."""
-        bounds = list(zip(self.g.dom_off[:-1].tolist(), self.g.dom_off[1:].tolist(),
-                          strict=True))
+        """Whole passes over the plan until nothing moves (the least fixed point, from the
+        sweep's lower bound): only where ``_plan`` found no order."""
         while True:
             before = self.t.copy(), self.end.copy()
-            for k, (lo, hi) in enumerate(bounds):
-                if hi > lo:
-                    self._compute(k, lo, hi)
+            for _, seg in self.plan:
+                if seg.cpu:
+                    self._cpu(seg)
+                else:
+                    self._gpu(seg)
             if np.array_equal(before[0], self.t) and np.array_equal(before[1], self.end):
                 return
 
-    def _reachable(self, lo: int, hi: int) -> int:
-        """The end of the run of nodes from ``lo`` whose needs are all computed."""
-        g = self.g
-        at, size = lo, 64
-        while at < hi:
-            upto = min(hi, at + size)
-            a, b = np.searchsorted(g.need_of, (at, upto))
-            if b > a:
-                need = g.need_node[a:b]
-                bad = need >= self.progress[g.dom_of[need]]
-                if bad.any():
-                    return int(g.need_of[a + int(np.argmax(bad))])
-            at = upto
-            size *= 2
-        return hi
-
-    def _rows(self, node: int) -> np.ndarray:
-        return self.t if node < self.p else self.end
-
-    def _compute(self, k: int, lo: int, hi: int) -> None:
-        if lo < self.p:
-            self._cpu(k, lo, hi)
-        else:
-            self._gpu(k, lo - self.p, hi - self.p)
-
-    def _cpu(self, k: int, lo: int, hi: int) -> None:
-        m, g = self.m, self.g
+    def _cpu(self, seg: _Segment) -> None:
+        m, lo, hi = self.m, seg.lo, seg.hi
         c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
-        a, b = np.searchsorted(g.sync_at, (lo, hi))
-        if b > a:
-            qs = g.sync_order[a:b]
-            waited = _latest(self.end, m.sync_dep, m.sync_off[qs], m.sync_off[qs + 1])
-            got = np.maximum(waited, self.fixed[qs]) + self.post[qs]
+        if seg.syncs.size:
+            qs = seg.syncs
+            got = self.fixed[qs].copy()
+            if seg.sync_has.size:
+                waited = np.maximum.reduceat(self.end[seg.sync_gather], seg.sync_firsts,
+                                             axis=0)
+                got[seg.sync_has] = np.maximum(got[seg.sync_has], waited)
+            got += self.post[qs]
             got[self.dropped[qs]] = -np.inf
             self.sync_c[qs] = got
-            np.maximum.at(c, m.sync_pos[qs] - lo, got)
-        a, b = np.searchsorted(g.cross_at, (lo, hi))
-        if b > a:
-            xs = g.cross_order[a:b]
+            at = m.sync_pos[qs] - lo
+            c[at] = np.maximum(c[at], got)
+        if seg.crosses.size:
+            xs = seg.crosses
             got = self.t[m.cross_source[xs]] + m.cross_off[xs, None]
             self.cross_c[xs] = got
-            np.maximum.at(c, m.cross_target[xs] - lo, got)
-        self.t[lo:hi] = _carried(c, self.cpu_run, self.t, lo, hi, lo > m.chain_off[k])
+            at = m.cross_target[xs] - lo
+            c[at] = np.maximum(c[at], got)
+        self.t[lo:hi] = _carried(c, self.cpu_run, self.t, lo, hi, seg.carry)
 
-    def _gpu(self, k: int, lo: int, hi: int) -> None:
-        m = self.m
-        ready = self.ianchor[lo:hi].copy()
-        launch = m.item_launch[lo:hi]
-        has = np.flatnonzero(launch >= 0)
-        if has.size:
-            ready[has] = np.maximum(ready[has],
-                                    self.t[launch[has]] + m.item_lat[lo + has, None])
-        if m.wait_off[hi] > m.wait_off[lo]:
-            waits = np.flatnonzero(m.wait_off[lo + 1:hi + 1] > m.wait_off[lo:hi])
-            got = _latest(self.end, m.wait_dep, m.wait_off[lo + waits],
-                          m.wait_off[lo + waits + 1])
-            ready[waits] = np.maximum(ready[waits], got)
-        first = int(m.stream_off[k - (m.chain_off.size - 1)])
-        ready += self.dur[lo:hi]
-        self.end[lo:hi] = _carried(ready, self.gpu_run, self.end, lo, hi, lo > first)
+    def _gpu(self, seg: _Segment) -> None:
+        m, lo, hi = self.m, seg.lo, seg.hi
+        ready = self.ianchor[lo:hi] + self.dur[lo:hi]
+        if seg.launched.size:
+            at = seg.launched
+            ready[at] = np.maximum(ready[at], self.t[m.item_launch[lo + at]]
+                                   + (m.item_lat[lo + at, None] + self.dur[lo + at]))
+        if seg.waits.size:
+            waited = np.maximum.reduceat(self.end[seg.wait_gather], seg.wait_firsts, axis=0)
+            at = seg.waits
+            ready[at] = np.maximum(ready[at], waited + self.dur[lo + at])
+        self.end[lo:hi] = _carried(ready, self.gpu_run, self.end, lo, hi, seg.carry)
 
 
 def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
