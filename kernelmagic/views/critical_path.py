@@ -388,29 +388,34 @@ def _carried(c: np.ndarray, run: np.ndarray, out: np.ndarray, lo: int, hi: int,
     return x
 
 
-def _owned(m: Model) -> np.ndarray:
-    """(R+1, P): the time each row (the last: no row) owns in each position's stretch."""
-    owned = m.__dict__.get("_owned")
-    if owned is None:
+def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each position's stretch unscaled, and the CPU parts grouped by row (the last group:
+    no row): their positions, their durations, and where each row's group starts.
+    Sparse: a model of many rows and positions never holds a row x position matrix."""
+    cached = m.__dict__.get("_parts_by_row")
+    if cached is None:
         r = len(m.row_key)
-        owned = np.zeros((r + 1, m.pos_anchor.size))
         block = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
-        np.add.at(owned, (np.where(m.part_row >= 0, m.part_row, r), block), m.part_dur)
-        m.__dict__["_owned"] = owned
-    return owned
+        base = np.bincount(block, weights=m.part_dur, minlength=m.pos_anchor.size)
+        row = np.where(m.part_row >= 0, m.part_row, r)
+        order = np.argsort(row, kind="stable")
+        off = np.searchsorted(row[order], np.arange(r + 2))
+        cached = (base.astype(np.float64), block[order], m.part_dur[order].astype(np.float64),
+                  off)
+        m.__dict__["_parts_by_row"] = cached
+    return cached
 
 
 def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
     """(P, S): each position's stretch since the previous one, its parts scaled by row.
-    Only the rows a scenario changes are touched (no matrix product: BLAS threads
-    fight over a loaded machine's cores)."""
-    owned = _owned(m)
-    delta = np.zeros((cpu_f.shape[0], owned.shape[1]))
+    Only the parts of the rows a scenario changes are touched."""
+    base, pos, dur, off = _parts_by_row(m)
+    d = np.repeat(base[:, None], cpu_f.shape[0], axis=1)
     for s, row in zip(*np.nonzero(cpu_f != 1.0), strict=True):
-        delta[s] += (cpu_f[s, row] - 1.0) * owned[row]
-    delta = delta.T
-    delta += owned.sum(axis=0)[:, None]
-    return np.ascontiguousarray(delta)
+        lo, hi = off[row], off[row + 1]
+        if hi > lo:
+            np.add.at(d[:, s], pos[lo:hi], (cpu_f[s, row] - 1.0) * dur[lo:hi])
+    return d
 
 
 def _running(d: np.ndarray, off: np.ndarray) -> np.ndarray:
