@@ -333,3 +333,90 @@ def test_what_if_predicts_a_cheaper_matmul_on_this_machine() -> None:
         assert sorted(ratios)[3] == pytest.approx(1.0, abs=0.15), ratios
     finally:
         torch.set_num_threads(threads)
+
+
+# --- GPU-bound queues (#43): launch latency never the backlog ---------------------------
+
+MS = 1000  # µs
+
+
+def gpu_bound_queue() -> ProfileResult:
+    # A steady GPU-bound loop, queue depth 60: at the step's start the stream still runs
+    # the 60 kernels of the step before (1 ms each, 0-60 ms), launched before it. Each of
+    # this step's 100 launches (op k at k ms) waits for a slot, which the kernel 60 places
+    # ahead frees at (k + 1) ms; its own kernel runs at 60 + k ms, so 60 run past the
+    # step's end (100.02 ms). Ops' own CPU time: 10 µs each.
+    events = [step(100 * MS + 20)]
+    for j in range(60):  # the step before: launched before the window
+        events += [launch(-60 * MS + j * 10, -60 * MS + j * 10 + 5, 1000 + j),
+                   kernel("k_prev", j * MS, (j + 1) * MS, 1000 + j)]
+    for k in range(100):
+        a = k * MS + 20
+        events += [op("aten::mm", a, (k + 1) * MS + 15), launch(a + 5, (k + 1) * MS + 5, k + 1),
+                   kernel("k_mm", (60 + k) * MS, (61 + k) * MS, k + 1)]
+    return result_of(*events)
+
+
+def test_a_gpu_bound_queue_is_gpu_work_on_the_path_and_its_kernels_are_worth_it() -> None:
+    result = gpu_bound_queue()
+    gpu = sum(r.time for r in result.critical_path if r.category == "GPU work")
+    assert gpu >= 0.99 * (100 * MS + 20)
+    assert sum(r.time for r in result.critical_path) == pytest.approx(100 * MS + 20)
+    # Every kernel twice as fast (the step before's too, in the steady state): the
+    # launches return as fast as the GPU frees slots, half the iteration.
+    answer = result.what_if({"aten::mm": 2.0}, side="device")
+    assert answer.saved_us == pytest.approx(50 * MS, rel=0.02)
+    # The CPU waits on the GPU: its own time twice as fast, or no launch cost, saves ~0.
+    assert result.what_if({"aten::mm": 2.0}, side="cpu").saved_us < 0.01 * MS
+    assert result.what_if({"cudaLaunchKernel": INF}, side="cpu").saved_us < 0.01 * MS
+    # The launch latency is never the backlog (60 ms): no launch found its stream idle
+    # anywhere, so it is the documented constant.
+    from kernelmagic.views.dependencies import DEFAULT_LAUNCH_LATENCY_NS
+
+    assert result._model.item_lat.max() == DEFAULT_LAUNCH_LATENCY_NS
+    assert result._model.overhang_ns == 60 * MS * 1000 - 20 * 1000  # the last ends at 160 ms
+
+
+def queue_that_drains() -> ProfileResult:
+    # 30 ms of the step before's kernels at the start (0-30 ms). Ops 0-29 (1 ms each)
+    # wait for a slot each (queue depth 30), their kernels run 30-60 ms. Ops 30-59 take
+    # 3 ms of CPU each, launching at their start: the queue drains at op 46, whose kernel
+    # starts at its launch; the step ends at 120.05 ms, CPU-bound from the drain on.
+    events = [step(120 * MS + 50)]
+    for j in range(30):
+        events += [launch(-40 * MS + j * 10, -40 * MS + j * 10 + 5, 1000 + j),
+                   kernel("k_prev", j * MS, (j + 1) * MS, 1000 + j)]
+    end = 30 * MS
+    for k in range(30):
+        a = k * MS + 20
+        events += [op("aten::mm", a, (k + 1) * MS + 15), launch(a + 5, (k + 1) * MS + 5, k + 1),
+                   kernel("k_mm", (30 + k) * MS, (31 + k) * MS, k + 1)]
+        end = (31 + k) * MS
+    for k in range(30, 60):
+        a = 30 * MS + 20 + (k - 30) * 3 * MS
+        start = max(end, a + 20)
+        events += [op("aten::add", a, a + 3 * MS), launch(a + 10, a + 15, k + 1),
+                   kernel("k_add", start, start + MS, k + 1)]
+        end = start + MS
+    return result_of(*events)
+
+
+def test_the_path_switches_from_gpu_to_cpu_where_the_queue_drains() -> None:
+    result = queue_that_drains()
+    by = {}
+    for r in result.critical_path:
+        by[r.category] = by.get(r.category, 0.0) + r.time
+    assert sum(by.values()) == pytest.approx(120 * MS + 50)
+    # GPU work until the last launch that waited for a slot (~30 ms), CPU ops after.
+    assert by["GPU work"] == pytest.approx(30 * MS, rel=0.01)
+    assert by["CPU ops"] == pytest.approx(90 * MS, rel=0.01)
+    from kernelmagic.views.critical_path import critical_path
+
+    _, spans = critical_path(result._model, spans=True)
+    gpu_end = max(s.end for s in spans if s.key == "GPU work")
+    cpu_start = min(s.start for s in spans if s.key == "CPU ops" and s.end - s.start > 100)
+    assert gpu_end == pytest.approx(30 * MS, abs=0.1 * MS)
+    assert cpu_start >= gpu_end - 1
+    # Kernels twice as fast: the carried-in 30 ms shrinks to 15, the rest was CPU-bound.
+    assert result.what_if({"aten::mm": 2.0, "aten::add": 2.0},
+                          side="device").saved_us == pytest.approx(15 * MS, rel=0.03)

@@ -50,9 +50,11 @@ OVERLAP_NS = 0  # work may start this long before the previous work on its strea
 #: The launch latency taken when no launch in the whole trace found its stream idle (the
 #: medians of the real traces in tests/data and shared/traces lie between 7 and 20 µs).
 DEFAULT_LAUNCH_LATENCY_NS = 10_000
+FIRST_LAUNCH_MAX_NS = 1_000_000  # a stream's first recorded work that waited longer queued
 #: A launch waited for the GPU (the launch queue was full) when it took this much longer
-#: than the window's median launch, its own work was queued, and it returned within
-#: ``QUEUE_RETURN_NS`` of some GPU work ending (the slot that work freed).
+#: than the window's median launch (or than this much, if less), its own work was
+#: queued, and it returned within ``QUEUE_RETURN_NS`` of some GPU work ending (the slot
+#: that work freed).
 BLOCKED_LAUNCH_EXTRA_NS = 10_000
 QUEUE_RETURN_NS = 20_000
 NONE = -(2**62)  # "no constraint" in the packed integer arrays (-inf when simulating)
@@ -416,7 +418,11 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
     launched = call >= 0
     start = np.where(launched, table.start[np.maximum(call, 0)], NONE)
     lat = table.start[work] - start
-    free = launched & (lat >= 0) & ((prev_end == NONE) | (prev_end <= start))
+    # Where the trace shows the stream idle; the first work recorded on a stream only if
+    # it started within ``FIRST_LAUNCH_MAX_NS`` (it may have queued behind work from before
+    # the recording began).
+    free = launched & (lat >= 0) & np.where(prev_end != NONE, prev_end <= start,
+                                             lat <= FIRST_LAUNCH_MAX_NS)
     for chosen in (free & in_window, free):
         if chosen.any():
             return int(np.median(lat[chosen]))
@@ -588,7 +594,8 @@ def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.
 def _blocked_launches(table: EventTable, cpu: _Chains,
                       gpu: dict[str, np.ndarray]) -> list[tuple[int, int, int, int]]:
     """Launches that waited for the GPU because its launch queue was full: the call took
-    ``BLOCKED_LAUNCH_EXTRA_NS`` longer than the window's median launch, its own work was
+    ``BLOCKED_LAUNCH_EXTRA_NS`` longer than the window's median launch (at most that
+    long: where every launch waited, the median is a wait too), its own work was
     queued, and it returned within ``QUEUE_RETURN_NS`` of some GPU work on its device
     ending (the work whose end freed the slot). Each is (call, its end's position, the
     work waited for, ``LAUNCH``): its end waits for that work, like a blocking call."""
@@ -597,7 +604,8 @@ def _blocked_launches(table: EventTable, cpu: _Chains,
     if not has.any():
         return []
     dur = table.end[calls[has]] - table.start[calls[has]]
-    cut = float(np.median(dur)) + BLOCKED_LAUNCH_EXTRA_NS
+    # (the median launch, or less: where every launch waited, the median is a wait too)
+    cut = min(float(np.median(dur)), BLOCKED_LAUNCH_EXTRA_NS) + BLOCKED_LAUNCH_EXTRA_NS
     chosen = np.flatnonzero(has & gpu["queued"])
     chosen = chosen[(table.end[calls[chosen]] - table.start[calls[chosen]]) > cut]
     if not chosen.size:
