@@ -12,13 +12,15 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import counted, format_us, percent, short_percent, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.
 MAX_NAME = 40
+#: The most a share of some of the rows can be (it prints "> 99.9%", never "100%").
+NOT_ALL = 0.9999
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -34,9 +36,13 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
         return counted(calls, "call")
     if key == "avg":
         return f"{format_us(value)} per call"
-    total = self_time(result, sort_key(key).device)  # the self time on the key's side
-    share = value / total if total > 0 else 0.0
-    return f"{short_percent(share)} · {format_us(value / result.iters)}"
+    sort = sort_key(key)
+    if sort.is_self_time:  # the table's "% self" figure, read from the same place
+        share = result.share(row, device=sort.device)
+    else:  # an inclusive time, over the self time on the key's side
+        total = self_time(result, sort.device)
+        share = value / total if total > 0 else 0.0
+    return f"{percent(share)} · {format_us(value / result.iters)}"
 
 
 def _texts(result: ProfileResult, key: str,
@@ -49,12 +55,17 @@ def _texts(result: ProfileResult, key: str,
         return f"{name}: ops by {sort.measure}", []
     title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
-        covered = sum(result.share(r, device=sort.device) for r in rows)
-        share = whole_percent(covered)
-        if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
-            share = percent(min(covered, 0.999))
-        title += f", {share} of self time"
+        title += f", {percent(_covered(result, rows, sort.device))} of self time"
     return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
+
+
+def _covered(result: ProfileResult, rows: list[OpRow], device: bool) -> float:
+    """The shown rows' share of the self time: exactly 1 when the rows left out have none
+    (a sum of shares rounds), else the sum of the rows' shares, kept under 1."""
+    shown = {id(r) for r in rows}
+    if not any(self_time(r, device) for r in result.rows if id(r) not in shown):
+        return 1.0
+    return min(sum(result.share(r, device=device) for r in rows), NOT_ALL)
 
 
 def chart_texts(result: ProfileResult, by: str | None = None,
