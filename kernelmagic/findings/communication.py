@@ -17,7 +17,7 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     if parts is None or parts.wall <= 0 or parts.communication <= 0:
         return None
     exposed = parts.exposed_communication
-    share = exposed / parts.wall
+    share = parts.share("exposed_communication")
     if share <= COMM_BOUND_SHARE:
         return None
     where = "GPU" if parts.device != "cpu" else "CPU"
