@@ -192,6 +192,25 @@ def test_the_ranks_report_prints_shares_by_the_one_rule(folder):
         assert all(RULE.match(t) for t in tokens), (where, tokens)
 
 
+def test_some_rows_share_is_all_only_when_the_rest_have_none():
+    # Shares 0.1, 0.2 and 0.7 (and one row of none) sum to 0.9999999999999999 from the
+    # largest: the rows' share is exactly 1 when nothing with time is left out.
+    from fakes import cpu_result
+
+    from kernelmagic.core.rows import OpRow
+
+    times = [100.0, 200.0, 700.0, 0.0]
+    rows = [OpRow(f"op{i}", 1, t, t) for i, t in enumerate(times)]
+    result = cpu_result(rows=rows)
+    assert sum(result.share(r) for r in reversed(rows)) != 1.0  # why share_of exists
+    assert result.share_of(rows) == result.share_of(rows[:3]) == 1.0
+    assert percent(result.share_of(rows[1:3])) == "90%"
+    tiny = cpu_result(rows=[*rows[:3], OpRow("tiny", 1, 1e-9, 1e-9)])
+    assert 0.9995 < tiny.share_of(tiny.rows[:3]) < 1.0
+    assert percent(tiny.share_of(tiny.rows[:3])) == "> 99.9%"
+    assert result.share_of([]) == 0.0
+
+
 def test_the_symptom_of_43_is_gone():
     # a100_alexnet's GPU idles 43.4 s of a 43.4 s iteration, but not all of it: 66 ms of
     # GPU work. Before, the summary said "idle 100%" and the GPU line "99.8% idle".

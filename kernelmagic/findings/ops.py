@@ -118,7 +118,7 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
     if not ops or calls < ELEMENTWISE_CALLS or result.self_time_total <= 0:
         return None
     per_iter = sum(per_iter_self(result, r) for r in ops)
-    share = per_iter * result.iters / result.self_time_total
+    share = result.share_of(ops, among=result.op_totals)
     avg = per_iter / calls
     if share < ELEMENTWISE_SHARE or avg >= ELEMENTWISE_AVG_US:
         return None

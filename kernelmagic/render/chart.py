@@ -19,8 +19,6 @@ from kernelmagic.results.result import ProfileResult
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.
 MAX_NAME = 40
-#: The most a share of some of the rows can be (it prints "> 99.9%", never "100%").
-NOT_ALL = 0.9999
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -55,17 +53,8 @@ def _texts(result: ProfileResult, key: str,
         return f"{name}: ops by {sort.measure}", []
     title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
-        title += f", {percent(_covered(result, rows, sort.device))} of self time"
+        title += f", {percent(result.share_of(rows, device=sort.device))} of self time"
     return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
-
-
-def _covered(result: ProfileResult, rows: list[OpRow], device: bool) -> float:
-    """The shown rows' share of the self time: exactly 1 when the rows left out have none
-    (a sum of shares rounds), else the sum of the rows' shares, kept under 1."""
-    shown = {id(r) for r in rows}
-    if not any(self_time(r, device) for r in result.rows if id(r) not in shown):
-        return 1.0
-    return min(sum(result.share(r, device=device) for r in rows), NOT_ALL)
 
 
 def chart_texts(result: ProfileResult, by: str | None = None,
