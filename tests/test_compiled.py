@@ -398,7 +398,7 @@ def test_findings_on_exact_numbers():
         "0/0", 10, cpu_time_total=EAGER_SHARE * 1000 * 10 / 5, graph_time_total=100.0)
     eager = next(f for f in find(cpu_result(compiled_regions=[region]))
                  if f.rule == "mostly_eager")
-    assert "100 µs of 1.03 ms per iteration (10%)" in eager.evidence
+    assert "100 µs of 1.03 ms per iteration (9.7%)" in eager.evidence
     late = CompileRow("0/1", PROFILED, 0.5, function="f",
                       recompile_reason="0/0: tensor 'x' size mismatch at index 0")
     (rec,) = [f for f in find(cpu_result(compiles=[late])) if f.rule == "recompile"]

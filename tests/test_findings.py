@@ -13,7 +13,7 @@ from fakes import cpu_result
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core.rows import KernelRow, OpRow
-from kernelmagic.core.units import format_seconds
+from kernelmagic.core.units import format_seconds, percent
 from kernelmagic.findings.counters import poor_reuse
 from kernelmagic.findings.gpu import fp32_matmul, launch_bound, sync_points
 from kernelmagic.findings.measurement import noisy, slow_warmup
@@ -47,7 +47,8 @@ def test_dominant_op_on_a_real_matmul_cell():
     rows = {r.key: r for r in result.rows}
     top = max(rows.values(), key=lambda r: r.self_cpu_time_total)
     assert top.key in ("aten::mm", "aten::matmul") and rows["aten::mm"].count == 3
-    assert finding.evidence.startswith(f"{top.key} takes {result.share(top):.0%} of self time (")
+    shown = percent(result.share(top))  # the table's "% self CPU" figure
+    assert finding.evidence.startswith(f"{top.key} takes {shown} of self time (")
     assert finding.evidence.endswith(", 1 call per iteration)")  # singular after one (#28)
     # Lower precision only where this CPU's own figures say bfloat16 is faster (#28).
     fast = result.device_info.flops_per_s["bfloat16"] > result.device_info.flops_per_s["float32"]

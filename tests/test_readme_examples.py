@@ -174,7 +174,9 @@ EXAMPLES: dict[str, tuple[Callable[..., str], bool]] = {
     "nccl-trace": (nccl_trace_example, False),
 }
 
-_NUMBER = re.compile(r"[−+-]?\d[\d,.]*(?:e[+-]?\d+)?"
+#: A figure and its unit; a share at an edge of ``percent``'s rule ("< 0.1%", "> 99.9%")
+#: is a figure like any other.
+_NUMBER = re.compile(r"(?:[<>] (?=\d))?[−+-]?\d[\d,.]*(?:e[+-]?\d+)?"
                      r"(?:\s?(?:[kMGTP]?(?:B/s|B|FLOP/s)|[kMGTP]\b|ns|µs|ms|s|%|x))?")
 
 

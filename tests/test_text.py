@@ -7,19 +7,19 @@ from kernelmagic.core.rows import Breakdown
 CPU_TABLE = """\
 op                         calls  self CPU (10 it.)  total CPU (10 it.)  CPU per call  % self CPU
 -------------------------  -----  -----------------  ------------------  ------------  ----------
-aten::addmm                   20            5.00 ms             5.80 ms        290 µs       61.7%
-aten::gelu                    10            2.00 ms             2.00 ms        200 µs       24.7%
+aten::addmm                   20            5.00 ms             5.80 ms        290 µs         62%
+aten::gelu                    10            2.00 ms             2.00 ms        200 µs         25%
 aten::copy_                   40             800 µs              800 µs       20.0 µs        9.9%
 aten::linear                  20             200 µs             6.20 ms        310 µs        2.5%
 aten::view                   200             100 µs              100 µs        500 ns        1.2%
-<script>alert(1)</script>      1               0 µs                0 µs          0 µs        0.0%"""
+<script>alert(1)</script>      1               0 µs                0 µs          0 µs          0%"""
 
 CUDA_TABLE = """\
 op                calls  self device (10 it.)  total device (10 it.)  device per call  % self device  self CPU (10 it.)  total CPU (10 it.)  CPU per call  % self CPU
 ----------------  -----  --------------------  ---------------------  ---------------  -------------  -----------------  ------------------  ------------  ----------
-aten::mm             10               9.00 ms                9.00 ms           900 µs          90.0%             300 µs              350 µs       35.0 µs       37.5%
-aten::add            10               1.00 ms                1.00 ms           100 µs          10.0%             100 µs              120 µs       12.0 µs       12.5%
-cudaLaunchKernel     20                  0 µs                   0 µs             0 µs           0.0%             400 µs              400 µs       20.0 µs       50.0%"""  # noqa: E501
+aten::mm             10               9.00 ms                9.00 ms           900 µs            90%             300 µs              350 µs       35.0 µs         38%
+aten::add            10               1.00 ms                1.00 ms           100 µs            10%             100 µs              120 µs       12.0 µs         12%
+cudaLaunchKernel     20                  0 µs                   0 µs             0 µs             0%             400 µs              400 µs       20.0 µs         50%"""  # noqa: E501
 
 
 def test_cpu_table_snapshot():

@@ -2,8 +2,8 @@
 
 Durations (``format_us``, ``format_seconds``: ``%timeit``'s three significant digits),
 counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary units
-(``format_bytes``), shares as percentages (``percent``, ``whole_percent``,
-``percent_of``, ``short_percent``), fixed-unit figures (``format_fixed``) and counted
+(``format_bytes``), shares as percentages by one rule (``percent``, and
+``percent_of`` for a part of a total), fixed-unit figures (``format_fixed``) and counted
 nouns (``counted``: "1 call", "2 calls"). Every renderer and finding formats through
 these, so a figure reads the same wherever it appears.
 """
@@ -58,29 +58,40 @@ def format_bytes(n: float) -> str:
     return f"{sign}{n:.0f} B"
 
 
-def percent(share: float, digits: int = 1) -> str:
-    """A share (0.123) as a percentage with ``digits`` decimals: ``12.3%`` (the tables'
-    style; ``percent(0.1234, 2)`` is ``12.34%``)."""
-    return f"{100 * share:.{digits}f}%"
+def percent(share: float) -> str:
+    """A share (0.123) as a percentage, by the one rule every report, table and finding uses:
+    one decimal below 10% (``2.6%``), whole percents from 10% on (``97%``), so a figure
+    keeps two significant digits; and never rounded onto the edges, which are exact:
 
+    - ``0%`` only for exactly 0; a positive share under 0.05% reads ``< 0.1%``;
+    - ``100%`` only for exactly 1; a share that would round to 100 keeps one decimal
+      (0.996: ``99.6%``), and one under 1 that still rounds to 100.0 reads ``> 99.9%``
+      (above 1, ``> 100%``).
 
-def whole_percent(share: float) -> str:
-    """A share in whole percents, ``12%``: the findings', the charts' and the summary's
-    style, where a figure is read in passing."""
-    return percent(share, 0)
+    Shares above 1 (``1.5``: ``150%``) and below 0 (``-0.25``: ``-25%``) follow the
+    same digits. The printed value never decreases as the share grows.
+    """
+    if share < 0:
+        return "-" + percent(-share)
+    if share == 0 or share == 1:
+        return f"{100 * share:.0f}%"
+    pct = 100 * share
+    one = f"{pct:.1f}"
+    if one == "0.0":
+        return "< 0.1%"
+    if float(one) < 10:
+        return f"{one}%"
+    whole = f"{pct:.0f}"
+    if whole != "100":
+        return f"{whole}%"
+    if one != "100.0":
+        return f"{one}%"
+    return "> 99.9%" if share < 1 else "> 100%"
 
 
 def percent_of(part: float, total: float) -> str:
-    """``part`` as a percentage of ``total`` with one decimal; ``0.0%`` when total is 0."""
-    return f"{100 * part / total:.1f}%" if total > 0 else "0.0%"
-
-
-def short_percent(share: float) -> str:
-    """A share as a percentage: two significant digits below 10%, else whole percents."""
-    pct = 100 * share
-    if pct == 0:
-        return "0%"
-    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+    """``part`` as a percentage of ``total`` (``percent``'s rule); ``0%`` when total is 0."""
+    return percent(part / total if total > 0 else 0.0)
 
 
 def format_fixed(value: float, unit: str, digits: int = 1) -> str:

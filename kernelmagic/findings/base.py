@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
-from kernelmagic.core.units import format_us, short_percent
+from kernelmagic.core.units import format_us, percent
 from kernelmagic.results.result import ProfileResult
 
 NAMED = 3  # ops or calls named in a finding's evidence
@@ -47,7 +47,7 @@ class Finding:
         if self.saves_us is None or self.saves_share is None:
             return ""
         return (f"saves at most {format_us(self.saves_us)} of {format_us(self.iteration_us)} "
-                f"({short_percent(self.saves_share)})")
+                f"({percent(self.saves_share)})")
 
     def __str__(self) -> str:
         saving = f"; {self.saving}" if self.saving else ""

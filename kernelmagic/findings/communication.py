@@ -3,7 +3,7 @@ the same name (``findings/ranks.py``) uses the same threshold."""
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import format_us, percent
 from kernelmagic.findings.base import Finding, per_iter_self
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
@@ -17,12 +17,12 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     if parts is None or parts.wall <= 0 or parts.communication <= 0:
         return None
     exposed = parts.exposed_communication
-    share = exposed / parts.wall
+    share = parts.share("exposed_communication")
     if share <= COMM_BOUND_SHARE:
         return None
     where = "GPU" if parts.device != "cpu" else "CPU"
     hidden = ("none of it overlapped by compute" if not parts.overlap
-              else f"{whole_percent(parts.overlap)} of its {format_us(parts.communication)} "
+              else f"{percent(parts.overlap)} of its {format_us(parts.communication)} "
                    "overlapped by compute")
     comm_rows = sorted((r for r in result.op_totals if is_comm_op(r.key)),
                        key=lambda r: -per_iter_self(result, r))[:2]
@@ -30,7 +30,7 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     return Finding(
         "communication_bound", "Communication-bound",
         f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
-        f"({whole_percent(share)}) on the {where}, {hidden}"
+        f"({percent(share)}) on the {where}, {hidden}"
         + (f"; largest: {biggest} per iteration" if biggest else ""),
         "overlap collectives with compute (DDP gradient buckets, FSDP prefetch, async "
         "collectives), or communicate less per step (larger local batches, gradient "

@@ -7,7 +7,7 @@ compiles from ``kernelmagic/live/compile_watch.py``)."""
 from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import PROFILED
-from kernelmagic.core.units import counted, format_fixed, format_us, whole_percent
+from kernelmagic.core.units import counted, format_fixed, format_us, percent
 from kernelmagic.findings.base import Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -37,8 +37,8 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     others = len(result.graph_breaks) - 1
     more = f"; {others} more graph break(s) in the compiled view" if others > 0 else ""
     took = (f"takes {format_us(worst.gap_time_total / n)} per iteration, the GPU idle for "
-            f"{format_us(per_iter)} of it ({whole_percent(share)} of the iteration)" if device else
-            f"takes {format_us(per_iter)} per iteration, {whole_percent(share)} of it")
+            f"{format_us(per_iter)} of it ({percent(share)} of the iteration)" if device else
+            f"takes {format_us(per_iter)} per iteration, {percent(share)} of it")
     return Finding(
         rule="graph_break",
         title="A graph break splits the compiled code",
@@ -109,7 +109,7 @@ def mostly_eager(result: ProfileResult) -> Finding | None:
         rule="mostly_eager",
         title="Most of the cell still runs eager",
         evidence=(f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
-                  f"({whole_percent(share)}); the rest runs outside torch.compile"),
+                  f"({percent(share)}); the rest runs outside torch.compile"),
         suggestion="compile the function that does the work (the model's forward or the "
                    "whole step), not a small part of it",
         share=1.0 - share,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from kernelmagic.core.units import si, whole_percent
+from kernelmagic.core.units import percent, si
 from kernelmagic.findings.base import Finding, of_wall
 from kernelmagic.results.result import ProfileResult
 
@@ -46,14 +46,14 @@ def dram_near_peak(result: ProfileResult) -> Finding | None:
         return None
     top = max(near, key=lambda r: r.dram_peak_share)
     op = f" (launched by {top.launched_by})" if top.launched_by else ""
-    more = (f"; {len(near) - 1} more kernel(s) above {whole_percent(NEAR_PEAK)}"
+    more = (f"; {len(near) - 1} more kernel(s) above {percent(NEAR_PEAK)}"
             if len(near) > 1 else "")
     return Finding(
         "counters.dram_near_peak",
         "Memory-bound, measured by the GPU's counters",
         f"kernel {top.key[:80]}{op} moved DRAM at {si(top.dram_bytes_per_s, 'B/s')}, "
-        f"{whole_percent(top.dram_peak_share)} of the device's peak bandwidth "
-        f"({whole_percent(top.time / total)} of the counted kernels' time){more}",
+        f"{percent(top.dram_peak_share)} of the device's peak bandwidth "
+        f"({percent(top.time / total)} of the counted kernels' time){more}",
         "less traffic is the only way to make it faster: fuse it with its neighbours "
         "(torch.compile), keep the data in a smaller dtype, or avoid the copy",
         share=of_wall(result, top.time),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kernelmagic.core.machine import AMPERE, CPU, GPU, PRE_VOLTA, TURING, VOLTA, DeviceInfo
 from kernelmagic.core.op_names import CONV_OPS, is_fp32_conv
-from kernelmagic.core.units import format_us, si, whole_percent
+from kernelmagic.core.units import format_us, percent, si
 from kernelmagic.findings.base import Finding, of_wall
 from kernelmagic.results.result import ProfileResult
 
@@ -141,6 +141,6 @@ def fp32_conv(result: ProfileResult) -> Finding | None:
         tries.append(p.note)
     return Finding(
         "fp32_conv", "Float32 convolutions take most of the GPU's time",
-        f"convolutions and their backward take {whole_percent(share)} of device time "
+        f"convolutions and their backward take {percent(share)} of device time "
         f"({format_us(per_iter)} per iteration) in float32 kernels such as {example}",
         "; ".join(tries), of_wall(result, per_iter))

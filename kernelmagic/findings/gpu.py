@@ -21,7 +21,7 @@ from kernelmagic.core.op_names import (
     is_runtime_call,
 )
 from kernelmagic.core.rows import DATA_LOADING
-from kernelmagic.core.units import counted, format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
@@ -170,7 +170,7 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
     setup_note = (f" ({format_us(parts.idle - idle)} of it set-up)"
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
     return Finding(
-        "gpu_idle", f"The GPU is idle {whole_percent(parts.share('idle'))} of the iteration "
+        "gpu_idle", f"The GPU is idle {percent(parts.share('idle'))} of the iteration "
                     f"(CPU-bound: {_CAUSE_TITLE[lead]})",
         f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
         f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
@@ -228,7 +228,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     launches = sum(k.count for k in result.kernels) / result.iters
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
-        f"the GPU is busy {whole_percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
+        f"the GPU is busy {percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
         f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
@@ -279,7 +279,7 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         hint = f"{p.call} ({p.note})" if p.note else p.call
     return Finding(
         "fp32_matmul", "Float32 matmuls are not using Tensor Cores",
-        f"matmuls take {whole_percent(share)} of device time in float32 kernels such as "
+        f"matmuls take {percent(share)} of device time in float32 kernels such as "
         f"{fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
         hint, of_wall(result, matmul / result.iters),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kernelmagic.core.units import counted, format_seconds, short_percent, whole_percent
+from kernelmagic.core.units import counted, format_seconds, percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
@@ -46,11 +46,11 @@ def noisy(result: ProfileResult) -> Finding | None:
     if spread <= NOISY_SPREAD and best >= NOISY_BEST:
         return None
     more = max(50, 5 * result.iters)
-    evidence = (f"the middle half of the {stats.n} iterations spans {whole_percent(spread)} "
+    evidence = (f"the middle half of the {stats.n} iterations spans {percent(spread)} "
                 f"of the median (IQR {format_seconds(stats.iqr)})")
     if best < NOISY_BEST:
         evidence += (f"; the best run took {format_seconds(stats.best)}, "
-                     f"{whole_percent(best)} of the median {format_seconds(stats.median)}")
+                     f"{percent(best)} of the median {format_seconds(stats.median)}")
     return Finding(
         "noisy", "The measurement is noisy", evidence,
         f"{more_iterations(result, more)} and keep other work off the machine")
@@ -70,7 +70,7 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     free = load.free_cores
     threads = counted(load.torch_threads, "thread")
     evidence = (f"other processes kept {load.other_cores:.1f} of the "
-                f"{counted(load.cores, 'core')} busy ({short_percent(load.other_share)}) while the "
+                f"{counted(load.cores, 'core')} busy ({percent(load.other_share)}) while the "
                 f"iterations ran, leaving {free:.1f} free for torch's {threads}")
     if load.load_average:
         evidence += f"; load average {load.load_average:.1f}"

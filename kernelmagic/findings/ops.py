@@ -8,7 +8,7 @@ from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
-from kernelmagic.core.units import counted, format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
 from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
@@ -46,15 +46,15 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
-        hint = f"optimise {top.key} first; the rest together is {whole_percent(1 - share)}"
+        hint = f"optimise {top.key} first; the rest together is {percent(1 - share)}"
     idle = unexplained_idle(result)
     if result.profiles_device and idle > GPU_IDLE_SHARE * wall_us(result):
-        idles = whole_percent(result.breakdown.share("idle"))
+        idles = percent(result.breakdown.share("idle"))
         hint = f"first keep the GPU busy (it idles {idles} of the iteration); then {hint}"
     per_iter = per_iter_self(result, top)
     return Finding(
         "dominant_op", "One op dominates",
-        f"{top.key} takes {whole_percent(share)} of self time "
+        f"{top.key} takes {percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
         f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
         of_wall(result, per_iter), rows=(top.key,))
@@ -89,7 +89,7 @@ def dominant_graph(result: ProfileResult, row: OpRow, share: float) -> Finding:
     timed = sorted((k for k in kernels if k.timed and k.time_total > 0),
                    key=lambda k: -k.time_total)
     untimed = [k for k in kernels if not k.timed]
-    evidence = (f"the compiled graph of {label} takes {whole_percent(share)} of self time "
+    evidence = (f"the compiled graph of {label} takes {percent(share)} of self time "
                 f"({format_us(per_iter)} per iteration)")
     if timed:
         evidence += "; its heaviest fused kernels: " + "; ".join(
@@ -118,13 +118,13 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
     if not ops or calls < ELEMENTWISE_CALLS or result.self_time_total <= 0:
         return None
     per_iter = sum(per_iter_self(result, r) for r in ops)
-    share = per_iter * result.iters / result.self_time_total
+    share = result.share_of(ops, among=result.op_totals)
     avg = per_iter / calls
     if share < ELEMENTWISE_SHARE or avg >= ELEMENTWISE_AVG_US:
         return None
     return Finding(
         "fusable_elementwise", "Many small elementwise ops",
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
-        f"{whole_percent(share)} of self time",
+        f"{percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
         rows=tuple(r.key for r in ops))

@@ -10,7 +10,7 @@ out saves at most all of it.
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import format_us, percent
 from kernelmagic.findings.base import Finding, wall_us
 from kernelmagic.findings.gpu import CAUSE_FIX, between_detail, where_lines_are
 from kernelmagic.results.result import ProfileResult
@@ -24,12 +24,12 @@ def python_between_ops(result: ProfileResult) -> Finding | None:
     wall = wall_us(result)
     if parts is None or parts.device != "cpu" or wall <= 0:
         return None
-    share = parts.idle / wall
+    share = parts.share("idle")  # the summary's "other" share
     if share <= PYTHON_SHARE:
         return None
     return Finding(
         "python_between_ops",
-        f"Python between ops takes {whole_percent(share)} of the iteration",
+        f"Python between ops takes {percent(share)} of the iteration",
         f"no op runs for {format_us(parts.idle)} of each {format_us(wall)} iteration "
         + between_detail(result),
         CAUSE_FIX["between"].format(python=where_lines_are(result)), share,

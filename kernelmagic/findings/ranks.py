@@ -36,7 +36,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kernelmagic.core.units import counted, format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.findings.communication import COMM_BOUND_SHARE
 
@@ -120,13 +120,13 @@ def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
         return None
     worst = max(summaries, key=lambda s: (exposed_share(s), -s.rank))
     hidden = ("overlap not measured on the CPU" if worst.overlap is None
-              else f"{whole_percent(worst.overlap)} of its {format_us(worst.communication_us)} "
+              else f"{percent(worst.overlap)} of its {format_us(worst.communication_us)} "
                    "communication overlapped by compute")
     n = len(summaries)
     return Finding(
         rule="communication_bound",
         title="Communication-bound",
-        evidence=(f"communication not hidden by compute takes {whole_percent(typical)} of the step "
+        evidence=(f"communication not hidden by compute takes {percent(typical)} of the step "
                   f"(median over {counted(n, 'rank')}); worst {worst.label}: "
                   f"{format_us(worst.exposed_communication_us)} of a "
                   f"{format_us(worst.step_median_us)} step exposed ({hidden})"),
@@ -171,7 +171,7 @@ def collective_skew(summaries: Sequence[RankSummary],
     evidence = (f"rank {rank} is the last to arrive at {len(late)} of "
                 f"{counted(len(matched), 'collective')} ({', '.join(names)}; "
                 f"{counted(steps, 'step')}): the first rank waits "
-                f"{format_us(skew)} per step for it ({whole_percent(skew / center)} of the "
+                f"{format_us(skew)} per step for it ({percent(skew / center)} of the "
                 f"median step {format_us(center)}), against {format_us(transfer)} per step of "
                 "transfer once all have arrived")
     ops = _late_ops(late, steps)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import counted, format_fixed, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_fixed, percent, si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
@@ -55,7 +55,7 @@ def _names(result: ProfileResult, rows: list[RooflineRow],
            show: Callable[[RooflineRow], str]) -> str:
     """The first ``NAMED`` rows, each with its share of op time and ``show(row)``."""
     total = sum(r.time for r in result.roofline)
-    return ", ".join(f"{r.key} {whole_percent(r.time / total)} ({show(r)})" for r in rows[:NAMED])
+    return ", ".join(f"{r.key} {percent(r.time / total)} ({show(r)})" for r in rows[:NAMED])
 
 
 def memory_bound(result: ProfileResult) -> Finding | None:
@@ -64,12 +64,12 @@ def memory_bound(result: ProfileResult) -> Finding | None:
         return None
     peak = float(result.roofline_peaks.get("bytes_per_s", 0.0))
     named = _names(result, rows, lambda r: f"{si(r.bytes_per_s, 'B/s')}, "
-                                           f"{whole_percent(r.bytes_per_s / peak)} of the "
+                                           f"{percent(r.bytes_per_s / peak)} of the "
                                            "memory roof"
                    if peak else si(r.bytes_per_s, "B/s"))
     return Finding(
         "memory_bound", "Most of the time is memory-bound",
-        f"{whole_percent(share)} of op time is in ops limited by memory bandwidth "
+        f"{percent(share)} of op time is in ops limited by memory bandwidth "
         f"(peak {si(peak, 'B/s')}): {named}",
         "move fewer bytes: fuse chains of elementwise ops and reductions with torch.compile "
         f"(one pass over memory instead of one per op), and {fewer_bytes(result)}",
@@ -82,11 +82,11 @@ def overhead_bound(result: ProfileResult) -> Finding | None:
         return None
     calls = sum(r.count for r in rows) / result.iters
     per_call = sum(r.time for r in rows) / max(1, sum(r.count for r in rows))
-    named = _names(result, rows, lambda r: f"{percent(r.roof_share, 2)} of its nearer roof")
+    named = _names(result, rows, lambda r: f"{percent(r.roof_share)} of its nearer roof")
     return Finding(
         "overhead_bound", "Most of the time is overhead, not work",
-        f"{whole_percent(share)} of op time is in ops that reach under "
-        f"{whole_percent(OVERHEAD_FRACTION)} of both roofs "
+        f"{percent(share)} of op time is in ops that reach under "
+        f"{percent(OVERHEAD_FRACTION)} of both roofs "
         f"({counted(calls, 'call')} per iteration, {format_fixed(per_call, 'µs')} each): {named}",
         "give each op more work and launch fewer of them: larger batches, "
         "torch.compile (fuses ops), and on CUDA CUDA graphs "
@@ -117,8 +117,8 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(
         "compute_far_from_peak", title,
-        f"{whole_percent(share)} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
-        f"{dtype}, {whole_percent(reached)} of its {si(roof, 'FLOP/s')} roof", hint,
+        f"{percent(share)} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
+        f"{dtype}, {percent(reached)} of its {si(roof, 'FLOP/s')} roof", hint,
         _share_of_iteration(result, rows))
 
 
@@ -141,8 +141,8 @@ def unexplained_by_roofline(result: ProfileResult) -> Finding | None:
                    key=lambda k: -sum(r.time for r in rows if kinds[r.key] == k))
     return Finding(
         "unexplained_by_roofline", "Time the roofline cannot explain",
-        f"{whole_percent(share)} of op time is in ops with no FLOPs counted that reach under "
-        f"{whole_percent(UNEXPLAINED_REACH)} of the memory roof: {named}; they are bound by "
+        f"{percent(share)} of op time is in ops with no FLOPs counted that reach under "
+        f"{percent(UNEXPLAINED_REACH)} of the memory roof: {named}; they are bound by "
         f"neither roof but by {' and '.join(order)}, so neither fusing for bandwidth nor lower "
         "precision is the fix",
         "; ".join(REMEDIES[k] for k in order), _share_of_iteration(result, rows))

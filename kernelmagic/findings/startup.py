@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kernelmagic.core.op_names import ALLOCATOR_CALLS, LAUNCH_CALLS, SETUP_CALLS, is_runtime_call
 from kernelmagic.core.rows import OpRow
-from kernelmagic.core.units import format_seconds, format_us, whole_percent
+from kernelmagic.core.units import format_seconds, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, wall_us
 from kernelmagic.results.advice import warm_up
 from kernelmagic.results.result import ProfileResult
@@ -112,7 +112,7 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
                         if r.key not in LAUNCH_CALLS and r.key not in ALLOCATOR_CALLS), None)
         named = ", ".join(_setup_call(result, r, r is context) for r in found.calls[:NAMED])
         said.append(f"set-up calls take {format_us(found.calls_us)} of a {format_us(wall)} "
-                    f"iteration ({whole_percent(found.calls_us / wall)}): {named}")
+                    f"iteration ({percent(found.calls_us / wall)}): {named}")
     if found.first_us:
         said.append(f"the first iteration took {format_seconds(found.first)} against "
                     f"{format_seconds(found.others)} for the others (median)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelmagic.core.step_rows import StepGroupRow
-from kernelmagic.core.units import counted, format_us, short_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -57,7 +57,7 @@ def step_overhead(result: ProfileResult) -> Finding | None:
     if result.profiles_device:
         launching = g.cpu_us >= STEP_BUSY * g.median_us
         evidence = (f"{each}: the GPU works {format_us(g.device_us)} of each step "
-                    f"({short_percent(g.device_us / g.median_us)}); the CPU spends "
+                    f"({percent(g.device_us / g.median_us)}); the CPU spends "
                     f"{format_us(g.cpu_us)} of it in ops, "
                     + ("launching kernels: launch-bound" if launching
                        else "the rest in Python between ops"))
@@ -65,7 +65,7 @@ def step_overhead(result: ProfileResult) -> Finding | None:
                "fuse its small kernels (torch.compile); batch more sequences per step")
     else:
         evidence = (f"{each}: ops run {format_us(g.cpu_us)} of each step "
-                    f"({short_percent(g.cpu_us / g.median_us)}); the rest is Python outside "
+                    f"({percent(g.cpu_us / g.median_us)}); the rest is Python outside "
                     "ops")
         fix = ("compile the step (torch.compile) to cut the Python between ops, or do more "
                "work per step (several sequences or a larger batch)")
@@ -112,8 +112,8 @@ def steps_slow_down(result: ProfileResult) -> Finding | None:
             "steps_slow_down", f"The {g.group} steps slow down as they go",
             f"{counted(g.count, 'step')} per iteration: the first takes {format_us(times[0])} "
             f"(best of the iterations), the last {format_us(times[-1])} (a fitted "
-            f"rise of {short_percent(rise)}; later steps are slower in "
-            f"{short_percent((1 + tau) / 2)} of pairs)",
+            f"rise of {percent(rise)}; later steps are slower in "
+            f"{percent((1 + tau) / 2)} of pairs)",
             "keep each step's work constant: a KV cache (pass past keys and values, feed only "
             "the new token), or a preallocated cache written in place (no torch.cat per step)",
             of_wall(result, extra))
@@ -148,7 +148,7 @@ def time_between_steps(result: ProfileResult) -> Finding | None:
                     for op, us in list(summary.between_top_ops.items())[:NAMED])
     return Finding(
         "time_between_steps", "Much of the loop runs outside the steps",
-        f"{format_us(summary.between_us)} per iteration ({short_percent(share)}) is spent "
+        f"{format_us(summary.between_us)} per iteration ({percent(share)}) is spent "
         f"between the calls of {_target(result)}"
         + (f"; ops there: {ops}" if ops else "; no op ran there (Python)"),
         "move data loading, logging and printing out of the loop (a DataLoader with "

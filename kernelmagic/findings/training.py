@@ -6,7 +6,7 @@ in training mode. ``dominant_op`` does not point at the ops this rule explains.
 from __future__ import annotations
 
 from kernelmagic.core.op_names import BATCH_NORM_TRAINING, DROPOUT_OPS, DROPOUT_TRAINING
-from kernelmagic.core.units import format_us, whole_percent
+from kernelmagic.core.units import format_us, percent
 from kernelmagic.findings.base import Finding, of_wall, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -40,7 +40,7 @@ def train_mode_under_no_grad(result: ProfileResult) -> Finding | None:
     if dropout:
         mask = [f"{rows[k].key} ×{rows[k].count / n:g}" for k in DROPOUT_TRAINING if k in rows]
         said.append(f"dropout takes {format_us(dropout)} per iteration "
-                    f"({whole_percent(of_wall(result, dropout))} of the iteration; random masks: "
+                    f"({percent(of_wall(result, dropout))} of the iteration; random masks: "
                     f"{', '.join(mask)})")
         bn = rows.get("aten::native_batch_norm") or rows.get("aten::cudnn_batch_norm")
         if bn is not None and not norms:

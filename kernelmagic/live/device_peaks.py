@@ -21,7 +21,7 @@ from typing import Any
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.roofline_bounds import Peaks
-from kernelmagic.core.units import whole_percent
+from kernelmagic.core.units import percent
 
 __all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 
@@ -114,7 +114,7 @@ def _cuda_peaks() -> Peaks:
                                     "measured peaks")
     label, flops, bandwidth = found
     measured = measure("cuda")
-    doubts = [f"{what} {whole_percent(measured[what] / sheet)}" for what, sheet in
+    doubts = [f"{what} {percent(measured[what] / sheet)}" for what, sheet in
               [*((dt, flops[dt]) for dt in ("bfloat16",)), ("bytes_per_s", bandwidth)]
               if measured.get(what, 0.0) < DOUBT_BELOW * sheet]
     note = (f"measured well below the {label} datasheet ({', '.join(doubts)} of it): "

@@ -12,7 +12,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import counted, format_us, percent, short_percent, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
@@ -34,9 +34,13 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
         return counted(calls, "call")
     if key == "avg":
         return f"{format_us(value)} per call"
-    total = self_time(result, sort_key(key).device)  # the self time on the key's side
-    share = value / total if total > 0 else 0.0
-    return f"{short_percent(share)} · {format_us(value / result.iters)}"
+    sort = sort_key(key)
+    if sort.is_self_time:  # the table's "% self" figure, read from the same place
+        share = result.share(row, device=sort.device)
+    else:  # an inclusive time, over the self time on the key's side
+        total = self_time(result, sort.device)
+        share = value / total if total > 0 else 0.0
+    return f"{percent(share)} · {format_us(value / result.iters)}"
 
 
 def _texts(result: ProfileResult, key: str,
@@ -49,11 +53,7 @@ def _texts(result: ProfileResult, key: str,
         return f"{name}: ops by {sort.measure}", []
     title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
-        covered = sum(result.share(r, device=sort.device) for r in rows)
-        share = whole_percent(covered)
-        if share == "100%" and len(rows) < len(result.rows):  # not all of it: say so
-            share = percent(min(covered, 0.999))
-        title += f", {share} of self time"
+        title += f", {percent(result.share_of(rows, device=sort.device))} of self time"
     return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 
 

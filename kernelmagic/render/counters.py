@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
-from kernelmagic.core.units import counted, format_count, format_us, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_count, format_us, percent, si
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -45,7 +45,7 @@ def counter_table(result: ProfileResult) -> Table:
         Column("dram_write", "DRAM write", lambda r: r.dram_write_bytes,
                lambda r: _counted(r.has_dram, si(r.dram_write_bytes, "B"))),
         Column("occupancy", "occupancy", lambda r: r.occupancy,
-               lambda r: whole_percent(r.occupancy / 100) if r.occupancy >= 0 else NONE, width=84),
+               lambda r: percent(r.occupancy / 100) if r.occupancy >= 0 else NONE, width=84),
     ]
     if timed:
         cols += [

@@ -13,7 +13,7 @@ from kernelmagic.core.memory_rows import (
     MemoryPeakRow,
     MemoryPoint,
 )
-from kernelmagic.core.units import format_bytes, format_us, whole_percent
+from kernelmagic.core.units import format_bytes, format_us, percent
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
 
@@ -59,7 +59,7 @@ def peak_sentence(row: MemoryPeakRow, iterations: int = 1) -> str:
                 f"never higher in it{makeup}")
     return (f"{row.device} memory peak {format_bytes(row.total)} "
             f"(+{format_bytes(row.rise)} in the iteration){where}, "
-            f"{whole_percent(row.fraction)} into {it}{makeup}")
+            f"{percent(row.fraction)} into {it}{makeup}")
 
 
 def memory_notes(result: ProfileResult) -> list[str]:

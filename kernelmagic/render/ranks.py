@@ -11,7 +11,7 @@ import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.units import counted, format_us, whole_percent
+from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
@@ -34,7 +34,7 @@ RANK_REPORT = "result.ranks[N], or python -m kernelmagic show FOLDER --rank N"
 
 
 def _overlap(s: RankSummary) -> str:
-    return "-" if s.overlap is None else whole_percent(s.overlap)
+    return "-" if s.overlap is None else percent(s.overlap)
 
 
 def ranks_table_model(result: ManyRanksResult) -> Table:
@@ -133,7 +133,7 @@ def summary_line(result: ManyRanksResult) -> str:
              f"idle {format_us(median_of('idle_us'))}"]
     overlaps = [s.overlap for s in summaries if s.overlap is not None]
     if overlaps:
-        parts[-1] += f", {whole_percent(statistics.median(overlaps))} of communication overlapped"
+        parts[-1] += f", {percent(statistics.median(overlaps))} of communication overlapped"
     missing = result.missing_ranks
     if missing:
         parts.append(f"{counted(len(missing), 'rank')} of the job without a file: "

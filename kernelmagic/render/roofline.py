@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import counted, format_count, format_us, percent, si, whole_percent
+from kernelmagic.core.units import counted, format_count, format_us, percent, si
 from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table, name_column, summed
 from kernelmagic.results.result import ProfileResult
@@ -73,7 +73,7 @@ def verdict_line(result: ProfileResult) -> str:
                                                   if shares.get("unexplained") else [])
     words = {"overhead": "overhead", "unexplained": "unexplained by the roofline (random "
              "numbers, sorting, indexing)"}
-    parts = ", ".join(f"{percent(shares[b]).replace('.0%', '%')} {words.get(b, b + '-bound')}"
+    parts = ", ".join(f"{percent(shares[b])} {words.get(b, b + '-bound')}"
                       for b in shown)
     line = f"Roofline: {parts} (share of op time) · roofs: {peaks_text(result.roofline_peaks)}"
     return f"{line} · {note}" if note else line
@@ -212,7 +212,7 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
     if left_out:
         hidden = sum(r.time for r in left_out) / total
         title += (f"\n{counted(len(left_out), 'op')} without FLOPs or beyond the top {k} "
-                  f"not drawn ({whole_percent(hidden)} of op time)")
+                  f"not drawn ({percent(hidden)} of op time)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if not plotted:
@@ -231,7 +231,7 @@ def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
     key's lines, saying which numbers found no free place."""
     numbers = [str(i + 1) for i in range(len(plotted))]
     placed = place_numbers(ax, [(r.intensity, r.flops_per_s) for r in plotted], numbers)
-    entries = [(n, f"{_label(r.key)} · {whole_percent(r.time / total)}"
+    entries = [(n, f"{_label(r.key)} · {percent(r.time / total)}"
                 + ("" if ok else " (no room for its number)"), COLORS.get(r.bound, "#8C8C8C"))
                for n, r, ok in zip(numbers, plotted, placed, strict=True)]
     if measured:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.units import counted, format_seconds, format_us, short_percent, whole_percent
+from kernelmagic.core.units import counted, format_seconds, format_us, percent
 from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
@@ -33,13 +33,13 @@ def summary_line(result: ProfileResult) -> str:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
             busy = per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {whole_percent(busy)} of the mean wall time")
+            parts.append(f"GPU busy {percent(busy)} of the mean wall time")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
                      f"{format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     elif result.breakdown is None:
         share = per_iter_cpu / wall_us if wall_us > 0 else 0.0
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean; "
-                     f"{whole_percent(share)} of the mean wall time)")
+                     f"{percent(share)} of the mean wall time)")
     else:
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     if result.breakdown is not None:
@@ -62,20 +62,20 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) 
     share = parts.share
     comm = ""
     if parts.communication > 0:
-        comm = f"communication {short_percent(share('communication'))}"
+        comm = f"communication {percent(share('communication'))}"
         if parts.overlap:
-            comm += f" ({short_percent(parts.overlap)} of it overlapped by compute)"
+            comm += f" ({percent(parts.overlap)} of it overlapped by compute)"
         comm += ", "
     if parts.device == "cpu" and python is not None and parts.wall > 0:
         lines, rest = python
-        return (f"CPU: ops {short_percent(share('compute'))}, {comm}Python lines "
-                f"{short_percent(lines / parts.wall)}, unattributed "
-                f"{short_percent(rest / parts.wall)} of the iteration")
+        return (f"CPU: ops {percent(share('compute'))}, {comm}Python lines "
+                f"{percent(lines / parts.wall)}, unattributed "
+                f"{percent(rest / parts.wall)} of the iteration")
     if parts.device == "cpu":
-        return (f"CPU: ops {short_percent(share('compute'))}, {comm}other (Python between ops, "
-                f"waits) {short_percent(share('idle'))} of the iteration")
-    return (f"GPU: compute {short_percent(share('compute'))}, {comm}memcpy/memset "
-            f"{short_percent(share('memcpy'))}, idle {short_percent(share('idle'))} of the "
+        return (f"CPU: ops {percent(share('compute'))}, {comm}other (Python between ops, "
+                f"waits) {percent(share('idle'))} of the iteration")
+    return (f"GPU: compute {percent(share('compute'))}, {comm}memcpy/memset "
+            f"{percent(share('memcpy'))}, idle {percent(share('idle'))} of the "
             "iteration")
 
 

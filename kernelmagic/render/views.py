@@ -223,7 +223,7 @@ def view_notes(result: ProfileResult) -> list[str]:
         idle = parts.idle
         notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
                      f"{format_us(idle)} of {format_us(parts.wall)} "
-                     f"({percent_of(idle, parts.wall)} idle)" + _streams_note(result))
+                     f"({percent(parts.share('idle'))} idle)" + _streams_note(result))
     notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line

@@ -9,6 +9,7 @@ carries over.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -208,6 +209,20 @@ class ProfileResult:
         on_device = self.profiles_device if device is None else device
         total = self_time(self, on_device)  # the result's totals are named as the rows' fields
         return self_time(row, on_device) / total if total > 0 else 0.0
+
+    def share_of(self, rows: Any, among: Any = None, device: bool | None = None) -> float:
+        """Some rows' self time as a fraction of the self time of ``among`` (default: the
+        rows; pass ``op_totals`` for rows taken from it): exactly 1 when the rows left out
+        have none, and under 1 when they have some (a sum of shares rounds to either side
+        of 1, and "100%" is printed only for all of it)."""
+        on_device = self.profiles_device if device is None else device
+        chosen = {id(r) for r in rows}
+        among = self.rows if among is None else among
+        part = sum(self_time(r, on_device) for r in among if id(r) in chosen)
+        rest = sum(self_time(r, on_device) for r in among if id(r) not in chosen)
+        if rest <= 0:
+            return 1.0 if part > 0 else 0.0
+        return min(part / (part + rest), math.nextafter(1.0, 0.0))
 
     def top(self, k: int | None = None, by: str | None = None) -> list[OpRow]:
         """The ``k`` rows with the largest value of sort key ``by`` (default: ``sort``)."""

@@ -26,7 +26,7 @@ import numpy as np
 from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
-from kernelmagic.core.units import format_us, short_percent
+from kernelmagic.core.units import format_us, percent
 from kernelmagic.views.dependencies import (
     CATEGORY_NAMES,
     GPU_WORK,
@@ -64,7 +64,7 @@ class WhatIf:
     def __str__(self) -> str:
         return (f"predicted iteration {format_us(self.iteration_us)} of "
                 f"{format_us(self.measured_us)} measured: saves {format_us(self.saved_us)} "
-                f"({short_percent(self.saved_share)}); {self.summary}")
+                f"({percent(self.saved_share)}); {self.summary}")
 
 
 def _f(a: np.ndarray) -> np.ndarray:
@@ -593,7 +593,7 @@ def path_summary(rows: list[CriticalPathRow]) -> str:
     by: dict[str, float] = {}
     for r in rows:
         by[r.category] = by.get(r.category, 0.0) + r.time
-    parts = [f"{c} {short_percent(v / total)}" for c, v in
+    parts = [f"{c} {percent(v / total)}" for c, v in
              sorted(by.items(), key=lambda x: -x[1]) if v / total >= 0.005]
     return "critical path: " + ", ".join(parts)
 
