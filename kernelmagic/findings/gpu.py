@@ -22,7 +22,7 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.rows import DATA_LOADING
 from kernelmagic.core.units import counted, format_us, whole_percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, runs_on_cpu, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
@@ -115,7 +115,7 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
     CPU time. Set-up calls (``setup``) are none of these.
     """
     n, wall = result.iters, wall_us(result)
-    rows = [r for r in result.op_totals if r.count]
+    rows = [r for r in result.op_totals if r.count and runs_on_cpu(r)]
     skip = {id(r) for r in setup(result).calls}
     cpu = sum(r.self_cpu_time_total for r in rows if id(r) not in skip) / n
     launches = [r for r in rows if r.key in LAUNCH_CALLS and id(r) not in skip]
