@@ -26,6 +26,7 @@ from trace_json import dumps, raw, write_trace
 import kernelmagic
 from kernelmagic.core.op_names import SYNC_OPS
 from kernelmagic.core.units import format_us
+from kernelmagic.findings.gpu import launch_bound
 from kernelmagic.views.dependencies import Model
 
 DATA = Path(__file__).parent / "data"
@@ -597,7 +598,10 @@ def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
     work = sum((us(g["dur"]) for g in truth.work), Decimal(0))
     assert work / (end - start) < Decimal("0.05")  # the GPU idles: a launch-bound pattern
     result = loaded(DATA / "a100_multi_stream_sync.json.gz")
-    assert "launch_bound" in rules(result)
+    assert launch_bound(result) is not None
+    # The report leaves it out: by the model, the launches save 45 µs of the 19.9 ms
+    # iteration (0.2%), under NEGLIGIBLE_SAVING; the CPU outside ops bounds it (gpu_idle).
+    assert "launch_bound" not in rules(result) and "gpu_idle" in rules(result)
 
     # Stretch every GPU event 2000x (the same launches, now long kernels): silent.
     def long_kernels(e):
@@ -606,8 +610,8 @@ def test_launch_bound_fires_when_the_gpu_waits_and_not_when_busy(tmp_path):
         return e
 
     busy = kernelmagic.load(edited(tmp_path, "a100_multi_stream_sync", long_kernels))
-    assert "launch_bound" not in rules(busy)
-    assert "launch_bound" not in rules(loaded(DATA / "v100_gpu_annotations.json.gz"))
+    assert launch_bound(busy) is None
+    assert launch_bound(loaded(DATA / "v100_gpu_annotations.json.gz")) is None
 
 
 def test_fp32_matmul_fires_on_sgemm_where_tf32_exists(tmp_path):

@@ -232,7 +232,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=cause_rows(result, "launch"), side="cpu")
+        rows=cause_rows(result, "launch"), side="cpu", change="launching fewer kernels")
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -250,7 +250,7 @@ def sync_points(result: ProfileResult) -> Finding | None:
         "per iteration: " + ", ".join(parts),
         "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
         "loop); accumulate on the device and read once at the end", of_wall(result, waited),
-        rows=tuple(r.key for r in hits), side="cpu")
+        rows=tuple(r.key for r in hits), side="cpu", change="removing these syncs")
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
@@ -283,4 +283,5 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         f"{fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
         hint, of_wall(result, matmul / result.iters),
-        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device",
+        change="making the matmuls faster")

@@ -73,7 +73,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"({format_us(per_iter)} per iteration, "
         f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
         "iteration)", hint,
-        of_wall(result, per_iter), rows=(top.key,))
+        of_wall(result, per_iter), rows=(top.key,), change=f"making {subject} faster")
 
 
 def is_compiled_row(key: str) -> bool:
@@ -143,4 +143,4 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{whole_percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
-        rows=tuple(r.key for r in ops))
+        rows=tuple(r.key for r in ops), change="fusing them")
