@@ -438,10 +438,12 @@ def markers_shown(result) -> list[str]:
     return [s for s in shown if MARKER_NAME.search(s)]
 
 
-def marked_trace(marker: str, outer: str | None = None) -> tuple[dict, Decimal]:
+def marked_trace(marker: str, outer: str | None = None,
+                 direct_us: int = 50) -> tuple[dict, Decimal]:
     """Three iterations marked ``marker`` (``{i}``: the iteration), each an ``aten::mm``
-    launching an sgemm and two kernels launched right under the marker (no op between),
-    and a memcpy with no launch; with the time the markers launched themselves (µs)."""
+    launching a 200 µs sgemm and two kernels launched right under the marker (no op
+    between; the first ``direct_us`` long), and a memcpy with no launch; with the time the
+    markers launched themselves (µs)."""
     events: list[dict] = []
     direct = Decimal(0)
 
@@ -462,9 +464,9 @@ def marked_trace(marker: str, outer: str | None = None) -> tuple[dict, Decimal]:
         event(marker.format(i=i), "user_annotation", t, 900)
         event("aten::mm", "cpu_op", t + 10, 100)
         launch(t + 20, "sgemm", t + 40, 200, 10 * i + 1)
-        launch(t + 200, "triton_poi_fused_0", t + 300, 50 + i, 10 * i + 2)
+        launch(t + 200, "triton_poi_fused_0", t + 300, direct_us + i, 10 * i + 2)
         launch(t + 400, "triton_poi_fused_1", t + 450, Decimal("7.125"), 10 * i + 3)
-        direct += 50 + i + Decimal("7.125")
+        direct += direct_us + i + Decimal("7.125")
         event("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", t + 600, 11, tid=7,
               correlation=999_000 + i, stream=7, device=0)
     device = [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}]
@@ -504,6 +506,19 @@ def test_what_the_markers_launch_is_one_marked_row(tmp_path, marker, outer, key)
     assert sum(rows[i] == ("no op", key) for i in items.tolist()) == 2  # per iteration
     assert result.what_if({f"[no op] {key}": 2.0}).iteration_us > 0
     assert "[no op] " + key in result.table(None)
+    assert not markers_shown(result)
+
+
+def test_a_marked_row_that_dominates_names_its_kernels(tmp_path):
+    # 300 µs of Triton kernels launched right in each step against a 200 µs sgemm.
+    doc, direct = marked_trace("ProfilerStep#{i}", direct_us=300)
+    result = kernelmagic.load(write_trace(tmp_path / "t.json.gz", doc))
+    share = direct / (direct + 3 * 200 + 3 * 11)  # of all the GPU work: sgemm, memcpy
+    dominant = next(f for f in result.findings() if f.rule == "dominant_op")
+    assert dominant.evidence.startswith(
+        "[no op] ProfilerStep (launched with no op around: triton_poi_fused_0, "
+        f"triton_poi_fused_1) takes {round(100 * share)}% of self time ")
+    assert "2 pieces of GPU work per iteration" in dominant.evidence
     assert not markers_shown(result)
 
 

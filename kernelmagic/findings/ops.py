@@ -53,9 +53,9 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     subject = KIND_MARKS.get(top.kind, "") + top.key
     if top.kind == NO_OP:  # GPU work launched right in the step: its kernels are the subject
         kernels = [k.key for k in result.kernels if k.launched_by == subject][:NAMED]
-        hint = ("work on the kernels the step launches with no op around them (a Triton "
-                "kernel or an extension called from Python): " + ", ".join(kernels)
-                if kernels else "see the kernels table")
+        subject += f" (launched with no op around: {', '.join(kernels)})" if kernels else ""
+        hint = ("work on these kernels, which the step launches itself (a Triton kernel or "
+                "an extension called from Python)")
     elif top.key in MATMUL_OPS:
         hint = cheaper_matmuls(result)
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
@@ -73,7 +73,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"({format_us(per_iter)} per iteration, "
         f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
         "iteration)", hint,
-        of_wall(result, per_iter), rows=(top.key,), change=f"making {subject} faster")
+        of_wall(result, per_iter), rows=(top.key,),
+        change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster")
 
 
 def is_compiled_row(key: str) -> bool:
