@@ -3,6 +3,7 @@ and each headline rule on hand-built profiles that trigger it and that do not.""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from kernelmagic import findings
 from kernelmagic.core import roofline_bounds
 from kernelmagic.core.rows import (
     Breakdown,
+    CriticalPathRow,
     KernelRow,
     OpRow,
     PythonLineRow,
@@ -22,11 +24,13 @@ from kernelmagic.core.rows import (
     RooflineRow,
 )
 from kernelmagic.findings import roofline as roofline_findings
+from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding
 from kernelmagic.findings.gpu import gpu_idle, launch_bound
 from kernelmagic.findings.ops import dominant_op
 from kernelmagic.findings.python import PYTHON_SHARE, python_between_ops
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.findings.training import train_mode_under_no_grad
+from kernelmagic.render.html import findings_html
 from kernelmagic.results.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
@@ -507,3 +511,99 @@ def test_unexplained_needs_no_flops_a_low_reach_and_a_known_name():
     small = with_roofline([roof("aten::bernoulli_", 100.0, bound="unexplained"),
                            roof("aten::add", 900.0, 1e6, reach=0.5)])
     assert roofline_findings.unexplained_by_roofline(small) is None  # 10% of op time
+
+
+# --- findings consistent with the dependency model (#43) ---------------------------------
+
+
+ALL_TRACES = sorted({p.relative_to(DATA).as_posix(): p for p in DATA.rglob("*.json.gz")}.items())
+ALL_TRACES += [(f"shared/{p.relative_to(SHARED).as_posix()}", p)
+               for p in sorted(SHARED.rglob("*.json.gz")) if SHARED.is_dir()
+               and not (DATA / p.relative_to(SHARED)).exists()]
+
+
+@pytest.mark.parametrize(("name", "path"), ALL_TRACES, ids=[n for n, _ in ALL_TRACES])
+def test_the_first_change_suggested_saves_something(name, path):
+    """Every real trace: a finding that suggests a change saves at least 1% of the
+    iteration by the model; one that saves less never ranks above one that saves more and
+    never says "saves at most", but what bounds the iteration instead."""
+    found = loaded(path).findings()
+    suggesting = [f for f in found if f.suggests_change]
+    if suggesting:
+        assert suggesting[0].saves_us > 0, str(suggesting[0])
+    assert all(f.saves_share >= NEGLIGIBLE_SAVING for f in suggesting)
+    savings = [f.saves_us for f in suggesting]
+    assert savings == sorted(savings, reverse=True)
+    for i, f in enumerate(found):
+        assert "saves at most 0 µs" not in str(f)
+        if f.saves_us is not None and f.saves_share < NEGLIGIBLE_SAVING:
+            assert f.bound and " while " in f.bound and "Try:" not in str(f), str(f)
+            assert "saves at most" not in str(f)
+            assert not [g for g in found[i + 1:] if g.saves_us is not None
+                        and g.saves_us > f.saves_us], str(f)
+
+
+def test_a_change_the_model_prices_at_nothing_says_what_bounds_the_iteration():
+    # One 1.76 µs Triton kernel in a 13.3 s window that the CPU outside any op holds:
+    # one op "dominates" the device time, but making it faster saves nothing.
+    found = loaded(DATA / "a100_triton.json.gz").findings()
+    dominant = next(f for f in found if f.rule == "dominant_op")
+    assert dominant.bound.startswith(
+        "making triton_poi_fused_add_cos_sin_0 faster saves nothing while the CPU outside "
+        "any op (Python between ops) is the bottleneck (CPU outside ops: ")
+    assert str(dominant).endswith(f"; {dominant.bound}.")
+    assert dominant.bound.endswith("% of the critical path)")  # (all of it: no op runs)
+    assert dominant.saving == "" and not dominant.suggests_change
+    # Launch-bound says only that launches bound the iteration: when they do not, no finding.
+    assert launch_bound(loaded(DATA / "a100_triton.json.gz")) is not None
+    assert "launch_bound" not in {f.rule for f in found}
+
+
+def model_result(path_rows: list[CriticalPathRow]) -> ProfileResult:
+    """A CUDA profile with only a critical path: the findings' prices are given."""
+    return ProfileResult(name="m", iters=10, warmup=1, device="cuda", rows=[MM],
+                         timings=[0.001] * 10, critical_path=path_rows)
+
+
+@pytest.mark.parametrize(("category", "words"), [
+    ("GPU work", "the GPU is the bottleneck"),
+    ("CPU ops", "the CPU's ops are the bottleneck"),
+    ("launches", "launching kernels on the CPU is the bottleneck"),
+    ("waiting on syncs", "waiting on host-device syncs is the bottleneck"),
+    ("CPU outside ops", "the CPU outside any op (Python between ops) is the bottleneck"),
+])
+def test_what_bounds_the_iteration_is_the_critical_paths_largest_category(category, words):
+    # 970 of the path's 1000 µs in ``category``, 30 µs in the op the finding names.
+    result = model_result([CriticalPathRow(category, "k", time=600.0),
+                           CriticalPathRow(category, "", time=370.0),
+                           CriticalPathRow("idle", "aten::mm", time=30.0)])
+    said = findings.weighed(result, Finding(
+        "dominant_op", "One op dominates", "aten::mm takes 90%", "optimise it", 0.9,
+        rows=("aten::mm",), saves_us=0.0, iteration_us=1000.0))
+    assert said.bound == f"making aten::mm faster saves nothing while {words} " \
+                         f"({category}: 97% of the critical path)"
+    under = findings.weighed(result, dataclasses.replace(said, bound="", saves_us=9.0,
+                                                         change="removing these syncs"))
+    assert under.bound.startswith("removing these syncs saves under 1.0% of the iteration "
+                                  "(9.00 µs of 1.00 ms) while ")
+    kept = findings.weighed(result, dataclasses.replace(said, bound="", saves_us=10.0))
+    assert kept.bound == "" and kept.saving == "saves at most 10.0 µs of 1.00 ms (1.0%)"
+
+
+def test_a_change_that_saves_little_never_ranks_above_one_that_saves_more(monkeypatch):
+    result = model_result([CriticalPathRow("GPU work", "k", time=1000.0)])
+
+    def priced(rule, share, saves):
+        return lambda _: Finding(rule, rule, "evidence", "do it", share,
+                                          saves_us=saves, iteration_us=1000.0)
+
+    # Explains 90% but saves 0; explains 5% and saves 50 µs; explains 2%, no prediction.
+    monkeypatch.setattr(findings, "RULES", [priced("big", 0.9, 0.0), priced("small", 0.05, 50.0),
+                                            priced("unpriced", 0.02, None)])
+    found = result.findings()
+    assert [f.rule for f in found] == ["small", "unpriced", "big"]
+    assert str(found[0]) == "small: evidence; saves at most 50.0 µs of 1.00 ms (5.0%). Try: do it"
+    assert str(found[2]) == ("big: evidence; the change it suggests saves nothing while the GPU "
+                             "is the bottleneck (GPU work: 100% of the critical path).")
+    html = findings_html(result)
+    assert "the change it suggests saves nothing" in html and html.count("<i>Try:</i>") == 2

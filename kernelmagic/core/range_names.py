@@ -57,6 +57,23 @@ def is_ours(text: str, name: str | None) -> bool:
                                                                   f"{name}/step "))
 
 
+def is_iteration(text: str, name: str | None) -> bool:
+    """Whether ``text`` is kernelmagic's ``NAME/iter i`` range of the run ``name`` (any
+    run's when None)."""
+    found = ITERATION_RANGE.match(text)
+    return found is not None and (name is None or found.group(1) == name)
+
+
+def marker_key(text: str) -> str:
+    """The row key of the GPU work an iteration marker launched directly (no op between):
+    ``ProfilerStep`` for ``ProfilerStep#N``, ``NAME/iter`` for ``NAME/iter i``, so every
+    iteration's markers make one row."""
+    found = ITERATION_RANGE.match(text)
+    if found is not None:
+        return f"{found.group(1)}/iter"
+    return text.split("#", 1)[0]
+
+
 def parse_step(text: str, name: str | None) -> tuple[int, str] | None:
     """``(j, inputs)`` of a step range of the run ``name`` (any run's when None), else None;
     ``inputs`` is "" for a call with no tensor inputs."""

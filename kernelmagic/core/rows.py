@@ -19,8 +19,9 @@ class OpRow(Record):
 
     ``kind`` says what the row is: ``"op"`` (an operator or runtime call, as in torch's
     ``key_averages()``), ``"range"`` (a range that owns time directly: it launched GPU
-    work with no op in between, or has no op under it) or ``"unlaunched"`` (GPU work whose
-    launch is not in the trace). See ``kernelmagic/views/ops.py``.
+    work with no op in between, or has no op under it), ``"unlaunched"`` (GPU work whose
+    launch is not in the trace) or ``"no op"`` (GPU work an iteration marker,
+    ``ProfilerStep#N``, launched with no op between). See ``kernelmagic/views/ops.py``.
 
     Memory fields (bytes) are filled with ``--memory``, ``flops`` with ``--flops``
     (0 where torch cannot count them), ``input_shapes`` with ``--shapes``.
@@ -54,8 +55,9 @@ class OpRow(Record):
 
 #: How a row that is not an op is marked wherever its name is shown (table, chart, text,
 #: HTML, ``what_if`` keys): a range that owns time itself, GPU work whose launch the trace
-#: does not hold.
-KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] "}
+#: does not hold, GPU work an iteration marker launched with no op between
+#: (``[no op] ProfilerStep``).
+KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] ", "no op": "[no op] "}
 
 
 @dataclass(frozen=True)

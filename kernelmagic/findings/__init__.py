@@ -3,9 +3,12 @@
 Each rule is a pure function of a ``ProfileResult`` that returns a ``Finding`` or None.
 A finding carries ``share``, the fraction of the iteration it explains; ``find`` lists
 the findings by it, largest first (ties: the order of ``RULES``), so a report leads with
-the biggest problem it can see. Thresholds are constants of each rule's module (import
-them from there); the op and call names the rules recognise are in
-``kernelmagic/core/op_names.py``.
+the biggest problem it can see. A finding that suggests a change is priced by the
+dependency model and ranked by what it saves instead; one that saves under
+``NEGLIGIBLE_SAVING`` of the iteration says what bounds the iteration rather than
+suggest it (``base.bound_by``), or is left out (``SILENT_WHEN_NEGLIGIBLE``). Thresholds
+are constants of each rule's module (import them from there); the op and call names the
+rules recognise are in ``kernelmagic/core/op_names.py``.
 
 One module per subject, each importing only ``base`` and the subjects it defers to:
 
@@ -41,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from kernelmagic.findings.base import Finding
+from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding, bound_by
 from kernelmagic.findings.communication import communication_bound
 from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
@@ -63,7 +66,7 @@ from kernelmagic.findings.steps import (
 from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
-__all__ = ["RULES", "find", "priced"]
+__all__ = ["RULES", "SILENT_WHEN_NEGLIGIBLE", "find", "priced", "weighed"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
     # share 1, whatever their size: a leak runs out of memory however fast it is; on a
@@ -77,17 +80,25 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
 ]
 
 
+#: Rules whose finding is only its claim that the change would pay: left out when the model
+#: says it saves under ``NEGLIGIBLE_SAVING`` (launch-bound: the launches do not bound the
+#: iteration then, and ``gpu_idle`` says what the CPU does while the GPU waits).
+SILENT_WHEN_NEGLIGIBLE = frozenset({"launch_bound"})
+
+
 def find(result: ProfileResult) -> list[Finding]:
     """Every rule's finding for ``result`` (``RULES``, then the roofline's), with what the
     dependency model predicts its change saves at most; the largest saving first (as a
     share of the iteration; ``share`` for a finding the model cannot price); equal
-    shares keep the rules' order."""
+    shares keep the rules' order. A change that saves under ``NEGLIGIBLE_SAVING`` is not
+    suggested (``weighed``), so it never ranks above one that saves more."""
     rules = RULES + ROOFLINE_RULES if result.roofline else RULES
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
-    found = [priced(result, f) for f in (rule(result) for rule in rules) if f is not None]
-    found = sorted(found, key=lambda f: -(f.saves_share if f.saves_share is not None
-                                          else f.share))
+    found = [weighed(result, priced(result, f))
+             for f in (rule(result) for rule in rules) if f is not None]
+    found = sorted((f for f in found if f is not None),
+                   key=lambda f: -(f.saves_share if f.saves_share is not None else f.share))
     return with_measurements(found, result) if result.experiments else found
 
 
@@ -99,3 +110,15 @@ def priced(result: ProfileResult, finding: Finding) -> Finding:
         return finding
     return dataclasses.replace(finding, saves_us=answer.saved_us,
                                iteration_us=answer.measured_us)
+
+
+def weighed(result: ProfileResult, finding: Finding) -> Finding | None:
+    """A priced ``finding`` whose change saves under ``NEGLIGIBLE_SAVING`` of the iteration
+    says what bounds it instead (``bound``), or is None for ``SILENT_WHEN_NEGLIGIBLE``'s
+    rules; any other finding as it is."""
+    share = finding.saves_share
+    if share is None or share >= NEGLIGIBLE_SAVING:
+        return finding
+    if finding.rule in SILENT_WHEN_NEGLIGIBLE:
+        return None
+    return dataclasses.replace(finding, bound=bound_by(result, finding))

@@ -1,5 +1,5 @@
 """``Finding``, and the figures every rule reads the same way (the iteration's length, a
-share of it, an op's self time per iteration)."""
+share of it, an op's self time per iteration, what bounds the iteration)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,23 @@ from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import format_us, percent
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.ops import OP, RANGE
 
 NAMED = 3  # ops or calls named in a finding's evidence
+#: A change the dependency model says saves less than this share of the iteration is not
+#: suggested: the finding says what bounds the iteration instead (``Finding.bound``).
+NEGLIGIBLE_SAVING = 0.01
+
+#: What bounds the iteration, by the critical path's largest category
+#: (``views/dependencies.py: CATEGORY_NAMES``).
+BOTTLENECKS = {
+    "GPU work": "the GPU is the bottleneck",
+    "CPU ops": "the CPU's ops are the bottleneck",
+    "launches": "launching kernels on the CPU is the bottleneck",
+    "waiting on syncs": "waiting on host-device syncs is the bottleneck",
+    "CPU outside ops": "the CPU outside any op (Python between ops) is the bottleneck",
+    "idle": "time with nothing recorded (untraced Python, waits) is the bottleneck",
+}
 
 
 @dataclass(frozen=True)
@@ -19,9 +34,12 @@ class Finding:
 
     ``share`` is the fraction of the iteration the finding explains (0 when it explains
     none of it, e.g. a noisy measurement). A finding that suggests a change names the
-    rows it would change (``rows``, on ``side``); ``find`` asks the dependency model what
-    removing their time would save at most (``saves_us`` of ``iteration_us``) and orders
-    the findings by that, or by ``share`` where the model has no answer.
+    rows it would change (``rows``, on ``side``; ``change`` says it in words, "making
+    aten::mm faster"); ``find`` asks the dependency model what removing their time would
+    save at most (``saves_us`` of ``iteration_us``) and orders the findings by that, or by
+    ``share`` where the model has no answer. Where the model says the change saves under
+    ``NEGLIGIBLE_SAVING`` of the iteration, ``bound`` says what bounds the iteration
+    instead, and the finding suggests nothing.
     """
 
     rule: str
@@ -33,6 +51,8 @@ class Finding:
     side: str = field(default="both", compare=False)
     saves_us: float | None = field(default=None, compare=False)
     iteration_us: float = field(default=0.0, compare=False)
+    change: str = field(default="", compare=False)
+    bound: str = field(default="", compare=False)
 
     @property
     def saves_share(self) -> float | None:
@@ -42,16 +62,63 @@ class Finding:
         return self.saves_us / self.iteration_us if self.iteration_us > 0 else 0.0
 
     @property
+    def suggests_change(self) -> bool:
+        """Whether the finding suggests a change the model prices (and says it is worth
+        making: not ``bound``)."""
+        return self.saves_us is not None and not self.bound
+
+    @property
     def saving(self) -> str:
-        """``saves at most 3.1 ms of 222 ms (1.4%)`` ("" without a prediction)."""
-        if self.saves_us is None or self.saves_share is None:
+        """``saves at most 3.1 ms of 222 ms (1.4%)`` ("" without a prediction, or when
+        the change is not worth it: ``bound``)."""
+        if self.saves_us is None or self.saves_share is None or self.bound:
             return ""
         return (f"saves at most {format_us(self.saves_us)} of {format_us(self.iteration_us)} "
                 f"({percent(self.saves_share)})")
 
+    @property
+    def after_evidence(self) -> str:
+        """What follows the evidence: ``; saves at most ...``, ``; making X faster saves
+        nothing while ...`` (``bound``), or ""."""
+        said = self.bound or self.saving
+        return f"; {said}" if said else ""
+
     def __str__(self) -> str:
-        saving = f"; {self.saving}" if self.saving else ""
-        return f"{self.title}: {self.evidence}{saving}. Try: {self.suggestion}"
+        text = f"{self.title}: {self.evidence}{self.after_evidence}."
+        return text if self.bound else f"{text} Try: {self.suggestion}"
+
+
+def change_words(finding: Finding) -> str:
+    """The change ``finding`` suggests, in words: its ``change``, else "making ROW faster"
+    for one row, else "the change it suggests"."""
+    if finding.change:
+        return finding.change
+    return f"making {finding.rows[0]} faster" if len(finding.rows) == 1 else \
+        "the change it suggests"
+
+
+def bottleneck(result: ProfileResult) -> str:
+    """What bounds the median iteration, from its critical path's largest category: ``the
+    GPU is the bottleneck (GPU work: 97% of the critical path)``."""
+    by: dict[str, float] = {}
+    for row in result.critical_path:
+        by[row.category] = by.get(row.category, 0.0) + row.time
+    total = sum(by.values())
+    if total <= 0:
+        return "other work bounds the iteration"
+    category, time = max(by.items(), key=lambda x: x[1])
+    words = BOTTLENECKS.get(category, f"{category} is the bottleneck")
+    return f"{words} ({category}: {percent(time / total)} of the critical path)"
+
+
+def bound_by(result: ProfileResult, finding: Finding) -> str:
+    """``making X faster saves nothing while the GPU is the bottleneck (...)``: what a
+    priced ``finding`` whose change saves under ``NEGLIGIBLE_SAVING`` says instead."""
+    saves = finding.saves_us or 0.0
+    saved = ("saves nothing" if saves <= 0 else
+             f"saves under {percent(NEGLIGIBLE_SAVING)} of the iteration "
+             f"({format_us(saves)} of {format_us(finding.iteration_us)})")
+    return f"{change_words(finding)} {saved} while {bottleneck(result)}"
 
 
 def wall_us(result: ProfileResult) -> float:
@@ -66,6 +133,12 @@ def of_wall(result: ProfileResult, us_per_iter: float) -> float:
     """``us_per_iter`` as a share of the iteration, clamped to [0, 1] (0 without one)."""
     wall = wall_us(result)
     return min(1.0, max(0.0, us_per_iter / wall)) if wall > 0 else 0.0
+
+
+def runs_on_cpu(row: OpRow) -> bool:
+    """Whether ``row`` is CPU work (an op, runtime call or range), not a row of GPU work
+    alone (``[no launch]``, ``[no op]``: ``views/ops.py``)."""
+    return row.kind in (OP, RANGE)
 
 
 def per_iter_self(result: ProfileResult, row: OpRow) -> float:

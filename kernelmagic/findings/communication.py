@@ -35,4 +35,5 @@ def communication_bound(result: ProfileResult) -> Finding | None:
         "overlap collectives with compute (DDP gradient buckets, FSDP prefetch, async "
         "collectives), or communicate less per step (larger local batches, gradient "
         "accumulation, compression)", share,
-        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)))
+        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)),
+        change="hiding or shrinking the communication")

@@ -22,7 +22,7 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.rows import DATA_LOADING
 from kernelmagic.core.units import counted, format_us, percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, runs_on_cpu, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
@@ -115,7 +115,7 @@ def cpu_causes(result: ProfileResult) -> list[Cause]:
     CPU time. Set-up calls (``setup``) are none of these.
     """
     n, wall = result.iters, wall_us(result)
-    rows = [r for r in result.op_totals if r.count]
+    rows = [r for r in result.op_totals if r.count and runs_on_cpu(r)]
     skip = {id(r) for r in setup(result).calls}
     cpu = sum(r.self_cpu_time_total for r in rows if id(r) not in skip) / n
     launches = [r for r in rows if r.key in LAUNCH_CALLS and id(r) not in skip]
@@ -232,7 +232,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=cause_rows(result, "launch"), side="cpu")
+        rows=cause_rows(result, "launch"), side="cpu", change="launching fewer kernels")
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -250,7 +250,7 @@ def sync_points(result: ProfileResult) -> Finding | None:
         "per iteration: " + ", ".join(parts),
         "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
         "loop); accumulate on the device and read once at the end", of_wall(result, waited),
-        rows=tuple(r.key for r in hits), side="cpu")
+        rows=tuple(r.key for r in hits), side="cpu", change="removing these syncs")
 
 
 def fp32_matmul(result: ProfileResult) -> Finding | None:
@@ -283,4 +283,5 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         f"{fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
         hint, of_wall(result, matmul / result.iters),
-        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device",
+        change="making the matmuls faster")

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
 from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
-from kernelmagic.core.rows import OpRow
+from kernelmagic.core.rows import KIND_MARKS, OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import counted, format_us, percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
+from kernelmagic.findings.base import (
+    NAMED,
+    Finding,
+    of_wall,
+    per_iter_self,
+    runs_on_cpu,
+    wall_us,
+)
 from kernelmagic.findings.device import cheaper_matmuls
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
@@ -17,7 +24,9 @@ from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
+from kernelmagic.views.ops import NO_OP
 
+_CALLED, _RAN = ("call", "calls"), ("piece of GPU work", "pieces of GPU work")  # a row's count
 DOMINANT_SHARE = 0.5          # one op's share of self time
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
 ELEMENTWISE_SHARE = 0.25      # their share of self time
@@ -41,12 +50,18 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
         return dominant_graph(result, top, share)
-    if top.key in MATMUL_OPS:
+    subject = KIND_MARKS.get(top.kind, "") + top.key
+    if top.kind == NO_OP:  # GPU work launched right in the step: its kernels are the subject
+        kernels = [k.key for k in result.kernels if k.launched_by == subject][:NAMED]
+        subject += f" (launched with no op around: {', '.join(kernels)})" if kernels else ""
+        hint = ("work on these kernels, which the step launches itself (a Triton kernel or "
+                "an extension called from Python)")
+    elif top.key in MATMUL_OPS:
         hint = cheaper_matmuls(result)
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
-        hint = f"optimise {top.key} first; the rest together is {percent(1 - share)}"
+        hint = f"optimise {subject} first; the rest together is {percent(1 - share)}"
     idle = unexplained_idle(result)
     if result.profiles_device and idle > GPU_IDLE_SHARE * wall_us(result):
         idles = percent(result.breakdown.share("idle"))
@@ -54,10 +69,12 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     per_iter = per_iter_self(result, top)
     return Finding(
         "dominant_op", "One op dominates",
-        f"{top.key} takes {percent(share)} of self time "
+        f"{subject} takes {percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
-        of_wall(result, per_iter), rows=(top.key,))
+        f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
+        "iteration)", hint,
+        of_wall(result, per_iter), rows=(top.key,),
+        change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster")
 
 
 def is_compiled_row(key: str) -> bool:
@@ -127,4 +144,4 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
-        rows=tuple(r.key for r in ops))
+        rows=tuple(r.key for r in ops), change="fusing them")

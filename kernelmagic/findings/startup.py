@@ -127,4 +127,5 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
         "; ".join(said),
         f"profile steady state: {warm_up(result)}; if cudaMalloc/cudaFree recur every step, "
         "keep torch.cuda.empty_cache() out of the loop and shapes steady", share,
-        rows=tuple(r.key for r in found.calls), side="cpu")
+        rows=tuple(r.key for r in found.calls), side="cpu",
+        change="taking the set-up out of the window")

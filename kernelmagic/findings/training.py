@@ -55,4 +55,5 @@ def train_mode_under_no_grad(result: ProfileResult) -> Finding | None:
         "with the model in training mode",
         "call model.eval() for inference (dropout becomes the identity, batch norm uses its "
         "running statistics), with torch.no_grad() or torch.inference_mode()", share,
-        rows=tuple(k for k in (*DROPOUT_OPS, *DROPOUT_TRAINING) if k in rows))
+        rows=tuple(k for k in (*DROPOUT_OPS, *DROPOUT_TRAINING) if k in rows),
+        change="eval mode")

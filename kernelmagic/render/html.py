@@ -153,8 +153,8 @@ def findings_html(result: ProfileResult) -> str:
     """The findings as a list: title, evidence, suggestion ("" when there are none)."""
     items = "".join(
         f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
-        f"{escape(f.evidence)}{'; ' + escape(f.saving) if f.saving else ''}. "
-        f"<i>Try:</i> {escape(f.suggestion)}</li>"
+        f"{escape(f.evidence)}{escape(f.after_evidence)}."
+        + ("" if f.bound else f" <i>Try:</i> {escape(f.suggestion)}") + "</li>"
         for f in result.findings()
     )
     if not items:

@@ -128,7 +128,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows,
-        kernels=kernel_rows(table) if on_device else [],
+        kernels=kernel_rows(table, name) if on_device else [],
         sources=_sources(table, figures, source_file, python_samples) if "stack" in wanted
         else [],
         modules=module_rows(table, figures) if "modules" in wanted else [],

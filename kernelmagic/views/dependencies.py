@@ -42,7 +42,14 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
-from kernelmagic.views.ops import UNLAUNCHED, is_op, range_owners, under_our_sync
+from kernelmagic.views.ops import (
+    NO_OP,
+    UNLAUNCHED,
+    is_op,
+    marker_work,
+    range_owners,
+    under_our_sync,
+)
 from kernelmagic.views.tree import depth_of
 
 JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
@@ -155,7 +162,7 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
     ws, we = window
     if ranges is None:
         ranges = range_owners(table, name)
-    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes)
+    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name)
     cpu = _cpu_chains(table, ws, we, row_of)
     gpu = _gpu_items(table, ws, we, row_of, cpu)
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
@@ -257,28 +264,37 @@ def _last_per_target(targets: np.ndarray, sources: np.ndarray) -> list[tuple[int
     return list(zip(targets[last].tolist(), sources[last].tolist(), strict=True))
 
 
-def _row_ids(table: EventTable, window: Window, ranges: np.ndarray,
-             shapes: bool) -> tuple[np.ndarray, list[str], list[str], list[str]]:
-    """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them)."""
+def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool,
+             name: str | None = None) -> tuple[np.ndarray, list[str], list[str], list[str]]:
+    """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them); GPU
+    work with a row of its own (no launch; launched by an iteration marker: ``[no op]``)
+    has it, the rest of the GPU work its launcher's."""
     ws, we = window
     inside = (table.start < we) & (table.end > ws) | (table.start == ws)
     owner = (is_op(table) | ranges) & ~under_our_sync(table) & inside
     work = device_work(table) & (table.launcher == NO_PARENT) & inside
-    events = np.flatnonzero(owner | work)
+    marked, marker_keys = marker_work(table, name)
+    has = np.flatnonzero(marked >= 0)
+    marked[has[~inside[table.launcher[has]]]] = -1
+    events = np.flatnonzero(owner | work | (marked >= 0))
     row_of = np.full(table.n, -1, dtype=np.int64)
     if not events.size:
         return row_of, [], [], []
-    kind_code = np.where(work[events], 2, ranges[events].astype(np.int64))
-    key = table.name[events].astype(np.int64) * 3 + kind_code
+    kind_code = np.where(marked[events] >= 0, 3,
+                         np.where(work[events], 2, ranges[events].astype(np.int64)))
+    by_itself = kind_code >= 2  # GPU work: no shapes
+    key = np.where(kind_code == 3, marked[events], table.name[events]).astype(np.int64) * 4
+    key += kind_code
     if shapes:
-        key = key * (int(table.shapes.max()) + 1) + np.where(work[events], 0,
+        key = key * (int(table.shapes.max()) + 1) + np.where(by_itself, 0,
                                                              table.shapes[events])
     found, first, inverse = unique(key, return_index=True, return_inverse=True)
     row_of[events] = inverse
     firsts = events[first]
-    names = [table.names[i] for i in table.name[firsts].tolist()]
-    kind_names = [("op", "range", UNLAUNCHED)[c] for c in kind_code[first].tolist()]
-    shape_texts = ([table.names[i] if k != UNLAUNCHED else ""
+    names = [marker_keys[marked[e]] if marked[e] >= 0 else table.names[table.name[e]]
+             for e in firsts.tolist()]
+    kind_names = [("op", "range", UNLAUNCHED, NO_OP)[c] for c in kind_code[first].tolist()]
+    shape_texts = ([table.names[i] if k in ("op", "range") else ""
                     for i, k in zip(table.shapes[firsts].tolist(), kind_names, strict=True)]
                    if shapes else [""] * found.size)
     return row_of, names, kind_names, shape_texts
@@ -462,7 +478,8 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     anchor[alone] = st[alone]
     stream_off = np.concatenate((np.flatnonzero(~prev_in), [keep.size])).astype(np.int64)
     item_row = np.where(table.launcher[items] >= 0,
-                        row_of[np.maximum(table.launcher[items], 0)], row_of[items])
+                        row_of[np.maximum(table.launcher[items], 0)], -1)
+    item_row = np.where(row_of[items] >= 0, row_of[items], item_row)  # its own row
     launch_pos = np.where(launched, cpu.position_of_start(call[keep]), -1)
     wait_off, wait_dep = _stream_waits(table, items, call[keep], ws)
     item_of_work = np.full(work.size, -1, np.int64)

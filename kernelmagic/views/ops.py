@@ -16,6 +16,13 @@ Who owns what: every microsecond of GPU work and of op time is in exactly one ro
   ops (ours, the user's, ``ProfilerStep#N``, modules) is no row: its ops are.
 - **GPU work whose launch is not recorded** (no runtime call with its correlation id)
   is a row per name (``kind`` "unlaunched").
+- **Iteration markers are the window, never rows**: ``ProfilerStep#N`` and kernelmagic's
+  ``NAME/iter i``. GPU work a marker launched itself (a runtime call right under the
+  step, no op between: a Triton kernel or an extension called from Python) is one row
+  per kind of marker (``kind`` "no op", key ``ProfilerStep`` or ``NAME/iter``, shown as
+  ``[no op] ProfilerStep``) holding that work's device time and nothing else: its count
+  is the pieces of work, its CPU time 0 (the step's own CPU time is no row's, as for any
+  range that only wraps ops; the runtime calls are rows of their own).
 """
 
 from __future__ import annotations
@@ -26,15 +33,15 @@ import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
-from kernelmagic.core.range_names import SYNC_RANGE, is_ours
-from kernelmagic.core.rows import KernelRow, OpRow
+from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
+from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
-__all__ = ["group", "is_op", "kernel_rows", "op_rows", "outer_window", "range_owners",
-           "under_our_sync"]
+__all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
+           "outer_window", "range_owners", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
-OP, RANGE, UNLAUNCHED = "op", "range", "unlaunched"
+OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
 #: CPU-side kinds that can own time as a range (``OTHER``: profiler records and the like).
 _RANGE_KINDS = np.asarray((Kind.RANGE, Kind.STEP, Kind.OTHER), dtype=np.int8)
 
@@ -101,8 +108,9 @@ def _launched(table: EventTable) -> np.ndarray:
 def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     """The CPU-side ranges that own time directly (see the module's docstring).
 
-    ``name`` is the run's name: its ranges (``kernelmagic/core/range_names.py``) and
-    ``ProfilerStep#N`` are rows only when they launched GPU work themselves.
+    ``name`` is the run's name: its ranges (``kernelmagic/core/range_names.py``) are rows
+    only when they launched GPU work themselves; the iteration markers
+    (``iteration_markers``) never are: what they launch is ``marker_work``'s.
     """
     on_cpu = (table.device < 0) & isin(table.kind, _RANGE_KINDS)
     if not on_cpu.any():
@@ -111,7 +119,33 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
                        count=len(table.names))
     leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.end > table.start)
             & ~_ops_below(table))
-    return on_cpu & ((_launched(table) > 0) | leaf)
+    return on_cpu & ~iteration_markers(table, name) & ((_launched(table) > 0) | leaf)
+
+
+def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
+    """Per event: an iteration marker, ``ProfilerStep#N`` or kernelmagic's ``NAME/iter i``
+    of the run ``name`` (any run's when None). They mark the window; they are no row."""
+    ours = np.fromiter((is_iteration(x, name) for x in table.names), dtype=bool,
+                       count=len(table.names))
+    return (table.device < 0) & ((table.kind == Kind.STEP)
+                                 | ((table.kind == Kind.RANGE) & ours[table.name]))
+
+
+def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray, list[str]]:
+    """The GPU work an iteration marker launched directly (module docstring): per event,
+    the index of its row in the keys returned (``ProfilerStep``, ``NAME/iter``), -1 for
+    any other event."""
+    row = np.full(table.n, -1, dtype=np.int64)
+    work = np.flatnonzero(device_work(table) & (table.launcher != NO_PARENT))
+    work = work[iteration_markers(table, name)[table.launcher[work]]]
+    if not work.size:
+        return row, []
+    marker_names = table.name[table.launcher[work]]
+    found, inverse = unique(marker_names, return_inverse=True)
+    keys = sorted({marker_key(table.names[i]) for i in found.tolist()})
+    of_name = np.asarray([keys.index(marker_key(table.names[i])) for i in found.tolist()])
+    row[work] = of_name[inverse]
+    return row, keys
 
 
 def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
@@ -136,7 +170,7 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     sel = order[wanted[order]]
     rows = _grouped_rows(table, figures, sel, ranges[sel], shapes=shapes, memory=memory,
                          flops=flops)
-    return rows + _unlaunched_rows(table, window)
+    return rows + _marker_rows(table, window, name) + _unlaunched_rows(table, window)
 
 
 def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range: np.ndarray,
@@ -187,6 +221,25 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
             for g in range(k)]
 
 
+def _marker_rows(table: EventTable, window: tuple[int, int] | None,
+                 name: str | None) -> list[OpRow]:
+    """The GPU work iteration markers launched directly: one "no op" row per kind of
+    marker (``marker_work``), counting the pieces of work, with their device time."""
+    row, keys = marker_work(table, name)
+    idx = np.flatnonzero(row >= 0)
+    if window is not None:
+        start = table.start[table.launcher[idx]]
+        idx = idx[(start >= window[0]) & (start <= window[1])]
+    if not idx.size:
+        return []
+    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
+    time = np.bincount(row[idx], weights=duration, minlength=len(keys)).tolist()
+    count = np.bincount(row[idx], minlength=len(keys)).tolist()
+    return [OpRow(key=key, count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
+                  self_device_time_total=time[g], device_time_total=time[g], kind=NO_OP)
+            for g, key in enumerate(keys) if count[g]]
+
+
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
     work = device_work(table) & (table.launcher == NO_PARENT)
@@ -206,8 +259,10 @@ def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[
             for g in range(first.size)]
 
 
-def kernel_rows(table: EventTable) -> list[KernelRow]:
-    """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op."""
+def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
+    """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op (the
+    marked row, ``[no op] ProfilerStep``, for work an iteration marker launched: the
+    run ``name``'s, ``marker_work``)."""
     work = np.flatnonzero(device_work(table))
     if not work.size:
         return []
@@ -217,18 +272,22 @@ def kernel_rows(table: EventTable) -> list[KernelRow]:
     duration = table.end[work] / 1000.0 - table.start[work] / 1000.0
     time = np.bincount(gid, weights=duration, minlength=k)
     count = np.bincount(gid, minlength=k)
+    marked, marker_keys = marker_work(table, name)
+    labels = table.names + [KIND_MARKS[NO_OP] + key for key in marker_keys]
     launchers: list[Counter[int]] = [Counter() for _ in range(k)]
     launcher = table.launcher[work]
     has = launcher != NO_PARENT
-    pairs = gid[has] * (len(table.names) + 1) + table.name[launcher[has]]
+    by = np.where(marked[work[has]] >= 0, len(table.names) + marked[work[has]],
+                  table.name[launcher[has]])
+    pairs = gid[has] * (len(labels) + 1) + by
     found, at, counts = unique(pairs, return_index=True, return_counts=True)
     for pair, _, c in sorted(zip(found.tolist(), at.tolist(), counts.tolist(),
                                  strict=True), key=lambda x: x[1]):
-        launchers[pair // (len(table.names) + 1)][pair % (len(table.names) + 1)] = c
+        launchers[pair // (len(labels) + 1)][pair % (len(labels) + 1)] = c
     names = table.names
     rows = [KernelRow(key=names[int(table.name[work[first[g]]])], count=int(count[g]),
                       device_time_total=float(time[g]),
-                      launched_by=(names[launchers[g].most_common(1)[0][0]]
+                      launched_by=(labels[launchers[g].most_common(1)[0][0]]
                                    if launchers[g] else ""))
             for g in range(k)]
     return sorted(rows, key=lambda r: -r.device_time_total)
