@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_bytes, format_us, percent, percent_of
+from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
@@ -192,6 +192,22 @@ def _streams_note(result: ProfileResult) -> str:
             "on several streams at once")
 
 
+def unplaced_note(result: ProfileResult) -> str:
+    """The events of categories kernelmagic does not know (``ProfileResult.unplaced``), with
+    their count and time, in one line: they are in no row, breakdown or view."""
+    where = "trace" if result.from_trace else "profile"
+    found = result.unplaced
+    if len(found) == 1:
+        one = found[0]
+        return (f"The {where} holds {counted(one.events, 'event')} of category "
+                f"{one.category!r} ({format_us(one.time_us)}) that kernelmagic cannot place: "
+                "they are in no row, breakdown or view")
+    listed = ", ".join(f"{u.category!r} {counted(u.events, 'event')} ({format_us(u.time_us)})"
+                       for u in found)
+    return (f"The {where} holds events of {len(found)} categories that kernelmagic cannot "
+            f"place, in no row, breakdown or view: {listed}")
+
+
 def critical_path_notes(result: ProfileResult) -> list[str]:
     """The median iteration's critical path in one line, and the trust line when the
     dependency model found its own edges wrong (``docs/what-if.md``)."""
@@ -221,9 +237,12 @@ def view_notes(result: ProfileResult) -> list[str]:
     parts = result.breakdown
     if result.profiles_device and parts is not None and parts.device != "cpu":
         idle = parts.idle
-        notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
-                     f"{format_us(idle)} of {format_us(parts.wall)} "
+        notes.append(f"{result.device_word} per iteration (mean): busy "
+                     f"{format_us(parts.wall - idle)}, idle {format_us(idle)} of "
+                     f"{format_us(parts.wall)} "
                      f"({percent_of(idle, parts.wall)} idle)" + _streams_note(result))
+    if result.unplaced:
+        notes.append(unplaced_note(result))
     notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line

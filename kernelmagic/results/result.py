@@ -20,6 +20,7 @@ from kernelmagic.core.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.event_rules import BACKEND_LABELS
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
@@ -38,6 +39,7 @@ from kernelmagic.core.rows import (
     SourceRow,
     Span,
     TrustChecks,
+    UnplacedCategory,
 )
 from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
@@ -110,6 +112,8 @@ class ProfileResult:
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
     gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
+    # events of categories kernelmagic does not know: counted, in no row (core/event_rules.py)
+    unplaced: list[UnplacedCategory] = field(default_factory=list)
     # The median iteration's dependency model (views/dependencies.py, packed), its critical
     # path, and what the model found wrong with its own edges (the trust line).
     critical_path: list[CriticalPathRow] = field(default_factory=list)
@@ -144,11 +148,20 @@ class ProfileResult:
     @property
     def device_label(self) -> str:
         """The device profiled, as the summary names it: ``CPU``, ``CUDA (NVIDIA H200)``,
-        ``ROCm (AMD Instinct MI250X)``. ``device`` stays ``"cuda"`` on ROCm, as in torch."""
+        ``ROCm (AMD Instinct MI250X)``, ``MTIA (ARTEMIS)``. ``device`` stays ``"cuda"`` on
+        ROCm, as in torch."""
         if not self.profiles_device:
             return "CPU"
-        runtime = "ROCm" if self.gpu_runtime == "rocm" else "CUDA"
-        return f"{runtime} ({self.device_name or 'GPU'})"
+        runtime, word = BACKEND_LABELS.get(self.gpu_runtime, (self.gpu_runtime, "device"))
+        return f"{runtime} ({self.device_name or word})"
+
+    @property
+    def device_word(self) -> str:
+        """What the report calls the device where it would say "GPU": ``GPU`` on CUDA and
+        ROCm, the backend's name on another accelerator (``MTIA``), ``CPU`` without one."""
+        if not self.profiles_device:
+            return "CPU"
+        return BACKEND_LABELS.get(self.gpu_runtime, ("", "device"))[1]
 
     @property
     def interrupted_after(self) -> int | None:
