@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from kernelmagic.core.event_rules import NO_CATEGORY
 from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, time_column
@@ -192,20 +193,22 @@ def _streams_note(result: ProfileResult) -> str:
             "on several streams at once")
 
 
+def _category_words(category: str) -> str:
+    """``of category 'foo'``, or ``without a category``."""
+    return "without a category" if category == NO_CATEGORY else f"of category {category!r}"
+
+
 def unplaced_note(result: ProfileResult) -> str:
     """The events of categories kernelmagic does not know (``ProfileResult.unplaced``), with
     their count and time, in one line: they are in no row, breakdown or view."""
     where = "trace" if result.from_trace else "profile"
-    found = result.unplaced
-    if len(found) == 1:
-        one = found[0]
-        return (f"The {where} holds {counted(one.events, 'event')} of category "
-                f"{one.category!r} ({format_us(one.time_us)}) that kernelmagic cannot place: "
-                "they are in no row, breakdown or view")
-    listed = ", ".join(f"{u.category!r} {counted(u.events, 'event')} ({format_us(u.time_us)})"
-                       for u in found)
-    return (f"The {where} holds events of {len(found)} categories that kernelmagic cannot "
-            f"place, in no row, breakdown or view: {listed}")
+    listed = [f"{counted(u.events, 'event')} {_category_words(u.category)} "
+              f"({format_us(u.time_us)})" for u in result.unplaced]
+    if len(listed) == 1:
+        return (f"The {where} holds {listed[0]} that kernelmagic cannot place: they are in no "
+                "row, breakdown or view")
+    return (f"The {where} holds events that kernelmagic cannot place, in no row, breakdown "
+            f"or view: {', '.join(listed)}")
 
 
 def critical_path_notes(result: ProfileResult) -> list[str]:
