@@ -177,7 +177,8 @@ def test_the_live_source_counts_activity_types_it_does_not_know():
 
 def test_the_backend_the_categories_name(tmp_path):
     def doc(cats):
-        return {"traceEvents": [{"ph": "X", "cat": c, "name": "x", "pid": 1, "tid": 1,
+        return {"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2},
+                "traceEvents": [{"ph": "X", "cat": c, "name": "x", "pid": 1, "tid": 1,
                                  "ts": 10 * i, "dur": 1, "args": {"device": 0}}
                                 for i, c in enumerate(cats)]}
 
@@ -189,6 +190,7 @@ def test_the_backend_the_categories_name(tmp_path):
         path.write_text(dumps(doc(cats)))
         for reader, table in _readers(path).items():
             assert table.meta.get(BACKEND_KEY) == backend, (cats, reader)
+            assert table.meta["backend"] == "nccl"  # the job's, never the device's
 
 
 def test_a_privateuse1_backend_is_named_without_calling_it_a_gpu(tmp_path):

@@ -88,7 +88,7 @@ BACKEND_LABELS: dict[str, tuple[str, str]] = {
 }
 #: The table's ``meta`` keys the sources fill: the backend its categories name, and the
 #: categories no rule places, ``{category: [events, ns]}`` (complete events only).
-BACKEND_KEY = "backend"
+BACKEND_KEY = "device_backend"  # (``backend`` is distributedInfo's: "nccl")
 UNPLACED_KEY = "unplaced"
 #: How an event without a category is named in that count.
 NO_CATEGORY = "(no category)"
