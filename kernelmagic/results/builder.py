@@ -56,8 +56,9 @@ class RunFacts:
     is. The defaults are what a table alone says (a trace's, a test's): nothing of it.
 
     ``sort`` defaults to "self_device" on a device, else "self_cpu"; ``gpu_runtime``
-    ("cuda" or "rocm") is kept only when a device was profiled; ``planned_iters`` is the
-    number of iterations asked for when fewer ran (Ctrl-C, out of memory);
+    ("cuda", "rocm", or another backend: "mtia", ...) is kept only when a device was
+    profiled; ``planned_iters`` is the number of iterations asked for when fewer ran
+    (Ctrl-C, out of memory);
     ``repeated_call`` a module the warm-up saw called many times (without ``--steps``);
     ``device_info`` the device's figures for the advice; ``cpu_load`` the machine's load.
     """
@@ -101,7 +102,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
       ``find_iterations(table, name)`` (``views/iterations.py``); ``timings``: wall
       seconds per iteration, default the windows' lengths.
-    - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
+    - ``device``: "cpu" or "cuda" (a trace of another accelerator: torch's name for it,
+      "mtia", ...); default "cuda" when the table holds GPU work.
     - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
     - ``steps_target``: what each step is a call of (``views/steps.py``).
     - ``python_samples``, ``cell_label``: see ``_python_fields``.

@@ -92,7 +92,9 @@ class ProfileResult:
     roofline_peaks: Roofs = field(default_factory=dict)  # type: ignore[assignment]  # the roofs used
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
-    gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
+    # the backend when a device was profiled: "cuda", "rocm", or another accelerator's
+    # ("mtia", "xpu", "hpu", "privateuse1": core/event_rules.py BACKENDS); "" reads as "cuda"
+    gpu_runtime: str = ""
     counters: list[CounterRow] = field(default_factory=list)  # --counters, per kernel
     counters_note: str = ""  # --counters: why they are missing, or how they were joined
     capture: str = ""  # "nsight": --nsight, Nsight held CUPTI, torch's profiler did not run
