@@ -41,6 +41,14 @@ CASES = [
     ("Memset", "Memset (Device)", True, Kind.MEMSET),
     ("gpu_user_annotation", "my gpu range", True, Kind.GPU_RANGE),
     ("cuda_sync", "Stream Sync", True, Kind.OTHER),  # a wait, not GPU work
+    # Other accelerators, by Kineto's names: MTIA's runtime calls and its device's work,
+    # Intel's and Habana's runtime calls, a wait on an XPU; Kineto's span of the session.
+    ("mtia_runtime", "runFunction - job_prep_and_submit_for_execution", False, Kind.RUNTIME),
+    ("mtia_ccp_events", "pe_exe", True, Kind.KERNEL),
+    ("xpu_runtime", "zeCommandListAppendLaunchKernel", False, Kind.RUNTIME),
+    ("hpu_op", "hpu launch", False, Kind.RUNTIME),
+    ("xpu_sync", "xpu wait", True, Kind.OTHER),
+    ("Trace", "PyTorch Profiler (0)", False, Kind.OTHER),
 ]
 
 

@@ -81,6 +81,10 @@ HEADLINES = {
     # (The CPU-side step lengths vary, 35 to 96 ms: noisy comes after.)
     "v100_gpu_annotations.json.gz": ("fp32_conv", "convolutions and their backward take 64% "
                                      "of device time"),
+    # Meta MTIA inference (1,313 device events on 12 streams, 0.81 s): the device is busy
+    # 92% of the window; the only finding is the 75 .item() per iteration, whose removal
+    # the model says saves almost nothing (issue 43 item 3 words such findings).
+    "mtia_inference.json.gz": ("sync_points", "aten::item ×75"),
     # Only in ../shared/traces: CUPTI counter replay makes each launch 67 ms; context
     # creation, streams and the model's warm-up are in the window too.
     "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s of a "

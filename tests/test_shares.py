@@ -39,7 +39,8 @@ IDLE = [re.compile(p) for p in (
 #: iteration's path), another quantity than the breakdown's idle share of the mean
 #: iteration: its figures are the path's (``views/critical_path.py``).
 PATH_LINE = "Median iteration's critical path:"
-GPU_SUMMARY = re.compile(rf"GPU: compute ({P}), (?:communication ({P})[^,]*, )?"
+GPU_SUMMARY = re.compile(rf"(?:GPU|MTIA|XPU|HPU|PrivateUse1|device): compute ({P}), "
+                         rf"(?:communication ({P})[^,]*, )?"
                          rf"memcpy/memset ({P}), idle ({P}) of the iteration")
 CPU_SUMMARY = re.compile(rf"CPU: ops ({P}), (?:communication ({P})[^,]*, )?")
 

@@ -31,9 +31,11 @@ from kernelmagic.views.dependencies import Model
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
-GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+#: Device work and runtime calls, CUDA's categories and MTIA's (``mtia_ccp_events`` is the
+#: device's work, ``mtia_runtime`` its runtime calls: Kineto's names).
+GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 GPU_SIDE = {*GPU_WORK, "gpu_user_annotation", "cuda_sync"}
-RUNTIME = ("cuda_runtime", "cuda_driver")
+RUNTIME = ("cuda_runtime", "cuda_driver", "mtia_runtime")
 
 
 def us(value) -> Decimal:
@@ -63,7 +65,7 @@ class Truth:
         work = [e for e in self.events if e.get("cat") in GPU_WORK]
         self.windows = self._steps(cpu)
         if self.windows:  # only the steps' events; GPU work goes with its launch
-            calls = {e["args"]["correlation"]: e for e in cpu if e.get("cat") in RUNTIME}
+            calls = self._calls(cpu)
             cpu = [e for e in cpu if self.inside(e["_start"])]
             kept = {id(e) for e in cpu}
             work = [g for g in work if (id(calls[g["args"]["correlation"]]) in kept
@@ -72,6 +74,16 @@ class Truth:
         self.cpu, self.work = cpu, work
         self._nest()
         self._own_work()
+
+    @staticmethod
+    def _calls(cpu: list[dict]) -> dict:
+        """The runtime calls by correlation id: the first of an id (MTIA's runtime writes
+        one id on two calls, and some calls with none)."""
+        calls: dict = {}
+        for e in cpu:
+            if e.get("cat") in RUNTIME and e["args"].get("correlation"):
+                calls.setdefault(e["args"]["correlation"], e)
+        return calls
 
     def inside(self, t: Decimal) -> bool:
         return any(s <= t <= e for s, e in self.windows)
@@ -106,7 +118,7 @@ class Truth:
 
     def _own_work(self) -> None:
         """A GPU event belongs to the event around the runtime call of its correlation."""
-        calls = {e["args"]["correlation"]: e for e in self.cpu if e.get("cat") in RUNTIME}
+        calls = self._calls(self.cpu)
         self.owner = {}
         self.unlaunched = []  # no runtime call of its correlation in the trace
         for g in self.work:
@@ -253,7 +265,7 @@ def test_every_microsecond_of_gpu_work_is_in_exactly_one_row(name, path):
         events = json.load(f, parse_float=Decimal)["traceEvents"]
     work = sum((us(e["dur"]) for e in events
                 if e.get("ph") == "X" and e.get("cat", "").lower() in
-                ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")), Decimal(0))
+                (*GPU_WORK, "memcpy", "memset")), Decimal(0))
     result = loaded(path)
     rows = sum(r.self_device_time_total for r in result.rows)
     assert rows == pytest.approx(float(work), rel=1e-9, abs=1e-6)
@@ -263,7 +275,7 @@ def test_every_microsecond_of_gpu_work_is_in_exactly_one_row(name, path):
 
 @pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps",
                                   "mi250_rocm", "a100_nccl_rank", "ranks/rank-0",
-                                  "a100_triton", "a100_multi_stream_sync"])
+                                  "a100_triton", "a100_multi_stream_sync", "mtia_inference"])
 def test_each_ops_self_and_total_times(name):
     truth = truth_of(name).rows()
     result = loaded(DATA / f"{name}.json.gz")
@@ -296,7 +308,8 @@ def test_memcpy_and_memset_count_as_device_time():
         assert kernels[name].count == n
 
 
-@pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps"])
+@pytest.mark.parametrize("name", ["a100_alexnet", "v100_gpu_annotations", "rank0_steps",
+                                  "mtia_inference"])
 def test_kernel_counts_times_and_launchers(name):
     want = truth_of(name).kernel_rows()
     result = loaded(DATA / f"{name}.json.gz")
@@ -329,6 +342,42 @@ def test_steps_gpu_busy_and_idle_per_iteration():
     wall = float(sum(e - s for s, e in steps)) / 5
     busy = wall - sum(want_idle) / len(want_idle)
     assert f"GPU per iteration (mean): busy {format_us(busy)}, idle" in text_report(result)
+
+
+def test_an_accelerator_that_is_neither_cuda_nor_rocm_is_device_work():
+    """Meta's MTIA (``tests/data/mtia_inference``): ``mtia_runtime`` calls launch
+    ``mtia_ccp_events``, the device's work, on 12 streams; ``deviceProperties`` name the
+    device "ARTEMIS". Its work is device time in the rows, the kernels and the breakdown,
+    and the report names the device, never CUDA or a GPU."""
+    truth = truth_of("mtia_inference")
+    work = [e for e in truth.events if e["cat"] == "mtia_ccp_events"]
+    total = sum((us(e["dur"]) for e in work), Decimal(0))
+    assert len(work) == 1313 and round(total) == 812125  # 0.81 s of device time
+    result = loaded(DATA / "mtia_inference.json.gz")
+    assert result.profiles_device and result.device == "mtia" and result.iters == 1
+    assert close(sum(r.self_device_time_total for r in result.rows), total)
+    assert close(sum(r.self_device_time_total for r in result.rows if r.kind == "unlaunched"),
+                 sum((us(g["dur"]) for g in truth.unlaunched), Decimal(0)))
+    assert sum(k.count for k in result.kernels) == 1313
+    # No steps: the iteration is the whole trace, its first to its last op, range, call or
+    # device event (the profiler's own "Trace" span is none of them).
+    placed = [e for e in truth.events if e["cat"] != "Trace"]
+    window = (min(e["_start"] for e in placed), max(e["_end"] for e in placed))
+    assert result.timings == [pytest.approx(float((window[1] - window[0]) / 1000000))]
+    busy = truth.busy(window)  # the union of the device's intervals: streams overlap
+    assert busy < total
+    parts = result.breakdown
+    assert close(parts.wall - parts.idle, busy) and close(parts.compute, busy)
+    assert parts.memcpy == 0 and result.gpu_busy == [pytest.approx(float(busy))]
+    from kernelmagic.render.text import summary_line, text_report
+
+    line = summary_line(result)
+    assert " · MTIA (ARTEMIS) · " in line and "MTIA: compute " in line
+    report = text_report(result)
+    assert f"MTIA per iteration (mean): busy {format_us(float(busy))}, idle" in report
+    head = report.split("\n\n")[0]  # the summary and its notes
+    assert "CUDA" not in head and "GPU" not in head.replace("GPU work", "")
+    assert "cannot place" not in report  # every category of this trace is placed
 
 
 def test_trailing_empty_step_is_not_an_iteration():

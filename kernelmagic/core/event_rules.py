@@ -9,8 +9,13 @@ exported give the same kinds (``tests/test_event_rules.py`` feeds the same event
 through all three):
 
 1. ``category_kind``: the category says the kind and whether the event is on the GPU
-   timeline (``CATEGORIES``, with the older TensorBoard-era names); an unknown category
-   is OTHER, never an op.
+   timeline (``CATEGORIES``, with the older TensorBoard-era names). Other accelerators'
+   categories (Kineto's ``ActivityType`` names: MTIA's ``mtia_runtime`` calls and
+   ``mtia_ccp_events`` device work, ``xpu_runtime``, ``privateuse1_runtime``, ``hpu_op``)
+   are read the way CUDA's are: a runtime call on the CPU, device work on the device;
+   ``BACKENDS`` says which backend a category names. An unknown category is OTHER, never
+   an op: the sources count its events and time (``UNPLACED_KEY`` in the table's
+   ``meta``), and the report says so in one line.
 2. ``name_kind``: on the CPU, a few names override the category (``ProfilerStep#N`` is
    STEP; a DataLoader's ``enumerate(DataLoader)...`` is a user RANGE even where an older
    torch wrote it as an operator; an "op" named in brackets, ``[...]``, is a profiler
@@ -19,6 +24,8 @@ through all three):
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from kernelmagic.core.events import Kind
 from kernelmagic.core.op_names import DATA_LOADER
@@ -40,13 +47,21 @@ CATEGORIES: dict[str, tuple[Kind, bool]] = {
     "privateuse1_driver": (Kind.RUNTIME, False),
     "xpu_runtime": (Kind.RUNTIME, False),
     "xpu_driver": (Kind.RUNTIME, False),
+    "mtia_runtime": (Kind.RUNTIME, False),
+    "hpu_op": (Kind.RUNTIME, False),  # Habana's host-side runtime events
+    "glow_runtime": (Kind.RUNTIME, False),
     "overhead": (Kind.OTHER, False),  # the profiler's own work ("Activity Buffer Request")
     "cpu_instant_event": (Kind.OTHER, False),  # instants; ``[memory]`` ones are MEMORY
     "kernel": (Kind.KERNEL, True),
     "gpu_memcpy": (Kind.MEMCPY, True),
     "gpu_memset": (Kind.MEMSET, True),
     "gpu_user_annotation": (Kind.GPU_RANGE, True),  # a range's copy on the GPU timeline
+    "mtia_ccp_events": (Kind.KERNEL, True),  # MTIA's work on the device (its "kernels")
     "cuda_sync": (Kind.OTHER, True),  # a stream or event wait: on the GPU, not GPU work
+    "xpu_sync": (Kind.OTHER, True),
+    "cuda_event": (Kind.OTHER, True),  # an event recorded on a stream: an instant, not work
+    "trace": (Kind.OTHER, False),  # Kineto's span of the session ("PyTorch Profiler (0)")
+    "cuda_profiler_range": (Kind.OTHER, False),  # metric values per kernel (counter_ranges)
     "operator": (Kind.OP, False),
     "python": (Kind.PYTHON, False),
     "runtime": (Kind.RUNTIME, False),
@@ -55,6 +70,28 @@ CATEGORIES: dict[str, tuple[Kind, bool]] = {
 }
 #: What an unknown category is: OTHER, on the CPU (no rows, no device time).
 UNKNOWN = (Kind.OTHER, False)
+#: Category (lower case) -> the backend it names, for devices that are neither CUDA nor
+#: ROCm (whose traces share CUDA's categories: ``io/traces.py: gpu_runtime`` tells them
+#: apart by the runtime calls' names).
+BACKENDS: dict[str, str] = {
+    "mtia_runtime": "mtia", "mtia_ccp_events": "mtia", "mtia_insight": "mtia",
+    "mtia_counters": "mtia", "xpu_runtime": "xpu", "xpu_driver": "xpu", "xpu_sync": "xpu",
+    "privateuse1_runtime": "privateuse1", "privateuse1_driver": "privateuse1",
+    "hpu_op": "hpu",
+}
+#: The backend (``gpu_runtime`` of a result) -> how a report names it, and the word for
+#: its device where a report would say "GPU".
+BACKEND_LABELS: dict[str, tuple[str, str]] = {
+    "": ("CUDA", "GPU"), "cuda": ("CUDA", "GPU"), "rocm": ("ROCm", "GPU"),
+    "mtia": ("MTIA", "MTIA"), "xpu": ("XPU", "XPU"), "hpu": ("HPU", "HPU"),
+    "privateuse1": ("PrivateUse1", "device"),
+}
+#: The table's ``meta`` keys the sources fill: the backend its categories name, and the
+#: categories no rule places, ``{category: [events, ns]}`` (complete events only).
+BACKEND_KEY = "device_backend"  # (``backend`` is distributedInfo's: "nccl")
+UNPLACED_KEY = "unplaced"
+#: How an event without a category is named in that count.
+NO_CATEGORY = "(no category)"
 #: The CPU-side kinds whose names ``name_kind`` may override.
 NAMED_KINDS = (Kind.OP, Kind.RANGE, Kind.OTHER)
 
@@ -62,6 +99,19 @@ NAMED_KINDS = (Kind.OP, Kind.RANGE, Kind.OTHER)
 def known_category(category: object) -> bool:
     """Whether ``category`` is one of ``CATEGORIES`` (any case)."""
     return type(category) is str and category.lower() in CATEGORIES
+
+
+def category_label(category: object) -> str:
+    """A category as the unplaced count names it (``NO_CATEGORY`` when it is not text)."""
+    return category if type(category) is str else NO_CATEGORY
+
+
+def backend_of(categories: Iterable[object]) -> str:
+    """The backend the first of ``categories`` that names one names ("" for none)."""
+    for category in categories:
+        if type(category) is str and category.lower() in BACKENDS:
+            return BACKENDS[category.lower()]
+    return ""
 
 
 def category_kind(category: object) -> tuple[Kind, bool]:

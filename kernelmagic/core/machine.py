@@ -23,8 +23,9 @@ CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
 class DeviceInfo(Record):
     """The profiled device, as the advice needs it.
 
-    ``kind`` is ``"cpu"``, ``"cuda"`` or ``"rocm"``; ``capability`` the compute capability
-    (``"7.0"``; a ROCm GPU's major.minor as torch reports it; "" when unknown);
+    ``kind`` is ``"cpu"``, ``"cuda"`` or ``"rocm"`` (or another accelerator's backend, read
+    from a trace: ``"mtia"``, ...; its family is ``gpu``, unknown); ``capability`` the
+    compute capability (``"7.0"``; a ROCm GPU's major.minor as torch reports it; "" when unknown);
     ``flops_per_s`` the device's own peak FLOP/s per dtype where known (``float32``,
     ``bfloat16``, ``float16``: measured on a CPU, from the datasheet on a GPU), with
     ``peaks_source`` saying which (``"measured"``, ``"datasheet: V100 SXM2"``).

@@ -191,6 +191,17 @@ class GpuIdleRow(Record):
 
 
 @dataclass(frozen=True)
+class UnplacedCategory(Record):
+    """Events of a category no rule of ``core/event_rules.py`` places (a category it does
+    not know): ``events`` complete events holding ``time_us`` µs in all, over the whole
+    trace, in no row, breakdown or view. The report says so in one line."""
+
+    category: str
+    events: int
+    time_us: float
+
+
+@dataclass(frozen=True)
 class ModuleRow(Record):
     """One ``nn.Module`` call path (``--modules``), e.g. ``ff.0``; depth 0 is the root."""
 

@@ -248,8 +248,9 @@ def sync_points(result: ProfileResult) -> Finding | None:
     return Finding(
         "sync_points", "Host-device synchronisation inside the loop",
         "per iteration: " + ", ".join(parts),
-        "keep values on the GPU (no .item(), .cpu(), .tolist() or printing tensors in the "
-        "loop); accumulate on the device and read once at the end", of_wall(result, waited),
+        f"keep values on the {result.device_word} (no .item(), .cpu(), .tolist() or printing "
+        "tensors in the loop); accumulate on the device and read once at the end",
+        of_wall(result, waited),
         rows=tuple(r.key for r in hits), side="cpu", change="removing these syncs")
 
 

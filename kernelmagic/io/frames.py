@@ -90,6 +90,8 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
                "samples": "stack samples the figure rests on, over {over}"},
     "gpu_idle": {"idle_us": "µs per iteration", "share": "fraction of the iteration (0 to 1)",
                  "stretches": "idle stretches, over {over}"},
+    "unplaced": {"events": "complete events of the category, in the whole trace",
+                 "time_us": "µs, summed over the whole trace"},
     "experiments": {
         "median_us": "µs per iteration (median)",
         **dict.fromkeys(("speedup", "speedup_low", "speedup_high"),

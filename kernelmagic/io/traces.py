@@ -22,6 +22,7 @@ import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.errors import TraceFileError
+from kernelmagic.core.event_rules import BACKEND_KEY
 from kernelmagic.core.events import EventTable, Kind, device_work, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
@@ -72,14 +73,24 @@ def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:
 
 
 def gpu_runtime(table: EventTable) -> str:
-    """``"rocm"`` when the trace's runtime calls are HIP's (``hipLaunchKernel``...) or, with
-    none, its GPU is an AMD one; else ``"cuda"``. Either way torch calls the device "cuda"."""
+    """The backend the trace's categories name (``"mtia"``, ``"xpu"``, ...: the readers'
+    ``meta``); else ``"rocm"`` when its runtime calls are HIP's (``hipLaunchKernel``...)
+    or, with none, its GPU is an AMD one; else ``"cuda"`` (torch calls both "cuda")."""
+    backend = table.meta.get(BACKEND_KEY)
+    if backend:
+        return str(backend)
     runtime = unique(table.name[table.kind == Kind.RUNTIME])
     names = [table.names[i] for i in runtime]
     if names:
         return "rocm" if any(n.startswith("hip") for n in names) else "cuda"
     device = str(table.meta.get("device_name") or "")
     return "rocm" if device.startswith("AMD") else "cuda"
+
+
+def torch_device(runtime: str) -> str:
+    """What torch calls the device of a backend (``gpu_runtime``): ``"cuda"`` on CUDA and
+    ROCm, else the backend's own name (``"mtia"``, ``"xpu"``, ``"hpu"``, ...)."""
+    return "cuda" if runtime in ("", "cuda", "rocm") else runtime
 
 
 def inferred_matmul_precision(table: EventTable) -> str:
@@ -161,7 +172,7 @@ def trace_result(parts: TraceParts, *, timeline: bool = True) -> ProfileResult:
         views=views,
         iterations=iterations.windows,
         timings=iterations.timings,
-        device="cuda" if on_device else "cpu",
+        device=torch_device(runtime) if on_device else "cpu",
         facts=facts,
     )
 
@@ -174,5 +185,4 @@ def trace_device(table: EventTable, on_device: bool, runtime: str) -> DeviceInfo
     major, minor = table.meta.get("compute_major"), table.meta.get("compute_minor")
     capability = f"{major}.{minor if isinstance(minor, int) else 0}" \
         if isinstance(major, int) else ""
-    return gpu_info("rocm" if runtime == "rocm" else "cuda",
-                    str(table.meta.get("device_name") or ""), capability)
+    return gpu_info(runtime or "cuda", str(table.meta.get("device_name") or ""), capability)

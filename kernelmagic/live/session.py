@@ -34,9 +34,13 @@ import numpy as np
 import torch
 
 from kernelmagic.core.event_rules import (
+    BACKEND_KEY,
     MEMORY_NAME,
     NAMED_KINDS,
+    UNPLACED_KEY,
+    backend_of,
     category_kind,
+    category_label,
     known_category,
     name_kind,
 )
@@ -52,7 +56,9 @@ _IGNORED = frozenset({
 _D = torch.autograd.DeviceType
 _CPU_MEMORY = {_D.CPU, _D.MKLDNN, _D.IDEEP}
 _DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
-_GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU}  # what torch attaches to ops as kernels
+# What torch attaches to ops as kernels, and MTIA's device work (torch's parse leaves it
+# unattached; its category, ``mtia_ccp_events``, is device work by the shared rules).
+_GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU, _D.MTIA}
 
 
 def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
@@ -205,7 +211,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
         device=device, correlation=correlation,
         parent=np.full(raw.n, NO_PARENT, dtype=np.int32), launcher=launcher,
         flops=flops_col, shapes=shapes_col, nbytes=nbytes, origin_ns=origin,
-        meta=dict(meta or {}))
+        meta={**(meta or {}), **_categories_meta(raw, end - start, is_memory)})
     keep = device != -2  # memory records of other devices count nowhere
     if not python:
         keep &= kind != Kind.PYTHON
@@ -214,6 +220,29 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
         table = select(table, keep)
     return derive_links(table)
+
+
+def _categories_meta(raw: _RawEvents, duration: np.ndarray,
+                     is_memory: np.ndarray) -> dict[str, Any]:
+    """What the activity types say, as the trace readers put it in ``meta``: the backend
+    they name, and the events and time (ns) of each type no rule knows, ``{type: [events,
+    ns]}`` (those with time only)."""
+    meta: dict[str, Any] = {}
+    backend = backend_of(raw.activity_ids)
+    if backend:
+        meta[BACKEND_KEY] = backend
+    unknown = {i: text for text, i in raw.activity_ids.items() if not known_category(text)}
+    if not unknown:
+        return meta
+    size = len(raw.activity_ids)
+    counted = ~is_memory
+    events = np.bincount(raw.activity[counted], minlength=size)
+    ns = np.bincount(raw.activity[counted], weights=duration[counted], minlength=size)
+    unplaced = {category_label(text): [int(events[i]), int(ns[i])]
+                for i, text in unknown.items() if ns[i] > 0}
+    if unplaced:
+        meta[UNPLACED_KEY] = unplaced
+    return meta
 
 
 def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:

@@ -43,7 +43,8 @@ def summary_line(result: ProfileResult) -> str:
     else:
         parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
     if result.breakdown is not None:
-        parts.append(breakdown_text(result.breakdown, python_split(result)))
+        parts.append(breakdown_text(result.breakdown, python_split(result),
+                                    result.device_word))
     return " · ".join(parts)
 
 
@@ -55,10 +56,12 @@ def python_split(result: ProfileResult) -> tuple[float, float] | None:
     return (sum(r.self_us for r in result.python_lines), result.python_unattributed)
 
 
-def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) -> str:
+def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
+                   device: str = "GPU") -> str:
     """Where an iteration's time went, as shares of it (``ProfileResult.breakdown``);
     communication is named only where there was some. ``python`` (``python_split``)
-    splits the CPU's "other" into Python lines and unattributed."""
+    splits the CPU's "other" into Python lines and unattributed; ``device`` names the
+    device (``ProfileResult.device_word``: "GPU", "MTIA", ...)."""
     share = parts.share
     comm = ""
     if parts.communication > 0:
@@ -74,7 +77,7 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None) 
     if parts.device == "cpu":
         return (f"CPU: ops {percent(share('compute'))}, {comm}other (Python between ops, "
                 f"waits) {percent(share('idle'))} of the iteration")
-    return (f"GPU: compute {percent(share('compute'))}, {comm}memcpy/memset "
+    return (f"{device}: compute {percent(share('compute'))}, {comm}memcpy/memset "
             f"{percent(share('memcpy'))}, idle {percent(share('idle'))} of the "
             "iteration")
 

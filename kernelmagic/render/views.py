@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from kernelmagic.core.units import format_bytes, format_us, percent, percent_of
+from kernelmagic.core.event_rules import NO_CATEGORY
+from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
@@ -192,6 +193,24 @@ def _streams_note(result: ProfileResult) -> str:
             "on several streams at once")
 
 
+def _category_words(category: str) -> str:
+    """``of category 'foo'``, or ``without a category``."""
+    return "without a category" if category == NO_CATEGORY else f"of category {category!r}"
+
+
+def unplaced_note(result: ProfileResult) -> str:
+    """The events of categories kernelmagic does not know (``ProfileResult.unplaced``), with
+    their count and time, in one line: they are in no row, breakdown or view."""
+    where = "trace" if result.from_trace else "profile"
+    listed = [f"{counted(u.events, 'event')} {_category_words(u.category)} "
+              f"({format_us(u.time_us)})" for u in result.unplaced]
+    if len(listed) == 1:
+        return (f"The {where} holds {listed[0]} that kernelmagic cannot place: they are in no "
+                "row, breakdown or view")
+    return (f"The {where} holds events that kernelmagic cannot place, in no row, breakdown "
+            f"or view: {', '.join(listed)}")
+
+
 def critical_path_notes(result: ProfileResult) -> list[str]:
     """The median iteration's critical path in one line, and the trust line when the
     dependency model found its own edges wrong (``docs/what-if.md``)."""
@@ -221,9 +240,12 @@ def view_notes(result: ProfileResult) -> list[str]:
     parts = result.breakdown
     if result.profiles_device and parts is not None and parts.device != "cpu":
         idle = parts.idle
-        notes.append(f"GPU per iteration (mean): busy {format_us(parts.wall - idle)}, idle "
-                     f"{format_us(idle)} of {format_us(parts.wall)} "
+        notes.append(f"{result.device_word} per iteration (mean): busy "
+                     f"{format_us(parts.wall - idle)}, idle {format_us(idle)} of "
+                     f"{format_us(parts.wall)} "
                      f"({percent(parts.share('idle'))} idle)" + _streams_note(result))
+    if result.unplaced:
+        notes.append(unplaced_note(result))
     notes += critical_path_notes(result)
     if "roofline" in result.views and result.roofline:
         from kernelmagic.render.roofline import verdict_line

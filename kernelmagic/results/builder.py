@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelmagic.core.event_rules import UNPLACED_KEY
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
 from kernelmagic.core.python_samples import PythonSamples
-from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks
+from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks, UnplacedCategory
 from kernelmagic.core.sorting import default_sort
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
@@ -42,7 +43,7 @@ from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
 from kernelmagic.views.tree import Figures
 
-__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result"]
+__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result", "unplaced_categories"]
 
 #: A view ``build_result`` also reads from the table when asked: the counters a trace
 #: recorded with profiler metrics holds. A live run's come from a run of their own
@@ -56,8 +57,9 @@ class RunFacts:
     is. The defaults are what a table alone says (a trace's, a test's): nothing of it.
 
     ``sort`` defaults to "self_device" on a device, else "self_cpu"; ``gpu_runtime``
-    ("cuda" or "rocm") is kept only when a device was profiled; ``planned_iters`` is the
-    number of iterations asked for when fewer ran (Ctrl-C, out of memory);
+    ("cuda", "rocm", or another backend: "mtia", ...) is kept only when a device was
+    profiled; ``planned_iters`` is the number of iterations asked for when fewer ran
+    (Ctrl-C, out of memory);
     ``repeated_call`` a module the warm-up saw called many times (without ``--steps``);
     ``device_info`` the device's figures for the advice; ``cpu_load`` the machine's load.
     """
@@ -101,7 +103,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
       ``find_iterations(table, name)`` (``views/iterations.py``); ``timings``: wall
       seconds per iteration, default the windows' lengths.
-    - ``device``: "cpu" or "cuda"; default "cuda" when the table holds GPU work.
+    - ``device``: "cpu" or "cuda" (a trace of another accelerator: torch's name for it,
+      "mtia", ...); default "cuda" when the table holds GPU work.
     - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
     - ``steps_target``: what each step is a call of (``views/steps.py``).
     - ``python_samples``, ``cell_label``: see ``_python_fields``.
@@ -145,6 +148,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
         critical_spans=model.spans if model else [],
         dependency_model=model.model.to_dict() if model else {},
         trust=TrustChecks(**trust_checks(table)),
+        unplaced=unplaced_categories(table),
         **(_memory_fields(table, windows, name, on_device, device_peaks, memory_ledger,
                           None if memory_all else min(median, max(len(windows) - 1, 0)))
            if "memory" in wanted else {}),
@@ -153,6 +157,15 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                           cell_label) if "python" in wanted else {}),
         **_copied(facts, on_device),
     )
+
+
+def unplaced_categories(table: EventTable) -> list[UnplacedCategory]:
+    """The categories the source could not place (its ``meta``'s ``UNPLACED_KEY``), the
+    most time first."""
+    found = table.meta.get(UNPLACED_KEY) or {}
+    rows = [UnplacedCategory(category=str(cat), events=int(count), time_us=ns / 1000)
+            for cat, (count, ns) in found.items()]
+    return sorted(rows, key=lambda r: (-r.time_us, r.category))
 
 
 def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],

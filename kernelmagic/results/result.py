@@ -21,6 +21,7 @@ from kernelmagic.core.compiled_rows import (
     GraphBreakRow,
 )
 from kernelmagic.core.counter_metrics import CounterRow
+from kernelmagic.core.event_rules import BACKEND_LABELS
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
@@ -39,6 +40,7 @@ from kernelmagic.core.rows import (
     SourceRow,
     Span,
     TrustChecks,
+    UnplacedCategory,
 )
 from kernelmagic.core.sorting import self_time, sort_value
 from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
@@ -91,7 +93,9 @@ class ProfileResult:
     roofline_peaks: Roofs = field(default_factory=dict)  # type: ignore[assignment]  # the roofs used
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
-    gpu_runtime: str = ""  # "cuda" or "rocm" when a GPU was profiled ("" reads as "cuda")
+    # the backend when a device was profiled: "cuda", "rocm", or another accelerator's
+    # ("mtia", "xpu", "hpu", "privateuse1": core/event_rules.py BACKENDS); "" reads as "cuda"
+    gpu_runtime: str = ""
     counters: list[CounterRow] = field(default_factory=list)  # --counters, per kernel
     counters_note: str = ""  # --counters: why they are missing, or how they were joined
     capture: str = ""  # "nsight": --nsight, Nsight held CUPTI, torch's profiler did not run
@@ -111,6 +115,8 @@ class ProfileResult:
     python_unattributed: float = 0.0  # µs per iteration no user line held
     python_note: str = ""  # why there are no Python lines (a trace without with_stack)
     gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
+    # events of categories kernelmagic does not know: counted, in no row (core/event_rules.py)
+    unplaced: list[UnplacedCategory] = field(default_factory=list)
     # The median iteration's dependency model (views/dependencies.py, packed), its critical
     # path, and what the model found wrong with its own edges (the trust line).
     critical_path: list[CriticalPathRow] = field(default_factory=list)
@@ -145,11 +151,20 @@ class ProfileResult:
     @property
     def device_label(self) -> str:
         """The device profiled, as the summary names it: ``CPU``, ``CUDA (NVIDIA H200)``,
-        ``ROCm (AMD Instinct MI250X)``. ``device`` stays ``"cuda"`` on ROCm, as in torch."""
+        ``ROCm (AMD Instinct MI250X)``, ``MTIA (ARTEMIS)``. ``device`` stays ``"cuda"`` on
+        ROCm, as in torch."""
         if not self.profiles_device:
             return "CPU"
-        runtime = "ROCm" if self.gpu_runtime == "rocm" else "CUDA"
-        return f"{runtime} ({self.device_name or 'GPU'})"
+        runtime, word = BACKEND_LABELS.get(self.gpu_runtime, (self.gpu_runtime, "device"))
+        return f"{runtime} ({self.device_name or word})"
+
+    @property
+    def device_word(self) -> str:
+        """What the report calls the device where it would say "GPU": ``GPU`` on CUDA and
+        ROCm, the backend's name on another accelerator (``MTIA``), ``CPU`` without one."""
+        if not self.profiles_device:
+            return "CPU"
+        return BACKEND_LABELS.get(self.gpu_runtime, ("", "device"))[1]
 
     @property
     def interrupted_after(self) -> int | None:

@@ -11,7 +11,10 @@ A ``tid`` string holding an integer is that thread, ``"stream N"`` is stream N, 
 other ``tid`` string is a named lane of its own. What each event is (its ``Kind``) comes
 from the rules the live source shares (``kernelmagic/core/event_rules.py``): the
 category, then the names that override it (``ProfilerStep#N`` is STEP, DataLoader ranges
-are RANGE, a bracketed op name is OTHER).
+are RANGE, a bracketed op name is OTHER). Each distinct category is looked up once; the
+events of a category no rule knows are counted with their time as they are read (no
+second pass), and ``freeze_relative`` puts that count, and the backend the categories
+name (MTIA, XPU, ...), in the table's ``meta`` (``Columns.categories_meta``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelmagic.core.event_rules import MEMORY_NAME, category_kind, kinds_by_name
+from kernelmagic.core.event_rules import (
+    BACKEND_KEY,
+    MEMORY_NAME,
+    UNPLACED_KEY,
+    backend_of,
+    category_kind,
+    category_label,
+    kinds_by_name,
+    known_category,
+)
 from kernelmagic.core.events import EventTable, Kind, TableBuilder
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
@@ -31,6 +43,10 @@ from kernelmagic.sources.trace_numbers import (
     ns_of_text,
     thread_id,
 )
+
+#: An unknown category's kind while reading: OTHER's value, but not ``Kind.OTHER`` itself,
+#: so that ``add_op`` tells it apart (and counts it) with one identity test.
+_UNPLACED = int(Kind.OTHER)
 
 #: The top-level keys a trace's ``meta`` is read from (``trace_meta``).
 META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion", "format")
@@ -44,6 +60,8 @@ class Columns(TableBuilder):
         self.string_tids: dict[str, int] = {}  # every tid string seen -> its id
         self.lanes = 0  # named lanes so far
         self.counter_ranges: list[RawRange] = []  # cuda_profiler_range events (counters)
+        self.categories: dict[Any, tuple[Kind, bool]] = {}  # each category seen -> its rule
+        self.unplaced: dict[Any, list[int]] = {}  # unknown category -> [events, ns]
 
     def add_counters(self, name: Any, start: int, args: Any) -> None:
         """Keep a ``cuda_profiler_range`` event's metric values (``--counters``); both
@@ -100,11 +118,12 @@ class Columns(TableBuilder):
         correlations, flops_col = self.correlation.append, self.flops.append
         shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
         tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
-        categories: dict[Any, tuple[Kind, bool]] = {}
+        categories, rule_of, unplaced = self.categories, self._rule, self.unplaced
         by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
         number, text_ns = Number, ns_of_text
         longest, latest = MAX_DURATION_NS, MAX_TIME_NS
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
+        unknown = _UNPLACED
 
         def ns(value: Any) -> int:
             kind = type(value)
@@ -125,7 +144,7 @@ class Columns(TableBuilder):
                    stream: Any, correlation: Any, flops: Any, dims: Any) -> None:
             found = categories.get(cat)
             if found is None:
-                found = categories[cat] = category_kind(cat)
+                found = rule_of(cat)
             kind, on_device = found
             if not 0 <= dur <= longest or not -latest < start < latest:
                 raise ValueError
@@ -152,6 +171,14 @@ class Columns(TableBuilder):
                     if again is None:
                         again = by_name[name] = kinds_by_name(name)
                     kind = again[kind]
+                elif kind is unknown:  # a category no rule places: counted, then OTHER
+                    tally = unplaced[cat]
+                    tally[0] += 1
+                    tally[1] += dur
+                    again = by_name.get(name)
+                    if again is None:
+                        again = by_name[name] = kinds_by_name(name)
+                    kind = again[other]
             kinds(kind)
             names(name_id)
             starts(start)
@@ -184,9 +211,38 @@ class Columns(TableBuilder):
 
         return add_op, add_memory, ns
 
+    def _rule(self, category: Any) -> tuple[Any, bool]:
+        """A category's (kind, on the device), kept for the next event of it; an unknown
+        one's kind is ``_UNPLACED`` (OTHER, which ``add_op`` counts: ``unplaced``)."""
+        if known_category(category):
+            found = category_kind(category)
+        else:
+            found = (_UNPLACED, False)
+            self.unplaced[category] = [0, 0]
+        self.categories[category] = found
+        return found
+
+    def categories_meta(self) -> dict[str, Any]:
+        """What the categories seen say, for the table's ``meta``: the backend they name
+        (``BACKEND_KEY``) and the unknown ones' events and time (``UNPLACED_KEY``:
+        ``{category: [events, ns]}``, only those with time)."""
+        meta: dict[str, Any] = {}
+        backend = backend_of(self.categories)
+        if backend:
+            meta[BACKEND_KEY] = backend
+        unplaced: dict[str, list[int]] = {}
+        for category, (count, ns) in self.unplaced.items():
+            if ns > 0:
+                tally = unplaced.setdefault(category_label(category), [0, 0])
+                tally[0] += count
+                tally[1] += ns
+        if unplaced:
+            meta[UNPLACED_KEY] = unplaced
+        return meta
+
     def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
         """The table, its times made relative to the trace's first timestamp."""
-        table = self.freeze(meta=meta)
+        table = self.freeze(meta={**meta, **self.categories_meta()})
         if self.counter_ranges:
             table.meta.update(join_ranges(table, self.counter_ranges))
         if table.n:
