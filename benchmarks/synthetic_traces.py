@@ -378,14 +378,16 @@ def cache_folder() -> Path:
 
 def cached_trace(events: int, steps: int | None, seed: int = 0) -> TraceFacts:
     """``write_trace``'s facts for these arguments, written once: each trace alone in a
-    folder of its own keyed by (version, events, shape, seed) (HTA reads folders)."""
+    folder of its own keyed by (version, events, shape, seed) (HTA reads every file of a
+    folder), its facts beside the folder."""
     shape = "window" if steps is None else f"steps{steps}"
-    folder = cache_folder() / f"v{VERSION}-{events}-{shape}-seed{seed}"
-    path, facts_file = folder / "trace.json.gz", folder / "facts.json"
+    key = f"v{VERSION}-{events}-{shape}-seed{seed}"
+    folder = cache_folder() / key
+    path, facts_file = folder / "trace.json.gz", cache_folder() / f"{key}.facts.json"
     if facts_file.exists() and path.exists():
         return TraceFacts(**json.loads(facts_file.read_text()))
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".writing-{os.getpid()}.json.gz"
+    partial = cache_folder() / f".writing-{key}-{os.getpid()}.json.gz"
     facts = write_trace(partial, events, steps=steps, seed=seed)
     partial.replace(path)
     facts = TraceFacts(**{**asdict(facts), "path": str(path)})
