@@ -31,11 +31,15 @@ msgspec-based reader pays). Targets (issue #43, item 7), judged in this one run:
 * whole-process ``kernelmagic.load`` at most 0.2x HTA's, one window as split;
 * the model at most 15% of ``kernelmagic.load`` (item 7's bound, on these traces).
 
+HTA 0.5 needs pandas < 3 (``pip install -e ".[bench]"`` asks for it); where this
+interpreter has pandas 3, ``--hta-python`` names one that has not (HTA's loader fails on
+the split traces from 40k events under pandas 3).
+
 A load over ``--timeout`` seconds is stopped and printed as "over the timeout"; the larger
 sizes of that shape are then skipped (they would be over it too).
 
     python benchmarks/bench_model_scale.py [--max-events 1000000] [--timeout 600]
-        [--step-events 2000] [--rounds 1] [--no-hta]
+        [--step-events 2000] [--rounds 1] [--no-hta | --hta-python PYTHON]
 """
 
 from __future__ import annotations
@@ -186,10 +190,10 @@ def sizes(max_events: int) -> list[int]:
     return [*out, max_events]
 
 
-def run(code: str, env: dict[str, str], timeout: float) -> Run:
+def run(code: str, env: dict[str, str], timeout: float, python: str = sys.executable) -> Run:
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
                               env=env, timeout=timeout, cwd=str(c.REPO_ROOT))
     except subprocess.TimeoutExpired:
         return Run(None, None)
@@ -205,7 +209,7 @@ def measure(point: Point, env: dict[str, str], args: argparse.Namespace, hta: bo
     point.km.append(run(KM_CHILD.format(path=path), env, args.timeout))
     if hta:
         point.hta.append(run(HTA_CHILD.format(folder=str(Path(path).parent)), env,
-                             args.timeout))
+                             args.timeout, args.hta_python))
     point.floor.append(run(FLOOR_CHILD.format(path=path), env, args.timeout))
 
 
@@ -319,6 +323,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-hta", action="store_true")
+    parser.add_argument("--hta-python", default=sys.executable,
+                        help="the interpreter HTA runs in: one with pandas < 3 (under pandas 3 "
+                             "HTA 0.5 fails to load the split traces from 40k events: "
+                             "\"Invalid value ... for dtype 'int16'\")")
     args = parser.parse_args()
     hta = not args.no_hta
     if hta:

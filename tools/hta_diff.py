@@ -10,15 +10,16 @@ under pandas 3 HTA's ``critical_path_analysis`` raises "Cannot specify both 'axi
 a test: HTA is no test dependency. For each trace:
 
 * **kernel time per name**: kernelmagic's ``result.kernels`` (summed by name) against the
-  kernel, memcpy and memset events of HTA's parsed trace, summed by name (what its
-  ``get_gpu_kernel_breakdown`` sums), with each difference split into what HTA's own
-  filters leave out, computed here from the raw JSON: the GPU work launched in the last
+  events of HTA's parsed trace that have a stream, summed by name (what its
+  ``get_gpu_kernel_breakdown`` sums), with the difference split into what HTA's own
+  filters do, computed here from the raw JSON: the GPU work launched in the last
   ``ProfilerStep`` (``TraceAnalysis`` drops it: ``include_last_profiler_step=False``), GPU
-  work whose launch is not in the trace (its filter keeps what a CPU event launched), and
-  the rounding of ns timestamps to whole µs (``round_down_time_stamps``: start up, end
-  down); what is left is "unexplained".
-* **GPU busy**: kernelmagic's GPU busy time over its iterations beside the union of HTA's
-  kernel intervals.
+  work whose launch is not in the trace (its filter keeps what a CPU event launched), the
+  rounding of ns timestamps to whole µs (``round_down_time_stamps``: start up, end down),
+  and, the other way, events with a ``stream`` that are not GPU work (a Triton launcher's
+  ``cpu_op`` carries ``args.stream``); what is left is "unexplained".
+* **GPU busy and idle**: kernelmagic's (``result.gpu_busy`` summed; the breakdown's idle
+  times the iterations) beside HTA's ``get_temporal_breakdown``.
 * **the critical path** of the iteration kernelmagic models (its median one:
   ``find_iterations`` and ``build_result``'s median rule, recomputed here, as the result
   does not name it), by HTA's ``critical_path_analysis(rank, annotation, instance_id)``
@@ -68,6 +69,9 @@ class Side:
 
     kernels: dict[str, float] = field(default_factory=dict)  # time per kernel name
     gpu_busy: float | None = None
+    gpu_idle: float | None = None
+    counted_not_gpu: float = 0.0  # HTA: events with a stream that are not GPU work
+    not_gpu_names: list[str] = field(default_factory=list)
     window: float | None = None  # the iteration the path describes
     path: float | None = None  # the critical path's length
     parts: dict[str, float] = field(default_factory=dict)  # ROWS label -> µs
@@ -105,6 +109,7 @@ def km_side(path: Path) -> tuple[Side, str, int]:
     for row in result.kernels:
         side.kernels[row.key] = side.kernels.get(row.key, 0.0) + row.device_time_total
     side.gpu_busy = sum(result.gpu_busy) if result.gpu_busy else 0.0
+    side.gpu_idle = result.breakdown.idle * result.iters if result.breakdown else None
     parts = read_trace(path)  # the same iterations load found (result does not name them)
     windows = parts.iterations.windows
     median = _median_index(parts.iterations.timings)
@@ -148,11 +153,15 @@ def hta_side(path: Path, annotation: str, whole: bool) -> Side:
         df = analysis.t.get_trace(rank)
         names = analysis.t.symbol_table.get_sym_table()
         side = Side()
-        gpu = df[df["cat"].map(lambda c: names[c] in GPU_CATS) & (df["stream"] >= 0)]
+        gpu = df[df["stream"].ne(-1)]  # what get_gpu_kernel_breakdown sums as kernels
         for name, dur in gpu.groupby("name")["dur"].sum().items():
             side.kernels[names[name]] = float(dur)
-        side.gpu_busy = _union(list(zip(gpu["ts"].tolist(),
-                                        (gpu["ts"] + gpu["dur"]).tolist(), strict=True)))
+        not_gpu = ~gpu["cat"].map(lambda c: names[c] in GPU_CATS)
+        side.counted_not_gpu = float(gpu[not_gpu]["dur"].sum())
+        side.not_gpu_names = sorted({names[n] for n in gpu[not_gpu]["name"].tolist()})
+        temporal = analysis.get_temporal_breakdown(visualize=False)
+        side.gpu_busy = float(temporal["kernel_time(us)"].sum())
+        side.gpu_idle = float(temporal["idle_time(us)"].sum())
         if not whole and not annotation:
             side.note = "kernelmagic's iteration has no annotation HTA could select"
             return side
@@ -229,18 +238,6 @@ def explained(path: Path) -> dict[str, float]:
     return out
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, reach = 0.0, -math.inf
-    for start, end in sorted(intervals):
-        if start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
-
-
 # --- the comparison -----------------------------------------------------------------------
 
 
@@ -252,7 +249,9 @@ def compare(path: Path) -> Diff:
     t2 = time.perf_counter()
     with gzip.open(path, "rt") as f:
         n = len(json.load(f)["traceEvents"])
-    return Diff(path.name, n, annotation, iterations, km, hta, explained(path),
+    reasons = explained(path)
+    reasons["not GPU work, counted by HTA"] = -hta.counted_not_gpu
+    return Diff(path.name, n, annotation, iterations, km, hta, reasons,
                 {"kernelmagic": t1 - t0, "HTA": t2 - t1})
 
 
@@ -261,7 +260,7 @@ def _pct(a: float | None, b: float | None) -> str:
 
 
 def _us(v: float | None) -> str:
-    return "-" if v is None else f"{v / 1000:,.2f} ms" if v >= 1000 else f"{v:,.1f} µs"
+    return "-" if v is None else f"{v / 1000:,.2f} ms" if abs(v) >= 1000 else f"{v:,.1f} µs"
 
 
 def kernel_lines(d: Diff) -> list[str]:
@@ -273,17 +272,16 @@ def kernel_lines(d: Diff) -> list[str]:
     out = [f"kernel time: kernelmagic {_us(km_total)}, HTA {_us(hta_total)}, difference "
            f"{_us(diff)} ({_pct(diff, km_total)} of kernelmagic's); {same} of {len(names)} "
            "names within 0.5 µs"]
-    reasons = {k: v for k, v in d.explained.items() if v > 0.05}
+    reasons = {k: v for k, v in d.explained.items() if abs(v) > 0.05}
     if reasons:
-        out.append("  HTA's filters leave out: " + "; ".join(
+        out.append("  HTA's filters: " + "; ".join(
             f"{k} {_us(v)}" for k, v in reasons.items())
             + f"; unexplained {_us(diff - sum(reasons.values()))}")
-    only_hta = [k for k in d.hta.kernels if k not in d.km.kernels]
-    if only_hta:
-        out.append(f"  only HTA counts as GPU work: {', '.join(sorted(only_hta))[:200]} "
-                   f"({_us(sum(d.hta.kernels[k] for k in only_hta))})")
-    out.append(f"GPU busy: kernelmagic {_us(d.km.gpu_busy)}, HTA's kernels' union "
-               f"{_us(d.hta.gpu_busy)}")
+    if d.hta.not_gpu_names:
+        out.append("  HTA counts as kernels events with a stream that are not GPU work: "
+                   f"{', '.join(d.hta.not_gpu_names)[:200]}")
+    out.append(f"GPU busy: kernelmagic {_us(d.km.gpu_busy)} (idle {_us(d.km.gpu_idle)}), "
+               f"HTA's temporal breakdown {_us(d.hta.gpu_busy)} (idle {_us(d.hta.gpu_idle)})")
     return out
 
 
@@ -322,7 +320,7 @@ def print_markdown(diffs: list[Diff]) -> None:
     print("|---|---|---|---|---|")
     for d in diffs:
         km_total, hta_total = d.kernel_total
-        reasons = "; ".join(f"{k} {_us(v)}" for k, v in d.explained.items() if v > 0.05)
+        reasons = "; ".join(f"{k} {_us(v)}" for k, v in d.explained.items() if abs(v) > 0.05)
         print(f"| `{d.trace}` | {_us(km_total)} | {_us(hta_total)} | "
               f"{_us(km_total - hta_total)} | {reasons or '-'} |")
     for d in diffs:
