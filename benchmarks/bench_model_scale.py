@@ -259,7 +259,8 @@ def print_table(shape: str, points: list[Point], hta: bool) -> None:
             km_wall, hta_wall = f("km", "wall"), f("hta", "wall")
             ratio = (f"{km_wall / hta_wall:.2f}" if km_wall is not None and hta_wall
                      else "-")
-            line += f" {fmt(hta_wall):>6} {ratio:>6}"
+            cell = "failed" if any(r.error for r in p.hta) else fmt(hta_wall)
+            line += f" {cell:>6} {ratio:>6}"
         print(line)
         for run_ in p.km + p.hta + p.floor:
             if run_.error:

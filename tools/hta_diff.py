@@ -156,14 +156,20 @@ def hta_side(path: Path, annotation: str, whole: bool) -> Side:
         gpu = df[df["stream"].ne(-1)]  # what get_gpu_kernel_breakdown sums as kernels
         for name, dur in gpu.groupby("name")["dur"].sum().items():
             side.kernels[names[name]] = float(dur)
-        not_gpu = ~gpu["cat"].map(lambda c: names[c] in GPU_CATS)
-        side.counted_not_gpu = float(gpu[not_gpu]["dur"].sum())
-        side.not_gpu_names = sorted({names[n] for n in gpu[not_gpu]["name"].tolist()})
-        temporal = analysis.get_temporal_breakdown(visualize=False)
-        side.gpu_busy = float(temporal["kernel_time(us)"].sum())
-        side.gpu_idle = float(temporal["idle_time(us)"].sum())
+        if len(gpu):
+            not_gpu = gpu[~gpu["cat"].map(lambda c: names[c] in GPU_CATS).astype(bool)]
+            side.counted_not_gpu = float(not_gpu["dur"].sum())
+            side.not_gpu_names = sorted({names[n] for n in not_gpu["name"].tolist()})
+        try:  # its kernel_time is first kernel to last: idle + compute + non-compute
+            temporal = analysis.get_temporal_breakdown(visualize=False)
+            side.gpu_busy = float(temporal["compute_time(us)"].sum()
+                                  + temporal["non_compute_time(us)"].sum())
+            side.gpu_idle = float(temporal["idle_time(us)"].sum())
+        except Exception as error:  # no kernels at all
+            side.note = f"get_temporal_breakdown failed: {type(error).__name__}"
         if not whole and not annotation:
-            side.note = "kernelmagic's iteration has no annotation HTA could select"
+            side.note = (side.note + "; " if side.note else "") + (
+                "kernelmagic's iteration has no annotation HTA could select")
             return side
         try:
             _hta_path(analysis, rank, df, names, annotation, side)
@@ -250,7 +256,7 @@ def compare(path: Path) -> Diff:
     with gzip.open(path, "rt") as f:
         n = len(json.load(f)["traceEvents"])
     reasons = explained(path)
-    reasons["not GPU work, counted by HTA"] = -hta.counted_not_gpu
+    reasons["events with a stream, not kernel/memcpy/memset"] = -hta.counted_not_gpu
     return Diff(path.name, n, annotation, iterations, km, hta, reasons,
                 {"kernelmagic": t1 - t0, "HTA": t2 - t1})
 
@@ -278,7 +284,7 @@ def kernel_lines(d: Diff) -> list[str]:
             f"{k} {_us(v)}" for k, v in reasons.items())
             + f"; unexplained {_us(diff - sum(reasons.values()))}")
     if d.hta.not_gpu_names:
-        out.append("  HTA counts as kernels events with a stream that are not GPU work: "
+        out.append("  HTA counts as kernels these events with a stream: "
                    f"{', '.join(d.hta.not_gpu_names)[:200]}")
     out.append(f"GPU busy: kernelmagic {_us(d.km.gpu_busy)} (idle {_us(d.km.gpu_idle)}), "
                f"HTA's temporal breakdown {_us(d.hta.gpu_busy)} (idle {_us(d.hta.gpu_idle)})")
