@@ -211,6 +211,18 @@ def unplaced_note(result: ProfileResult) -> str:
             f"or view: {', '.join(listed)}")
 
 
+def _overhang(result: ProfileResult) -> str:
+    """``; the GPU finishes 66.0 ms after the iteration ends``: the median iteration's own
+    device work that runs on past it (the path stays the iteration's length)."""
+    model = result.dependency_model
+    ns, window = model.get("overhang_ns", 0), model.get("window_ns", 0)
+    if not ns or not window:
+        return ""
+    scale = result.stats.median * 1e9 / window if result.timings else 1.0
+    return (f"; the {result.device_word} finishes {format_us(ns * scale / 1000)} after the "
+            "iteration ends")
+
+
 def critical_path_notes(result: ProfileResult) -> list[str]:
     """The median iteration's critical path in one line, and the trust line when the
     dependency model found its own edges wrong (``docs/what-if.md``)."""
@@ -219,7 +231,8 @@ def critical_path_notes(result: ProfileResult) -> list[str]:
     notes = []
     summary = path_summary(result.critical_path)
     if summary:
-        notes.append(f"Median iteration's {summary} (result.what_if() predicts speed-ups)")
+        notes.append(f"Median iteration's {summary}{_overhang(result)} "
+                     "(result.what_if() predicts speed-ups)")
     line = result.trust.line() if result.trust is not None else ""
     if line:
         notes.append(f"Trace check: {line}")

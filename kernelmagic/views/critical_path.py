@@ -193,11 +193,12 @@ class _Segment:
     sync_firsts: np.ndarray  # where each sync's group starts in ``sync_gather``
     sync_has: np.ndarray  # the syncs (of ``syncs``) that wait for items in the window
     crosses: np.ndarray
-    # a GPU segment: the launched items and the items that wait on other streams
-    launched: np.ndarray  # local indices
+    # a GPU segment: each item's launch position (P: none, a row of -inf), and the items
+    # that wait on other streams
+    launch: np.ndarray
     waits: np.ndarray  # local indices
     wait_gather: np.ndarray
-    wait_firsts: np.ndarray
+    wait_firsts: np.ndarray | None  # None: one item waited for each
 
 
 def _groups(off: np.ndarray, dep: np.ndarray,
@@ -273,11 +274,12 @@ def _segment(m: Model, g: _Graph, k: int, lo: int, hi: int, n_chains: int,
                         g.cross_order[a:b], none, none, none, none)
     lo, hi = lo - p, hi - p
     first = int(m.stream_off[k - n_chains])
-    launched = np.flatnonzero(m.item_launch[lo:hi] >= 0)
+    launch = np.where(m.item_launch[lo:hi] >= 0, m.item_launch[lo:hi], p)
     waits = np.flatnonzero(m.wait_off[lo + 1:hi + 1] > m.wait_off[lo:hi])
     _, gather, firsts = _groups(m.wait_off, m.wait_dep, lo + waits)
-    return _Segment(False, lo, hi, lo > first, none, none, none, none, none, launched,
-                    waits, gather, firsts)
+    single = gather.size == waits.size
+    return _Segment(False, lo, hi, lo > first, none, none, none, none, none, launch,
+                    waits, gather, None if single else firsts)
 
 
 class _Sweep:
@@ -289,10 +291,11 @@ class _Sweep:
     def __init__(self, m: Model, g: _Graph, d: np.ndarray, dur: np.ndarray,
                  ianchor: np.ndarray, fixed: np.ndarray, post: np.ndarray,
                  dropped: np.ndarray) -> None:
-        self.m, self.g, self.d, self.dur = m, g, d, dur
+        self.m, self.g = m, g
         s, p, w = d.shape[1], m.pos_anchor.size, m.item_dur.size
         self.plan, self.cyclic = _plan(m, g)
-        self.t, self.end = np.empty((p, s)), np.empty((w, s))
+        self.t, self.end = np.empty((p + 1, s)), np.empty((w, s))
+        self.t[p] = -np.inf  # (the launch position of work with no launch)
         if self.cyclic:  # -inf: what is not computed yet
             self.t.fill(-np.inf)
             self.end.fill(-np.inf)
@@ -301,7 +304,11 @@ class _Sweep:
         self.cpu_run = _running(d, m.chain_off)
         self.gpu_run = _running(m.item_gap[:, None] + dur, m.stream_off)
         self.anchor = _f(m.pos_anchor)
-        self.ianchor, self.fixed, self.post, self.dropped = ianchor, fixed, post, dropped
+        # What each item's start asks, plus its duration: its anchor, its launch (+ latency)
+        self.anchored = ianchor + dur
+        self.launched = dur + m.item_lat[:, None]
+        self.dur = dur
+        self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
         for _, seg in self.plan:
@@ -311,6 +318,7 @@ class _Sweep:
                 self._gpu(seg)
         if self.cyclic:
             self.relax()
+        self.t = self.t[:-1]
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
@@ -346,20 +354,21 @@ class _Sweep:
             self.cross_c[xs] = got
             at = m.cross_target[xs] - lo
             c[at] = np.maximum(c[at], got)
-        self.t[lo:hi] = _carried(c, self.cpu_run, self.t, lo, hi, seg.carry)
+        _carry(c, self.cpu_run, self.t, lo, hi, seg.carry)
 
     def _gpu(self, seg: _Segment) -> None:
-        m, lo, hi = self.m, seg.lo, seg.hi
-        ready = self.ianchor[lo:hi] + self.dur[lo:hi]
-        if seg.launched.size:
-            at = seg.launched
-            ready[at] = np.maximum(ready[at], self.t[m.item_launch[lo + at]]
-                                   + (m.item_lat[lo + at, None] + self.dur[lo + at]))
+        lo, hi = seg.lo, seg.hi
+        ready = self.t[seg.launch]
+        ready += self.launched[lo:hi]
+        np.maximum(ready, self.anchored[lo:hi], out=ready)
         if seg.waits.size:
-            waited = np.maximum.reduceat(self.end[seg.wait_gather], seg.wait_firsts, axis=0)
             at = seg.waits
-            ready[at] = np.maximum(ready[at], waited + self.dur[lo + at])
-        self.end[lo:hi] = _carried(ready, self.gpu_run, self.end, lo, hi, seg.carry)
+            waited = self.end[seg.wait_gather]
+            if seg.wait_firsts is not None:
+                waited = np.maximum.reduceat(waited, seg.wait_firsts, axis=0)
+            waited += self.dur[lo + at]
+            ready[at] = np.maximum(ready[at], waited)
+        _carry(ready, self.gpu_run, self.end, lo, hi, seg.carry)
 
 
 def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -376,16 +385,17 @@ def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     return out
 
 
-def _carried(c: np.ndarray, run: np.ndarray, out: np.ndarray, lo: int, hi: int,
-             carry: bool) -> np.ndarray:
-    """``x[p] = max(x[p-1] + step[p], c[p])`` for ``p`` in ``lo:hi`` (``run``: the steps'
-    running sums along the chain), continuing from ``out[lo-1]`` when ``carry``."""
-    x = c - run[lo:hi]
+def _carry(c: np.ndarray, run: np.ndarray, out: np.ndarray, lo: int, hi: int,
+           carry: bool) -> None:
+    """``out[p] = max(out[p-1] + step[p], c[p])`` for ``p`` in ``lo:hi`` (``run``: the
+    steps' running sums along the chain), continuing from ``out[lo-1]`` when ``carry``;
+    ``c`` is used up."""
+    x = out[lo:hi]
+    np.subtract(c, run[lo:hi], out=x)
     if carry:
         np.maximum(x[0], out[lo - 1] - run[lo - 1], out=x[0])
     np.maximum.accumulate(x, axis=0, out=x)
     x += run[lo:hi]
-    return x
 
 
 def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
