@@ -43,7 +43,7 @@ __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view"
 SIDES = ("both", "cpu", "device")
 PATH_LANE = "critical path"  # the timeline lane the path is drawn on
 SPAN_RESOLUTION = 4000  # the lane keeps pieces longer than the iteration / this (a pixel)
-_MAX_CELLS = 4_000_000  # scenario x position cells replayed at once (memory: 32 MB a matrix)
+_MAX_CELLS = 6_000_000  # scenario x node cells replayed at once (about 170 MB at the peak)
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,12 @@ class _Schedule:
 
     t: np.ndarray  # (P, S) CPU positions' times
     end: np.ndarray  # (W, S) GPU items' ends
-    d: np.ndarray  # (P, S) stretches into positions, scaled
-    dur: np.ndarray  # (W, S) GPU items' durations, scaled
+    d: np.ndarray  # (P, 1) stretches into positions, scaled (scenario 0: for the walk)
+    dur: np.ndarray  # (W, 1) GPU items' durations, scaled (scenario 0)
     sync_c: np.ndarray  # (Q, S) what each blocking call's end waits for (-inf: nothing)
     cpu_f: np.ndarray  # (S, R+1) the CPU multipliers replayed
     cross_c: np.ndarray  # (X, S) what each edge between threads asks of its target
-    backlog: np.ndarray  # (W, S) the carried-in backlog each item waits behind, scaled
+    backlog: np.ndarray  # (W, 1) the carried-in backlog each item waits behind (scenario 0)
 
 
 @dataclass(frozen=True)
@@ -172,10 +172,11 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
         fixed[scaled] = m.sync_fixed[scaled, None] * ratio[m.sync_stream[scaled]]
     sweep = _Sweep(m, g, d, dur, ianchor, fixed, m.sync_post[:, None] * sync_scale,
                    sync_scale == 0)  # a blocking call removed altogether no longer waits
+    del ianchor
+    d, backlog = d[:, :1].copy(), backlog[:, :1].copy()  # (the walk reads scenario 0 only)
     sweep.run()
-    if sweep.cyclic:
-        sweep.relax()
-    return _Schedule(sweep.t, sweep.end, d, dur, sweep.sync_c, cpu_f, sweep.cross_c, backlog)
+    return _Schedule(sweep.t, sweep.end, d, sweep.dur[:, :1].copy(), sweep.sync_c, cpu_f,
+                     sweep.cross_c, backlog)
 
 
 @dataclass(frozen=True)
@@ -319,6 +320,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
+        del self.anchored, self.launched, self.cpu_run, self.gpu_run
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
