@@ -106,6 +106,14 @@ class _Graph:
     cross_at: np.ndarray
     item_stream: np.ndarray  # each item's stream
     sync_stream: np.ndarray  # the stream scaling each sync's fixed wait (-1: none)
+    # the syncs' groups in ``sync_order``: the non-empty ones (positions in that order),
+    # their items concatenated, and where each starts there
+    sync_full: np.ndarray
+    sync_gather: np.ndarray
+    sync_firsts: np.ndarray
+    launch: np.ndarray  # each item's launch position (P: none, the sweep's row of -inf)
+    waiting: np.ndarray  # the items that wait on other streams, in order
+    wait_single: bool  # each of them waits for one item
 
 
 def _graph(m: Model) -> _Graph:
@@ -133,9 +141,13 @@ def _graph(m: Model) -> _Graph:
     sync_order = np.argsort(m.sync_pos, kind="stable")
     cross_order = np.argsort(m.cross_target, kind="stable")
     item_stream = np.repeat(np.arange(m.stream_off.size - 1), np.diff(m.stream_off))
+    full, gather, firsts = _groups(m.sync_off, m.sync_dep, sync_order)
+    waiting = np.flatnonzero(np.diff(m.wait_off) > 0)
     graph = _Graph(dom_off, dom_of, need_of[order], need_node[order], sync_order,
                    m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
-                   item_stream, m.sync_stream)
+                   item_stream, m.sync_stream, full, gather, firsts,
+                   np.where(m.item_launch >= 0, m.item_launch, p),
+                   waiting, bool(m.wait_dep.size == waiting.size))
     m.__dict__["_graph"] = graph
     return graph
 
@@ -182,24 +194,18 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
 @dataclass(frozen=True)
 class _Segment:
     """Nodes ``lo:hi`` of one domain (local indices: positions, or items), computed in one
-    go, with what they need from other domains gathered once for every replay."""
+    go; ``a:b`` and ``c:e`` index what ends in it in ``_Graph``'s sorted arrays."""
 
     cpu: bool
     lo: int
     hi: int
     carry: bool  # continues from the node before it on its thread or stream
-    # a CPU segment: the syncs and the edges between threads that end in it
-    syncs: np.ndarray
-    sync_gather: np.ndarray  # GPU items whose ends the syncs wait for, group by group
-    sync_firsts: np.ndarray  # where each sync's group starts in ``sync_gather``
-    sync_has: np.ndarray  # the syncs (of ``syncs``) that wait for items in the window
-    crosses: np.ndarray
-    # a GPU segment: each item's launch position (P: none, a row of -inf), and the items
-    # that wait on other streams
-    launch: np.ndarray
-    waits: np.ndarray  # local indices
-    wait_gather: np.ndarray
-    wait_firsts: np.ndarray | None  # None: one item waited for each
+    a: int  # CPU: its syncs, sync_order[a:b]; GPU: its waiting items, waiting[a:b]
+    b: int
+    c: int  # CPU: their non-empty groups, sync_full[c:e]; GPU: -
+    e: int
+    x: int  # CPU: its edges from other threads, cross_order[x:y]
+    y: int
 
 
 def _groups(off: np.ndarray, dep: np.ndarray,
@@ -265,22 +271,14 @@ def _reachable(g: _Graph, progress: np.ndarray, lo: int, hi: int) -> int:
 
 def _segment(m: Model, g: _Graph, k: int, lo: int, hi: int, n_chains: int,
              p: int) -> _Segment:
-    none = np.zeros(0, np.int64)
     if k < n_chains:
-        a, b = np.searchsorted(g.sync_at, (lo, hi))
-        syncs = g.sync_order[a:b]
-        has, gather, firsts = _groups(m.sync_off, m.sync_dep, syncs)
-        a, b = np.searchsorted(g.cross_at, (lo, hi))
-        return _Segment(True, lo, hi, lo > m.chain_off[k], syncs, gather, firsts, has,
-                        g.cross_order[a:b], none, none, none, none)
+        a, b = np.searchsorted(g.sync_at, (lo, hi)).tolist()
+        c, e = np.searchsorted(g.sync_full, (a, b)).tolist()
+        x, y = np.searchsorted(g.cross_at, (lo, hi)).tolist()
+        return _Segment(True, lo, hi, lo > m.chain_off[k], a, b, c, e, x, y)
     lo, hi = lo - p, hi - p
-    first = int(m.stream_off[k - n_chains])
-    launch = np.where(m.item_launch[lo:hi] >= 0, m.item_launch[lo:hi], p)
-    waits = np.flatnonzero(m.wait_off[lo + 1:hi + 1] > m.wait_off[lo:hi])
-    _, gather, firsts = _groups(m.wait_off, m.wait_dep, lo + waits)
-    single = gather.size == waits.size
-    return _Segment(False, lo, hi, lo > first, none, none, none, none, none, launch,
-                    waits, gather, None if single else firsts)
+    a, b = np.searchsorted(g.waiting, (lo, hi)).tolist()
+    return _Segment(False, lo, hi, lo > m.stream_off[k - n_chains], a, b, 0, 0, 0, 0)
 
 
 class _Sweep:
@@ -336,22 +334,26 @@ class _Sweep:
                 return
 
     def _cpu(self, seg: _Segment) -> None:
-        m, lo, hi = self.m, seg.lo, seg.hi
+        m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
-        if seg.syncs.size:
-            qs = seg.syncs
+        if seg.b > seg.a:
+            qs = g.sync_order[seg.a:seg.b]
             got = self.fixed[qs].copy()
-            if seg.sync_has.size:
-                waited = np.maximum.reduceat(self.end[seg.sync_gather], seg.sync_firsts,
-                                             axis=0)
-                got[seg.sync_has] = np.maximum(got[seg.sync_has], waited)
+            if seg.e > seg.c:
+                first = int(g.sync_firsts[seg.c])
+                stop = (int(g.sync_firsts[seg.e]) if seg.e < g.sync_firsts.size
+                        else g.sync_gather.size)
+                waited = np.maximum.reduceat(self.end[g.sync_gather[first:stop]],
+                                             g.sync_firsts[seg.c:seg.e] - first, axis=0)
+                has = g.sync_full[seg.c:seg.e] - seg.a
+                got[has] = np.maximum(got[has], waited)
             got += self.post[qs]
             got[self.dropped[qs]] = -np.inf
             self.sync_c[qs] = got
             at = m.sync_pos[qs] - lo
             c[at] = np.maximum(c[at], got)
-        if seg.crosses.size:
-            xs = seg.crosses
+        if seg.y > seg.x:
+            xs = g.cross_order[seg.x:seg.y]
             got = self.t[m.cross_source[xs]] + m.cross_off[xs, None]
             self.cross_c[xs] = got
             at = m.cross_target[xs] - lo
@@ -359,16 +361,19 @@ class _Sweep:
         _carry(c, self.cpu_run, self.t, lo, hi, seg.carry)
 
     def _gpu(self, seg: _Segment) -> None:
-        lo, hi = seg.lo, seg.hi
-        ready = self.t[seg.launch]
+        m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
+        ready = self.t[g.launch[lo:hi]]
         ready += self.launched[lo:hi]
         np.maximum(ready, self.anchored[lo:hi], out=ready)
-        if seg.waits.size:
-            at = seg.waits
-            waited = self.end[seg.wait_gather]
-            if seg.wait_firsts is not None:
-                waited = np.maximum.reduceat(waited, seg.wait_firsts, axis=0)
-            waited += self.dur[lo + at]
+        if seg.b > seg.a:
+            items = g.waiting[seg.a:seg.b]
+            deps = m.wait_dep[m.wait_off[items[0]]:m.wait_off[items[-1] + 1]]
+            waited = self.end[deps]
+            if not g.wait_single:
+                waited = np.maximum.reduceat(waited, m.wait_off[items] - m.wait_off[items[0]],
+                                             axis=0)
+            waited += self.dur[items]
+            at = items - lo
             ready[at] = np.maximum(ready[at], waited)
         _carry(ready, self.gpu_run, self.end, lo, hi, seg.carry)
 
