@@ -94,6 +94,12 @@ def gpu_info(kind: str, name: str, capability: str) -> DeviceInfo:
                       peaks_source=f"datasheet: {label}")
 
 
+BUSY_OTHER_CORES = 0.5        # other processes' CPU (in cores) worth naming ...
+BUSY_SHARE = 0.25             # ... when it is this share of the cores, or leaves fewer free
+#                               cores than torch has threads
+BUSY_MIN_SECONDS = 0.1        # spans shorter than this are too coarse to judge (10 ms ticks)
+
+
 @dataclass(frozen=True)
 class CpuLoad(Record):
     """What competed for the CPU while the profiled iterations were timed (a live run).
@@ -121,3 +127,19 @@ class CpuLoad(Record):
     def free_cores(self) -> float:
         """Cores left to this process on average: ``cores - other_cores``."""
         return max(0.0, self.cores - self.other_cores)
+
+    @property
+    def crowded(self) -> bool:
+        """Fewer cores left free than torch has threads."""
+        return self.torch_threads > self.free_cores
+
+    @property
+    def busy(self) -> bool:
+        """Other processes used at least ``BUSY_OTHER_CORES`` of the cores over a span
+        of ``BUSY_MIN_SECONDS`` or more, and either ``BUSY_SHARE`` of them or so much
+        that the machine is ``crowded``: every time measured then waited for a core (the
+        busy-machine finding; ``--compare`` does not judge such a run)."""
+        if self.seconds < BUSY_MIN_SECONDS or self.cores <= 0:
+            return False
+        return self.other_cores >= BUSY_OTHER_CORES and (
+            self.crowded or self.other_share >= BUSY_SHARE)

@@ -1,12 +1,15 @@
 """Interleaved rounds: the baseline and every variant timed together, unprofiled.
 
-Each round times each of the callables once, in an order shuffled anew each round (a
-seeded ``random.Random``, so a run's orders are reproducible), each sample from the end
-of a synchronize to the end of the synchronize after the calls. Whatever the machine's
-load does during the rounds reaches the baseline and the variants alike, and a round's
-ratio (variant / baseline) cancels it; with the order shuffled, each ratio is as likely
-above its median as below it whatever the load did, which the interval on the median of
-the ratios (``core/timing.py: median_interval``) needs.
+Each round times each of the callables once, in a shuffled order (a seeded
+``random.Random``, so a run's orders are reproducible): each even round shuffles anew,
+and the round after it runs the reverse order, so each callable runs first as often as
+last and whatever running first or last costs (a cache warmed by the one before) falls on
+all alike. Each sample runs from the end of a synchronize to the end of the synchronize
+after the calls. Whatever the machine's load does during the rounds reaches the baseline
+and the variants alike, and a round's ratio (variant / baseline) cancels it; with the
+order random, each ratio is as likely above its median as below it whatever the load
+did, which the interval on the median of the ratios (``core/timing.py:
+median_interval``) needs.
 
 A sample is one call of the cell, or a fixed batch of calls for a cell faster than
 ``SAMPLE_MIN_S`` (so the clock and the synchronize do not weigh on it): the same batch for
@@ -92,7 +95,10 @@ def time_rounds(fns: Sequence[Callable[[], Any]], batch: int, most: int, *,
             if on_round is not None:
                 on_round(r, most)
             order = list(range(len(fns)))
-            rng.shuffle(order)
+            if r % 2 == 0:
+                rng.shuffle(order)
+            else:
+                order = out.orders[-1][::-1]
             times = [0.0] * len(fns)
             for i in order:
                 if before_each is not None:

@@ -121,13 +121,24 @@ class Comparison(Record):
 
     @property
     def load_differs(self) -> str:
-        """Why the runs' loads differ (other processes' cores busy in each, differing by
-        ``LOAD_DIFFERS`` or more), "" when they do not or a run has no measurement."""
+        """Why the runs cannot be judged apart from the machine's load, "" when they can:
+        other processes' cores differing by ``LOAD_DIFFERS`` or more between the runs,
+        or a run on a busy machine (``CpuLoad.busy``: its times waited for cores, and
+        under such load a run's times jump between regimes no interval of two runs
+        captures). "" too when a run has no load measured (a trace)."""
         a, b = self.before.cpu_load, self.after.cpu_load
-        if a is None or b is None or abs(a.other_cores - b.other_cores) < LOAD_DIFFERS:
+        if a is None or b is None:
             return ""
-        return (f"the machine's load differed between the runs (other processes kept "
-                f"{a.other_cores:.1f} and {b.other_cores:.1f} cores busy)")
+        if abs(a.other_cores - b.other_cores) >= LOAD_DIFFERS:
+            return (f"the machine's load differed between the runs (other processes kept "
+                    f"{a.other_cores:.1f} and {b.other_cores:.1f} cores busy)")
+        busy = [(name, load) for name, load in ((self.before_name, a), (self.after_name, b))
+                if load.busy]
+        if busy:
+            name, load = busy[0]
+            return (f"the machine was busy during {name} (other processes kept "
+                    f"{load.other_cores:.1f} of {load.cores} cores busy)")
+        return ""
 
     @property
     def beyond_noise(self) -> bool:
