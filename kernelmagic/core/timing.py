@@ -1,5 +1,8 @@
 """Per-iteration wall-time statistics, summarised the way ``%timeit`` does (how a time is
-written: ``kernelmagic/core/units.py``)."""
+written: ``kernelmagic/core/units.py``), and the one noise rule: a speed-up with its 95%
+interval (``SpeedUp``; paired rounds: ``paired_speedup``, two runs apart:
+``unpaired_speedup``), beyond the noise only when the whole interval is past 1 ±
+``MIN_EFFECT``."""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "OUTLIER_RATIO", "SpeedUp", "TimingStats",
-           "median_interval", "paired_speedup", "unpaired_speedup"]
+__all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "OUTLIER_RATIO", "SpeedUp",
+           "TimingStats", "median_interval", "paired_speedup", "unpaired_speedup"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0
@@ -231,7 +234,7 @@ def unpaired_speedup(before: list[float], after: list[float]) -> SpeedUp:
     import numpy as np
 
     diffs = np.sort(np.subtract.outer(np.log(b), np.log(a)).ravel())
-    c = int(math.floor(n * m / 2 - _Z95 * math.sqrt(n * m * (n + m + 1) / 12)))
+    c = math.floor(n * m / 2 - _Z95 * math.sqrt(n * m * (n + m + 1) / 12))
     c = min(max(c, 1), len(diffs) // 2)
     low, high = math.exp(float(diffs[c - 1])), math.exp(float(diffs[len(diffs) - c]))
     return SpeedUp(ratio, min(low, ratio), max(high, ratio), min(n, m), CONFIDENCE,
