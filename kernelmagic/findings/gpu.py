@@ -22,7 +22,7 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.rows import DATA_LOADING
 from kernelmagic.core.units import counted, format_us, whole_percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, profiler_note, wall_us
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
@@ -229,7 +229,8 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
         f"the GPU is busy {whole_percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
-        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
+        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each"
+        + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
         rows=cause_rows(result, "launch"), side="cpu")
