@@ -248,15 +248,32 @@ def test_sdpa_math_against_flash_on_the_cpu():
 
 
 def test_auto_picks_only_variants_the_device_supports():
-    suggestions = ["make the matmuls cheaper: lower precision (torch.autocast with bfloat16)",
-                   "torch.set_float32_matmul_precision(\"high\") (TF32), or fp16 float16",
-                   "launch fewer kernels: CUDA graphs (torch.compile(mode=\"reduce-overhead\"))"]
-    assert variants.suggested(suggestions, on_device=False) == ["bf16", "compile"]
-    assert variants.suggested(suggestions, on_device=True) == [
-        "bf16", "fp16", "tf32", "compile", "cudagraphs"]
+    wanted = ["bf16", "fp16", "tf32", "compile", "cudagraphs", "threads=1", "bf16"]
+    assert variants.suggested(wanted, [], on_device=False) == ["bf16", "compile", "threads=1"]
+    assert variants.suggested(wanted, ["bf16"], on_device=True) == [
+        "fp16", "tf32", "compile", "cudagraphs", "threads=1"]
     names, note = experiments.resolve(["threads=1", "auto"], cpu_result(), on_device=False)
     assert names[:2] == ["threads=1", "bf16"]  # cpu_result's dominant addmm: bfloat16
     assert not set(names) & {"fp16", "tf32", "cudagraphs"} and note == ""
+
+
+def test_auto_never_runs_what_a_finding_advises_against():
+    from kernelmagic.core.machine import CpuLoad, DeviceInfo
+
+    # This CPU's own figures: bfloat16 at 3% of float32's rate. The advice's words hold
+    # "bfloat16" ("not bfloat16: ..."); its fields say against.
+    slow = cpu_result(device_info=DeviceInfo(kind="cpu", flops_per_s={
+        "float32": 1e11, "bfloat16": 3e9}))
+    (dominant,) = [f for f in slow.findings() if f.rule == "dominant_op"]
+    assert "not bfloat16" in dominant.suggestion
+    assert dominant.against == ("bf16",) and dominant.variants == ()
+    assert "bf16" not in experiments.resolve(["auto"], slow, on_device=False)[0]
+    # A busy machine: 1.2 of 2 cores taken by others, 0.8 free for torch's 2 threads.
+    busy = cpu_result(cpu_load=CpuLoad(cores=2, torch_threads=2, other_cores=1.2,
+                                       own_cores=1.0, seconds=1.0))
+    (finding,) = [f for f in busy.findings() if f.rule == "busy_machine"]
+    assert finding.variants == ("threads=1",) and "set_num_threads(1)" in finding.suggestion
+    assert "threads=1" in experiments.resolve(["auto"], busy, on_device=False)[0]
 
 
 def test_auto_with_nothing_suggested_says_so():
@@ -514,17 +531,17 @@ def test_try_auto_tries_what_the_findings_suggest_and_they_quote_it(ip):
         ip.run_cell("%%profile -n 5 -w 1 --try auto -q -o r\na @ a")
     result = ip.user_ns["r"]
     tried = [r.variant for r in result.experiments]
-    assert tried[0] == "bf16"
-    # Anything else tried is advice of another finding (a loaded machine's findings differ).
-    advice = {"compile": "torch.compile", "inference": "inference_mode",
-              "threads=1": "set_num_threads"}
-    texts = " ".join(f.suggestion for f in result.findings())
-    assert all(advice.get(v, v) in texts for v in tried[1:]), (tried, texts)
-    (dominant,) = [f for f in result.findings() if f.rule == "dominant_op"]
+    found = result.findings()
+    # What is tried is what the findings name (a loaded machine's findings differ), never
+    # what one advises against.
+    assert tried == list(dict.fromkeys(v for f in found for v in f.variants
+                                       if not any(v in g.against for g in found)))
+    (dominant,) = [f for f in found if f.rule == "dominant_op"]
     # Worded for this CPU (#28): the autocast call where its bfloat16 is faster, else why not.
-    assert ('torch.autocast("cpu", dtype=torch.bfloat16)' in dominant.suggestion
-            or "not bfloat16: this CPU runs it at" in dominant.suggestion)
-    assert "[bf16 autocast: measured " in dominant.suggestion
+    if "not bfloat16: this CPU runs it at" in dominant.suggestion:
+        assert "bf16" not in tried and dominant.against == ("bf16",)
+    else:
+        assert "bf16" in tried and "[bf16 autocast: measured " in dominant.suggestion
 
 
 def test_a_variants_python_rows_name_the_cells_lines_as_the_baselines_do(ip):

@@ -320,3 +320,62 @@ def test_unpaired_interval_of_a_run_against_itself_holds_one():
     times = [0.001 * (1 + 0.1 * math.sin(i)) for i in range(20)]
     s = unpaired_speedup(times, list(reversed(times)))
     assert s.speedup == 1.0 and s.low < 1 < s.high and not s.beyond_noise
+
+
+# --- advice from a measured rate, only beyond its own noise (#44 Must 4) --------------------
+
+
+def cpu_info(f32: float, bf16: float, interval: list[float] | None):
+    from kernelmagic.core.machine import DeviceInfo
+
+    return DeviceInfo(kind="cpu", flops_per_s={"float32": f32, "bfloat16": bf16},
+                      speedup_interval={"bfloat16": interval} if interval else {})
+
+
+def test_cpu_bfloat16_advice_never_flips_within_its_noise():
+    from kernelmagic.findings.device import precision
+
+    # The two runs: 171 against 168 GFLOP/s, then 152 against 159: differences of
+    # 2% and 4%, each with an interval holding 1: neither advises for or against bfloat16.
+    for bf16, f32, interval in ((171e9, 168e9, [0.97, 1.06]), (152e9, 159e9, [0.92, 1.01])):
+        info = cpu_info(f32, bf16, interval)
+        assert info.faster("bfloat16") is None
+        p = precision(cpu_result(device_info=info))
+        assert p.call == "" and p.variants == ("bf16",) and p.against == ()
+        assert "within the measurement's noise" in p.note and "--try bf16" in p.note
+    # beyond it, either way
+    assert cpu_info(100e9, 190e9, [1.8, 1.95]).faster("bfloat16") is True
+    slow = precision(cpu_result(device_info=cpu_info(100e9, 3e9, [0.02, 0.04])))
+    assert slow.against == ("bf16",) and slow.note.startswith("not bfloat16")
+
+
+def test_the_quick_check_times_the_dtypes_interleaved():
+    from kernelmagic.live import device_peaks
+
+    device_peaks._quick.clear()
+    device_peaks._quick_interval.clear()
+    rates = device_peaks.quick_rates()
+    low, high = device_peaks._quick_interval["bfloat16"]
+    assert rates["bfloat16"] > 0 and 0 < low <= high
+    info = device_peaks.device_info(False)
+    assert info.speedup_interval == {"bfloat16": [low, high]}
+
+
+def test_the_experiments_table_shows_what_the_model_predicted():
+    from kernelmagic.findings.base import Finding
+    from kernelmagic.render.experiments import predicted_cell
+
+    found = [Finding("x", "t", "e", "s", variants=("compile",), saves_us=250.0,
+                     iteration_us=1000.0),
+             Finding("y", "t", "e", "s", variants=("compile", "bf16"), saves_us=100.0,
+                     iteration_us=1000.0),
+             Finding("z", "t", "e", "s", variants=("inference",))]  # no prediction
+    result = cpu_result()
+    result.findings = lambda: found  # type: ignore[method-assign]
+    # 1000 / (1000 - 250) = 1.33x for compile (the larger), 1000 / 900 = 1.11x for bf16
+    assert experiments.predictions(result) == pytest.approx({"compile": 4 / 3, "bf16": 10 / 9})
+    from kernelmagic.core.experiment_rows import ExperimentRow
+
+    row = ExperimentRow("compile", median_us=10.0, speedup=1.2, predicted_speedup=4 / 3)
+    assert predicted_cell(row) == "at most 1.33x faster"
+    assert predicted_cell(ExperimentRow("inference", median_us=10.0, speedup=1.0)) == ""

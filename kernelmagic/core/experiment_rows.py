@@ -38,12 +38,13 @@ class ExperimentRow(Record):
     ``result``, the breakdown). ``max_abs_error`` and ``max_rel_error`` (max |a - b| over
     max |b|, in float64) compare the cell's value with the baseline's, ``None`` when they
     are not comparable (``numerics`` says why); ``tolerance`` names the dtype whose usual
-    tolerance applied and ``within_tolerance`` whether the value met it. ``predicted_us``
-    is the time per iteration the baseline's dependency model predicted for this variant
-    (``what_if``), None where it has no prediction. ``compile_us`` is the first warm-up
-    run, where ``torch.compile`` compiles, apart from the iterations. ``error`` is the
-    one-line reason the variant did not run or failed (``skipped`` when the device
-    cannot run it).
+    tolerance applied and ``within_tolerance`` whether the value met it.
+    ``predicted_speedup`` is the most the baseline's dependency model (``what_if``)
+    predicted the suggestion that names this variant saves, as a speed-up (the
+    iteration over the iteration less the saving); None where it has no prediction.
+    ``compile_us`` is the first warm-up run, where ``torch.compile`` compiles, apart from
+    the iterations. ``error`` is the one-line reason the variant did not run or failed
+    (``skipped`` when the device cannot run it).
     """
 
     variant: str
@@ -67,7 +68,7 @@ class ExperimentRow(Record):
     rounds: int = 0  # interleaved rounds its speed-up comes from
     batch: int = 0  # calls of the cell per sample in those rounds
     profiled_us: float = 0.0  # the median of its profiled iterations
-    predicted_us: float | None = None  # what_if's prediction, µs per iteration
+    predicted_speedup: float | None = None  # what_if's prediction (at most), None: none
     # seconds per call in each round, beside the baseline's (result.unprofiled_timings)
     round_timings: list[float] = field(default_factory=list, compare=False, repr=False,
                                        metadata={"column": False})

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.records import Record
+from kernelmagic.core.timing import MIN_EFFECT
 
 #: ``DeviceInfo.family`` values.
 CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
@@ -35,6 +36,10 @@ class DeviceInfo(Record):
     capability: str = ""
     flops_per_s: dict[str, float] = field(default_factory=dict)
     peaks_source: str = ""
+    # per dtype, the 95% interval (low, high) of its rate over float32's where the rates
+    # were timed in interleaved rounds (the CPU's quick check): ``faster`` then judges
+    # by the one noise rule (core/timing.py), never by a difference within it
+    speedup_interval: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def major(self) -> int | None:
@@ -69,6 +74,12 @@ class DeviceInfo(Record):
         """Whether ``dtype`` (``bfloat16``, ``float16``) runs faster than float32 here: the
         device's figures when it has them, else what its family supports; None when
         unknown (a CPU whose peaks were not measured, an unknown GPU)."""
+        interval = self.speedup_interval.get(dtype)
+        if interval:
+            low, high = interval
+            if low > 1 + MIN_EFFECT:
+                return True
+            return False if high < 1 / (1 + MIN_EFFECT) else None
         ratio = self.speedup(dtype)
         if ratio is not None:
             return ratio > 1.0

@@ -24,7 +24,10 @@ class Finding:
     none of it, e.g. a noisy measurement). A finding that suggests a change names the
     rows it would change (``rows``, on ``side``); ``find`` asks the dependency model what
     removing their time would save at most (``saves_us`` of ``iteration_us``) and orders
-    the findings by that, or by ``share`` where the model has no answer.
+    the findings by that, or by ``share`` where the model has no answer. ``variants``
+    names what ``--try`` can measure of the suggestion (``bf16``, ``compile``,
+    ``threads=1``), ``against`` what the finding advises against (``bf16`` where this
+    CPU runs bfloat16 slower): ``--try auto`` reads these fields, never the words.
     """
 
     rule: str
@@ -36,6 +39,10 @@ class Finding:
     side: str = field(default="both", compare=False)
     saves_us: float | None = field(default=None, compare=False)
     iteration_us: float = field(default=0.0, compare=False)
+    # ``--try`` names (live/variants.py) the suggestion tries, and those it advises against
+    # (``--try auto`` runs the first, never the second)
+    variants: tuple[str, ...] = field(default=(), compare=False)
+    against: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def saves_share(self) -> float | None:

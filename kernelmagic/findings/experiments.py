@@ -1,8 +1,9 @@
 """``--try``: findings whose advice a variant tried quote what was measured.
 
-A variant's ``advice`` words (``ExperimentRow.advice``) name the suggestions it tries
-(``bfloat16`` for ``bf16``, ``torch.compile`` for ``compile``, ...). A finding whose
-suggestion holds one gets the measured speed-up and numerical error after it; advice
+A finding names the variants its suggestion tries (``Finding.variants``: ``bf16``,
+``compile``, ``threads=1``) and those it advises against (``Finding.against``). A finding
+that names a variant measured gets its speed-up and numerical error after the suggestion;
+advice
 measured slower, beyond the noise, is withdrawn with its figure, so the report never
 recommends what this very run showed to be slower.
 """
@@ -34,9 +35,9 @@ def measured_text(row: ExperimentRow) -> str:
 
 
 def tried_rows(finding: Finding, result: ProfileResult) -> list[ExperimentRow]:
-    """The measured variants whose advice ``finding``'s suggestion gives."""
-    return [r for r in result.experiments
-            if r.ran and r.speedup > 0 and any(word in finding.suggestion for word in r.advice)]
+    """The measured variants ``finding`` names (``Finding.variants`` and ``against``)."""
+    named = (*finding.variants, *finding.against)
+    return [r for r in result.experiments if r.ran and r.speedup > 0 and r.variant in named]
 
 
 def with_measurements(found: list[Finding], result: ProfileResult) -> list[Finding]:

@@ -233,7 +233,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=cause_rows(result, "launch"), side="cpu")
+        rows=cause_rows(result, "launch"), side="cpu", variants=("cudagraphs", "compile"))
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -284,4 +284,6 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         f"{fp32[0].key} "
         "while torch.get_float32_matmul_precision() is 'highest'",
         hint, of_wall(result, matmul / result.iters),
-        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device")
+        rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device",
+        variants=(("tf32",) if family in (AMPERE, GPU) else ()) + p.variants,
+        against=p.against)

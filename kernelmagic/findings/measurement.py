@@ -71,8 +71,10 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     if load.load_average:
         evidence += f"; load average {load.load_average:.1f}"
     fewer = max(1, math.floor(free))
+    threads = crowded and fewer < load.torch_threads
     hint = ("profile on a quieter machine (stop the other work)"
             + (f", or use fewer threads than free cores: torch.set_num_threads({fewer})"
-               if crowded and fewer < load.torch_threads else ""))
+               if threads else ""))
     return Finding("busy_machine", "The machine is busy: other processes compete for the CPU",
-                   evidence, hint, share=1.0)
+                   evidence, hint, share=1.0,
+                   variants=(f"threads={fewer}",) if threads else ())

@@ -10,7 +10,7 @@ from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import counted, format_us, whole_percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, per_iter_self, wall_us
-from kernelmagic.findings.device import cheaper_matmuls
+from kernelmagic.findings.device import cheaper_matmuls, precision
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
@@ -41,8 +41,12 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
         return dominant_graph(result, top, share)
+    tries: tuple[str, ...] = ()
+    against: tuple[str, ...] = ()
     if top.key in MATMUL_OPS:
         hint = cheaper_matmuls(result)
+        p = precision(result)
+        tries, against = p.variants, p.against
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
@@ -57,7 +61,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"{top.key} takes {whole_percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
         f"{counted(top.count / result.iters, 'call')} per iteration)", hint,
-        of_wall(result, per_iter), rows=(top.key,))
+        of_wall(result, per_iter), rows=(top.key,), variants=tries, against=against)
 
 
 def is_compiled_row(key: str) -> bool:
@@ -127,4 +131,4 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{whole_percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
-        rows=tuple(r.key for r in ops))
+        rows=tuple(r.key for r in ops), variants=("compile",))

@@ -306,14 +306,31 @@ def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValu
         fns, batch, interleaved.max_rounds(run.options.iters), before_each=run.before_each,
         decided=_decided, on_round=shown.round if shown is not None else None)
     rows = {t.row.variant: t.row for t in tried}
+    predicted = predictions(baseline)
     for i, t in enumerate(ran, start=1):
-        rows[t.row.variant] = _timed_row(t.row, rounds, i, differs)
+        rows[t.row.variant] = dataclasses.replace(
+            _timed_row(t.row, rounds, i, differs),
+            predicted_speedup=predicted.get(t.row.variant))
     result = dataclasses.replace(_with_rows(baseline, list(rows.values()), note),
                                  unprofiled_timings=list(rounds.samples[0]))
     if rounds.interrupt is not None:
         rounds.interrupt.result = result  # type: ignore[attr-defined]
         raise rounds.interrupt
     return result
+
+
+def predictions(baseline: ProfileResult) -> dict[str, float]:
+    """Per variant a finding names, the largest speed-up the dependency model predicts for
+    that finding's change (``Finding.saves_us`` of ``iteration_us``, from ``what_if``):
+    what the experiments table shows beside the measured one."""
+    out: dict[str, float] = {}
+    for f in baseline.findings():
+        if f.saves_us is None or f.iteration_us <= 0 or f.saves_us >= f.iteration_us:
+            continue
+        speed = f.iteration_us / (f.iteration_us - f.saves_us)
+        for name in f.variants:
+            out[name] = max(out.get(name, 0.0), speed)
+    return out
 
 
 class _RoundsProgress:
@@ -376,7 +393,9 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
     a note when ``auto`` found nothing to try."""
     if variants.AUTO not in names:
         return list(names), ""
-    suggested = variants.suggested([f.suggestion for f in baseline.findings()], on_device)
+    found = baseline.findings()
+    suggested = variants.suggested([v for f in found for v in f.variants],
+                                   [v for f in found for v in f.against], on_device)
     out: list[str] = []
     for name in names:
         for item in suggested if name == variants.AUTO else [name]:

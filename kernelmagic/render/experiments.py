@@ -50,9 +50,11 @@ def note_cell(row: ExperimentRow) -> str:
 
 
 def predicted_cell(row: ExperimentRow) -> str:
-    """What the dependency model predicted per iteration for the variant, "" when it
-    has no prediction."""
-    return format_us(row.predicted_us) if row.ran and row.predicted_us is not None else ""
+    """What the dependency model predicted for the variant (``at most 1.45x faster``),
+    "" when it has no prediction."""
+    if not row.ran or row.predicted_speedup is None:
+        return ""
+    return f"at most {speedup_text(row.predicted_speedup)}"
 
 
 def _error(read: str) -> Column:
@@ -74,7 +76,8 @@ def experiments_table(result: ProfileResult) -> Table:
                width=140),
         Column("median", "per call (unprofiled)", lambda r: r.median_us,
                lambda r: format_us(r.median_us) if r.ran else "—"),
-        Column("predicted", "predicted", lambda r: r.predicted_us or 0.0, predicted_cell),
+        Column("predicted", "predicted", lambda r: r.predicted_speedup or 0.0, predicted_cell,
+               width=130),
         Column("speedup", "speed-up", lambda r: r.speedup if r.ran else -1.0, speedup_cell,
                width=130),
         Column("noise", "interval / why not", note_cell, note_cell, numeric=False, width=320),
