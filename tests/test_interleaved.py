@@ -188,7 +188,11 @@ def test_every_run_draws_the_same_random_numbers_and_the_users_state_comes_back(
     (same_row, threads) = result.experiments
     assert same_row.max_abs_error == 0 and same_row.within_tolerance is True
     assert threads.max_rel_error is not None and threads.max_rel_error < 1e-5
-    assert len(set(drawn)) == 1  # every call, baseline and variants, drew the same
+    # every profiled call, baseline and variants, drew the same; in the rounds each sample
+    # starts from that state (a batch's later calls draw on from it, untimed resets aside)
+    runs = 3 * (1 + 3)
+    assert len(set(drawn[:runs])) == 1
+    assert len(set(drawn)) <= same_row.batch
     # the user's generators are where they were before the cell
     assert torch.equal(torch.randn(64, 32), expected)
     random_state.restore(before)

@@ -148,11 +148,11 @@ class SpeedUp:
         return f"{1 / s:.2f}x slower" if s > 0 else "slower"
 
     def interval_text(self) -> str:
-        """``95% interval 1.25-1.40x`` (as slow-downs when the speed-up is below 1:
+        """``95% interval 1.25-1.40x`` (as slow-downs when the whole interval is below 1:
         ``95% interval 1.05-1.18x slower``); "" without an interval."""
         if not self.has_interval:
             return ""
-        if self.speedup >= 1:
+        if self.high >= 1:
             return f"95% interval {self.low:.2f}-{self.high:.2f}x"
         low = 1 / self.high if self.high > 0 else float("inf")
         high = 1 / self.low if self.low > 0 else float("inf")
