@@ -10,6 +10,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from kernelmagic.core.units import whole_percent
+
 __all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "OUTLIER_RATIO", "SpeedUp",
            "TimingStats", "median_interval", "paired_speedup", "unpaired_speedup"]
 
@@ -168,7 +170,7 @@ class SpeedUp:
         if self.beyond_noise:
             return "beyond the noise"
         if self.no_change:
-            return f"no change of {MIN_EFFECT:.0%} or more"
+            return f"no change of {whole_percent(MIN_EFFECT)} or more"
         return "within the noise"
 
     def verdict(self) -> str:

@@ -8,7 +8,7 @@ from html import escape
 
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.timing import MIN_EFFECT
-from kernelmagic.core.units import counted, format_error, format_us, speedup_text
+from kernelmagic.core.units import counted, format_error, format_us, speedup_text, whole_percent
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
 
@@ -103,7 +103,7 @@ def baseline_line(result: ProfileResult) -> str:
         how = (f"{counted(timed[0].rounds, 'interleaved round')} timed unprofiled, the order "
                f"shuffled each round{calls}; each speed-up is the median of the paired "
                "ratios with its 95% interval, beyond the noise only when the whole interval "
-               f"is past 1 ± {MIN_EFFECT:.0%}"
+               f"is past 1 ± {whole_percent(MIN_EFFECT)}"
                + (f"; the baseline took {format_us(base * 1e6)} per call unprofiled "
                   f"({format_us(result.stats.median * 1e6)} profiled)" if base else ""))
     return (f"Experiments: {how}; {OVER_TOLERANCE} marks an error above the dtype's usual "
@@ -130,7 +130,7 @@ def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            'font-family="sans-serif" font-size="11">',
            f'<text x="{left}" y="14">speed-up against the baseline (1x), whiskers: 95% '
-           f"intervals; grey band: changes under {MIN_EFFECT:.0%}</text>",
+           f"intervals; grey band: changes under {whole_percent(MIN_EFFECT)}</text>",
            f'<rect x="{x(band[0]):.1f}" y="{top - 4}" width="{x(band[1]) - x(band[0]):.1f}" '
            f'height="{height - top - 12}" fill="{NOISE}" fill-opacity="0.25"/>',
            f'<line x1="{x(1.0):.1f}" y1="{top - 6}" x2="{x(1.0):.1f}" y2="{height - 8}" '
