@@ -40,13 +40,19 @@ def test_speedup_and_noise_verdict():
     cmp = faster().compare(before)
     assert cmp.speedup == pytest.approx(2.0)
     assert cmp.beyond_noise
-    assert cmp.verdict() == "2.00x faster, beyond the noise of both runs"
+    # The Hodges-Lehmann interval by hand: the 50 ratios before/after, sorted; at 95% the
+    # normal approximation's rank is floor(50/2 - 1.96 sqrt(50 * 16 / 12)) = 8.
+    ratios = sorted(b / a for b in before.timings for a in faster().timings)
+    assert (cmp.interval.low, cmp.interval.high) == pytest.approx((ratios[7], ratios[-8]))
+    assert cmp.verdict() == (f"2.00x faster, 95% interval {ratios[7]:.2f}-{ratios[-8]:.2f}x: "
+                             "beyond the noise")
     overlapping = cpu_result(name="same", timings=[0.00095, 0.00105, 0.001, 0.0011, 0.001])
     cmp2 = overlapping.compare(before)
     assert not cmp2.beyond_noise
-    assert cmp2.verdict().endswith("within the noise: the runs' IQRs overlap")
+    assert cmp2.verdict().endswith(": within the noise")
     slower = cpu_result(timings=[0.002] * 5).compare(before)
-    assert slower.verdict() == "2.00x slower, beyond the noise of both runs"
+    assert slower.verdict().startswith("2.00x slower, 95% interval ")
+    assert slower.verdict().endswith("x slower: beyond the noise")
 
 
 def test_too_few_iterations_are_never_beyond_the_noise():
@@ -69,7 +75,8 @@ def test_comparison_text_and_bundle():
     cmp = faster().compare(cpu_result())
     text = cmp.table()
     first = text.splitlines()[0]
-    assert first.startswith("after vs cell[7]: 2.00x faster, beyond the noise of both runs")
+    assert first.startswith("after vs cell[7]: 2.00x faster, 95% interval ")
+    assert ": beyond the noise · per iteration (median)" in first
     assert "new ops: aten::fused; gone: <script>alert(1)</script>, aten::copy_, aten::linear" \
         in text
     assert "aten::addmm" in text and "1.00x" in text and "gone" in text

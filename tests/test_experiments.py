@@ -8,7 +8,9 @@ compile, leak, report and save tests share, on a tiny elementwise cell.
 from __future__ import annotations
 
 import json
+import math
 import re
+import statistics
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from IPython.utils.capture import capture_output
 
 import kernelmagic
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
-from kernelmagic.live import experiments, variants
+from kernelmagic.live import experiments, interleaved, variants
 from kernelmagic.live.progress import CallbackSink, Progress, ProgressUpdate
 from kernelmagic.results.result import ProfileResult
 from tests.fakes import cpu_result
@@ -84,6 +86,15 @@ def tried(shell):
            "seen": list(shell.user_ns["seen"]), "shell": shell}
 
 
+def exact_rank(n: int) -> int:
+    """The rank k of the exact 95% interval on a median of n values, worked out from the
+    binomial tail: the largest k with 2 P(Bin(n, 1/2) <= k - 1) <= 5%."""
+    k = 0
+    while 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n <= 0.05:
+        k += 1
+    return k
+
+
 def row(result: ProfileResult, name: str) -> ExperimentRow:
     (found,) = [r for r in result.experiments if r.variant == name]
     return found
@@ -98,13 +109,28 @@ def test_every_variant_is_a_row_in_order(tried):
 
 
 def test_each_variant_gets_the_same_iterations_and_its_own_report(tried):
-    for r in tried["result"].experiments:
+    result = tried["result"]
+    base = result.unprofiled_timings
+    assert len(base) >= interleaved.MIN_ROUNDS
+    for r in result.experiments:
         if r.ran:
             assert r.iters == ITERS == r.result.iters
-            assert r.result.name == f"{tried['result'].name} [{r.variant}]"
-            assert r.median_us == pytest.approx(r.result.stats.median * 1e6)
-            assert r.speedup == pytest.approx(tried["result"].stats.median
-                                              / r.result.stats.median)
+            assert r.result.name == f"{result.name} [{r.variant}]"
+            assert r.profiled_us == pytest.approx(r.result.stats.median * 1e6)
+            # the speed-up comes from the interleaved rounds, paired with the baseline's
+            assert r.rounds == len(base) == len(r.round_timings)
+            assert r.median_us == pytest.approx(statistics.median(r.round_timings) * 1e6)
+            ratios = sorted(v / b for v, b in zip(r.round_timings, base, strict=True))
+            assert r.speedup == pytest.approx(1 / statistics.median(ratios))
+            k = exact_rank(len(ratios))
+            assert (r.speedup_low, r.speedup_high) == pytest.approx(
+                (1 / ratios[-k], 1 / ratios[k - 1]))
+
+
+def timed_calls(row: ExperimentRow) -> int:
+    """A variant's calls of the cell: its warm-up and profiled runs, one before the
+    rounds, then a sample of ``batch`` calls in each round."""
+    return WARMUP + ITERS + 1 + row.rounds * row.batch
 
 
 def test_variants_apply_inside_each_run(tried):
@@ -112,8 +138,9 @@ def test_variants_apply_inside_each_run(tried):
     seen = tried["seen"]
     threads = tried["before"]["thread count"]
     assert seen[:2 * runs] == [(threads, False, "highest")] * (2 * runs)  # baseline, bf16
-    assert sum(1 for s in seen if s[1]) == runs  # inference_mode: its runs only
-    assert sum(1 for s in seen if s[0] == 1) >= runs  # threads=1 (and compile's, if 1)
+    inference = row(tried["result"], "inference")
+    assert sum(1 for s in seen if s[1]) == timed_calls(inference)  # its runs only
+    assert sum(1 for s in seen if s[0] == 1) >= timed_calls(row(tried["result"], "threads=1"))
 
 
 def test_compile_time_is_reported_apart_from_the_iterations(tried):
@@ -169,7 +196,8 @@ def test_inference_on_a_cell_that_runs_with_grad():
 
     result = kernelmagic.profile(step, iters=ITERS, warmup=WARMUP, variants=["inference"])
     r = row(result, "inference")
-    assert grads == [True] * (WARMUP + ITERS) + [False] * (WARMUP + ITERS)
+    assert grads[:2 * (WARMUP + ITERS)] == [True] * (WARMUP + ITERS) + [False] * (WARMUP + ITERS)
+    assert grads.count(False) == timed_calls(r) == grads.count(True)  # the baseline's too
     assert r.max_abs_error == 0 and r.within_tolerance is True
     assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
 
@@ -179,8 +207,9 @@ def test_threads_one():
     seen: list[int] = []
     result = kernelmagic.profile(lambda: seen.append(torch.get_num_threads()),
                                  iters=ITERS, warmup=WARMUP, variants=["threads=1"])
-    assert seen == [before] * (WARMUP + ITERS) + [1] * (WARMUP + ITERS)
     r = row(result, "threads=1")
+    assert seen[:2 * (WARMUP + ITERS)] == [before] * (WARMUP + ITERS) + [1] * (WARMUP + ITERS)
+    assert seen.count(1) == timed_calls(r) and seen.count(before) == timed_calls(r)
     assert r.label == "1 thread" and r.numerics == "not comparable: the cell has no value"
     assert torch.get_num_threads() == before
 
@@ -197,8 +226,8 @@ def test_a_user_variant_is_named_like_a_built_in(shell):
     assert "flagged" in variants.valid_names()
     result = kernelmagic.profile(lambda: torch.ones(3), iters=ITERS, warmup=WARMUP,
                                  variants=["flagged"])
-    assert flags == [True, False] * (WARMUP + ITERS)  # entered and left around each run
     r = row(result, "flagged")
+    assert flags == [True, False] * timed_calls(r)  # entered and left around each call
     assert r.ran and r.title == "flagged" and r.max_abs_error == 0
     with pytest.raises(ValueError, match="built-in"):
         kernelmagic.variant("bf16")
@@ -219,15 +248,32 @@ def test_sdpa_math_against_flash_on_the_cpu():
 
 
 def test_auto_picks_only_variants_the_device_supports():
-    suggestions = ["make the matmuls cheaper: lower precision (torch.autocast with bfloat16)",
-                   "torch.set_float32_matmul_precision(\"high\") (TF32), or fp16 float16",
-                   "launch fewer kernels: CUDA graphs (torch.compile(mode=\"reduce-overhead\"))"]
-    assert variants.suggested(suggestions, on_device=False) == ["bf16", "compile"]
-    assert variants.suggested(suggestions, on_device=True) == [
-        "bf16", "fp16", "tf32", "compile", "cudagraphs"]
+    wanted = ["bf16", "fp16", "tf32", "compile", "cudagraphs", "threads=1", "bf16"]
+    assert variants.suggested(wanted, [], on_device=False) == ["bf16", "compile", "threads=1"]
+    assert variants.suggested(wanted, ["bf16"], on_device=True) == [
+        "fp16", "tf32", "compile", "cudagraphs", "threads=1"]
     names, note = experiments.resolve(["threads=1", "auto"], cpu_result(), on_device=False)
     assert names[:2] == ["threads=1", "bf16"]  # cpu_result's dominant addmm: bfloat16
     assert not set(names) & {"fp16", "tf32", "cudagraphs"} and note == ""
+
+
+def test_auto_never_runs_what_a_finding_advises_against():
+    from kernelmagic.core.machine import CpuLoad, DeviceInfo
+
+    # This CPU's own figures: bfloat16 at 3% of float32's rate. The advice's words hold
+    # "bfloat16" ("not bfloat16: ..."); its fields say against.
+    slow = cpu_result(device_info=DeviceInfo(kind="cpu", flops_per_s={
+        "float32": 1e11, "bfloat16": 3e9}))
+    (dominant,) = [f for f in slow.findings() if f.rule == "dominant_op"]
+    assert "not bfloat16" in dominant.suggestion
+    assert dominant.against == ("bf16",) and dominant.variants == ()
+    assert "bf16" not in experiments.resolve(["auto"], slow, on_device=False)[0]
+    # A busy machine: 1.2 of 2 cores taken by others, 0.8 free for torch's 2 threads.
+    busy = cpu_result(cpu_load=CpuLoad(cores=2, torch_threads=2, other_cores=1.2,
+                                       own_cores=1.0, seconds=1.0))
+    (finding,) = [f for f in busy.findings() if f.rule == "busy_machine"]
+    assert finding.variants == ("threads=1",) and "set_num_threads(1)" in finding.suggestion
+    assert "threads=1" in experiments.resolve(["auto"], busy, on_device=False)[0]
 
 
 def test_auto_with_nothing_suggested_says_so():
@@ -368,16 +414,15 @@ def test_findings_within_the_noise_are_not_withdrawn():
 def test_chart_bars_and_noise_band():
     from kernelmagic.render.experiments import experiments_svg
 
-    # baseline timings: median 1.0 ms, q1 0.8, q3 1.25 -> band 0.8x..1.25x
-    result = cpu_result(timings=[0.0008, 0.0008, 0.001, 0.00125, 0.00125],
-                        experiments=[measured(2.0), measured(0.5)])
+    result = cpu_result(experiments=[measured(2.0), measured(0.5)])
     svg = experiments_svg(result).decode()
     widths = [float(w) for w in re.findall(r'<rect x="150" y="\d+" width="([\d.]+)"', svg)]
     plot, span = 720 - 150 - 160, 2.2 * 1.05  # the largest whisker end, plus 5%
     assert widths == pytest.approx([plot * 2.0 / span, plot * 0.5 / span], abs=0.1)
+    # the band: 1 / 1.03 to 1.03, the changes under the minimum effect
     band = re.search(r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
-    assert float(band.group(1)) == pytest.approx(150 + plot * 0.8 / span, abs=0.1)
-    assert float(band.group(2)) == pytest.approx(plot * (1.25 - 0.8) / span, abs=0.1)
+    assert float(band.group(1)) == pytest.approx(150 + plot / 1.03 / span, abs=0.1)
+    assert float(band.group(2)) == pytest.approx(plot * (1.03 - 1 / 1.03) / span, abs=0.1)
 
 
 def test_progress_names_the_variant():
@@ -486,17 +531,17 @@ def test_try_auto_tries_what_the_findings_suggest_and_they_quote_it(ip):
         ip.run_cell("%%profile -n 5 -w 1 --try auto -q -o r\na @ a")
     result = ip.user_ns["r"]
     tried = [r.variant for r in result.experiments]
-    assert tried[0] == "bf16"
-    # Anything else tried is advice of another finding (a loaded machine's findings differ).
-    advice = {"compile": "torch.compile", "inference": "inference_mode",
-              "threads=1": "set_num_threads"}
-    texts = " ".join(f.suggestion for f in result.findings())
-    assert all(advice.get(v, v) in texts for v in tried[1:]), (tried, texts)
-    (dominant,) = [f for f in result.findings() if f.rule == "dominant_op"]
+    found = result.findings()
+    # What is tried is what the findings name (a loaded machine's findings differ), never
+    # what one advises against.
+    assert tried == list(dict.fromkeys(v for f in found for v in f.variants
+                                       if not any(v in g.against for g in found)))
+    (dominant,) = [f for f in found if f.rule == "dominant_op"]
     # Worded for this CPU (#28): the autocast call where its bfloat16 is faster, else why not.
-    assert ('torch.autocast("cpu", dtype=torch.bfloat16)' in dominant.suggestion
-            or "not bfloat16: this CPU runs it at" in dominant.suggestion)
-    assert "[bf16 autocast: measured " in dominant.suggestion
+    if "not bfloat16: this CPU runs it at" in dominant.suggestion:
+        assert "bf16" not in tried and dominant.against == ("bf16",)
+    else:
+        assert "bf16" in tried and "[bf16 autocast: measured " in dominant.suggestion
 
 
 def test_a_variants_python_rows_name_the_cells_lines_as_the_baselines_do(ip):

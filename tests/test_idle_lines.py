@@ -219,6 +219,10 @@ def test_a_live_sessions_samples_join_to_the_op_on_their_line():
             break
     assert (inside >= 0).any(), "no sample inside any of the three matmuls, in five sessions"
     lines = Lines(table, samples)
-    named = [lines.of_op(i) for i in mm]
-    assert all(where.endswith(f"test_idle_lines.py:{MM_LINE}") for where, _ in named), named
+    # Only a matmul with a sample inside it is named from the samples: on a loaded machine
+    # one of the three may get none (CI saw it), so the run itself says which to check.
+    sampled = [i for i, frame in zip(mm, inside, strict=True) if frame >= 0]
+    named = [lines.of_op(i) for i in sampled]
+    assert named and all(where.endswith(f"test_idle_lines.py:{MM_LINE}")
+                         for where, _ in named), named
     assert named[0][1].startswith("torch.mm(a, a)  # MM_LINE")

@@ -27,18 +27,24 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class ExperimentRow(Record):
-    """One variant of the cell, measured like the baseline (same warm-up and iterations).
+    """One variant of the cell, timed in interleaved rounds with the baseline.
 
-    ``speedup`` is the baseline's median time per iteration over the variant's (above 1
-    is faster; 0 when the variant did not run); ``speedup_low``/``speedup_high`` the
-    same ratio from the two runs' quartiles, the noise band the chart draws. ``verdict``
-    is ``Comparison.verdict()``. ``max_abs_error`` and ``max_rel_error`` (max |a - b|
-    over max |b|, in float64) compare the cell's value with the baseline's, ``None``
-    when they are not comparable (``numerics`` says why); ``tolerance`` names the dtype
-    whose usual tolerance applied and ``within_tolerance`` whether the value met it.
-    ``compile_us`` is the first warm-up run, where ``torch.compile`` compiles, apart
-    from the iterations. ``error`` is the one-line reason the variant did not run or
-    failed (``skipped`` when the device cannot run it).
+    ``median_us`` is the variant's median time per call in those rounds (unprofiled);
+    ``speedup`` the inverse of the median of the rounds' paired ratios (variant /
+    baseline; above 1 is faster; 0 when the variant did not run), ``speedup_low`` and
+    ``speedup_high`` its 95% interval, ``verdict`` and ``beyond_noise`` the one noise
+    rule's (``core/timing.py: SpeedUp``), from ``rounds`` rounds of ``batch`` calls per
+    sample. ``profiled_us`` is the median of the variant's profiled iterations (its
+    ``result``, the breakdown). ``max_abs_error`` and ``max_rel_error`` (max |a - b| over
+    max |b|, in float64) compare the cell's value with the baseline's, ``None`` when they
+    are not comparable (``numerics`` says why); ``tolerance`` names the dtype whose usual
+    tolerance applied and ``within_tolerance`` whether the value met it.
+    ``predicted_speedup`` is the most the baseline's dependency model (``what_if``)
+    predicted the suggestion that names this variant saves, as a speed-up (the
+    iteration over the iteration less the saving); None where it has no prediction.
+    ``compile_us`` is the first warm-up run, where ``torch.compile`` compiles, apart from
+    the iterations. ``error`` is the one-line reason the variant did not run or failed
+    (``skipped`` when the device cannot run it).
     """
 
     variant: str
@@ -59,6 +65,13 @@ class ExperimentRow(Record):
     error: str = ""
     skipped: bool = False  # the device or build cannot run it: ``error`` says why
     iters: int = 0
+    rounds: int = 0  # interleaved rounds its speed-up comes from
+    batch: int = 0  # calls of the cell per sample in those rounds
+    profiled_us: float = 0.0  # the median of its profiled iterations
+    predicted_speedup: float | None = None  # what_if's prediction (at most), None: none
+    # seconds per call in each round, beside the baseline's (result.unprofiled_timings)
+    round_timings: list[float] = field(default_factory=list, compare=False, repr=False,
+                                       metadata={"column": False})
     # Not a column: the variant's own report (a ProfileResult, written by its to_dict;
     # results/result.py reads it back).
     result: Any = field(default=None, compare=False, repr=False,
@@ -81,10 +94,10 @@ class ExperimentRow(Record):
 
     @property
     def faster(self) -> bool:
-        """Measured faster than the baseline, beyond the noise of both runs."""
+        """Measured faster than the baseline, beyond the noise."""
         return self.ran and self.beyond_noise and self.speedup > 1
 
     @property
     def slower(self) -> bool:
-        """Measured slower than the baseline, beyond the noise of both runs."""
+        """Measured slower than the baseline, beyond the noise."""
         return self.ran and self.beyond_noise and self.speedup < 1

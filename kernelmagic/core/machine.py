@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.records import Record
+from kernelmagic.core.timing import MIN_EFFECT
 
 #: ``DeviceInfo.family`` values.
 CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
@@ -36,6 +37,10 @@ class DeviceInfo(Record):
     capability: str = ""
     flops_per_s: dict[str, float] = field(default_factory=dict)
     peaks_source: str = ""
+    # per dtype, the 95% interval (low, high) of its rate over float32's where the rates
+    # were timed in interleaved rounds (the CPU's quick check): ``faster`` then judges
+    # by the one noise rule (core/timing.py), never by a difference within it
+    speedup_interval: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def major(self) -> int | None:
@@ -70,6 +75,12 @@ class DeviceInfo(Record):
         """Whether ``dtype`` (``bfloat16``, ``float16``) runs faster than float32 here: the
         device's figures when it has them, else what its family supports; None when
         unknown (a CPU whose peaks were not measured, an unknown GPU)."""
+        interval = self.speedup_interval.get(dtype)
+        if interval:
+            low, high = interval
+            if low > 1 + MIN_EFFECT:
+                return True
+            return False if high < 1 / (1 + MIN_EFFECT) else None
         ratio = self.speedup(dtype)
         if ratio is not None:
             return ratio > 1.0
@@ -93,6 +104,12 @@ def gpu_info(kind: str, name: str, capability: str) -> DeviceInfo:
     label, flops, _ = found
     return DeviceInfo(kind=kind, name=name, capability=capability, flops_per_s=flops,
                       peaks_source=f"datasheet: {label}")
+
+
+BUSY_OTHER_CORES = 0.5        # other processes' CPU (in cores) worth naming ...
+BUSY_SHARE = 0.25             # ... when it is this share of the cores, or leaves fewer free
+#                               cores than torch has threads
+BUSY_MIN_SECONDS = 0.1        # spans shorter than this are too coarse to judge (10 ms ticks)
 
 
 @dataclass(frozen=True)
@@ -122,3 +139,19 @@ class CpuLoad(Record):
     def free_cores(self) -> float:
         """Cores left to this process on average: ``cores - other_cores``."""
         return max(0.0, self.cores - self.other_cores)
+
+    @property
+    def crowded(self) -> bool:
+        """Fewer cores left free than torch has threads."""
+        return self.torch_threads > self.free_cores
+
+    @property
+    def busy(self) -> bool:
+        """Other processes used at least ``BUSY_OTHER_CORES`` of the cores over a span
+        of ``BUSY_MIN_SECONDS`` or more, and either ``BUSY_SHARE`` of them or so much
+        that the machine is ``crowded``: every time measured then waited for a core (the
+        busy-machine finding; ``--compare`` does not judge such a run)."""
+        if self.seconds < BUSY_MIN_SECONDS or self.cores <= 0:
+            return False
+        return self.other_cores >= BUSY_OTHER_CORES and (
+            self.crowded or self.other_share >= BUSY_SHARE)

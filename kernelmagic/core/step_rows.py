@@ -70,7 +70,8 @@ class StepGroupRow(Record):
 
     @property
     def steps_per_s(self) -> float:
-        """Steps per second at the median step time (tokens/s for a decode step)."""
+        """Steps per second at the median step time (tokens/s for a decode step), as
+        profiled: ``render/steps.py`` gives it beside the rate without the profiler."""
         return 1e6 / self.median_us if self.median_us > 0 else 0.0
 
 

@@ -1,12 +1,19 @@
 """Per-iteration wall-time statistics, summarised the way ``%timeit`` does (how a time is
-written: ``kernelmagic/core/units.py``)."""
+written: ``kernelmagic/core/units.py``), and the one noise rule: a speed-up with its 95%
+interval (``SpeedUp``; paired rounds: ``paired_speedup``, two runs apart:
+``unpaired_speedup``), beyond the noise only when the whole interval is past 1 ±
+``MIN_EFFECT``."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["OUTLIER_RATIO", "TimingStats"]
+from kernelmagic.core.units import percent
+
+__all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "OUTLIER_RATIO", "SpeedUp",
+           "TimingStats", "median_interval", "paired_speedup", "unpaired_speedup"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0
@@ -76,3 +83,161 @@ class TimingStats:
             f"competed for the machine. {advice}"
         )
 
+
+
+# --- the noise rule: a speed-up with its interval, and when it is beyond the noise -------
+
+#: The smallest change called real: a speed-up is "beyond the noise" only when its whole
+#: interval lies above ``1 + MIN_EFFECT`` (faster) or below ``1 / (1 + MIN_EFFECT)``
+#: (slower). 3%: under it, what a machine's drift and a cell's own jitter move.
+MIN_EFFECT = 0.03
+#: The intervals' confidence: 95% (each interval says what coverage it reaches exactly).
+CONFIDENCE = 0.95
+#: The fewest pairs for an exact 95% interval on a median (six: 1 - 2/2**6 = 96.9%).
+MIN_PAIRS = 6
+#: The fewest samples in each of two runs for the unpaired interval (five: its 95% rank
+#: is then the third of 25 differences).
+MIN_UNPAIRED = 5
+#: The unpaired interval's normal quantile at 95% (two-sided).
+_Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """A speed-up (above 1: faster) with its interval, and the noise verdict on it.
+
+    ``low`` and ``high`` bound it at ``coverage`` (0 when there are too few samples for
+    an interval: then ``low == high == speedup`` and nothing is beyond the noise); ``n``
+    counts the pairs (``paired``) or the smaller run's samples (unpaired).
+    """
+
+    speedup: float
+    low: float
+    high: float
+    n: int
+    coverage: float
+    paired: bool = True
+
+    @property
+    def has_interval(self) -> bool:
+        return self.coverage > 0
+
+    @property
+    def faster(self) -> bool:
+        """Faster beyond the noise: the whole interval above ``1 + MIN_EFFECT``."""
+        return self.has_interval and self.low > 1 + MIN_EFFECT
+
+    @property
+    def slower(self) -> bool:
+        """Slower beyond the noise: the whole interval below ``1 / (1 + MIN_EFFECT)``."""
+        return self.has_interval and self.high < 1 / (1 + MIN_EFFECT)
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.faster or self.slower
+
+    @property
+    def no_change(self) -> bool:
+        """The whole interval within ``1 ± MIN_EFFECT``: no change of that size or more."""
+        return (self.has_interval and self.low >= 1 / (1 + MIN_EFFECT)
+                and self.high <= 1 + MIN_EFFECT)
+
+    def change_text(self) -> str:
+        """``1.32x faster``, ``1.10x slower``."""
+        s = self.speedup
+        if s >= 1:
+            return f"{s:.2f}x faster"
+        return f"{1 / s:.2f}x slower" if s > 0 else "slower"
+
+    def interval_text(self) -> str:
+        """``95% interval 1.25-1.40x`` (as slow-downs when the whole interval is below 1:
+        ``95% interval 1.05-1.18x slower``); "" without an interval."""
+        if not self.has_interval:
+            return ""
+        if self.high >= 1:
+            return f"95% interval {self.low:.2f}-{self.high:.2f}x"
+        low = 1 / self.high if self.high > 0 else float("inf")
+        high = 1 / self.low if self.low > 0 else float("inf")
+        return f"95% interval {low:.2f}-{high:.2f}x slower"
+
+    def noise_text(self) -> str:
+        """``beyond the noise``, ``within the noise``, ``no change of 3% or more``, or
+        why there is no interval."""
+        if not self.has_interval:
+            least = MIN_PAIRS if self.paired else MIN_UNPAIRED
+            return f"too few {'rounds' if self.paired else 'iterations'} for an interval " \
+                   f"({least} or more)"
+        if self.beyond_noise:
+            return "beyond the noise"
+        if self.no_change:
+            return f"no change of {percent(MIN_EFFECT)} or more"
+        return "within the noise"
+
+    def verdict(self) -> str:
+        """``1.32x faster, 95% interval 1.25-1.40x: beyond the noise``."""
+        interval = self.interval_text()
+        head = f"{self.change_text()}, {interval}" if interval else self.change_text()
+        return f"{head}: {self.noise_text()}"
+
+
+def median_interval(values: list[float], confidence: float = CONFIDENCE
+                    ) -> tuple[float, float, float]:
+    """An exact interval on the median of ``values``, from their order statistics:
+    ``(low, high, coverage)``, with coverage ``1 - 2 P(Binomial(n, 1/2) < k)`` for the
+    k-th smallest and k-th largest values, the largest k whose coverage is at least
+    ``confidence``; ``(median, median, 0.0)`` with fewer than ``MIN_PAIRS`` values.
+
+    It assumes only that each value is as likely above the median as below it, which a
+    randomised order within each round makes true of paired ratios whatever the load did.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < MIN_PAIRS:
+        mid = statistics.median(ordered) if ordered else 0.0
+        return mid, mid, 0.0
+    tail = 0.0  # P(Bin(n, 1/2) <= k - 1)
+    k = 0
+    while True:
+        nxt = tail + math.comb(n, k) / 2**n
+        if 2 * nxt > 1 - confidence:
+            break
+        tail, k = nxt, k + 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k], 1 - 2 * tail
+
+
+def paired_speedup(baseline: list[float], other: list[float]) -> SpeedUp:
+    """The speed-up of ``other`` over ``baseline`` from rounds timed together (``other[i]``
+    and ``baseline[i]`` in the same round): the inverse of the median of the paired
+    ratios ``other[i] / baseline[i]``, with ``median_interval`` of those ratios."""
+    ratios = [o / b for b, o in zip(baseline, other, strict=True) if b > 0 and o > 0]
+    if not ratios:
+        return SpeedUp(0.0, 0.0, 0.0, 0, 0.0)
+    mid = statistics.median(ratios)
+    low, high, coverage = median_interval(ratios)
+    return SpeedUp(1 / mid, 1 / high, 1 / low, len(ratios), coverage)
+
+
+def unpaired_speedup(before: list[float], after: list[float]) -> SpeedUp:
+    """The speed-up of ``after`` over ``before`` from two runs timed apart (no pairs): the
+    ratio of their medians, with the Hodges-Lehmann interval of the shift in log time
+    (the order statistics of all differences ``log b - log a`` that the Mann-Whitney
+    statistic at 95% picks, normal approximation). Valid when each run's samples are
+    alike; it cannot tell a change of the machine's load between the runs from a change
+    of the code (``results/compare.py`` says when the load differed)."""
+    b = [t for t in before if t > 0]
+    a = [t for t in after if t > 0]
+    if not b or not a:
+        return SpeedUp(0.0, 0.0, 0.0, 0, 0.0, paired=False)
+    ratio = statistics.median(b) / statistics.median(a)
+    n, m = len(b), len(a)
+    if min(n, m) < MIN_UNPAIRED:
+        return SpeedUp(ratio, ratio, ratio, min(n, m), 0.0, paired=False)
+    import numpy as np
+
+    diffs = np.sort(np.subtract.outer(np.log(b), np.log(a)).ravel())
+    c = math.floor(n * m / 2 - _Z95 * math.sqrt(n * m * (n + m + 1) / 12))
+    c = min(max(c, 1), len(diffs) // 2)
+    low, high = math.exp(float(diffs[c - 1])), math.exp(float(diffs[len(diffs) - c]))
+    return SpeedUp(ratio, min(low, ratio), max(high, ratio), min(n, m), CONFIDENCE,
+                   paired=False)

@@ -26,6 +26,9 @@ BOTTLENECKS = {
     "CPU outside ops": "the CPU outside any op (Python between ops) is the bottleneck",
     "idle": "time with nothing recorded (untraced Python, waits) is the bottleneck",
 }
+#: The profiler's overhead (a share of the unprofiled iteration) above which the findings
+#: that measure small per-op CPU costs say it is a large part of what they measure.
+PROFILER_HEAVY = 0.25
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,10 @@ class Finding:
     save at most (``saves_us`` of ``iteration_us``) and orders the findings by that, or by
     ``share`` where the model has no answer. Where the model says the change saves under
     ``NEGLIGIBLE_SAVING`` of the iteration, ``bound`` says what bounds the iteration
-    instead, and the finding suggests nothing.
+    instead, and the finding suggests nothing. ``variants`` names what ``--try`` can
+    measure of the suggestion (``bf16``, ``compile``, ``threads=1``), ``against`` what the
+    finding advises against (``bf16`` where this CPU runs bfloat16 slower): ``--try auto``
+    reads these fields, never the words.
     """
 
     rule: str
@@ -53,6 +59,10 @@ class Finding:
     iteration_us: float = field(default=0.0, compare=False)
     change: str = field(default="", compare=False)
     bound: str = field(default="", compare=False)
+    # ``--try`` names (live/variants.py) the suggestion tries, and those it advises against
+    # (``--try auto`` runs the first, never the second)
+    variants: tuple[str, ...] = field(default=(), compare=False)
+    against: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def saves_share(self) -> float | None:
@@ -127,6 +137,18 @@ def wall_us(result: ProfileResult) -> float:
     if parts is not None and parts.wall > 0:
         return parts.wall
     return result.stats.mean * 1e6 if result.timings else 0.0
+
+
+def profiler_note(result: ProfileResult) -> str:
+    """``; profiling adds 65% to the iteration (12.1 ms unprofiled), much of it in these
+    per-op CPU costs`` when the profiler's overhead is ``PROFILER_HEAVY`` or more; ""
+    otherwise or when unknown."""
+    overhead, unprofiled = result.profiler_overhead, result.unprofiled_s
+    if overhead is None or unprofiled is None or overhead < PROFILER_HEAVY:
+        return ""
+    return (f"; profiling adds {percent(overhead)} to the iteration "
+            f"({format_us(unprofiled * 1e6)} unprofiled), much of it in these per-op CPU "
+            "costs, so they weigh less without it")
 
 
 def of_wall(result: ProfileResult, us_per_iter: float) -> float:

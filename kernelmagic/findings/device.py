@@ -36,6 +36,23 @@ class Precision:
     dtype: str
     call: str
     note: str
+    slower: bool = False  # the device's own figures say it runs this dtype no faster
+
+    @property
+    def variant(self) -> str:
+        """The ``--try`` variant of this precision (``bf16``, ``fp16``)."""
+        return {"bfloat16": "bf16", "float16": "fp16"}.get(self.dtype, "")
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """What the advice suggests trying: the precision unless the device runs it no
+        faster (where it is unknown, measuring it is the way to know)."""
+        return (self.variant,) if self.variant and not self.slower else ()
+
+    @property
+    def against(self) -> tuple[str, ...]:
+        """What the advice says not to use: the precision this device runs no faster."""
+        return (self.variant,) if self.variant and self.slower else ()
 
 
 def _autocast(device: str, dtype: str) -> str:
@@ -69,15 +86,22 @@ def precision(result: ProfileResult) -> Precision:
         return Precision("bfloat16", "", UNKNOWN_CPU)
     if info.family == PRE_VOLTA:
         return Precision("float16", "", f"this GPU (compute capability {info.capability}) has no "
-                         "Tensor Cores: a lower precision does not make its matmuls faster")
+                         "Tensor Cores: a lower precision does not make its matmuls faster",
+                         slower=True)
     dtype = _wanted(info)
     faster = info.faster(dtype)
     rates = _rates(info, dtype)
     where = "this CPU" if info.family == CPU else "this GPU"
     if faster is False:
         return Precision(dtype, "", f"not {dtype}: {where} runs it "
-                         + (f"at {rates}" if rates else "no faster than float32"))
+                         + (f"at {rates}" if rates else "no faster than float32"), slower=True)
     if faster is None and info.family == CPU:
+        interval = info.speedup_interval.get(dtype)
+        if interval and rates:  # measured, but the difference is within its noise
+            return Precision(dtype, "", f"this CPU runs {dtype} at {rates}, within the "
+                             f"measurement's noise (95% interval {interval[0]:.2f}-"
+                             f"{interval[1]:.2f}x float32's rate): --try "
+                             f"{Precision(dtype, '', '').variant} measures it on this code")
         return Precision(dtype, "", UNKNOWN_CPU)
     device = "cpu" if info.family == CPU else "cuda"
     note = f"{where} runs {dtype} at {rates}" if rates else ""
@@ -143,4 +167,4 @@ def fp32_conv(result: ProfileResult) -> Finding | None:
         "fp32_conv", "Float32 convolutions take most of the GPU's time",
         f"convolutions and their backward take {percent(share)} of device time "
         f"({format_us(per_iter)} per iteration) in float32 kernels such as {example}",
-        "; ".join(tries), of_wall(result, per_iter))
+        "; ".join(tries), of_wall(result, per_iter), variants=p.variants, against=p.against)

@@ -1,8 +1,9 @@
 """``--try``: findings whose advice a variant tried quote what was measured.
 
-A variant's ``advice`` words (``ExperimentRow.advice``) name the suggestions it tries
-(``bfloat16`` for ``bf16``, ``torch.compile`` for ``compile``, ...). A finding whose
-suggestion holds one gets the measured speed-up and numerical error after it; advice
+A finding names the variants its suggestion tries (``Finding.variants``: ``bf16``,
+``compile``, ``threads=1``) and those it advises against (``Finding.against``). A finding
+that names a variant measured gets its speed-up and numerical error after the suggestion;
+advice
 measured slower, beyond the noise, is withdrawn with its figure, so the report never
 recommends what this very run showed to be slower.
 """
@@ -19,10 +20,13 @@ from kernelmagic.results.result import ProfileResult
 
 def measured_text(row: ExperimentRow) -> str:
     """``bf16 autocast: measured 1.90x faster, max rel error 3.1e-03`` (with "within
-    the noise" when the runs' spreads overlap, and the tolerance when it is exceeded)."""
+    the noise" when its interval is not beyond 1 ± 3%, and the tolerance when it is
+    exceeded)."""
     text = f"{row.title}: measured {speedup_text(row.speedup)}"
     if not row.beyond_noise:
         text += " (within the noise)"
+    if row.numerics and row.max_rel_error is None and "baseline" in row.numerics:
+        text += "; numerical error not measured (the baseline's own value moves)"
     if row.max_rel_error is not None:
         text += f", max rel error {format_error(row.max_rel_error)}"
         if row.within_tolerance is False:
@@ -31,9 +35,9 @@ def measured_text(row: ExperimentRow) -> str:
 
 
 def tried_rows(finding: Finding, result: ProfileResult) -> list[ExperimentRow]:
-    """The measured variants whose advice ``finding``'s suggestion gives."""
-    return [r for r in result.experiments
-            if r.ran and any(word in finding.suggestion for word in r.advice)]
+    """The measured variants ``finding`` names (``Finding.variants`` and ``against``)."""
+    named = (*finding.variants, *finding.against)
+    return [r for r in result.experiments if r.ran and r.speedup > 0 and r.variant in named]
 
 
 def with_measurements(found: list[Finding], result: ProfileResult) -> list[Finding]:

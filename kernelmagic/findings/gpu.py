@@ -22,7 +22,14 @@ from kernelmagic.core.op_names import (
 )
 from kernelmagic.core.rows import DATA_LOADING
 from kernelmagic.core.units import counted, format_us, percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, runs_on_cpu, wall_us
+from kernelmagic.findings.base import (
+    NAMED,
+    Finding,
+    of_wall,
+    profiler_note,
+    runs_on_cpu,
+    wall_us,
+)
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
@@ -229,10 +236,12 @@ def launch_bound(result: ProfileResult) -> Finding | None:
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
         f"the GPU is busy {percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
-        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each",
+        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each"
+        + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=cause_rows(result, "launch"), side="cpu", change="launching fewer kernels")
+        rows=cause_rows(result, "launch"), side="cpu", change="launching fewer kernels",
+        variants=("cudagraphs", "compile"))
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -285,4 +294,6 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
         "while torch.get_float32_matmul_precision() is 'highest'",
         hint, of_wall(result, matmul / result.iters),
         rows=tuple(r.key for r in result.op_totals if r.key in MATMUL_OPS), side="device",
-        change="making the matmuls faster")
+        change="making the matmuls faster",
+        variants=(("tf32",) if family in (AMPERE, GPU) else ()) + p.variants,
+        against=p.against)

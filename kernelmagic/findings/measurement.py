@@ -15,10 +15,7 @@ from kernelmagic.results.result import ProfileResult
 SLOW_WARMUP_RATIO = 5.0       # first warm-up run vs steady median
 NOISY_SPREAD = 0.15           # IQR / median above this is noisy
 NOISY_BEST = 0.6              # or the best run below this fraction of the median
-BUSY_OTHER_CORES = 0.5        # other processes' CPU (in cores) worth naming ...
-BUSY_SHARE = 0.25             # ... when it is this share of the cores, or leaves fewer free
-#                               cores than torch has threads
-BUSY_MIN_SECONDS = 0.1        # spans shorter than this are too coarse to judge (10 ms ticks)
+# The busy-machine thresholds live with the load they judge (core/machine.py: CpuLoad.busy).
 
 
 def slow_warmup(result: ProfileResult) -> Finding | None:
@@ -57,16 +54,15 @@ def noisy(result: ProfileResult) -> Finding | None:
 
 
 def busy_machine(result: ProfileResult) -> Finding | None:
-    """Other processes used at least ``BUSY_OTHER_CORES`` of the cores while the profiled
-    iterations ran (a live run's ``cpu_load``), and either ``BUSY_SHARE`` of them or so
+    """Other processes used at least ``BUSY_OTHER_CORES`` (``core/machine.py``) of the
+    cores while the profiled iterations ran (a live run's ``cpu_load``), and either
+    ``BUSY_SHARE`` of them or so
     much that fewer cores were free than torch has threads: every time in the report is
     inflated by waiting for a core, so this comes first (``share`` 1)."""
     load = result.cpu_load
-    if load is None or load.seconds < BUSY_MIN_SECONDS or load.cores <= 0:
+    if load is None or not load.busy:
         return None
-    crowded = load.torch_threads > load.free_cores
-    if load.other_cores < BUSY_OTHER_CORES or not (crowded or load.other_share >= BUSY_SHARE):
-        return None
+    crowded = load.crowded
     free = load.free_cores
     threads = counted(load.torch_threads, "thread")
     evidence = (f"other processes kept {load.other_cores:.1f} of the "
@@ -75,8 +71,10 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     if load.load_average:
         evidence += f"; load average {load.load_average:.1f}"
     fewer = max(1, math.floor(free))
+    threads = crowded and fewer < load.torch_threads
     hint = ("profile on a quieter machine (stop the other work)"
             + (f", or use fewer threads than free cores: torch.set_num_threads({fewer})"
-               if crowded and fewer < load.torch_threads else ""))
+               if threads else ""))
     return Finding("busy_machine", "The machine is busy: other processes compete for the CPU",
-                   evidence, hint, share=1.0)
+                   evidence, hint, share=1.0,
+                   variants=(f"threads={fewer}",) if threads else ())

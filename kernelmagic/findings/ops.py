@@ -17,7 +17,7 @@ from kernelmagic.findings.base import (
     runs_on_cpu,
     wall_us,
 )
-from kernelmagic.findings.device import cheaper_matmuls
+from kernelmagic.findings.device import cheaper_matmuls, precision
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
 from kernelmagic.findings.training import train_mode_under_no_grad
@@ -50,6 +50,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
         return dominant_graph(result, top, share)
+    tries: tuple[str, ...] = ()
+    against: tuple[str, ...] = ()
     subject = KIND_MARKS.get(top.kind, "") + top.key
     if top.kind == NO_OP:  # GPU work launched right in the step: its kernels are the subject
         kernels = [k.key for k in result.kernels if k.launched_by == subject][:NAMED]
@@ -58,6 +60,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
                 "an extension called from Python)")
     elif top.key in MATMUL_OPS:
         hint = cheaper_matmuls(result)
+        p = precision(result)
+        tries, against = p.variants, p.against
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
     else:
@@ -74,7 +78,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
         "iteration)", hint,
         of_wall(result, per_iter), rows=(top.key,),
-        change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster")
+        change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster",
+        variants=tries, against=against)
 
 
 def is_compiled_row(key: str) -> bool:
@@ -144,4 +149,4 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         f"{calls:g} elementwise calls per iteration averaging {format_us(avg)} take "
         f"{percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
-        rows=tuple(r.key for r in ops), change="fusing them")
+        rows=tuple(r.key for r in ops), change="fusing them", variants=("compile",))

@@ -15,7 +15,7 @@ import numpy as np
 
 from kernelmagic.core.step_rows import StepGroupRow
 from kernelmagic.core.units import counted, format_us, percent
-from kernelmagic.findings.base import NAMED, Finding, of_wall, wall_us
+from kernelmagic.findings.base import NAMED, Finding, of_wall, profiler_note, wall_us
 from kernelmagic.results.result import ProfileResult
 
 STEP_BUSY = 0.5             # GPU work below this fraction of a step's wall time: overhead
@@ -69,6 +69,7 @@ def step_overhead(result: ProfileResult) -> Finding | None:
                     "ops")
         fix = ("compile the step (torch.compile) to cut the Python between ops, or do more "
                "work per step (several sequences or a larger batch)")
+    evidence += profiler_note(result)
     return Finding("step_overhead", f"The {g.group} steps are overhead-bound", evidence, fix,
                    of_wall(result, us))
 

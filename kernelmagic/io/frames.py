@@ -93,13 +93,18 @@ VIEW_UNITS: dict[str, dict[str, str]] = {
     "unplaced": {"events": "complete events of the category, in the whole trace",
                  "time_us": "µs, summed over the whole trace"},
     "experiments": {
-        "median_us": "µs per iteration (median)",
-        **dict.fromkeys(("speedup", "speedup_low", "speedup_high"),
-                        "the baseline's time per iteration / the variant's (above 1: faster)"),
+        "median_us": "µs per call, unprofiled (median over the interleaved rounds)",
+        "profiled_us": "µs per iteration, profiled (median)",
+        "speedup": "1 / the median of the rounds' paired ratios variant / baseline "
+                   "(above 1: faster)",
+        **dict.fromkeys(("speedup_low", "speedup_high"), "the speed-up's 95% interval"),
+        "predicted_speedup": "the dependency model's largest predicted speed-up",
         "max_abs_error": "the units of the cell's value",
         "max_rel_error": "fraction of the baseline value's largest magnitude",
         "compile_us": "µs (the first warm-up run)",
         "iters": "profiled iterations",
+        "rounds": "interleaved rounds",
+        "batch": "calls of the cell per sample",
     },
 }
 

@@ -21,6 +21,7 @@ from typing import Any
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.roofline_bounds import Peaks
+from kernelmagic.core.timing import paired_speedup
 from kernelmagic.core.units import percent
 
 __all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
@@ -211,9 +212,10 @@ def _matmuls(device: str, max_n: int, best_time: Callable[[Callable[[], Any], fl
 # --- what the advice needs: the device's family and which dtypes it runs faster ----------
 
 QUICK_N = 128  # the quick check's square matmul: small, so a slow dtype costs milliseconds
-QUICK_REPS = 5  # timings per dtype (the best counts)
+QUICK_REPS = 24  # interleaved rounds (the best of each dtype is its rate)
 QUICK_DTYPES = ("float32", "bfloat16")  # what the CPU advice compares
 _quick: dict[str, float] = {}
+_quick_interval: dict[str, list[float]] = {}
 
 
 def device_info(profiles_device: bool) -> DeviceInfo:
@@ -244,33 +246,49 @@ def device_info(profiles_device: bool) -> DeviceInfo:
         known = peaks("cpu")
         return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=dict(known.flops_per_s),
                           peaks_source=known.source)
-    return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=quick_rates(),
-                      peaks_source="measured (quick check)")
+    rates = quick_rates()
+    return DeviceInfo(kind="cpu", name=_cpu_name(), flops_per_s=rates,
+                      peaks_source="measured (quick check)",
+                      speedup_interval=dict(_quick_interval))
 
 
 def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """One thread's FLOP/s per dtype of ``QUICK_DTYPES`` on the CPU, from the best of
     ``QUICK_REPS`` matmuls of ``QUICK_N`` squared (cached per process). One thread, so a
-    busy machine's scheduler stalls do not reach it; only the dtypes' ratio is used."""
+    busy machine's scheduler stalls do not reach it; only the dtypes' ratio is used.
+
+    The dtypes are timed in interleaved rounds (one matmul of each per round, the order
+    alternating), so the ratio of each round pairs them under the same load: the 95%
+    interval of each dtype's rate over float32's (``core/timing.py: paired_speedup``) is
+    kept for ``DeviceInfo.speedup_interval``, and the advice follows it only beyond the
+    noise."""
     if _quick:
         return dict(_quick)
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    times: dict[str, list[float]] = {name: [] for name in QUICK_DTYPES}
     try:
         with torch.inference_mode():
-            for name in QUICK_DTYPES:
-                a = torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
+            mats = {name: torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
+                    for name in QUICK_DTYPES}
+            for a in mats.values():
                 torch.mm(a, a)  # set-up: the kernel picked, pages touched
-                best = float("inf")
-                for _ in range(QUICK_REPS):
+            for r in range(QUICK_REPS):
+                for name in (QUICK_DTYPES if r % 2 == 0 else QUICK_DTYPES[::-1]):
+                    a = mats[name]
                     t0 = clock()
                     torch.mm(a, a)
-                    best = min(best, clock() - t0)
-                _quick[name] = 2 * QUICK_N**3 / best if best > 0 else 0.0
+                    times[name].append(clock() - t0)
     finally:
         torch.set_num_threads(threads)
+    for name, taken in times.items():
+        best = min(taken)
+        _quick[name] = 2 * QUICK_N**3 / best if best > 0 else 0.0
+        if name != "float32":
+            speed = paired_speedup(times["float32"], times[name])  # name's over float32's
+            _quick_interval[name] = [speed.low, speed.high]
     return dict(_quick)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import statistics
 import symtable
 import time
 import types
@@ -23,11 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
-from kernelmagic.live import runner, variants
+from kernelmagic.core.timing import paired_speedup
+from kernelmagic.live import interleaved, random_state, runner, variants
 from kernelmagic.live.progress import Progress
-from kernelmagic.results.compare import compare
 from kernelmagic.results.result import ProfileResult
 
+#: What a row says instead of an error when the baseline's own value moves between runs.
+BASELINE_MOVES = ("the cell's value differs between runs of the baseline: numerical error "
+                  "not measured")
 #: The name the cell takes as a function for ``torch.compile`` (never bound anywhere).
 CELL_FUNCTION = "__kernelmagic_cell__"
 
@@ -235,7 +239,26 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     (``variants.parse``'s; ``auto`` becomes the variants the baseline's findings
     suggest and this device runs). Errors of the baseline propagate as the runner's.
     ``cell_label`` (``cell[n]``) names the lines of ``source_file`` in the baseline's and
-    every variant's Python rows alike."""
+    every variant's Python rows alike.
+
+    Every call of the cell, baseline and variants alike, starts from the random state
+    taken here (``live/random_state.py``), and that state is the user's again at the end.
+    The baseline and each variant are profiled (the breakdown), then timed together in
+    interleaved rounds, unprofiled (``live/interleaved.py``): the speed-ups come from
+    those."""
+    __tracebackhide__ = True
+    state = random_state.capture()
+    try:
+        return _run_with_variants(cell, dataclasses.replace(
+            run, before_each=lambda: random_state.restore(state)), names, source_file,
+            progress, free_memory, cell_label)
+    finally:
+        random_state.restore(state)
+
+
+def _run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str],
+                       source_file: str | None, progress: Progress | None,
+                       free_memory: bool, cell_label: str) -> ProfileResult:
     __tracebackhide__ = True
     recorder = LastValue(cell.run)
     baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
@@ -243,20 +266,108 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     base_value = snapshot(recorder.value)
     recorder.value = None
     chosen, note = resolve(names, baseline, run.profiles_device)
-    rows: list[ExperimentRow] = []
+    tried: list[Tried] = []
     began = time.perf_counter() if progress is None else progress.clock()
     try:
         for i, name in enumerate(chosen):
             label = f"variant {i + 1}/{len(chosen)} {name}"
-            rows.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                source_file, progress, label, began, free_memory,
-                                cell_label))
+            tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
+                                 source_file, progress, label, began, free_memory,
+                                 cell_label))
     except KeyboardInterrupt as exc:
+        rows = [t.row for t in tried]
         rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
-                                  "variants before it are kept"))
+                                  "variants before it are kept, without their speed-ups"))
         exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
         raise
-    return _with_rows(baseline, rows, note)
+    return _interleaved(baseline, tried, recorder, base_value, run, progress, note)
+
+
+def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValue,
+                 base_value: Any, run: runner.Plan, progress: Progress | None,
+                 note: str) -> ProfileResult:
+    """The variants that ran, timed with the baseline in interleaved rounds; each row
+    gets its speed-up from them. A Ctrl-C keeps the completed rounds."""
+    __tracebackhide__ = True
+    ran = [t for t in tried if t.run is not None]
+    if not ran:
+        return _with_rows(baseline, [t.row for t in tried], note)
+    fns = [recorder, *(t.run for t in ran if t.run is not None)]
+    for fn in fns:  # once each before the rounds: caches as they will be in them
+        if run.before_each is not None:
+            run.before_each()
+        fn()
+    # A second value of the baseline, from the same random numbers: where it differs from
+    # the first, the cell's value moves by itself, and no error can be put on a variant.
+    differs = not same_value(base_value, snapshot(recorder.value))
+    batch = interleaved.calls_per_sample(baseline.unprofiled_s or baseline.stats.median)
+    shown = _RoundsProgress(progress) if progress is not None else None
+    rounds = interleaved.time_rounds(
+        fns, batch, interleaved.max_rounds(run.options.iters), before_each=run.before_each,
+        decided=_decided, on_round=shown.round if shown is not None else None)
+    rows = {t.row.variant: t.row for t in tried}
+    predicted = predictions(baseline)
+    for i, t in enumerate(ran, start=1):
+        rows[t.row.variant] = dataclasses.replace(
+            _timed_row(t.row, rounds, i, differs),
+            predicted_speedup=predicted.get(t.row.variant))
+    result = dataclasses.replace(_with_rows(baseline, list(rows.values()), note),
+                                 unprofiled_timings=list(rounds.samples[0]))
+    if rounds.interrupt is not None:
+        rounds.interrupt.result = result  # type: ignore[attr-defined]
+        raise rounds.interrupt
+    return result
+
+
+def predictions(baseline: ProfileResult) -> dict[str, float]:
+    """Per variant a finding names, the largest speed-up the dependency model predicts for
+    that finding's change (``Finding.saves_us`` of ``iteration_us``, from ``what_if``):
+    what the experiments table shows beside the measured one."""
+    out: dict[str, float] = {}
+    for f in baseline.findings():
+        if f.saves_us is None or f.iteration_us <= 0 or f.saves_us >= f.iteration_us:
+            continue
+        speed = f.iteration_us / (f.iteration_us - f.saves_us)
+        for name in f.variants:
+            out[name] = max(out.get(name, 0.0), speed)
+    return out
+
+
+class _RoundsProgress:
+    """The rounds on the progress line: ``interleaved timing: round 3/24``."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def round(self, done: int, most: int) -> None:
+        self.progress.label = "interleaved timing"
+        self.progress.note = ""
+        self.progress.rounds(done, most)
+
+
+def _decided(samples: list[list[float]]) -> bool:
+    """Whether every variant's interval is decided: beyond the noise, or within 1 ±
+    ``MIN_EFFECT`` (no more rounds would change what the row says)."""
+    base = samples[0]
+    for other in samples[1:]:
+        s = paired_speedup(base, other)
+        if not (s.beyond_noise or s.no_change):
+            return False
+    return True
+
+
+def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
+               differs: bool) -> ExperimentRow:
+    speed = paired_speedup(rounds.samples[0], rounds.samples[i])
+    fields: dict[str, Any] = dict(
+        median_us=statistics.median(rounds.samples[i]) * 1e6, speedup=speed.speedup,
+        speedup_low=speed.low, speedup_high=speed.high, verdict=speed.verdict(),
+        beyond_noise=speed.beyond_noise, rounds=rounds.count, batch=rounds.batch,
+        round_timings=list(rounds.samples[i]))
+    if differs:
+        fields.update(max_abs_error=None, max_rel_error=None, tolerance="",
+                      within_tolerance=None, numerics=BASELINE_MOVES)
+    return dataclasses.replace(row, **fields)
 
 
 def profile_variants(target: Any, fn: Callable[[], Any], run: runner.Plan, *,
@@ -282,7 +393,9 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
     a note when ``auto`` found nothing to try."""
     if variants.AUTO not in names:
         return list(names), ""
-    suggested = variants.suggested([f.suggestion for f in baseline.findings()], on_device)
+    found = baseline.findings()
+    suggested = variants.suggested([v for f in found for v in f.variants],
+                                   [v for f in found for v in f.against], on_device)
     out: list[str] = []
     for name in names:
         for item in suggested if name == variants.AUTO else [name]:
@@ -293,18 +406,28 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
     return out, note
 
 
+@dataclass(frozen=True)
+class Tried:
+    """A variant's row after its profiled run, and the callable the rounds time (its
+    context around the cell; None when it did not run)."""
+
+    row: ExperimentRow
+    run: Callable[[], Any] | None = None
+
+
 def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
             baseline: ProfileResult, base_value: Any, source_file: str | None,
             progress: Progress | None, label: str, began: float,
-            free_memory: bool, cell_label: str = "") -> ExperimentRow:
-    """One variant's row: profiled as the baseline was, its context around each run."""
+            free_memory: bool, cell_label: str = "") -> Tried:
+    """One variant profiled as the baseline was, its context around each run: its row
+    (without a speed-up yet) and what the interleaved rounds call."""
     __tracebackhide__ = True
     why = variant.why_not(run.profiles_device)
     if not why and variant.compiles and cell.make_function is None:
         why = f"the cell cannot be compiled as a function ({cell.why_not_function})"
     if why:
-        return ExperimentRow(variant.name, variant.label, list(variant.advice), error=why,
-                             skipped=True)
+        return Tried(ExperimentRow(variant.name, variant.label, list(variant.advice),
+                                   error=why, skipped=True))
     recorder = LastValue(_under(variant, run.profiles_device, _target(variant, cell)))
     opts = run.options
     variant_opts = dataclasses.replace(
@@ -319,10 +442,12 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
                                 source_file=source_file, progress=shown,
                                 free_memory=free_memory, cell_label=cell_label)
     except Exception as exc:  # the variant failed; the baseline and the others stand
-        return ExperimentRow(variant.name, variant.label, list(variant.advice),
-                             error=one_line(exc))
-    return _row(variant, baseline, result, numerical_cost(
-        base_value, snapshot(recorder.value), variant.tolerance))
+        return Tried(ExperimentRow(variant.name, variant.label, list(variant.advice),
+                                   error=one_line(exc)))
+    value = snapshot(recorder.value)
+    recorder.value = None
+    return Tried(_row(variant, baseline, result, numerical_cost(
+        base_value, value, variant.tolerance)), recorder)
 
 
 def _target(variant: variants.Variant, cell: Cell) -> Callable[[], Any]:
@@ -347,14 +472,25 @@ def _under(variant: variants.Variant, on_device: bool,
 
 def _row(variant: variants.Variant, baseline: ProfileResult, result: ProfileResult,
          numerics: dict[str, Any]) -> ExperimentRow:
-    comparison = compare(baseline, result)
-    b, a = baseline.stats, result.stats
+    """The row of a variant profiled: its own report, compile time and numerical cost;
+    ``verdict`` says the speed-up is still to come (the interleaved rounds give it)."""
     compile_us = (result.warmup_timings[0] * 1e6
                   if variant.compiles and result.warmup_timings else None)
     return ExperimentRow(
         variant.name, label=variant.label, advice=list(variant.advice),
-        median_us=a.median * 1e6, speedup=comparison.speedup,
-        speedup_low=b.q1 / a.q3 if a.q3 > 0 else 0.0,
-        speedup_high=b.q3 / a.q1 if a.q1 > 0 else 0.0,
-        verdict=comparison.verdict(), beyond_noise=comparison.beyond_noise,
+        median_us=result.stats.median * 1e6, profiled_us=result.stats.median * 1e6,
+        verdict="no speed-up: the interleaved rounds did not run",
         compile_us=compile_us, iters=result.iters, result=result, **numerics)
+
+
+def same_value(a: tuple[list[Any], list[str]] | str,
+               b: tuple[list[Any], list[str]] | str) -> bool:
+    """Whether two snapshots hold the same values, bit for bit (two "no value" reasons
+    count as the same)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str)
+    import torch
+
+    return len(a[0]) == len(b[0]) and all(
+        x.shape == y.shape and bool(torch.equal(x.nan_to_num(), y.nan_to_num()))
+        for x, y in zip(a[0], b[0], strict=True))

@@ -25,7 +25,8 @@ REDRAW = 0.2
 
 @dataclass(frozen=True)
 class ProgressUpdate:
-    """Where a run stands: ``stage`` is ``warmup``, ``profile`` or ``reading``."""
+    """Where a run stands: ``stage`` is ``warmup``, ``profile``, ``reading`` or
+    ``rounds`` (``--try``'s interleaved timing: ``done`` rounds of at most ``total``)."""
 
     stage: str
     done: int  # runs finished in this stage (events read, for "reading")
@@ -48,6 +49,8 @@ class ProgressUpdate:
     def _stage_text(self) -> str:
         if self.stage == "warmup":
             return f"warm-up {self.done}/{self.total}"
+        if self.stage == "rounds":
+            return f"round {self.done}/{self.total} (at most)"
         if self.stage == "reading":
             return (f"reading {counted(self.done, 'event')}" if self.done
                     else "stopping the profiler, reading its events")
@@ -143,6 +146,10 @@ class Progress:
     def reading(self, events: int = 0) -> None:
         """The profiler is stopping (``events`` = 0), or its ``events`` are being read."""
         self._update("reading", events, 0, final=True)
+
+    def rounds(self, done: int, most: int) -> None:
+        """``done`` interleaved rounds of at most ``most`` have finished (``--try``)."""
+        self._update("rounds", done, most, final=done == 0)
 
     def close(self) -> None:
         """Take the progress off the screen (if it was ever shown)."""

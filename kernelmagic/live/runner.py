@@ -53,6 +53,9 @@ class Plan:
     options: ProfileOptions
     profiles_device: bool
     sort: str
+    #: Called before each run of the code (warm-up and timed), outside the timed span:
+    #: ``--try`` puts the random generators back there (``live/random_state.py``).
+    before_each: Callable[[], None] | None = None
 
 
 def plan(options: ProfileOptions) -> Plan:
@@ -194,7 +197,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
     report: Reporter = progress if progress is not None else Silent()
     report.start(opts.warmup, opts.iters)
     try:
-        warm = _warm_up(fn, opts, clock, report, source_file)
+        warm = _warm_up(fn, opts, clock, report, source_file, run.before_each)
         if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
             return _nsight_capture(fn, run, clock, report, warm.timings)
         torch_compat.warm_profiler(run.profiles_device)
@@ -249,8 +252,10 @@ class WarmUp:
 
 
 def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], float],
-             report: Reporter, source_file: str | None) -> WarmUp:
-    """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range."""
+             report: Reporter, source_file: str | None,
+             before_each: Callable[[], None] | None = None) -> WarmUp:
+    """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range
+    (``before_each`` before each run, untimed)."""
     __tracebackhide__ = True
     repeats = RepeatedCalls(source_file) if opts.steps is None else None
     timings: list[float] = []
@@ -258,6 +263,8 @@ def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], fl
         sync = torch_compat.synchronize
         with torch_compat.labelled_range(warmup_range(opts.name)):
             for w in range(opts.warmup):
+                if before_each is not None:
+                    before_each()
                 start = clock()
                 with (repeats.counting(w == opts.warmup - 1) if repeats is not None
                       else contextlib.nullcontext()):
@@ -269,14 +276,15 @@ def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], fl
 
 
 def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[], float],
-                report: Reporter, timed: Timed, keep_out_of_memory: bool = False) -> None:
+                report: Reporter, timed: Timed, keep_out_of_memory: bool = False,
+                before_each: Callable[[], None] | None = None) -> None:
     """The measured region, the same for a profiler session and for ``--nsight``: each
     iteration inside its ``NAME/iter i`` range, timed from the call of ``fn`` (the cell,
     or with ``--steps`` the cell under its step ranges) to the end of the synchronize
     after it, into ``timed``.
 
     Nothing else runs inside the timed span; the device's peak (when ``timed`` measures
-    peaks) and ``report`` are read between iterations. A ``KeyboardInterrupt`` after at
+    peaks), ``before_each`` and ``report`` run between iterations. A ``KeyboardInterrupt`` after at
     least one completed iteration ends the loop (``timed.interrupt``); so does running
     out of memory with ``keep_out_of_memory`` (``--memory``), the failed iteration
     counting as far as it ran. Anything else propagates.
@@ -289,6 +297,8 @@ def _timed_loop(fn: Callable[[], Any], name: str, iters: int, clock: Callable[[]
         for i in range(iters):
             if peaks is not None:
                 baseline = torch_compat.reset_device_peak()
+            if before_each is not None:
+                before_each()
             with torch_compat.labelled_range(iteration_range(name, i)):
                 start = clock()
                 fn()
@@ -351,7 +361,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
                 report.profiling()
                 load_before = cpu_load.snapshot(cpus)  # the counters, once before the loop
                 _timed_loop(run_once, opts.name, opts.iters, clock, report, timed,
-                            keep_out_of_memory=opts.memory)
+                            keep_out_of_memory=opts.memory, before_each=run.before_each)
                 if timed.interrupt is not None:
                     torch_compat.synchronize()
                 load_after = cpu_load.snapshot(cpus)  # and once after it
@@ -491,7 +501,8 @@ def _nsight_capture(fn: Callable[[], Any], run: Plan, clock: Callable[[], float]
         report.profiling()
         counter_run.capture_start()
         try:
-            _timed_loop(fn, run.options.name, run.options.iters, clock, report, timed)
+            _timed_loop(fn, run.options.name, run.options.iters, clock, report, timed,
+                        before_each=run.before_each)
         finally:
             counter_run.capture_stop()
     result = _build(derive_links(TableBuilder().freeze()), run, timed, warmup_timings)

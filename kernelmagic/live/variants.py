@@ -209,9 +209,16 @@ def parse(names: str | Sequence[str]) -> list[str]:
     return out
 
 
-def suggested(suggestions: Sequence[str], on_device: bool) -> list[str]:
-    """``--try auto``: the built-in variants whose advice one of ``suggestions`` (the
-    findings' "Try:" texts) gives and this device can run, in the built-ins' order."""
-    return [v.name for v in BUILT_IN.values()
-            if not v.why_not(on_device)
-            and any(word in text for word in v.advice for text in suggestions)]
+def suggested(wanted: Sequence[str], against: Sequence[str], on_device: bool) -> list[str]:
+    """``--try auto``: the variants named in ``wanted`` (the findings' ``variants``, in
+    their order) that no finding advises against (``against``) and this device can run,
+    each once."""
+    out: list[str] = []
+    for name in wanted:
+        try:
+            found = lookup(name)
+        except ValueError:
+            continue
+        if name not in out and name not in against and not found.why_not(on_device):
+            out.append(name)
+    return out

@@ -1,12 +1,14 @@
 """``--try``'s report: the Experiments table (one row per variant, sortable) and a bar
-chart of the speed-ups with their noise band (SVG), pure functions of the result."""
+chart of the speed-ups with their 95% intervals and the band of 1 ± ``MIN_EFFECT`` (SVG),
+pure functions of the result."""
 
 from __future__ import annotations
 
 from html import escape
 
 from kernelmagic.core.experiment_rows import ExperimentRow
-from kernelmagic.core.units import counted, format_error, format_us, speedup_text
+from kernelmagic.core.timing import MIN_EFFECT
+from kernelmagic.core.units import counted, format_error, format_us, percent, speedup_text
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
 
@@ -17,8 +19,9 @@ OVER_TOLERANCE = "⚠"
 
 
 def speedup_cell(row: ExperimentRow) -> str:
-    """``1.90x faster``, marked when its error is above the tolerance; ``—`` not run."""
-    if not row.ran:
+    """``1.90x faster``, marked when its error is above the tolerance; ``—`` not run or
+    not timed."""
+    if not row.ran or row.speedup <= 0:
         return "—"
     mark = f" {OVER_TOLERANCE}" if row.within_tolerance is False else ""
     return speedup_text(row.speedup) + mark
@@ -37,12 +40,21 @@ def numerics_cell(row: ExperimentRow) -> str:
 
 
 def note_cell(row: ExperimentRow) -> str:
-    """The noise verdict, or why the variant did not run."""
+    """The speed-up's interval and noise verdict (``95% interval 1.25-1.40x: beyond the
+    noise``), or why the variant did not run."""
     if row.skipped:
         return f"not run: {row.error}"
     if row.error:
         return f"failed: {row.error}"
-    return row.verdict.partition(", ")[2]
+    return row.verdict.partition(", ")[2] or row.verdict
+
+
+def predicted_cell(row: ExperimentRow) -> str:
+    """What the dependency model predicted for the variant (``at most 1.45x faster``),
+    "" when it has no prediction."""
+    if not row.ran or row.predicted_speedup is None:
+        return ""
+    return f"at most {speedup_text(row.predicted_speedup)}"
 
 
 def _error(read: str) -> Column:
@@ -62,11 +74,13 @@ def experiments_table(result: ProfileResult) -> Table:
     cols = [
         Column("op", "variant", lambda r: r.variant, lambda r: r.variant, numeric=False,
                width=140),
-        Column("median", "per iteration", lambda r: r.median_us,
+        Column("median", "per call (unprofiled)", lambda r: r.median_us,
                lambda r: format_us(r.median_us) if r.ran else "—"),
+        Column("predicted", "predicted", lambda r: r.predicted_speedup or 0.0, predicted_cell,
+               width=130),
         Column("speedup", "speed-up", lambda r: r.speedup if r.ran else -1.0, speedup_cell,
                width=130),
-        Column("noise", "noise / why not", note_cell, note_cell, numeric=False, width=320),
+        Column("noise", "interval / why not", note_cell, note_cell, numeric=False, width=320),
         _error("max_abs_error"),
         _error("max_rel_error"),
         Column("numerics", "numerics", numerics_cell, numerics_cell, numeric=False,
@@ -78,24 +92,33 @@ def experiments_table(result: ProfileResult) -> Table:
 
 
 def baseline_line(result: ProfileResult) -> str:
-    """What the speed-ups are measured against: the baseline's median per iteration."""
-    return (f"Experiments: speed-ups against this run's median of "
-            f"{format_us(result.stats.median * 1e6)} per iteration, each variant with the "
-            f"same warm-up and {counted(result.iters, 'iteration')}; {OVER_TOLERANCE} marks an "
-            "error above the dtype's usual tolerance")
+    """How the speed-ups were measured: the rounds, and the baseline they are against."""
+    timed = [r for r in result.experiments if r.ran and r.rounds]
+    if not timed:
+        how = "each variant profiled with the same warm-up and iterations; no interleaved rounds"
+    else:
+        batch = timed[0].batch
+        calls = f", {counted(batch, 'call')} per sample" if batch > 1 else ""
+        base = result.unprofiled_s
+        how = (f"{counted(timed[0].rounds, 'interleaved round')} timed unprofiled, the order "
+               f"shuffled each round{calls}; each speed-up is the median of the paired "
+               "ratios with its 95% interval, beyond the noise only when the whole interval "
+               f"is past 1 ± {percent(MIN_EFFECT)}"
+               + (f"; the baseline took {format_us(base * 1e6)} per call unprofiled "
+                  f"({format_us(result.stats.median * 1e6)} profiled)" if base else ""))
+    return (f"Experiments: {how}; {OVER_TOLERANCE} marks an error above the dtype's usual "
+            "tolerance")
 
 
 def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:
-    """One bar per variant that ran, its length the speed-up; a whisker from the two
-    runs' quartiles (``speedup_low`` to ``speedup_high``) and a grey band around 1x,
-    the baseline's own spread: bars whose whisker crosses it are within the noise."""
-    rows = [r for r in result.experiments if r.ran]
+    """One bar per variant timed, its length the speed-up; a whisker over its 95%
+    interval (``speedup_low`` to ``speedup_high``) and a grey band over 1 ±
+    ``MIN_EFFECT``: a bar is beyond the noise only when its whisker clears the band."""
+    rows = [r for r in result.experiments if r.ran and r.speedup > 0]
     if not rows:
         return None
     left, right, top, bar, gap = 150, 160, 26, 18, 8
-    stats = result.stats
-    band = ((stats.median / stats.q3 if stats.q3 > 0 else 1.0),
-            (stats.median / stats.q1 if stats.q1 > 0 else 1.0))
+    band = (1 / (1 + MIN_EFFECT), 1 + MIN_EFFECT)
     span = max(max(r.speedup_high for r in rows), max(r.speedup for r in rows), band[1], 1.0)
     span *= 1.05
     plot = width - left - right
@@ -106,8 +129,8 @@ def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            'font-family="sans-serif" font-size="11">',
-           f'<text x="{left}" y="14">speed-up against the baseline (1x); grey band: the '
-           "baseline's own spread (IQR)</text>",
+           f'<text x="{left}" y="14">speed-up against the baseline (1x), whiskers: 95% '
+           f"intervals; grey band: changes under {percent(MIN_EFFECT)}</text>",
            f'<rect x="{x(band[0]):.1f}" y="{top - 4}" width="{x(band[1]) - x(band[0]):.1f}" '
            f'height="{height - top - 12}" fill="{NOISE}" fill-opacity="0.25"/>',
            f'<line x1="{x(1.0):.1f}" y1="{top - 6}" x2="{x(1.0):.1f}" y2="{height - 8}" '

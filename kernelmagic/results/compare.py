@@ -8,10 +8,15 @@ from typing import Any
 
 from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
+from kernelmagic.core.timing import MIN_UNPAIRED, SpeedUp, unpaired_speedup
 from kernelmagic.results.result import ProfileResult
 
 #: Fewer iterations than this in either run and the spread says nothing.
-MIN_ITERS = 5
+MIN_ITERS = MIN_UNPAIRED
+#: Other processes' CPU (cores) differing by this much between the two runs: the runs
+#: were not timed under the same load, and no interval of two runs timed apart can tell
+#: that from a change of the code, so the verdict says so instead of judging.
+LOAD_DIFFERS = 0.5
 
 
 @dataclass(frozen=True)
@@ -107,26 +112,57 @@ class Comparison(Record):
         """Whether both runs have enough iterations (``MIN_ITERS``) to judge their spread."""
         return min(self.before.stats.n, self.after.stats.n) >= MIN_ITERS
 
+    @cached_property
+    def interval(self) -> SpeedUp:
+        """The speed-up with its 95% interval (``core/timing.py: unpaired_speedup``: the
+        two runs' iterations are not paired, so the Hodges-Lehmann interval of the shift
+        in log time)."""
+        return unpaired_speedup(self.before.timings, self.after.timings)
+
+    @property
+    def load_differs(self) -> str:
+        """Why the runs cannot be judged apart from the machine's load, "" when they can:
+        other processes' cores differing by ``LOAD_DIFFERS`` or more between the runs,
+        or a run on a busy machine (``CpuLoad.busy``: its times waited for cores, and
+        under such load a run's times jump between regimes no interval of two runs
+        captures). "" too when a run has no load measured (a trace)."""
+        a, b = self.before.cpu_load, self.after.cpu_load
+        if a is None or b is None:
+            return ""
+        if abs(a.other_cores - b.other_cores) >= LOAD_DIFFERS:
+            return (f"the machine's load differed between the runs (other processes kept "
+                    f"{a.other_cores:.1f} and {b.other_cores:.1f} cores busy)")
+        busy = [(name, load) for name, load in ((self.before_name, a), (self.after_name, b))
+                if load.busy]
+        if busy:
+            name, load = busy[0]
+            return (f"the machine was busy during {name} (other processes kept "
+                    f"{load.other_cores:.1f} of {load.cores} cores busy)")
+        return ""
+
     @property
     def beyond_noise(self) -> bool:
-        """True when the middle halves (IQR) of the two runs' iteration times do not overlap."""
-        b, a = self.before.stats, self.after.stats
-        return self.enough_iterations and (a.q3 < b.q1 or a.q1 > b.q3)
+        """The speed-up's whole 95% interval beyond 1 ± ``MIN_EFFECT`` (the one noise
+        rule, ``core/timing.py``), the runs having been timed under the same load."""
+        return (self.enough_iterations and not self.load_differs
+                and self.interval.beyond_noise)
 
     def verdict(self) -> str:
-        """e.g. ``1.84x faster, beyond the noise of both runs``."""
+        """e.g. ``1.84x faster, 95% interval 1.80-1.88x: beyond the noise``."""
         s = self.speedup
         if s >= 1:
             change = f"{s:.2f}x faster"
         else:
             change = f"{1 / s:.2f}x slower" if s > 0 else "slower"
         if not self.enough_iterations:
-            noise = f"too few iterations to judge the noise ({self._more_iterations()})"
-        elif self.beyond_noise:
-            noise = "beyond the noise of both runs"
-        else:
-            noise = "within the noise: the runs' IQRs overlap"
-        return f"{change}, {noise}"
+            return (f"{change}, too few iterations to judge the noise "
+                    f"({self._more_iterations()})")
+        interval = self.interval
+        head = f"{change}, {interval.interval_text()}"
+        if self.load_differs:
+            return (f"{head}: not judged, {self.load_differs}; --try times them "
+                    "interleaved")
+        return f"{head}: {interval.noise_text()}"
 
     def _more_iterations(self) -> str:
         """How to get ``MIN_ITERS`` iterations into each run that has fewer (a trace is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -135,6 +136,9 @@ class ProfileResult:
     # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
     experiments: list[ExperimentRow] = field(default_factory=list)
     experiments_note: str = ""  # e.g. --try auto found nothing to try
+    # seconds per call of the code timed without the profiler (--try: the interleaved
+    # rounds' baseline samples); empty: the warm-up runs after the first stand in
+    unprofiled_timings: list[float] = field(default_factory=list)
 
     # --- derived figures ---------------------------------------------------------
 
@@ -170,6 +174,33 @@ class ProfileResult:
     def interrupted_after(self) -> int | None:
         """Completed iterations when Ctrl-C cut the run short (of ``planned_iters``), else None."""
         return self.iters if self.planned_iters > self.iters else None
+
+    @property
+    def unprofiled_s(self) -> float | None:
+        """The median time per call of the code without the profiler (seconds):
+        ``unprofiled_timings`` where there are (``--try``'s rounds), else the warm-up runs
+        after the first (the first pays for first-call set-up); None without them (a
+        trace, or fewer than two warm-up runs)."""
+        timings = self.unprofiled_timings or self.warmup_timings[1:]
+        return statistics.median(timings) if timings else None
+
+    @property
+    def unprofiled_source(self) -> str:
+        """Where ``unprofiled_s`` comes from: ``3 interleaved rounds``, ``2 warm-up runs``."""
+        from kernelmagic.core.units import counted
+
+        if self.unprofiled_timings:
+            return counted(len(self.unprofiled_timings), "interleaved round")
+        return counted(len(self.warmup_timings[1:]), "warm-up run") + " after the first"
+
+    @property
+    def profiler_overhead(self) -> float | None:
+        """How much longer a profiled iteration took than an unprofiled one, as a share
+        of the unprofiled time (0.65: profiling adds 65%); None when unknown."""
+        unprofiled = self.unprofiled_s
+        if not unprofiled or unprofiled <= 0 or not self.timings:
+            return None
+        return self.stats.median / unprofiled - 1
 
     @cached_property
     def stats(self) -> TimingStats:
