@@ -420,3 +420,22 @@ def test_the_path_switches_from_gpu_to_cpu_where_the_queue_drains() -> None:
     # Kernels twice as fast: the carried-in 30 ms shrinks to 15, the rest was CPU-bound.
     assert result.what_if({"aten::mm": 2.0, "aten::add": 2.0},
                           side="device").saved_us == pytest.approx(15 * MS, rel=0.03)
+
+
+def test_a_long_windows_timeline_keeps_what_a_picture_shows() -> None:
+    # One window of 30,000 top-level ops of 1 µs and 10 of 5 ms (a trace with no steps):
+    # past MAX_SPANS the timeline keeps the spans at least 1/4000 of the window long.
+    from kernelmagic.views.timeline import MAX_SPANS, RESOLUTION, timeline
+
+    events = [op("aten::tiny", 2 * i, 2 * i + 1) for i in range(30_000)]
+    events += [op("aten::long", 60_000 + 6_000 * j, 60_000 + 6_000 * j + 5_000)
+               for j in range(10)]
+    events.append(step(60_000 + 60_000))
+    table = table_of(*events)
+    window = (0, 120_000 * 1000)
+    spans = timeline(table, window)
+    assert 30_010 > MAX_SPANS and len(spans) == 10
+    assert {s.key for s in spans} == {"aten::long"}
+    assert all((s.end - s.start) * 1000 * RESOLUTION >= window[1] for s in spans)
+    # Under the cap nothing is left out.
+    assert len(timeline(table_of(*events[:100], step(200)), (0, 200_000))) == 100

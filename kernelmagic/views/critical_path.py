@@ -578,17 +578,37 @@ def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow],
     if m.empty:
         return [], []
     predicted, sched = predict(m, *_factors(m, 1))
-    pieces: list[tuple[float, float, int]] | None = [] if spans else None
+    pieces = _Pieces(m.window_ns / SPAN_RESOLUTION) if spans else None
     rows = _walk(m, sched, float(predicted[0]), pieces)
-    return rows, _merged(pieces, m.window_ns / SPAN_RESOLUTION) if pieces else []
+    return rows, _merged(pieces) if pieces else []
 
 
-def _merged(pieces: list[tuple[float, float, int]], finest: float) -> list[Span]:
-    """The path's pieces (ns) as spans (µs), neighbours of one category joined; pieces
-    shorter than ``finest`` ns (under a pixel of the picture) left out."""
-    start, end, cat = (np.asarray(x) for x in zip(*pieces, strict=True))
-    keep = end - start >= max(finest, 1e-9)
-    start, end, cat = start[keep], end[keep], cat[keep]
+class _Pieces:
+    """The path's pieces in time (ns), kept as arrays; pieces shorter than ``finest`` ns
+    (under a pixel of the picture) are left out as they come."""
+
+    def __init__(self, finest: float) -> None:
+        self.finest = max(finest, 1e-9)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def append(self, piece: tuple[float, float, int]) -> None:
+        if piece[1] - piece[0] >= self.finest:
+            self.parts.append(tuple(np.asarray([x]) for x in piece))  # type: ignore[arg-type]
+
+    def extend(self, start: np.ndarray, end: np.ndarray, cat: np.ndarray | int) -> None:
+        keep = end - start >= self.finest
+        cats = np.broadcast_to(np.asarray(cat), start.shape)
+        if keep.any():
+            self.parts.append((start[keep], end[keep], cats[keep]))
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+
+def _merged(pieces: _Pieces) -> list[Span]:
+    """The path's pieces (ns) as spans (µs), neighbours of one category joined."""
+    finest = pieces.finest
+    start, end, cat = (np.concatenate(x) for x in zip(*pieces.parts, strict=True))
     order = np.lexsort((end, start))
     start, end, cat = start[order], end[order], cat[order]
     if not start.size:
@@ -616,7 +636,7 @@ def path_summary(rows: list[CriticalPathRow]) -> str:
 
 
 def _walk(m: Model, sched: _Schedule, length: float,
-          spans: list[tuple[float, float, int]] | None = None) -> list[CriticalPathRow]:
+          spans: _Pieces | None = None) -> list[CriticalPathRow]:
     """The critical path of the predicted iteration of ``length`` ns: walk back from what
     ends it, adding up what lies on the way. It is exactly ``length`` long: the walk
     starts at the iteration's own thread's end, or, where the GPU's work bounds the
@@ -657,7 +677,7 @@ def _path_start(m: Model, sched: _Schedule,
 
 def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             acc: dict[tuple[int, int], float], floor: float,
-            spans: list[tuple[float, float, int]] | None) -> None:
+            spans: _Pieces | None) -> None:
     """Walk back from ``node`` along the edges that held each piece back, down to the
     time ``floor`` (pieces that straddle it are cut there). Runs of positions held only by
     the one before them on their thread, and of GPU work held only by the work before it
@@ -766,7 +786,7 @@ class _Holds:
 
 def _add_gpu_work(m: Model, h: _Holds, items: np.ndarray, floor: float,
                   acc: dict[tuple[int, int], float],
-                  spans: list[tuple[float, float, int]] | None) -> None:
+                  spans: _Pieces | None) -> None:
     """Add GPU ``items`` (their work, cut at ``floor``) and, for those the work before
     them held back, the gap after it (idle) to ``acc`` (and ``spans``)."""
     if not items.size:
@@ -783,15 +803,13 @@ def _add_gpu_work(m: Model, h: _Holds, items: np.ndarray, floor: float,
     if gap.sum() > 0:
         acc[(IDLE, -1)] = acc.get((IDLE, -1), 0.0) + float(gap.sum())
     if spans is not None:
-        spans.extend(zip((h.end[items] - ns).tolist(), h.end[items].tolist(),
-                         [GPU_WORK] * items.size, strict=True))
-        spans.extend(zip((h.start[held] - gap).tolist(), h.start[held].tolist(),
-                         [IDLE] * held.size, strict=True))
+        spans.extend(h.end[items] - ns, h.end[items], GPU_WORK)
+        spans.extend(h.start[held] - gap, h.start[held], IDLE)
 
 
 def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
                    d: np.ndarray, floor: float, acc: dict[tuple[int, int], float],
-                   spans: list[tuple[float, float, int]] | None) -> None:
+                   spans: _Pieces | None) -> None:
     """Add the parts of the stretches into positions ``at`` to ``acc`` (and ``spans``),
     the one that straddles ``floor`` cut there (its parts in proportion)."""
     if not at.size:
@@ -818,8 +836,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     total = np.cumsum(ns)
     last = np.cumsum(counts) - 1
     ends = np.repeat(t[at], counts) - (np.repeat(total[last], counts) - total)
-    spans.extend(zip((ends - ns).tolist(), ends.tolist(), m.part_cat[parts].tolist(),
-                     strict=True))
+    spans.extend(ends - ns, ends, m.part_cat[parts])
 
 
 def _gpu_cause(m: Model, sched: _Schedule, h: _Holds, i: int,

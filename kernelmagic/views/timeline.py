@@ -10,16 +10,35 @@ from kernelmagic.core.rows import Span
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import nearest_ancestor
 
+#: Past this many spans, an iteration's timeline keeps those longer than 1/``RESOLUTION``
+#: of it (under a pixel of the picture otherwise), then the longest ``MAX_SPANS``.
+MAX_SPANS = 20_000
+RESOLUTION = 4000
+
+
+def _visible(table: EventTable, events: np.ndarray, window: Window) -> np.ndarray:
+    """``events`` at least a pixel long (``MAX_SPANS``), clipped to ``window``."""
+    start, end = window
+    length = np.minimum(table.end[events], end) - np.maximum(table.start[events], start)
+    kept = events[length * RESOLUTION >= end - start]
+    if kept.size > MAX_SPANS:
+        length = np.minimum(table.end[kept], end) - np.maximum(table.start[kept], start)
+        kept = np.sort(kept[np.argsort(-length, kind="stable")[:MAX_SPANS]])
+    return kept
+
 
 def timeline(table: EventTable, window: Window) -> list[Span]:
     """Top-level ops of one iteration on the CPU lane, and its GPU work per stream (the
-    part of it inside the iteration)."""
+    part of it inside the iteration); of an iteration of more than ``MAX_SPANS`` of them,
+    those at least a pixel long (``_visible``)."""
     start, end = window
     op = is_op(table)
     top = nearest_ancestor(table.parent, op) < 0
     cpu = np.flatnonzero(op & top & (table.start >= start) & (table.end <= end))
     gpu = np.flatnonzero(device_work(table))
     gpu = gpu[(table.end[gpu] > start) & (table.start[gpu] < end)]
+    if cpu.size + gpu.size > MAX_SPANS:  # a long window (a trace with no steps): a picture
+        cpu, gpu = _visible(table, cpu, window), _visible(table, gpu, window)
     names = table.names
     spans = [Span(key=names[k], lane="CPU", start=(s - start) / 1000.0, end=(e - start) / 1000.0)
              for k, s, e in zip(table.name[cpu].tolist(), table.start[cpu].tolist(),
