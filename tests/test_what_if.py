@@ -8,8 +8,11 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fakes import table_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loaded import loaded
 
 import kernelmagic
@@ -18,6 +21,7 @@ from kernelmagic.core.rows import KIND_MARKS
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.critical_path import path_summary
+from kernelmagic.views.dependencies import NONE
 
 INF = float("inf")
 STREAM, COMM = 7, 20
@@ -439,3 +443,121 @@ def test_a_long_windows_timeline_keeps_what_a_picture_shows() -> None:
     assert all((s.end - s.start) * 1000 * RESOLUTION >= window[1] for s in spans)
     # Under the cap nothing is left out.
     assert len(timeline(table_of(*events[:100], step(200)), (0, 200_000))) == 100
+
+
+# --- the sweep against a plain-Python relaxation (#43: one pass, the same schedule) -------
+
+def relaxed(m, cpu_f, gpu_f):
+    """The least schedule of the model, by relaxing every constraint node by node until
+    nothing moves (the model's rules as docs/what-if.md states them; scenario 0)."""
+    ninf = -math.inf
+    f = lambda v: ninf if v == NONE else float(v)  # noqa: E731
+    r = len(m.row_key)
+    P, W = m.pos_anchor.size, m.item_dur.size
+    d = [0.0] * P
+    for p in range(P):
+        for k in range(m.part_off[p], m.part_off[p + 1]):
+            row = m.part_row[k] if m.part_row[k] >= 0 else r
+            d[p] += m.part_dur[k] * cpu_f[row]
+    dur = [m.item_dur[i] * gpu_f[m.item_row[i] if m.item_row[i] >= 0 else r] for i in range(W)]
+    stream = [0] * W
+    for k in range(m.stream_off.size - 1):
+        for i in range(m.stream_off[k], m.stream_off[k + 1]):
+            stream[i] = k
+    ratio = []
+    for k in range(m.stream_off.size - 1):
+        lo, hi = m.stream_off[k], m.stream_off[k + 1]
+        measured = float(sum(m.item_dur[lo:hi]))
+        ratio.append(sum(dur[lo:hi]) / measured if measured > 0 else 1.0)
+    firsts = set(m.chain_off[:-1].tolist())
+    sfirst = set(m.stream_off[:-1].tolist())
+    t, end = [ninf] * P, [ninf] * W
+    while True:
+        moved = False
+        for p in range(P):
+            v = f(m.pos_anchor[p])
+            if p not in firsts:
+                v = max(v, t[p - 1] + d[p])
+            for q in np.flatnonzero(m.sync_pos == p).tolist():
+                scale = cpu_f[m.sync_row[q] if m.sync_row[q] >= 0 else r]
+                if scale == 0:
+                    continue
+                fixed = f(m.sync_fixed[q])
+                if m.sync_stream[q] >= 0 and fixed != ninf:
+                    fixed *= ratio[m.sync_stream[q]]
+                deps = m.sync_dep[m.sync_off[q]:m.sync_off[q + 1]].tolist()
+                v = max(v, max([fixed] + [end[j] for j in deps]) + m.sync_post[q] * scale)
+            for x in np.flatnonzero(m.cross_target == p).tolist():
+                v = max(v, t[m.cross_source[x]] + m.cross_off[x])
+            if v != t[p]:
+                t[p], moved = v, True
+        for i in range(W):
+            backlog = m.item_backlog[i] * ratio[stream[i]]
+            ready = f(m.item_anchor[i]) - m.item_backlog[i] + backlog
+            if m.item_launch[i] >= 0:
+                ready = max(ready, t[m.item_launch[i]] + m.item_lat[i])
+            for j in m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]].tolist():
+                ready = max(ready, end[j])
+            if i not in sfirst:
+                ready = max(ready, end[i - 1] + m.item_gap[i])
+            v = ready + dur[i]
+            if v != end[i]:
+                end[i], moved = v, True
+        if not moved:
+            return t, end
+
+
+def random_trace(seed: int) -> ProfileResult:
+    """Two threads' ops (the second started from the first), launches onto two streams
+    with queueing, stream waits, item syncs, long launches that waited for a slot and work
+    carried in from before the step."""
+    rng = np.random.default_rng(seed)
+    events, corr, now, gpu = [], 0, 0, {STREAM: 0, COMM: 0}
+    if rng.random() < 0.4:  # work from the step before, still queued at its start
+        gpu[STREAM] = int(rng.integers(10, 80))
+        events += [launch(-200, -195, 10_000),
+                   kernel("k_before", -150, gpu[STREAM], 10_000)]
+    for _ in range(int(rng.integers(4, 14))):
+        name = f"aten::op{int(rng.integers(4))}"
+        length = int(rng.integers(5, 40))
+        events.append(op(name, now, now + length))
+        if rng.random() < 0.8:
+            corr += 1
+            a = now + 1
+            b = a + (int(rng.integers(15, 30)) if rng.random() < 0.2 else 2)
+            events.append(launch(a, min(b, now + length - 1), corr))
+            s = STREAM if rng.random() < 0.7 else COMM
+            start = max(gpu[s], a + int(rng.integers(1, 5)))
+            k_len = int(rng.integers(3, 60))
+            events.append(kernel(f"k{name[-1]}", start, start + k_len, corr, stream=s))
+            gpu[s] = start + k_len
+        if rng.random() < 0.15:
+            events.append((Kind.RUNTIME, "cudaStreamWaitEvent", now + length, now + length + 1, 1))
+        now += length + 2
+        if rng.random() < 0.15:
+            done = max(gpu.values())
+            events += [op("aten::item", now, max(done, now) + 4),
+                       (Kind.RUNTIME, "cudaStreamSynchronize", now + 1, max(done, now) + 2, 1)]
+            now = max(done, now) + 5
+    if rng.random() < 0.5:
+        events += [op("autograd::engine", 3, 3 + int(rng.integers(5, 30)), tid=2)]
+    events.append(step(now + 1))
+    return result_of(*events)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), factor=st.sampled_from([0.0, 0.5, 2.0]),
+       side=st.sampled_from(["cpu", "device"]))
+def test_the_sweep_gives_the_relaxations_schedule(seed, factor, side) -> None:
+    from kernelmagic.views.critical_path import _factors, _replay
+
+    m = random_trace(seed)._model
+    if m.empty or not m.row_key:
+        return
+    cpu_f, gpu_f = _factors(m, 1)
+    row = seed % len(m.row_key)
+    (cpu_f if side == "cpu" else gpu_f)[0, row] = factor
+    sched = _replay(m, cpu_f, gpu_f)
+    t, end = relaxed(m, cpu_f[0], gpu_f[0])
+    assert np.allclose(sched.t[:, 0], t, atol=1e-6)
+    assert np.allclose(sched.end[:, 0], end, atol=1e-6)

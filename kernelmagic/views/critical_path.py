@@ -114,6 +114,7 @@ class _Graph:
     launch: np.ndarray  # each item's launch position (P: none, the sweep's row of -inf)
     waiting: np.ndarray  # the items that wait on other streams, in order
     wait_single: bool  # each of them waits for one item
+    anchored: np.ndarray  # (W+1,) how many items before each have an anchor (running count)
 
 
 def _graph(m: Model) -> _Graph:
@@ -147,7 +148,8 @@ def _graph(m: Model) -> _Graph:
                    m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
                    item_stream, m.sync_stream, full, gather, firsts,
                    np.where(m.item_launch >= 0, m.item_launch, p),
-                   waiting, bool(m.wait_dep.size == waiting.size))
+                   waiting, bool(m.wait_dep.size == waiting.size),
+                   np.concatenate(([0], np.cumsum(m.item_anchor != NONE))))
     m.__dict__["_graph"] = graph
     return graph
 
@@ -202,7 +204,7 @@ class _Segment:
     carry: bool  # continues from the node before it on its thread or stream
     a: int  # CPU: its syncs, sync_order[a:b]; GPU: its waiting items, waiting[a:b]
     b: int
-    c: int  # CPU: their non-empty groups, sync_full[c:e]; GPU: -
+    c: int  # CPU: their non-empty groups, sync_full[c:e]; GPU: 1 if an item has an anchor
     e: int
     x: int  # CPU: its edges from other threads, cross_order[x:y]
     y: int
@@ -278,7 +280,8 @@ def _segment(m: Model, g: _Graph, k: int, lo: int, hi: int, n_chains: int,
         return _Segment(True, lo, hi, lo > m.chain_off[k], a, b, c, e, x, y)
     lo, hi = lo - p, hi - p
     a, b = np.searchsorted(g.waiting, (lo, hi)).tolist()
-    return _Segment(False, lo, hi, lo > m.stream_off[k - n_chains], a, b, 0, 0, 0, 0)
+    anchored = int(g.anchored[hi] > g.anchored[lo])
+    return _Segment(False, lo, hi, lo > m.stream_off[k - n_chains], a, b, anchored, 0, 0, 0)
 
 
 class _Sweep:
@@ -364,7 +367,8 @@ class _Sweep:
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         ready = self.t[g.launch[lo:hi]]
         ready += self.launched[lo:hi]
-        np.maximum(ready, self.anchored[lo:hi], out=ready)
+        if seg.c:
+            np.maximum(ready, self.anchored[lo:hi], out=ready)
         if seg.b > seg.a:
             items = g.waiting[seg.a:seg.b]
             deps = m.wait_dep[m.wait_off[items[0]]:m.wait_off[items[-1] + 1]]
