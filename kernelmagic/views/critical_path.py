@@ -16,7 +16,6 @@ measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -432,10 +431,13 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
     Only the parts of the rows a scenario changes are touched."""
     base, pos, dur, off = _parts_by_row(m)
     d = np.repeat(base[:, None], cpu_f.shape[0], axis=1)
-    for s, row in zip(*np.nonzero(cpu_f != 1.0), strict=True):
-        lo, hi = off[row], off[row + 1]
-        if hi > lo:
-            np.add.at(d[:, s], pos[lo:hi], (cpu_f[s, row] - 1.0) * dur[lo:hi])
+    scenario, row = np.nonzero(cpu_f != 1.0)
+    counts = off[row + 1] - off[row]
+    if counts.sum():  # every changed row's parts at once: (position, scenario) += change
+        firsts = np.cumsum(counts) - counts
+        parts = np.repeat(off[row] - firsts, counts) + np.arange(int(counts.sum()))
+        change = np.repeat(cpu_f[scenario, row] - 1.0, counts) * dur[parts]
+        np.add.at(d, (pos[parts], np.repeat(scenario, counts)), change)
     return d
 
 
@@ -905,5 +907,7 @@ def iteration_view(table: EventTable, window: Window, name: str | None = None,
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
              zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
     path, in_time = critical_path(m, spans)
-    path = [dataclasses.replace(row, time=row.time * scale) for row in path]
+    if scale != 1.0:
+        path = [CriticalPathRow(row.category, row.key, row.kind, row.time * scale, row.share)
+                for row in path]
     return IterationView(m, path, in_time, keyed)
