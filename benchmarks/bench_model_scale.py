@@ -58,7 +58,7 @@ from typing import Any
 
 import _common as c
 import synthetic_traces as st
-from bench_trace_load import installed_env
+from bench_trace_load import HTA_CHILD, installed_env  # (the same HTA child process)
 
 DOUBLING_TARGET = 2.3
 SPLIT_TARGET = 2.0
@@ -116,17 +116,6 @@ print(json.dumps({{"import": t1 - t0, "load": t2 - t1, **phases, "iters": result
                   "path": sum(p.time for p in result.critical_path) / 1e3}}))
 """
 
-HTA_CHILD = """\
-import json, logging, time
-logging.disable(logging.CRITICAL)
-t0 = time.perf_counter()
-from hta.trace_analysis import TraceAnalysis
-t1 = time.perf_counter()
-analysis = TraceAnalysis(trace_dir={folder!r})
-t2 = time.perf_counter()
-print(json.dumps({{"import": t1 - t0, "load": t2 - t1,
-                  "rows": int(analysis.t.get_trace(0).shape[0])}}))
-"""
 
 #: The parse floor: the gunzip and msgspec's decode of the whole file into Python objects.
 FLOOR_CHILD = """\

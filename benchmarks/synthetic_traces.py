@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 #: Bump when the generated traces change, so that cached files are written again.
-VERSION = 1
+VERSION = 2
 SYNC_EVERY = 2_000  # one .item() and one cudaDeviceSynchronize per this many events
 SIDE_EVERY = 100  # one side-stream op (two cudaStreamWaitEvent) per this many events
 MAIN_STREAM, SIDE_STREAM = 7, 20
@@ -183,13 +183,19 @@ class _Writer:
                grid: str = "[1024, 1, 1]") -> None:
         launched, _, corr = self.runtime("cudaLaunchKernel")
         start, end = self._queue(stream, launched, dur)
-        self._x("kernel", kernel, 0, stream, start, end,
-                f'"External id": {self.ext}, "queued": 0, "device": 0, "context": 1, '
-                f'"stream": {stream}, "correlation": {corr}, "registers per thread": 32, '
-                f'"shared memory": 0, "blocks per SM": 9.48, "warps per SM": 37.9, '
-                f'"grid": {grid}, "block": [128, 1, 1], "est. achieved occupancy %": 59')
-        self._flow(corr, launched, stream, start)
+        self._device("kernel", kernel, stream, start, end, corr, launched,
+                     '"queued": 0, "registers per thread": 32, "shared memory": 0, '
+                     '"blocks per SM": 9.48, "warps per SM": 37.9, '
+                     f'"grid": {grid}, "block": [128, 1, 1], "est. achieved occupancy %": 59')
         self.counts["kernels"] += 1
+
+    def _device(self, cat: str, name: str, stream: int, start: int, end: int, corr: int,
+                launched: int, extra: str) -> None:
+        """GPU work and its flow arrow from the launch, as torch writes them."""
+        self._x(cat, name, 0, stream, start, end,
+                f'"External id": {self.ext}, "device": 0, "context": 1, '
+                f'"stream": {stream}, "correlation": {corr}, {extra}')
+        self._flow(corr, launched, stream, start)
         self.counts["launches"] += 1
 
     # --- the blocks ------------------------------------------------------------------------
@@ -233,13 +239,9 @@ class _Writer:
         def dense() -> None:
             launched, _, corr = self.runtime("cudaMemcpyAsync")
             start, end = self._queue(MAIN_STREAM, launched, self._draw(1.5, 2.5))
-            self._x("gpu_memcpy", DTOH, 0, MAIN_STREAM, start, end,
-                    f'"External id": {self.ext}, "device": 0, "context": 1, '
-                    f'"stream": {MAIN_STREAM}, "correlation": {corr}, "bytes": 4, '
-                    f'"memory bandwidth (GB/s)": 0.002')
-            self._flow(corr, launched, MAIN_STREAM, start)
+            self._device("gpu_memcpy", DTOH, MAIN_STREAM, start, end, corr, launched,
+                         '"bytes": 4, "memory bandwidth (GB/s)": 0.002')
             self.counts["memcpys"] += 1
-            self.counts["launches"] += 1
             self._blocking("cudaStreamSynchronize", self.free[MAIN_STREAM])
 
         self.op("aten::item", lambda: self.op("aten::_local_scalar_dense", dense, 3.0), 2.0)
