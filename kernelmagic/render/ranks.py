@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.chart import figure_png
-from kernelmagic.render.html import image_tag, static_table_html
+from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
 from kernelmagic.render.text import render_table
 from kernelmagic.results.rank_summary import RankSummary
@@ -318,16 +318,6 @@ def collectives_html(result: ManyRanksResult) -> str:
         return ""
     return (f'<div class="km-collectives"><b>{escape(collectives_heading(result))}</b>'
             f"{static_table_html(collectives_table_model(result), None)}</div>")
-
-
-def findings_html(result: ManyRanksResult) -> str:
-    items = "".join(
-        f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
-        f"{escape(f.evidence)}. <i>Try:</i> {escape(f.suggestion)}</li>"
-        for f in result.findings())
-    if not items:
-        return ""
-    return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
 
 
 def html_report(result: ManyRanksResult, png: bytes | None = None,
