@@ -9,6 +9,7 @@ from typing import Any
 from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.core.timing import MIN_UNPAIRED, SpeedUp, unpaired_speedup
+from kernelmagic.core.units import speedup_text
 from kernelmagic.results.result import ProfileResult
 
 #: Fewer iterations than this in either run and the spread says nothing.
@@ -149,11 +150,7 @@ class Comparison(Record):
 
     def verdict(self) -> str:
         """e.g. ``1.84x faster, 95% interval 1.80-1.88x: beyond the noise``."""
-        s = self.speedup
-        if s >= 1:
-            change = f"{s:.2f}x faster"
-        else:
-            change = f"{1 / s:.2f}x slower" if s > 0 else "slower"
+        change = speedup_text(self.speedup)
         if not self.enough_iterations:
             return (f"{change}, too few iterations to judge the noise "
                     f"({self._more_iterations()})")
