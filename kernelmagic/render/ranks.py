@@ -15,7 +15,7 @@ from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
-from kernelmagic.render.text import render_table
+from kernelmagic.render.text import findings_text, render_table
 from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
@@ -186,13 +186,6 @@ def collectives_text(result: ManyRanksResult) -> str:
     if not skewed_collectives(result):
         return ""
     return collectives_heading(result) + "\n" + render_table(collectives_table_model(result))
-
-
-def findings_text(result: ManyRanksResult) -> str:
-    found = result.findings()
-    if not found:
-        return ""
-    return "\n".join(["Findings:", *(f"- {f}" for f in found)])
 
 
 def text_report(result: ManyRanksResult, findings: bool = True) -> str:
