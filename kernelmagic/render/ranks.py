@@ -154,7 +154,7 @@ def skewed_collectives(result: ManyRanksResult) -> list[Collective]:
 
 def collectives_table_model(result: ManyRanksResult) -> Table:
     """The collectives with the largest skew: step, name and index, ranks, the first and
-    last to arrive, skew and transfer time (``kernelmagic/results/collectives.py``)."""
+    last to arrive, skew and transfer time (``kernelmagic/results/ranks.py: match_collectives``)."""
     columns = [
         Column("step", "step", lambda c: -c.step, lambda c: str(c.step), width=60),
         Column("collective", "collective", lambda c: c.key,
