@@ -21,7 +21,7 @@ from kernelmagic.core.records import Record
 
 
 @dataclass(frozen=True)
-class MemoryCategory:
+class MemoryCategory(Record):
     """What allocated bytes were: ``name`` (torch's ``Category`` in lower case, and the
     field of ``MemoryPoint`` and ``MemoryPeakRow``), ``words`` (in a sentence: "optimizer
     state 16.0 MiB"), ``colour`` (the timeline's, torch's memory timeline's)."""
