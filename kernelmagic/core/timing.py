@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from kernelmagic.core.units import format_ratio, percent, ratio_range, speedup_text
 
-__all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "NOISY_BEST", "NOISY_SPREAD",
-           "OUTLIER_RATIO", "SpeedUp",
-           "TimingStats", "median_interval", "paired_speedup", "unpaired_speedup"]
+__all__ = ["CONFIDENCE", "LOAD_DIFFERS", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED",
+           "NOISY_BEST", "NOISY_SPREAD", "OUTLIER_RATIO", "SpeedUp", "TimingStats",
+           "median_interval", "paired_speedup", "unpaired_speedup"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0
@@ -119,6 +119,10 @@ MIN_PAIRS = 6
 #: The fewest samples in each of two runs for the unpaired interval (five: its 95% rank
 #: is then the third of 25 differences).
 MIN_UNPAIRED = 5
+#: Other processes' CPU (cores) differing by this much between two runs timed apart: the
+#: runs were not timed under the same load, and no interval of two runs can tell that from
+#: a change of the code, so ``--compare`` says so instead of judging.
+LOAD_DIFFERS = 0.5
 #: The unpaired interval's normal quantile at 95% (two-sided).
 _Z95 = 1.959963984540054
 
