@@ -1,55 +1,18 @@
-"""The top-k bar chart (matplotlib): bars to scale, each labelled with its op, share and
+"""The top-k bar chart (matplotlib, SVG): bars to scale, each labelled with its op, share and
 value (no x axis), a title naming the measure, transparent, theme-neutral ink, and a
 cached Figure that carries nothing from one result over to the next."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
 
+import matplotlib
 import pytest
 from fakes import cpu_result, cuda_result
-from matplotlib.colors import to_rgba
-from PIL import Image
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.render import chart
-from kernelmagic.render.chart import chart_png, chart_texts
-
-BAR = tuple(round(c * 255) for c in to_rgba(chart.BAR))
-INK = tuple(round(c * 255) for c in to_rgba(chart.INK))
-
-
-def _image(png: bytes) -> Image.Image:
-    assert png.startswith(b"\x89PNG")
-    return Image.open(io.BytesIO(png)).convert("RGBA")
-
-
-def _bar_widths(image: Image.Image) -> list[int]:
-    """Width in px of each bar (a band of rows holding the bar colour), top to bottom."""
-    pixels = image.load()
-    per_row = [sum(pixels[x, y] == BAR for x in range(image.width))
-               for y in range(image.height)]
-    bands: list[list[int]] = []
-    for y, count in enumerate(per_row):
-        if count and (not bands or per_row[y - 1] == 0):
-            bands.append([])
-        if count:
-            bands[-1].append(count)
-    return [max(band) for band in bands]
-
-
-def test_bars_are_proportional_to_the_plotted_values():
-    result = cpu_result()  # topk=3: addmm 5000, gelu 2000, copy_ 800 µs self CPU in all
-    image = _image(chart_png(result))
-    assert image.size == (8 * chart.DPI,
-                          round((chart.PAD_INCHES + 3 * chart.ROW_INCHES) * chart.DPI))
-    widths = _bar_widths(image)
-    assert len(widths) == 3
-    assert widths[0] > widths[1] > widths[2] > 0
-    assert widths[1] / widths[0] == pytest.approx(2000 / 5000, abs=0.01)
-    assert widths[2] / widths[0] == pytest.approx(800 / 5000, abs=0.02)
-
+from kernelmagic.render.chart import chart_svg, chart_texts
 
 # cpu_result: 10 iterations, 8100 µs of self CPU time in all; topk=3.
 
@@ -98,7 +61,7 @@ def test_title_never_rounds_a_partial_cover_up_to_all():
 
 def test_chart_draws_its_texts_and_no_x_axis():
     result = cpu_result()
-    chart_png(result)
+    chart_svg(result)
     layout = chart._bars_layout(3)
     title, labels = chart_texts(result)
     assert [t.get_text() for t in layout.labels] == labels  # top bar first
@@ -111,53 +74,44 @@ def test_long_names_are_shortened_to_fit_keeping_their_figures():
     wide = "W" * 40  # the widest glyphs, at the name length limit
     rows = [OpRow(wide, 10, 5000.0, 5000.0), OpRow("aten::mm", 10, 100.0, 100.0)]
     result = cpu_result(rows=rows, topk=2)
-    image = _image(chart_png(result))
+    svg = chart_svg(result)
     layout = chart._bars_layout(2)
     drawn = layout.labels[0].get_text()
     assert drawn.startswith("WWW") and drawn.endswith("… · 98% · 500 µs")
     assert layout.labels[1].get_text() == "aten::mm · 2.0% · 10.0 µs"
-    # Nothing is cut at the left edge: the first columns are empty.
-    pixels = image.load()
-    assert all(pixels[x, y][3] == 0 for x in range(4) for y in range(image.height))
-    # The margin comes from estimated widths: they match what matplotlib lays out.
-    renderer = layout.canvas.get_renderer()
-    for text in layout.labels:
-        estimate = chart._widths(text.get_fontproperties())(text.get_text())
-        assert estimate == pytest.approx(text.get_window_extent(renderer).width, abs=2)
+    # Nothing is cut at the left edge: every label ends right of it, drawn whole.
+    texts, _ = _svg_texts_and_bars(svg)
+    assert [t for t in texts if t.startswith("WWW")] == [drawn]
+    # The margin comes from estimated widths: they match what matplotlib lays out
+    # unhinted (the browser draws the SVG's texts at any zoom, unhinted).
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}):
+        renderer = layout.canvas.get_renderer()
+        for text in layout.labels:
+            estimate = chart._widths(text.get_fontproperties())(text.get_text())
+            assert estimate == pytest.approx(text.get_window_extent(renderer).width, abs=2)
 
 
 def test_background_is_transparent_and_text_is_mid_grey():
-    image = _image(chart_png(cpu_result()))
-    assert image.getpixel((0, 0))[3] == 0  # the page shows through: light or dark
-    assert image.getpixel((image.width - 1, image.height - 1))[3] == 0
-    colours = {image.getpixel((x, y)) for x in range(image.width) for y in range(image.height)}
-    assert INK in colours  # axis lines and fully covered glyph pixels
-    assert (0, 0, 0, 255) not in colours  # no black text left to vanish on a dark theme
+    svg = chart_svg(cpu_result())
+    layout = chart._bars_layout(3)
+    assert layout.fig.patch.get_alpha() == 0  # the page shows through: light or dark
+    assert b"fill: #000000" not in svg  # no black text left to vanish on a dark theme
+    assert f"fill: {chart.INK}".encode() in svg
 
 
 def test_cached_figure_carries_nothing_over():
     small = cpu_result()
     wide = dataclasses.replace(cpu_result(), name="another run with a much longer name")
-    first = chart_png(small)
-    chart_png(wide)
-    chart_png(small, k=5)
-    assert chart_png(small) == first  # the same picture after other charts were drawn
+    first = chart_svg(small)
+    chart_svg(wide)
+    chart_svg(small, k=5)
+    assert chart_svg(small) == first  # the same picture after other charts were drawn
 
 
 def test_empty_result_still_draws():
-    image = _image(chart_png(cpu_result(rows=[])))
-    assert image.size == (8 * chart.DPI, round((chart.PAD_INCHES + chart.ROW_INCHES) * chart.DPI))
-    assert _bar_widths(image) == []
-
-
-def test_png_encoder_round_trips_exactly():
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    rgba = rng.integers(0, 256, size=(7, 5, 4), dtype=np.uint8)
-    image = _image(chart.rgba_png(rgba))
-    assert image.size == (5, 7)
-    assert (np.asarray(image) == rgba).all()
+    texts, widths = _svg_texts_and_bars(chart_svg(cpu_result(rows=[])))
+    assert widths == []
+    assert "no operators recorded" in texts
 
 
 # --- the SVG the report shows (chart_svg): the same chart, its texts left as text ---
@@ -198,8 +152,6 @@ def test_svg_chart_escapes_names_and_is_the_same_bytes_each_time():
     rows = [OpRow("void gemm<float, 128>(T*, T const&)", 10, 900.0, 900.0)]
     result = cpu_result(rows=rows, topk=1)
     first = chart.chart_svg(result)
-    png = _image(chart.chart_png(result))  # the PNG path shares the Figure
-    assert png.size == (8 * chart.DPI, round((chart.PAD_INCHES + chart.ROW_INCHES) * chart.DPI))
     assert chart.chart_svg(result) == first  # no date, fixed ids: no diff noise in notebooks
     texts, _ = _svg_texts_and_bars(first)
     assert any(t.startswith("void gemm<float, 128>(T*, T const&)") for t in texts)

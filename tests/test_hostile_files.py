@@ -22,7 +22,7 @@ from kernelmagic.core.errors import ProfileFileError, TraceFileError
 from kernelmagic.sources import trace_fast, trace_stream, trace_text
 from kernelmagic.sources.trace_stream import StreamReader
 
-need_modules("msgspec", install='pip install -e ".[fast]"')
+need_modules("msgspec", install="pip install -e .")
 
 DATA = Path(__file__).parent / "data"
 GOOD = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.5,

@@ -35,7 +35,7 @@ MADE_UP = "npu_frobnicate"  # a category no rule knows
 
 def _readers(path):
     """The table each trace reader makes of ``path``: the streaming one, then msgspec's."""
-    need_modules("msgspec", install='pip install -e ".[fast]"')
+    need_modules("msgspec", install="pip install -e .")
     fast = trace_fast.read_table(path)
     assert fast is not None, "the fast reader left a file it should read"
     return {"stream": read_table(path, fast=False), "fast": fast}
@@ -83,7 +83,7 @@ def test_the_report_says_so_in_one_line_and_the_rest_stays_whole(tmp_path, monke
                if e.get("cat") in ("kernel", "gpu_memcpy"))
     for reader in ("fast", "stream"):
         if reader == "stream":
-            monkeypatch.setattr(trace_fast, "msgspec", None)  # as without the fast extra
+            monkeypatch.setattr(trace_fast, "msgspec", None)  # as without msgspec
         result = kernelmagic.load(path)
         report = text_report(result)
         assert [x for x in report.splitlines() if "cannot place" in x] == [line], reader

@@ -248,10 +248,14 @@ def test_stack_names_the_cells_top_level_lines(ip):
 
 
 def test_gpu_idle_names_the_python_line_of_a_trace():
-    # 10 ms iteration: load_batch() runs 1-8 ms with no op, then aten::mm launches one
-    # 1.2 ms kernel. The GPU idles; the time outside ops is load_batch's 7 ms (2 ms of it
-    # in no user frame).
+    # 10 ms iteration: aten::add launches a kernel (0.5-1 ms), load_batch() runs 1-8 ms
+    # with no op, then aten::mm launches one 1.2 ms kernel. The GPU idles; the time outside
+    # ops is load_batch's 7 ms (1.9 ms of it in no user frame), and 1-8.3 ms is a launch
+    # gap with no op running, in load_batch.
     table = table_of((Kind.RANGE, "ProfilerStep#1", 0, 10_000, 1),
+                     (Kind.OP, "aten::add", 300, 400, 1),
+                     (Kind.RUNTIME, "cudaLaunchKernel", 320, 380, 1, {"correlation": 2}),
+                     (Kind.KERNEL, "add_kernel", 500, 1_000, 7, {"device": 0, "correlation": 2}),
                      (Kind.PYTHON, "/home/u/train.py(30): load_batch", 1_000, 8_000, 1),
                      (Kind.OP, "aten::mm", 8_000, 9_000, 1),
                      (Kind.RUNTIME, "cudaLaunchKernel", 8_100, 8_200, 1, {"correlation": 1}),
@@ -264,9 +268,10 @@ def test_gpu_idle_names_the_python_line_of_a_trace():
     (row,) = result.python_lines
     assert (row.location, row.function) == ("/home/u/train.py:30", "load_batch")
     assert row.self_us == pytest.approx(7000.0)
-    assert result.python_unattributed == pytest.approx(2000.0)
+    assert result.python_unattributed == pytest.approx(1900.0)
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
-    assert "outside any op (most at /home/u/train.py:30 `load_batch` 7.00 ms)" in idle.evidence
+    assert "by cause: Python between ops 7.30 ms (at /home/u/train.py:30 7.30 ms)" \
+        in idle.evidence, idle.evidence
     # the lines are already named: the advice points at them, not at how to record them
     assert "the python view lists your lines" in idle.suggestion
     assert "with_stack" not in idle.suggestion
@@ -279,7 +284,7 @@ def test_a_trace_without_frames_says_how_to_name_the_lines():
     result = kernelmagic.load(path)
     assert "python" not in result.views  # no python_function events in it
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
-    assert "outside any op (Python between ops, waits)" in idle.evidence
+    assert "by cause: Python between ops 18.8 ms;" in idle.evidence
     assert "torch.profiler.profile(with_stack=True) names your lines" in idle.suggestion
 
 
@@ -352,7 +357,12 @@ def test_the_gpu_idle_finding_names_the_biggest_cause():
                            (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0}))
     result = build_result(table, name="t", iterations=[(0, 1000 * US)])
     idle = next(f for f in result.findings() if f.rule == "gpu_idle")
-    assert idle.evidence.endswith("; the GPU's biggest idle cause: sync (aten::item) 400 µs")
+    assert idle.title.endswith("(CPU-bound: host-device synchronisation)")
+    # the sync's 400 µs first, the iteration's edges (100 + 300 µs) last
+    assert idle.evidence.endswith("; by cause: host-device synchronisation 400 µs "
+                                  "(aten::item 400 µs); the iteration's start or end 400 µs "
+                                  "(end 300 µs, start 100 µs)"), idle.evidence
+    assert ".item()" in idle.suggestion
 
 
 def test_the_sampler_restores_the_switch_interval():

@@ -405,7 +405,7 @@ def test_magic_compare_with_many_ranks_is_a_usage_error(shell):
 
 def test_report_needs_no_full_rank_report(many):
     from kernelmagic.render.ranks import html_report, text_report
-    from kernelmagic.results.rank_store import RankReports
+    from kernelmagic.results.ranks import RankReports
 
     run = kernelmagic.load(RANKS)
     assert isinstance(run.ranks, RankReports) and run.ranks.cached == []
@@ -415,7 +415,7 @@ def test_report_needs_no_full_rank_report(many):
 
 
 def test_rank_reports_parse_on_demand_and_keep_a_handful():
-    from kernelmagic.results.rank_store import RankReports
+    from kernelmagic.results.ranks import RankReports
 
     parsed: list[str] = []
 

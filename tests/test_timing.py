@@ -1,6 +1,6 @@
 import pytest
 
-from kernelmagic.core.timing import TimingStats
+from kernelmagic.core.timing import NOISY_BEST, NOISY_SPREAD, TimingStats
 from kernelmagic.core.units import format_seconds, format_us
 
 
@@ -25,6 +25,19 @@ def test_warning_when_slowest_is_far_slower_than_the_rest():
     assert steady.warning() is None
     spiky = TimingStats.of([0.010, 0.011, 0.010, 0.050])
     assert spiky.warning().startswith("The slowest iteration took 5.0x the median")
+
+
+def test_the_one_rule_for_a_run_too_spread_to_trust():
+    # Quartiles of 1, 2, 3, 4, 5 (inclusive): 2 and 4, median 3: IQR 2/3 of it.
+    assert TimingStats.of([1, 2, 3, 4, 5]).noisy
+    # The middle half spanning exactly NOISY_SPREAD of the median is not noisy; above is.
+    steady = TimingStats.of([1.0, 1.0 - NOISY_SPREAD / 2, 1.0 + NOISY_SPREAD / 2])
+    assert steady.relative_spread == pytest.approx(NOISY_SPREAD / 2)
+    assert not steady.noisy
+    # A best run under NOISY_BEST of the median (a quiet moment on a busy machine).
+    quiet = TimingStats.of([NOISY_BEST * 0.9, 1.0, 1.0, 1.0, 1.0])
+    assert quiet.best_share == pytest.approx(NOISY_BEST * 0.9) and quiet.noisy
+    assert not TimingStats.of([1.0]).noisy  # no spread to judge
 
 
 def test_empty_refused():

@@ -21,7 +21,7 @@ from kernelmagic.sources import trace_fast, trace_text
 from kernelmagic.sources.trace_file import read_table, start_reading
 from kernelmagic.sources.trace_numbers import ns_of_text
 
-need_modules("msgspec", install='pip install -e ".[fast]"')
+need_modules("msgspec", install="pip install -e .")
 
 COLUMNS = ("kind", "name", "start", "end", "tid", "device", "correlation", "flops", "shapes",
            "nbytes")
@@ -186,7 +186,7 @@ def test_string_ids_and_string_times_give_the_same_table_in_both_readers(tmp_pat
 
 
 def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):
-    monkeypatch.setattr(trace_fast, "msgspec", None)  # as where the fast extra is absent
+    monkeypatch.setattr(trace_fast, "msgspec", None)  # as where msgspec is missing
     assert trace_fast.read_table(DATA / "cpu_only.json.gz") is None
     assert_same_table(read_table(DATA / "cpu_only.json.gz"),
                       read_table(DATA / "cpu_only.json.gz", fast=False))

@@ -1,7 +1,8 @@
 """Numbers are written only through ``kernelmagic/core/units.py``: its styles, checked by
 hand and (the one rule for shares) by hypothesis, and a scan of the package that fails when
-a percent or a time is formatted anywhere else (``f"{x:.0%}"``, ``f"{100 * x:.1f}%"``,
-``f"{t:.1f} µs"``) or when units.py grows a second share formatter."""
+a percent, a time or a ratio is formatted anywhere else (``f"{x:.0%}"``,
+``f"{100 * x:.1f}%"``, ``f"{t:.1f} µs"``, ``f"{s:.2f}x"``) or when units.py grows a second
+share formatter."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelmagic.core.units import format_fixed, percent, percent_of
+from kernelmagic.core.units import (
+    format_fixed,
+    format_ratio,
+    percent,
+    percent_of,
+    ratio_range,
+    speedup_text,
+)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelmagic"
 
@@ -93,6 +101,16 @@ def test_the_printed_share_is_within_its_last_digit(x):
         assert abs(shown_value(shown) - pct) <= (0.05 if digits else 0.5) + 1e-9
 
 
+def test_ratios():
+    assert format_ratio(1.8449) == "1.84x"
+    assert format_ratio(64.2, 0) == "64x"
+    assert format_ratio(0.532, significant=True) == "0.53x"
+    assert ratio_range(1.25, 1.4) == "1.25-1.40x"
+    assert speedup_text(1.9) == "1.90x faster"
+    assert speedup_text(0.25) == "4.00x slower"
+    assert speedup_text(0.0) == "slower"
+
+
 def test_fixed_figures_keep_their_unit():
     assert format_fixed(1234.56, "µs") == "1234.6 µs"  # never "1.23 ms": figures add up
     assert format_fixed(0.5, "s", 2) == "0.50 s"
@@ -100,14 +118,16 @@ def test_fixed_figures_keep_their_unit():
 
 
 #: Hand-made number formatting: a percent format spec, any f-string field or a %-style
-#: number followed by "%", or a fixed-point number followed by a time unit.
+#: number followed by "%", a fixed-point number followed by a time unit, or a number
+#: written as a ratio ("1.84x": ``format_ratio``, ``speedup_text``).
 _BY_HAND = re.compile(r":[0-9]*\.[0-9]+%\}|\{[^{}]*\}%|%[0-9]*\.?[0-9]*[dfg]%%"
-                      r"|:[0-9]*\.[0-9]+f\} ?(µs|ms|s\b)")
+                      r"|:[0-9]*\.[0-9]+f\} ?(µs|ms|s\b)|:[0-9]*\.[0-9]+[fg]\}x")
 
 
 @pytest.mark.parametrize("line", [
     'f"{share:.0%}"', 'f"{100 * share:.1f}%"', 'f"{round(100 * share)}%"',
-    '"%.1f%%" % pct', 'f"{t:.1f} µs"',
+    '"%.1f%%" % pct', 'f"{t:.1f} µs"', 'f"{s:.2f}x faster"', 'f"{r:.2g}x"',
+    'f"{low:.2f}-{high:.2f}x"',
 ])
 def test_the_scan_sees_a_number_formatted_by_hand(line):
     assert _BY_HAND.search(line)

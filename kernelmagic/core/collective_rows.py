@@ -3,7 +3,7 @@
 ``Arrival`` is one rank's side of one collective, as a worker reads it from the rank's
 trace (``kernelmagic/views/collectives.py``) and keeps it in the rank's ``RankSummary``;
 ``Collective`` is one collective matched across ranks by (step, name, index)
-(``kernelmagic/results/collectives.py``): who arrived first and last, the skew between
+(``kernelmagic/results/ranks.py: match_collectives``): who arrived first and last, the skew between
 them and the transfer once all had arrived.
 """
 

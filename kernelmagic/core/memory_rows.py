@@ -19,17 +19,34 @@ import numpy as np
 
 from kernelmagic.core.records import Record
 
-#: The categories, in the order the timeline stacks them (torch's
-#: ``torch.profiler._memory_profiler.Category``, then "unknown" for what it cannot say).
-CATEGORIES = ("parameter", "optimizer_state", "input", "activation", "gradient",
-              "autograd_detail", "temporary", "unknown")
-UNKNOWN = CATEGORIES.index("unknown")
 
+@dataclass(frozen=True)
+class MemoryCategory(Record):
+    """What allocated bytes were: ``name`` (torch's ``Category`` in lower case, and the
+    field of ``MemoryPoint`` and ``MemoryPeakRow``), ``words`` (in a sentence: "optimizer
+    state 16.0 MiB"), ``colour`` (the timeline's, torch's memory timeline's)."""
+
+    name: str
+    words: str
+    colour: str
+
+
+#: The categories, declared once, in the order the timeline stacks them (torch's
+#: ``torch.profiler._memory_profiler.Category``, then "unknown" for what it cannot say).
+MEMORY_CATEGORIES = (
+    MemoryCategory("parameter", "parameters", "#2e7d32"),
+    MemoryCategory("optimizer_state", "optimizer state", "#daa520"),
+    MemoryCategory("input", "inputs", "#555555"),
+    MemoryCategory("activation", "activations", "#d62728"),
+    MemoryCategory("gradient", "gradients", "#1f4fbf"),
+    MemoryCategory("autograd_detail", "autograd detail", "#4169e1"),
+    MemoryCategory("temporary", "temporaries", "#9370db"),
+    MemoryCategory("unknown", "unknown", "#a0a0a0"),
+)
+CATEGORIES = tuple(c.name for c in MEMORY_CATEGORIES)
+UNKNOWN = CATEGORIES.index("unknown")
 #: How categories read in a sentence ("optimizer state 16.0 MiB").
-CATEGORY_WORDS = {"parameter": "parameters", "optimizer_state": "optimizer state",
-                  "input": "inputs", "activation": "activations", "gradient": "gradients",
-                  "autograd_detail": "autograd detail", "temporary": "temporaries",
-                  "unknown": "unknown"}
+CATEGORY_WORDS = {c.name: c.words for c in MEMORY_CATEGORIES}
 
 #: The time of a change that was there before the session started (ns; before any event).
 BEFORE = -(2**62)

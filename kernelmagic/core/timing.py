@@ -1,5 +1,6 @@
 """Per-iteration wall-time statistics, summarised the way ``%timeit`` does (how a time is
-written: ``kernelmagic/core/units.py``), and the one noise rule: a speed-up with its 95%
+written: ``kernelmagic/core/units.py``), with the one rule for a run too spread to trust
+(``TimingStats.noisy``), and the one noise rule for a change: a speed-up with its 95%
 interval (``SpeedUp``; paired rounds: ``paired_speedup``, two runs apart:
 ``unpaired_speedup``), beyond the noise only when the whole interval is past 1 ±
 ``MIN_EFFECT``."""
@@ -10,13 +11,20 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from kernelmagic.core.units import percent
+from kernelmagic.core.units import format_ratio, percent, ratio_range, speedup_text
 
-__all__ = ["CONFIDENCE", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED", "OUTLIER_RATIO", "SpeedUp",
-           "TimingStats", "median_interval", "paired_speedup", "unpaired_speedup"]
+__all__ = ["CONFIDENCE", "LOAD_DIFFERS", "MIN_EFFECT", "MIN_PAIRS", "MIN_UNPAIRED",
+           "NOISY_BEST", "NOISY_SPREAD", "OUTLIER_RATIO", "SpeedUp", "TimingStats",
+           "median_interval", "paired_speedup", "unpaired_speedup"]
 
 #: The slowest iteration is flagged when it took this many times the median of the rest.
 OUTLIER_RATIO = 2.0
+#: One run's iterations are too spread to trust (``TimingStats.noisy``) when the middle
+#: half spans more than this fraction of the median...
+NOISY_SPREAD = 0.15
+#: ... or the best run took under this fraction of the median (a quiet moment on a busy
+#: machine).
+NOISY_BEST = 0.6
 
 
 @dataclass(frozen=True)
@@ -72,13 +80,26 @@ class TimingStats:
         """IQR as a fraction of the median (0 when the median is 0)."""
         return self.iqr / self.median if self.median > 0 else 0.0
 
+    @property
+    def best_share(self) -> float:
+        """The best run as a fraction of the median (1 when the median is 0)."""
+        return self.best / self.median if self.median > 0 else 1.0
+
+    @property
+    def noisy(self) -> bool:
+        """The one rule for a single run's spread: the middle half spans more than
+        ``NOISY_SPREAD`` of the median, or the best run is under ``NOISY_BEST`` of it;
+        never with fewer than two iterations (no spread to judge)."""
+        return self.n >= 2 and (self.relative_spread > NOISY_SPREAD
+                                or self.best_share < NOISY_BEST)
+
     def warning(self, advice: str = "Consider more --warmup or --iters.") -> str | None:
         """A one-line warning when the slowest iteration is far slower than the rest,
         ending in ``advice`` (``kernelmagic/results/advice.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
         return (
-            f"The slowest iteration took {self.outlier_ratio:.1f}x the median of the "
+            f"The slowest iteration took {format_ratio(self.outlier_ratio, 1)} the median of the "
             "others: something may be cached after the first runs, or another process "
             f"competed for the machine. {advice}"
         )
@@ -98,6 +119,10 @@ MIN_PAIRS = 6
 #: The fewest samples in each of two runs for the unpaired interval (five: its 95% rank
 #: is then the third of 25 differences).
 MIN_UNPAIRED = 5
+#: Other processes' CPU (cores) differing by this much between two runs timed apart: the
+#: runs were not timed under the same load, and no interval of two runs can tell that from
+#: a change of the code, so ``--compare`` says so instead of judging.
+LOAD_DIFFERS = 0.5
 #: The unpaired interval's normal quantile at 95% (two-sided).
 _Z95 = 1.959963984540054
 
@@ -144,10 +169,7 @@ class SpeedUp:
 
     def change_text(self) -> str:
         """``1.32x faster``, ``1.10x slower``."""
-        s = self.speedup
-        if s >= 1:
-            return f"{s:.2f}x faster"
-        return f"{1 / s:.2f}x slower" if s > 0 else "slower"
+        return speedup_text(self.speedup)
 
     def interval_text(self) -> str:
         """``95% interval 1.25-1.40x`` (as slow-downs when the whole interval is below 1:
@@ -155,10 +177,10 @@ class SpeedUp:
         if not self.has_interval:
             return ""
         if self.high >= 1:
-            return f"95% interval {self.low:.2f}-{self.high:.2f}x"
+            return f"95% interval {ratio_range(self.low, self.high)}"
         low = 1 / self.high if self.high > 0 else float("inf")
         high = 1 / self.low if self.low > 0 else float("inf")
-        return f"95% interval {low:.2f}-{high:.2f}x slower"
+        return f"95% interval {ratio_range(low, high)} slower"
 
     def noise_text(self) -> str:
         """``beyond the noise``, ``within the noise``, ``no change of 3% or more``, or

@@ -3,7 +3,8 @@
 Durations (``format_us``, ``format_seconds``: ``%timeit``'s three significant digits),
 counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary units
 (``format_bytes``), shares as percentages by one rule (``percent``, and
-``percent_of`` for a part of a total), fixed-unit figures (``format_fixed``) and counted
+``percent_of`` for a part of a total), ratios (``format_ratio``: "1.84x", ``ratio_range``,
+``speedup_text``: "1.84x faster"), fixed-unit figures (``format_fixed``) and counted
 nouns (``counted``: "1 call", "2 calls"). Every renderer and finding formats through
 these, so a figure reads the same wherever it appears.
 """
@@ -112,11 +113,22 @@ def counted(n: float, noun: str, plural: str | None = None) -> str:
     return f"{number} {word}"
 
 
+def format_ratio(ratio: float, digits: int = 2, significant: bool = False) -> str:
+    """A ratio as a multiple: ``1.84x`` (``digits`` decimals), ``64x`` (none); with
+    ``significant``, ``digits`` significant digits (``0.53x``, ``12x``)."""
+    return f"{ratio:.{digits}{'g' if significant else 'f'}}x"
+
+
+def ratio_range(low: float, high: float) -> str:
+    """An interval of ratios, two decimals each: ``1.25-1.40x``."""
+    return f"{low:.2f}-{format_ratio(high)}"
+
+
 def speedup_text(speedup: float) -> str:
     """A ratio of times (before / after) as a change: ``1.90x faster``, ``3.98x slower``."""
     if speedup >= 1:
-        return f"{speedup:.2f}x faster"
-    return f"{1 / speedup:.2f}x slower" if speedup > 0 else "slower"
+        return f"{format_ratio(speedup)} faster"
+    return f"{format_ratio(1 / speedup)} slower" if speedup > 0 else "slower"
 
 
 def format_error(x: float) -> str:

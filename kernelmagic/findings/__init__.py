@@ -17,8 +17,8 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   (``startup_in_window``); the other rules do not blame that time on anything else
 - ``device``: which lower precision the device runs faster (``precision``, the advice
   the other rules word from it); float32 convolutions holding a GPU's time (``fp32_conv``)
-- ``gpu``: the GPU idle most of the iteration with what the CPU events point to
-  (``gpu_idle``, ``cpu_causes``), launch-bound, host-device syncs, float32 matmuls
+- ``gpu``: the GPU idle most of the iteration, by the ``gpu_idle`` view's causes
+  (``gpu_idle``, ``idle_causes``), launch-bound, host-device syncs, float32 matmuls
 - ``python``: on the CPU, most of the iteration outside any op (``python_between_ops``),
   named by line with the ``python`` view
 - ``communication``: communication not hidden by compute

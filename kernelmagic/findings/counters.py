@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from kernelmagic.core.units import percent, si
+from kernelmagic.core.units import format_ratio, percent, si
 from kernelmagic.findings.base import Finding, of_wall
 from kernelmagic.results.result import ProfileResult
 
@@ -78,7 +78,8 @@ def poor_reuse(result: ProfileResult) -> Finding | None:
     return Finding(
         "counters.poor_reuse",
         "Poor reuse: measured DRAM traffic far above what the tensors hold",
-        f"{op}'s kernels moved {si(measured, 'B')} of DRAM traffic per run, {ratio:.1f}x "
+        f"{op}'s kernels moved {si(measured, 'B')} of DRAM traffic per run, "
+        f"{format_ratio(ratio, 1)} "
         f"the {si(need, 'B')} its tensors hold (modelled by --roofline)",
         "the kernels read their inputs from DRAM more than once: a blocked or fused "
         "implementation, or a layout they read contiguously, keeps them in cache",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kernelmagic.core.machine import AMPERE, CPU, GPU, PRE_VOLTA, TURING, VOLTA, DeviceInfo
 from kernelmagic.core.op_names import CONV_OPS, is_fp32_conv
-from kernelmagic.core.units import format_us, percent, si
+from kernelmagic.core.units import format_us, percent, ratio_range, si
 from kernelmagic.findings.base import Finding, of_wall
 from kernelmagic.results.result import ProfileResult
 
@@ -99,8 +99,8 @@ def precision(result: ProfileResult) -> Precision:
         interval = info.speedup_interval.get(dtype)
         if interval and rates:  # measured, but the difference is within its noise
             return Precision(dtype, "", f"this CPU runs {dtype} at {rates}, within the "
-                             f"measurement's noise (95% interval {interval[0]:.2f}-"
-                             f"{interval[1]:.2f}x float32's rate): --try "
+                             f"measurement's noise (95% interval "
+                             f"{ratio_range(*interval)} float32's rate): --try "
                              f"{Precision(dtype, '', '').variant} measures it on this code")
         return Precision(dtype, "", UNKNOWN_CPU)
     device = "cpu" if info.family == CPU else "cuda"

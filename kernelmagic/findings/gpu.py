@@ -1,14 +1,16 @@
-"""The GPU waiting: idle with its CPU cause (``gpu_idle``), launch-bound, host-device
-syncs, and float32 matmuls that skip Tensor Cores.
+"""The GPU waiting: idle with its cause (``gpu_idle``), launch-bound, host-device syncs,
+and float32 matmuls that skip Tensor Cores.
 
 ``gpu_idle`` and ``launch_bound`` count only the idle time set-up does not explain
-(``findings/startup.py``); ``gpu_idle`` names what the CPU's events point to
-(``cpu_causes``): Python between ops, work inside ops, launches, syncs, data loading.
+(``findings/startup.py``); ``gpu_idle`` names why the GPU waits by the ``gpu_idle``
+view's causes (``views/gpu_idle.py``: the one taxonomy, read from ``result.gpu_idle``),
+a launch gap told apart by its detail: no op running (Python between ops) or CPU work
+inside an op.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
 
 from kernelmagic.core.machine import AMPERE, GPU, PRE_VOLTA
 from kernelmagic.core.op_names import (
@@ -16,60 +18,54 @@ from kernelmagic.core.op_names import (
     LAUNCH_CALLS,
     MATMUL_OPS,
     SYNC_OPS,
-    WAIT_CALLS,
     is_fp32_gemm,
     is_runtime_call,
 )
-from kernelmagic.core.rows import DATA_LOADING
+from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
 from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import (
     NAMED,
     Finding,
     of_wall,
     profiler_note,
-    runs_on_cpu,
     wall_us,
 )
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
 from kernelmagic.results.advice import record
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.gpu_idle import BETWEEN_OPS, EDGE, HTOD_COPY, LAUNCH_GAP, SYNC
 
 GPU_IDLE_SHARE = 0.5          # GPU idle (beyond set-up) above this fraction of the iteration
-CAUSE_SHARE = 0.01            # CPU causes of GPU idle below this fraction are not named
+CAUSE_SHARE = 0.01            # idle causes below this fraction of the iteration are not named
 LAUNCH_BOUND_BUSY = 0.5       # GPU busy below this fraction of wall time
 LAUNCH_BOUND_CPU_RATIO = 2.0  # self CPU time at least this many times self device time
 SHORT_KERNEL_US = 10.0        # median kernel time below this is "short"
 MATMUL_SHARE = 0.3            # matmul ops' share of device time worth a precision hint
 
-
-@dataclass(frozen=True)
-class Cause:
-    """One thing the CPU spends an iteration on while the GPU idles (µs per iteration)."""
-
-    kind: str  # "between", "inside", "launch", "sync", "data"
-    us: float
-    detail: str
-
-
-_CAUSE_TITLE = {
-    "between": "Python between ops", "inside": "CPU work inside ops",
-    "launch": "kernel launch overhead", "sync": "host-device synchronisation",
-    "data": "data loading",
+#: How each cause of the ``gpu_idle`` view reads in the finding, a launch gap by whether
+#: an op ran (``LAUNCH_GAP``: CPU work inside ops) or none did (``BETWEEN_OPS``).
+CAUSE_TITLE = {
+    BETWEEN_OPS: "Python between ops", LAUNCH_GAP: "CPU work inside ops",
+    SYNC: "host-device synchronisation", DATA_LOADING: "data loading",
+    HTOD_COPY: "host-to-device copies", EDGE: "the iteration's start or end",
 }
+#: What to try, per cause (``{python}``: where the user finds their Python lines).
 CAUSE_FIX = {
-    "between": "find the Python between ops ({python}) and take "
-               "it out of the step (logging, .tolist()/printing, data preparation), or "
-               "compile the step (torch.compile)",
-    "inside": "cut the CPU cost per op: fewer, larger ops (torch.compile fuses them), CUDA "
-              "graphs (torch.compile(mode=\"reduce-overhead\")) to replay the step without the "
-              "CPU, larger batches",
-    "launch": "launch fewer kernels: CUDA graphs (torch.compile(mode=\"reduce-overhead\")), "
-              "fused kernels (torch.compile), larger batches",
-    "sync": "keep values on the GPU: no .item(), .cpu(), .tolist(), printing or data-dependent "
-            "shapes (nonzero, boolean masks) in the step; read once at the end",
-    "data": "feed the GPU faster: DataLoader(num_workers=..., pin_memory=True, "
-            "persistent_workers=True) and .to(device, non_blocking=True)",
+    BETWEEN_OPS: "find the Python between ops ({python}) and take "
+                 "it out of the step (logging, .tolist()/printing, data preparation), or "
+                 "compile the step (torch.compile)",
+    LAUNCH_GAP: "cut the CPU cost per op: fewer, larger ops (torch.compile fuses them), CUDA "
+                "graphs (torch.compile(mode=\"reduce-overhead\")) to replay the step without "
+                "the CPU, larger batches",
+    SYNC: "keep values on the GPU: no .item(), .cpu(), .tolist(), printing or data-dependent "
+          "shapes (nonzero, boolean masks) in the step; read once at the end",
+    DATA_LOADING: "feed the GPU faster: DataLoader(num_workers=..., pin_memory=True, "
+                  "persistent_workers=True) and .to(device, non_blocking=True)",
+    HTOD_COPY: "copy ahead of use: pinned host memory (pin_memory=True) and .to(device, "
+               "non_blocking=True), or keep the tensors on the GPU",
+    EDGE: "find what the CPU runs before the step's first GPU work and after its last "
+          "({python}; the timeline) and take it out of the step or overlap it with GPU work",
 }
 
 
@@ -87,82 +83,63 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
     return mean
 
 
-def between_detail(result: ProfileResult) -> str:
-    """What the time outside any op was: the lines of the ``python`` view that took most
-    of it (``--python``, or a trace's ``python_function`` frames; not those waiting for a
-    DataLoader, the ``data`` cause's), else the generic words."""
-    lines = [r for r in result.python_lines if r.self_us > 0 and not r.cause][:NAMED]
-    if not lines:
-        return "(Python between ops, waits)"
-    return "(most at " + ", ".join(f"{r.location} `{r.code or r.function}` "
-                                   f"{format_us(r.self_us)}" for r in lines) + ")"
+def idle_reason(row: GpuIdleRow) -> str:
+    """The key of ``CAUSE_TITLE`` a ``gpu_idle`` row counts under: its cause, a launch gap
+    with no op running as ``BETWEEN_OPS``."""
+    return BETWEEN_OPS if row.cause == LAUNCH_GAP and row.detail == BETWEEN_OPS else row.cause
 
 
-def _idle_cause(result: ProfileResult) -> str:
-    """The ``gpu idle`` view's biggest cause inside the iteration (edges left out), with
-    the Python line behind it when one is known, as a clause of the evidence; "" when the
-    result has no such view."""
-    inside = [r for r in result.gpu_idle if r.cause != "iteration edge"]
-    if not inside:
-        return ""
-    top = inside[0]
-    line = f" at {top.location}" + (f" `{top.code}`" if top.code else "") if top.location else ""
-    return (f"; the GPU's biggest idle cause: {top.cause} ({top.detail}{line}) "
-            f"{format_us(top.idle_us)}")
+def idle_causes(result: ProfileResult) -> list[tuple[str, float, list[GpuIdleRow]]]:
+    """The ``gpu_idle`` view's rows by ``idle_reason``: (reason, µs per iteration, rows),
+    most time first, the iteration's start or end last (the first launch on its way, the
+    last work draining: the causes inside the iteration say more); those under
+    ``CAUSE_SHARE`` of the iteration left out."""
+    wall = wall_us(result)
+    groups: dict[str, list[GpuIdleRow]] = defaultdict(list)
+    for row in result.gpu_idle:
+        groups[idle_reason(row)].append(row)
+    found = [(reason, sum(r.idle_us for r in rows), rows) for reason, rows in groups.items()]
+    return sorted((c for c in found if wall > 0 and c[1] / wall >= CAUSE_SHARE),
+                  key=lambda c: (c[0] == EDGE, -c[1]))
 
 
-def cpu_causes(result: ProfileResult) -> list[Cause]:
-    """What the CPU's events point to, most time first, µs per iteration.
+def _named(rows: list[GpuIdleRow]) -> str:
+    """A cause's biggest parts: the op (or call) and the user's line behind it, e.g.
+    `` (aten::item at train.py:20 `loss.item()` 200 µs, ...)``; "" when none is named."""
+    parts: dict[str, float] = defaultdict(float)
+    for r in rows:
+        op = "" if r.detail in (BETWEEN_OPS, DATA_LOADER) else r.detail
+        where = (f"at {r.location}" + (f" `{r.code}`" if r.code else "")) if r.location else ""
+        label = " ".join(p for p in (op, where) if p)
+        if label:
+            parts[label] += r.idle_us
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:NAMED]
+    return (" (" + ", ".join(f"{k} {format_us(us)}" for k, us in top) + ")") if top else ""
 
-    ``between``: the iteration minus the self CPU time of every row (no op ran: Python
-    between ops, waits); ``launch``: self CPU time of ``LAUNCH_CALLS``; ``sync``: of
-    ``SYNC_OPS`` and ``WAIT_CALLS``; ``data``: ranges and ops named ``DATA_LOADER``...,
-    else the ``python`` view's ``data loading`` rows (taken out of ``between``, then
-    ``inside``); ``inside``: the rest of the ops' self
-    CPU time. Set-up calls (``setup``) are none of these.
-    """
-    n, wall = result.iters, wall_us(result)
-    rows = [r for r in result.op_totals if r.count and runs_on_cpu(r)]
+
+def _cause_rows(result: ProfileResult, reason: str,
+                rows: list[GpuIdleRow]) -> tuple[str, ...]:
+    """The op rows whose CPU time the fix of a cause takes out, for the model to price
+    it: for CPU work inside ops, every op's (the fix makes each op cheaper on the CPU;
+    not the syncs, the DataLoader's or set-up calls, other causes' and findings'); for a
+    sync, the sync ops it names; the DataLoader's; none for the time between ops, the
+    iteration's start or end and copies (no op row owns them)."""
+    if reason == DATA_LOADING:
+        return tuple(r.key for r in result.op_totals if r.key.startswith(DATA_LOADER))
+    if reason == SYNC:
+        named = {r.detail for r in rows}
+        return tuple(r.key for r in result.op_totals if r.key in named)
+    if reason != LAUNCH_GAP:
+        return ()
     skip = {id(r) for r in setup(result).calls}
-    cpu = sum(r.self_cpu_time_total for r in rows if id(r) not in skip) / n
-    launches = [r for r in rows if r.key in LAUNCH_CALLS and id(r) not in skip]
-    syncs = [r for r in rows if r.key in SYNC_OPS or r.key in WAIT_CALLS]
-    launch = sum(r.self_cpu_time_total for r in launches) / n
-    sync = sum(r.self_cpu_time_total for r in syncs) / n
-    loaders = {g.key: g.cpu_time_total for g in result.ranges if g.key.startswith(DATA_LOADER)}
-    loaders.update({r.key: r.cpu_time_total for r in rows if r.key.startswith(DATA_LOADER)})
-    data = sum(loaders.values()) / n
-    if not loaders:  # no DataLoader range: the Python lines that waited for one, if any
-        data = sum(r.self_us for r in result.python_lines if r.cause == DATA_LOADING)
-    between = max(0.0, wall - cpu)
-    inside = max(0.0, cpu - launch - sync)
-    inside -= max(0.0, data - between)
-    between = max(0.0, between - data)
-    busy = sorted((r for r in rows if r.key not in LAUNCH_CALLS and r.key not in SYNC_OPS
-                   and r.key not in WAIT_CALLS and id(r) not in skip
-                   and not r.key.startswith(DATA_LOADER)),
-                  key=lambda r: -r.self_cpu_time_total)[:NAMED]
-    tops = ", ".join(f"{r.key} {format_us(r.self_cpu_time_total / n)}" for r in busy)
-    calls = sum(r.count for r in rows if not is_runtime_call(r.key)) / n
-    kernels = sum(k.count for k in result.kernels) / n
-    median = _median_kernel_us(result)
-    waits = ", ".join(f"{r.key} ×{r.count / n:g}" for r in
-                      sorted(syncs, key=lambda r: -r.count)[:NAMED])
-    causes = [
-        Cause("between", between, "outside any op " + between_detail(result)),
-        Cause("inside", max(0.0, inside),
-              f"inside ops ({counted(calls, 'op call')}; most: {tops})"),
-        Cause("launch", launch, f"launching {counted(kernels, 'kernel')}"
-              + (f" (median {format_us(median)})" if median is not None else "")),
-        Cause("sync", sync, f"in host-device syncs ({waits})"),
-        Cause("data", data, "in the DataLoader"),
-    ]
-    return sorted((c for c in causes if wall > 0 and c.us / wall >= CAUSE_SHARE),
-                  key=lambda c: -c.us)
+    return tuple(r.key for r in result.op_totals
+                 if r.count and id(r) not in skip and not is_runtime_call(r.key)
+                 and r.key not in SYNC_OPS and not r.key.startswith(DATA_LOADER))
 
 
 def gpu_idle(result: ProfileResult) -> Finding | None:
-    """The GPU idle more than ``GPU_IDLE_SHARE`` of the iteration, beyond set-up."""
+    """The GPU idle more than ``GPU_IDLE_SHARE`` of the iteration, beyond set-up, with
+    the ``gpu_idle`` view's causes."""
     parts = result.breakdown
     wall = wall_us(result)
     if parts is None or parts.device == "cpu" or wall <= 0:
@@ -171,19 +148,23 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
     share = idle / wall
     if share <= GPU_IDLE_SHARE:
         return None
-    causes = cpu_causes(result)
-    lead = causes[0].kind if causes else "between"
-    listed = "; ".join(f"{format_us(c.us)} {c.detail}" for c in causes)
+    causes = idle_causes(result)
+    listed = "; ".join(f"{CAUSE_TITLE.get(reason, reason)} {format_us(us)}{_named(rows)}"
+                       for reason, us, rows in causes)
     setup_note = (f" ({format_us(parts.idle - idle)} of it set-up)"
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
-    return Finding(
-        "gpu_idle", f"The GPU is idle {percent(parts.share('idle'))} of the iteration "
-                    f"(CPU-bound: {_CAUSE_TITLE[lead]})",
-        f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} iteration"
-        f"{setup_note}; per iteration the CPU spends " + (listed or "no time in ops")
-        + _idle_cause(result),
-        CAUSE_FIX[lead].format(python=where_lines_are(result)), share,
-        rows=cause_rows(result, lead), side="cpu")
+    head = (f"The GPU is idle {percent(parts.share('idle'))} of the iteration (CPU-bound"
+            + (f": {CAUSE_TITLE.get(causes[0][0], causes[0][0])})" if causes else ")"))
+    evidence = (f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} "
+                f"iteration{setup_note}" + (f"; by cause: {listed}" if listed else ""))
+    if not causes:  # a profile saved before the gpu idle view
+        return Finding("gpu_idle", head, evidence, "profile it again: the gpu idle view "
+                       "says why the GPU waits", share, side="cpu")
+    lead, _, rows = causes[0]
+    return Finding("gpu_idle", head, evidence,
+                   CAUSE_FIX.get(lead, CAUSE_FIX[BETWEEN_OPS]).format(
+                       python=where_lines_are(result)), share,
+                   rows=_cause_rows(result, lead, rows), side="cpu")
 
 
 def where_lines_are(result: ProfileResult) -> str:
@@ -194,22 +175,11 @@ def where_lines_are(result: ProfileResult) -> str:
     return f"{record(result, '--python')} names your lines; or py-spy"
 
 
-def cause_rows(result: ProfileResult, kind: str) -> tuple[str, ...]:
-    """The rows whose CPU time a ``Cause`` of ``kind`` counts (none for "between": no row
-    owns the time between ops)."""
+def _launch_rows(result: ProfileResult) -> tuple[str, ...]:
+    """The kernel-launch calls' rows, set-up calls left out (``startup_in_window``'s)."""
     skip = {id(r) for r in setup(result).calls}
-    rows = [r for r in result.op_totals if r.count and id(r) not in skip]
-    if kind == "launch":
-        return tuple(r.key for r in rows if r.key in LAUNCH_CALLS)
-    if kind == "sync":
-        return tuple(r.key for r in rows if r.key in SYNC_OPS or r.key in WAIT_CALLS)
-    if kind == "data":
-        return tuple(r.key for r in rows if r.key.startswith(DATA_LOADER))
-    if kind == "inside":
-        return tuple(r.key for r in rows if r.key not in LAUNCH_CALLS and r.key not in SYNC_OPS
-                     and r.key not in WAIT_CALLS and not r.key.startswith(DATA_LOADER)
-                     and not is_runtime_call(r.key))
-    return ()
+    return tuple(r.key for r in result.op_totals
+                 if r.count and id(r) not in skip and r.key in LAUNCH_CALLS)
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -240,7 +210,7 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=cause_rows(result, "launch"), side="cpu", change="launching fewer kernels",
+        rows=_launch_rows(result), side="cpu", change="launching fewer kernels",
         variants=("cudagraphs", "compile"))
 
 

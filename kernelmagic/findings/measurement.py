@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 
-from kernelmagic.core.units import counted, format_seconds, percent
+from kernelmagic.core.timing import NOISY_BEST
+from kernelmagic.core.units import counted, format_ratio, format_seconds, percent
 from kernelmagic.findings.base import Finding
 from kernelmagic.results.advice import more_iterations
 from kernelmagic.results.result import ProfileResult
 
 SLOW_WARMUP_RATIO = 5.0       # first warm-up run vs steady median
-NOISY_SPREAD = 0.15           # IQR / median above this is noisy
-NOISY_BEST = 0.6              # or the best run below this fraction of the median
+# What is noisy is core/timing.py's rule (TimingStats.noisy), as for --compare and --try.
 # The busy-machine thresholds live with the load they judge (core/machine.py: CpuLoad.busy).
 
 
@@ -27,21 +27,20 @@ def slow_warmup(result: ProfileResult) -> Finding | None:
     return Finding(
         "slow_warmup", "The first run was far slower than steady state",
         f"first warm-up run {format_seconds(first)} vs {format_seconds(steady)} per profiled "
-        f"iteration ({first / steady:.0f}x): compilation, autotuning or allocator growth",
+        f"iteration ({format_ratio(first / steady, 0)}): compilation, autotuning or "
+        "allocator growth",
         "that cost is outside the measurement; if it matters in production, warm up at "
         "start-up or cache compiled code (torch.compile's cache, fixed shapes)")
 
 
 def noisy(result: ProfileResult) -> Finding | None:
-    """The middle half of the iterations spans more than ``NOISY_SPREAD`` of the median,
-    or the best run is below ``NOISY_BEST`` of it (a quiet moment on a busy machine)."""
-    if len(result.timings) < 2:
+    """The iterations too spread to trust (``core/timing.py: TimingStats.noisy``): the
+    middle half spans more than ``NOISY_SPREAD`` of the median, or the best run is below
+    ``NOISY_BEST`` of it (a quiet moment on a busy machine)."""
+    if len(result.timings) < 2 or not result.stats.noisy:
         return None
     stats = result.stats
-    spread = stats.relative_spread
-    best = stats.best / stats.median if stats.median > 0 else 1.0
-    if spread <= NOISY_SPREAD and best >= NOISY_BEST:
-        return None
+    spread, best = stats.relative_spread, stats.best_share
     more = max(50, 5 * result.iters)
     evidence = (f"the middle half of the {stats.n} iterations spans {percent(spread)} "
                 f"of the median (IQR {format_seconds(stats.iqr)})")

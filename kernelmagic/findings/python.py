@@ -3,19 +3,31 @@
 
 The time no op covers is the CPU breakdown's ``idle`` (Python between ops, waits). With the
 ``python`` view (``--python``, or a trace's ``python_function`` frames) the evidence names
-the lines that held it, as the GPU-idle finding does on a GPU (``findings/gpu.py``), whose
-wording and advice it shares. Nothing but the CPU runs the iteration, so taking that time
+the lines that held it; its advice is the GPU-idle finding's for the time between ops
+(``findings/gpu.py``). Nothing but the CPU runs the iteration, so taking that time
 out saves at most all of it.
 """
 
 from __future__ import annotations
 
 from kernelmagic.core.units import format_us, percent
-from kernelmagic.findings.base import Finding, wall_us
-from kernelmagic.findings.gpu import CAUSE_FIX, between_detail, where_lines_are
+from kernelmagic.findings.base import NAMED, Finding, wall_us
+from kernelmagic.findings.gpu import CAUSE_FIX, where_lines_are
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.gpu_idle import BETWEEN_OPS
 
 PYTHON_SHARE = 0.5  # time outside any op above this fraction of a CPU iteration
+
+
+def between_detail(result: ProfileResult) -> str:
+    """What the time outside any op was: the lines of the ``python`` view that took most
+    of it (``--python``, or a trace's ``python_function`` frames; not those waiting for a
+    DataLoader), else the generic words."""
+    lines = [r for r in result.python_lines if r.self_us > 0 and not r.cause][:NAMED]
+    if not lines:
+        return "(Python between ops, waits)"
+    return "(most at " + ", ".join(f"{r.location} `{r.code or r.function}` "
+                                   f"{format_us(r.self_us)}" for r in lines) + ")"
 
 
 def python_between_ops(result: ProfileResult) -> Finding | None:
@@ -32,5 +44,5 @@ def python_between_ops(result: ProfileResult) -> Finding | None:
         f"Python between ops takes {percent(share)} of the iteration",
         f"no op runs for {format_us(parts.idle)} of each {format_us(wall)} iteration "
         + between_detail(result),
-        CAUSE_FIX["between"].format(python=where_lines_are(result)), share,
+        CAUSE_FIX[BETWEEN_OPS].format(python=where_lines_are(result)), share,
         side="cpu", saves_us=parts.idle, iteration_us=wall)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kernelmagic.core.roofline_bounds import OVERHEAD_FRACTION, UNEXPLAINED_REACH, work_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import counted, format_fixed, percent, si
+from kernelmagic.core.units import counted, format_fixed, format_ratio, percent, si
 from kernelmagic.findings.base import NAMED, Finding, of_wall
 from kernelmagic.findings.device import fewer_bytes, precision
 from kernelmagic.results.result import ProfileResult
@@ -111,7 +111,7 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
         return None
     device = "cuda" if result.profiles_device else "cpu"
     hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
-            f"(the {fast} roof is {gain:.1f}x the float32 one on this device)"
+            f"(the {fast} roof is {format_ratio(gain, 1)} the float32 one on this device)"
             if gain >= LOW_PRECISION_GAIN else _shapes_and_precision(result))
     title = ("Compute-bound, far from the roof" if reached < COMPUTE_FAR else
              "Compute-bound in float32, below a faster low-precision roof")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelmagic.core.step_rows import StepGroupRow
-from kernelmagic.core.units import counted, format_us, percent
+from kernelmagic.core.units import counted, format_ratio, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, of_wall, profiler_note, wall_us
 from kernelmagic.results.result import ProfileResult
 
@@ -129,7 +129,8 @@ def slow_first_step(result: ProfileResult) -> Finding | None:
         return Finding(
             "slow_first_step", f"The first {g.group} step is far slower than the rest",
             f"{format_us(g.first_us)} against {format_us(g.median_us)} for the median of its "
-            f"{counted(g.count, 'step')} per iteration ({g.first_us / g.median_us:.1f}x): "
+            f"{counted(g.count, 'step')} per iteration "
+            f"({format_ratio(g.first_us / g.median_us, 1)}): "
             "compilation, allocation or a cache filled on the first call",
             "warm the step up once outside the loop, or make its first call's inputs the "
             "shapes of the rest (no recompiling, no growing allocations)",

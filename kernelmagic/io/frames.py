@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from kernelmagic.core.collective_rows import Collective
+from kernelmagic.core.memory_rows import CATEGORIES
 from kernelmagic.core.units import counted
 from kernelmagic.results.result import ProfileResult
 
@@ -40,9 +41,8 @@ UNITS: dict[str, str] = {
     **dict.fromkeys(("cpu_time", "device_time"), "µs per call"),
     **dict.fromkeys(("self_cpu_memory_usage", "cpu_memory_usage", "self_device_memory_usage",
                      "device_memory_usage"), "bytes, summed over {over}"),
-    **dict.fromkeys(("nbytes", "total", "rise", "least", "most", "parameter",
-                     "optimizer_state", "input", "activation", "gradient", "autograd_detail",
-                     "temporary", "unknown", "dram_read_bytes", "dram_write_bytes"), "bytes"),
+    **dict.fromkeys(("nbytes", "total", "rise", "least", "most", *CATEGORIES,
+                     "dram_read_bytes", "dram_write_bytes"), "bytes"),
     "per_iter": "bytes per iteration (mean)",
     **dict.fromkeys(("start", "end", "t_us", "created_us"), "µs from the iteration's start"),
     **dict.fromkeys(("iteration_us", "gpu_busy_us"), "µs"),

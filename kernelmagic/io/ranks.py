@@ -25,9 +25,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernelmagic.results.rank_store import RankReports
 from kernelmagic.results.rank_summary import RankSummary, summarize_with_events
-from kernelmagic.results.ranks import ManyRanksResult
+from kernelmagic.results.ranks import ManyRanksResult, RankReports
 from kernelmagic.results.result import ProfileResult
 
 _RANK_IN_NAME = re.compile(r"rank[-_ .]?(\d+)", re.IGNORECASE)

@@ -32,17 +32,12 @@ from kernelmagic.core.memory_rows import (
 )
 from kernelmagic.live.memory_owners import Owners, device_index
 
-#: torch's category names -> kernelmagic's (``None``: torch could not say).
-_NAMES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state", "INPUT": "input",
-          "ACTIVATION": "activation", "GRADIENT": "gradient",
-          "AUTOGRAD_DETAIL": "autograd_detail", "TEMPORARY": "temporary"}
-
 
 def _code(category: Any) -> int:
-    """The index into ``CATEGORIES`` of torch's ``Category`` (``None``: "unknown")."""
-    if category is None:
-        return UNKNOWN
-    return CATEGORIES.index(_NAMES.get(category.name, "unknown"))
+    """The index into ``CATEGORIES`` of torch's ``Category`` (its name in lower case;
+    ``None``, or one kernelmagic does not know: "unknown")."""
+    name = category.name.lower() if category is not None else ""
+    return CATEGORIES.index(name) if name in CATEGORIES else UNKNOWN
 
 
 def torch_timeline(prof: Any) -> Any:

@@ -5,9 +5,7 @@ of its own (``render/timeline.py``)."""
 from __future__ import annotations
 
 import io
-import struct
 import threading
-import zlib
 from typing import Any
 
 from kernelmagic.core.rows import OpRow
@@ -77,15 +75,6 @@ def chart_svg(result: ProfileResult, by: str | None = None, k: int | None = None
     browser draws them, sharp at any zoom, and the chart costs a third of a PNG's time,
     whose glyphs matplotlib renders one by one. The report shows this chart.
     """
-    return _chart(result, by, k, svg=True)
-
-
-def chart_png(result: ProfileResult, by: str | None = None, k: int | None = None) -> bytes:
-    """The same chart as ``chart_svg``, as a PNG at 100 dpi (its pixels can be checked)."""
-    return _chart(result, by, k, svg=False)
-
-
-def _chart(result: ProfileResult, by: str | None, k: int | None, svg: bool) -> bytes:
     key = by or result.sort
     rows = result.top(k or result.topk, by=key)
     title, labels = _texts(result, key, rows)
@@ -93,7 +82,7 @@ def _chart(result: ProfileResult, by: str | None, k: int | None, svg: bool) -> b
     per = 1 if key == "avg" else result.iters
     values = [result.value(r, key) / per for r in rows]
     with _LOCK:
-        return _bars_layout(len(rows)).draw(values, labels, title, svg=svg)
+        return _bars_layout(len(rows)).draw(values, labels, title)
 
 
 #: The bar colour: matplotlib's muted blue, readable on white and on dark grey alike.
@@ -188,10 +177,9 @@ class _BarsLayout:
 
     Building a Figure and its Axes costs more than drawing them; a report's chart only
     changes the bars' lengths and the texts, so the artists are made once per bar count
-    and updated in place, then written as SVG (``_figure_svg``, what the report shows) or
-    rendered straight from the Agg canvas to a PNG (``_canvas_png``). Neither
-    axis is drawn (no ticks, tick labels or grid): each bar's label is a plain text
-    left of the axes, and the only line is the left spine the bars start from.
+    and updated in place, then written as SVG (``_figure_svg``). Neither axis is drawn
+    (no ticks, tick labels or grid): each bar's label is a plain text left of the axes,
+    and the only line is the left spine the bars start from.
     """
 
     def __init__(self, n: int) -> None:
@@ -235,9 +223,8 @@ class _BarsLayout:
                                  bottom=0.1 / self.height)
         _for_any_theme(self.fig)
 
-    def draw(self, values: list[float], labels: list[tuple[str, str]], title: str,
-             svg: bool = True) -> bytes:
-        """Draw bars of ``values`` labelled ``name · figures`` (``labels``): SVG or PNG."""
+    def draw(self, values: list[float], labels: list[tuple[str, str]], title: str) -> bytes:
+        """Draw bars of ``values`` labelled ``name · figures`` (``labels``) as SVG."""
         half = BAR_HEIGHT / 2
         self.bars.set_verts([[(0, y - half), (v, y - half), (v, y + half), (0, y + half)]
                              for y, v in zip(self.ys, values, strict=True)])
@@ -256,7 +243,7 @@ class _BarsLayout:
         self.fig.subplots_adjust(left=(EDGE_PX + longest + GAP_PX) / px)
         self.title.set_text(_widths(self.title.get_fontproperties()).fit(
             title, "", px - 2 * EDGE_PX)[0])
-        return _figure_svg(self.fig, self.canvas) if svg else _canvas_png(self.canvas)
+        return _figure_svg(self.fig, self.canvas)
 
 
 _LAYOUTS: dict[int, _BarsLayout] = {}
@@ -288,47 +275,8 @@ def _figure_svg(fig: Any, canvas: Any) -> bytes:
     return buf.getvalue()
 
 
-def _canvas_png(canvas: Any) -> bytes:
-    """Render the Agg canvas and encode its RGBA buffer as PNG (``rgba_png``): savefig
-    would draw a second time and compress harder, a third of the time more."""
-    import matplotlib
-    import numpy as np
-
-    # FreeType's hinting is a fifth of the drawing time; at 100 dpi the unhinted
-    # DejaVu Sans reads the same.
-    hinting = matplotlib.rcParams["text.hinting"]
-    matplotlib.rcParams["text.hinting"] = "no_hinting"
-    try:
-        canvas.draw()
-    finally:
-        matplotlib.rcParams["text.hinting"] = hinting
-    return rgba_png(np.asarray(canvas.buffer_rgba()))
-
-
-def rgba_png(rgba: Any) -> bytes:
-    """An (h, w, 4) uint8 array as a PNG: no row filter, zlib level 1.
-
-    On a chart (mostly transparent, flat colours) that is about 2 ms where Pillow's
-    adaptive filters at level 1 take 6 ms, for a file about a tenth larger.
-    """
-    import numpy as np
-
-    height, width, _ = rgba.shape
-    raw = np.empty((height, width * 4 + 1), dtype=np.uint8)
-    raw[:, 0] = 0  # each row's filter byte: "none"
-    raw[:, 1:] = rgba.reshape(height, width * 4)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))  # no copy
-
-
 #: Text and axes colour: a mid grey that keeps >= 4.3:1 contrast on white and on
-#: JupyterLab Dark's #111 alike (the PNG is transparent and shows the page behind it).
+#: JupyterLab Dark's #111 alike (the picture is transparent and shows the page behind it).
 INK = "#7a7a7a"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelmagic.core.units import format_seconds, format_us
+from kernelmagic.core.units import format_ratio, format_seconds, format_us
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
 
@@ -16,7 +16,7 @@ def _signed(us: float) -> str:
 
 def _speedup(d: OpDelta) -> str:
     if d.speedup is not None:
-        return f"{d.speedup:.2f}x"
+        return format_ratio(d.speedup)
     return "—" if d.status == "both" else d.status
 
 

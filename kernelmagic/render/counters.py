@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.counter_metrics import PRECISIONS, CounterRow
-from kernelmagic.core.units import counted, format_count, format_us, percent, si
+from kernelmagic.core.units import counted, format_count, format_ratio, format_us, percent, si
 from kernelmagic.findings.counters import modelled_bytes
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
@@ -90,7 +90,7 @@ def measured_roofline_table(result: ProfileResult) -> Table:
                lambda r: _counted(r.launched_by in model, si(model.get(r.launched_by, 0.0),
                                                              "B")), width=140),
         Column("ratio", "measured / model", ratio,
-               lambda r: f"{ratio(r):.2g}x" if ratio(r) else NONE, width=130),
+               lambda r: format_ratio(ratio(r), significant=True) if ratio(r) else NONE, width=130),
     ]
     return Table(cols, list(result.counters), "dram_bytes", noun="kernels")
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import base64
 import re
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.render.text import summary_line
 from kernelmagic.results.result import ProfileResult
+
+if TYPE_CHECKING:
+    from kernelmagic.results.ranks import ManyRanksResult
 
 # Colours follow the front end's theme: JupyterLab's variables, then VS Code's and
 # Colab's, then whatever the output area inherits. Greys are translucent, so they read
@@ -149,8 +152,9 @@ def summary_html(result: ProfileResult) -> str:
             f"</b></div>{warn}{notes}")
 
 
-def findings_html(result: ProfileResult) -> str:
-    """The findings as a list: title, evidence, suggestion ("" when there are none)."""
+def findings_html(result: ProfileResult | ManyRanksResult) -> str:
+    """The findings as a list: title, evidence, saving, suggestion ("" when there are
+    none); one rank's report and the many ranks' alike."""
     items = "".join(
         f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
         f"{escape(f.evidence)}{escape(f.after_evidence)}."

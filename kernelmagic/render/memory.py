@@ -9,6 +9,7 @@ from math import inf
 from kernelmagic.core.memory_rows import (
     CATEGORIES,
     CATEGORY_WORDS,
+    MEMORY_CATEGORIES,
     LiveBlockRow,
     MemoryPeakRow,
     MemoryPoint,
@@ -16,10 +17,6 @@ from kernelmagic.core.memory_rows import (
 from kernelmagic.core.units import format_bytes, format_us, percent
 from kernelmagic.render.table import Column, Table
 from kernelmagic.results.result import ProfileResult
-
-#: One colour per category, in ``CATEGORIES`` order (torch's memory timeline's colours).
-COLOURS = ("#2e7d32", "#daa520", "#555555", "#d62728", "#1f4fbf", "#4169e1", "#9370db",
-           "#a0a0a0")
 
 
 def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
@@ -157,7 +154,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
         out.append(f'<text x="{left}" y="{y0 + 12}">{escape(device)} · iteration '
                    f'{iteration} · allocated memory by category</text>')
         below = [0.0] * len(pts)
-        for c, colour in zip(CATEGORIES, COLOURS, strict=True):
+        for c, colour in ((c.name, c.colour) for c in MEMORY_CATEGORIES):
             above = [b + getattr(p, c) for b, p in zip(below, pts, strict=True)]
             if above == below:
                 continue
@@ -189,7 +186,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
                        f"{escape(label)}</text>")
         y0 += band + top + 24
     x0 = 8
-    for c, colour in zip(CATEGORIES, COLOURS, strict=True):
+    for c, colour in ((c.name, c.colour) for c in MEMORY_CATEGORIES):
         out.append(f'<rect x="{x0}" y="{y0 + 4}" width="10" height="10" fill="{colour}"/>'
                    f'<text x="{x0 + 13}" y="{y0 + 13}">{escape(CATEGORY_WORDS[c])}</text>')
         x0 += 24 + 6 * len(CATEGORY_WORDS[c])

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.render.chart import figure_png
-from kernelmagic.render.html import image_tag, static_table_html
+from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
-from kernelmagic.render.text import render_table
+from kernelmagic.render.text import findings_text, render_table
 from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def skewed_collectives(result: ManyRanksResult) -> list[Collective]:
 
 def collectives_table_model(result: ManyRanksResult) -> Table:
     """The collectives with the largest skew: step, name and index, ranks, the first and
-    last to arrive, skew and transfer time (``kernelmagic/results/collectives.py``)."""
+    last to arrive, skew and transfer time (``kernelmagic/results/ranks.py: match_collectives``)."""
     columns = [
         Column("step", "step", lambda c: -c.step, lambda c: str(c.step), width=60),
         Column("collective", "collective", lambda c: c.key,
@@ -186,13 +186,6 @@ def collectives_text(result: ManyRanksResult) -> str:
     if not skewed_collectives(result):
         return ""
     return collectives_heading(result) + "\n" + render_table(collectives_table_model(result))
-
-
-def findings_text(result: ManyRanksResult) -> str:
-    found = result.findings()
-    if not found:
-        return ""
-    return "\n".join(["Findings:", *(f"- {f}" for f in found)])
 
 
 def text_report(result: ManyRanksResult, findings: bool = True) -> str:
@@ -318,16 +311,6 @@ def collectives_html(result: ManyRanksResult) -> str:
         return ""
     return (f'<div class="km-collectives"><b>{escape(collectives_heading(result))}</b>'
             f"{static_table_html(collectives_table_model(result), None)}</div>")
-
-
-def findings_html(result: ManyRanksResult) -> str:
-    items = "".join(
-        f'<li class="km-finding km-rule-{f.rule}"><b>{escape(f.title)}</b>: '
-        f"{escape(f.evidence)}. <i>Try:</i> {escape(f.suggestion)}</li>"
-        for f in result.findings())
-    if not items:
-        return ""
-    return f'<div class="km-findings"><b>Findings</b><ul style="margin-top:2px">{items}</ul></div>'
 
 
 def html_report(result: ManyRanksResult, png: bytes | None = None,

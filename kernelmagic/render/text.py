@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, format_seconds, format_us, percent
 from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
+
+if TYPE_CHECKING:
+    from kernelmagic.results.ranks import ManyRanksResult
 
 MAX_NAME_WIDTH = 60
 
@@ -134,8 +139,9 @@ def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | 
                         more_hint=" (result.table(None) lists all)")
 
 
-def findings_text(result: ProfileResult) -> str:
-    """The findings as a bulleted list ("" when there are none)."""
+def findings_text(result: ProfileResult | ManyRanksResult) -> str:
+    """The findings as a bulleted list ("" when there are none); one rank's report and the
+    many ranks' alike."""
     found = result.findings()
     if not found:
         return ""

@@ -8,15 +8,9 @@ from typing import Any
 
 from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
-from kernelmagic.core.timing import MIN_UNPAIRED, SpeedUp, unpaired_speedup
+from kernelmagic.core.timing import LOAD_DIFFERS, MIN_UNPAIRED, SpeedUp, unpaired_speedup
+from kernelmagic.core.units import speedup_text
 from kernelmagic.results.result import ProfileResult
-
-#: Fewer iterations than this in either run and the spread says nothing.
-MIN_ITERS = MIN_UNPAIRED
-#: Other processes' CPU (cores) differing by this much between the two runs: the runs
-#: were not timed under the same load, and no interval of two runs timed apart can tell
-#: that from a change of the code, so the verdict says so instead of judging.
-LOAD_DIFFERS = 0.5
 
 
 @dataclass(frozen=True)
@@ -109,8 +103,9 @@ class Comparison(Record):
 
     @property
     def enough_iterations(self) -> bool:
-        """Whether both runs have enough iterations (``MIN_ITERS``) to judge their spread."""
-        return min(self.before.stats.n, self.after.stats.n) >= MIN_ITERS
+        """Whether both runs have enough iterations (``core/timing.py: MIN_UNPAIRED``) to
+        judge their spread."""
+        return min(self.before.stats.n, self.after.stats.n) >= MIN_UNPAIRED
 
     @cached_property
     def interval(self) -> SpeedUp:
@@ -149,11 +144,7 @@ class Comparison(Record):
 
     def verdict(self) -> str:
         """e.g. ``1.84x faster, 95% interval 1.80-1.88x: beyond the noise``."""
-        s = self.speedup
-        if s >= 1:
-            change = f"{s:.2f}x faster"
-        else:
-            change = f"{1 / s:.2f}x slower" if s > 0 else "slower"
+        change = speedup_text(self.speedup)
         if not self.enough_iterations:
             return (f"{change}, too few iterations to judge the noise "
                     f"({self._more_iterations()})")
@@ -165,12 +156,12 @@ class Comparison(Record):
         return f"{head}: {interval.noise_text()}"
 
     def _more_iterations(self) -> str:
-        """How to get ``MIN_ITERS`` iterations into each run that has fewer (a trace is
+        """How to get ``MIN_UNPAIRED`` iterations into each run that has fewer (a trace is
         re-recorded, a live run re-run: ``kernelmagic/results/advice.py``)."""
         from kernelmagic.results.advice import at_least_iterations
 
-        short = [r for r in (self.after, self.before) if r.stats.n < MIN_ITERS]
-        advice = list(dict.fromkeys(at_least_iterations(r, MIN_ITERS) for r in short))
+        short = [r for r in (self.after, self.before) if r.stats.n < MIN_UNPAIRED]
+        advice = list(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
         return "; ".join(advice)
 
     def to_pandas(self) -> Any:

@@ -12,7 +12,7 @@ are those of the rank's iteration timings. ``step_us`` keeps each of the first
 ``HEATMAP_STEPS`` step times and their communication times (the ranks × steps
 heatmaps), and ``collectives`` the rank's first collectives
 (``kernelmagic/views/collectives.py``, matched across ranks by
-``kernelmagic/results/collectives.py``), so a summary stays a few kB however long the
+``kernelmagic/results/ranks.py: match_collectives``), so a summary stays a few kB however long the
 trace. A summary saved before these fields existed loads with them empty.
 """
 

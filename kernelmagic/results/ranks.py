@@ -1,9 +1,29 @@
 """``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank.
 
 The report (summary, table, findings) reads only each rank's ``RankSummary``. Loaded from
-trace files, ``ranks`` is a ``RankReports`` (``kernelmagic/results/rank_store.py``): rank
-n's full report is parsed again when asked for, a handful kept, so the client's memory does
-not grow with the traces; made in memory (``--gather``, a saved file) it is a plain dict.
+trace files, ``ranks`` is a ``RankReports`` (below): rank n's full report is parsed again
+when asked for, a handful kept, so the client's memory does not grow with the traces; made
+in memory (``--gather``, a saved file) it is a plain dict.
+
+**Rank reports on demand.** A job of a thousand ranks does not fit its ranks' full reports
+in a notebook: the client of ``kernelmagic.load(folder)`` keeps only each rank's
+``RankSummary`` (a few kB) and, in ``RankReports``, the file each rank came from.
+``reports[n]`` parses rank n's file again (with the ``parse`` function the loader gives, so
+this layer imports no reader) and keeps the last ``keep`` reports asked for, least recently
+used first out: memory bounded in ranks and independent of the traces' size.
+
+**Each collective across ranks** (``match_collectives``): the ranks' ``Arrival`` rows
+(``RankSummary.collectives``) matched by (step, name, index) into ``Collective`` rows: by
+the step's position on each rank (its first step is 0), the collective's name and its order
+among those of that name in the step; the same collective on every rank, as long as the
+ranks run the same collectives in the same order (what NCCL requires). A collective kept by
+some ranks only (a summary keeps its first ones, ``kernelmagic/views/collectives.py:
+COLLECTIVES_KEPT``) is matched over those. ``skew_us`` = last arrival − first arrival,
+``transfer_us`` = the median over ranks of the end, minus the last arrival (never below 0):
+the median, not the minimum, so that one rank whose clock or step start is off does not
+decide it. Times are from each rank's own step start (the module docstring of
+``views/collectives.py`` says why, and its limit); a collective whose median end comes
+before its last arrival is not ``aligned``: its ranks' step starts were not simultaneous.
 
 Like ``ProfileResult``, its convenience methods (``findings``, ``summary``, ``save``,
 display) import the findings, renderers and storage lazily, inside the method: the data
@@ -13,22 +33,88 @@ imports nothing above it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from kernelmagic.core.collective_rows import Collective
+from kernelmagic.core.collective_rows import Arrival, Collective
 from kernelmagic.core.records import RecordError, from_json, to_json
 from kernelmagic.core.units import counted
-from kernelmagic.results.collectives import match_collectives
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 
 #: Identifies the JSON written by ``ManyRanksResult.to_dict``.
 RANKS_FORMAT_NAME = "kernelmagic.ranks"
 RANKS_FORMAT_VERSION = 1
+
+
+#: How many full reports ``RankReports`` keeps at once.
+KEEP_REPORTS = 4
+
+
+class RankReports(Mapping[int, ProfileResult]):
+    """Rank -> its full report, parsed again from ``files[rank]`` when asked for."""
+
+    def __init__(self, files: Mapping[int, str], parse: Callable[[str], ProfileResult],
+                 keep: int = KEEP_REPORTS) -> None:
+        self.files = dict(sorted(files.items()))
+        self._parse = parse
+        self._keep = max(1, keep)
+        self._cache: OrderedDict[int, ProfileResult] = OrderedDict()
+
+    def __getitem__(self, rank: int) -> ProfileResult:
+        if rank not in self.files:
+            raise KeyError(rank)
+        if rank in self._cache:
+            self._cache.move_to_end(rank)
+            return self._cache[rank]
+        report = self._parse(self.files[rank])
+        self._cache[rank] = report
+        while len(self._cache) > self._keep:
+            self._cache.popitem(last=False)
+        return report
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def cached(self) -> list[int]:
+        """The ranks whose reports are held now, least recently used first."""
+        return list(self._cache)
+
+    def __repr__(self) -> str:
+        return f"<RankReports: {len(self)} ranks, {len(self._cache)} held>"
+
+
+def _matched(key: tuple[int, str, int], arrivals: list[tuple[int, Arrival]]) -> Collective:
+    first = min(arrivals, key=lambda p: (p[1].arrival_us, p[0]))
+    last = max(arrivals, key=lambda p: (p[1].arrival_us, -p[0]))
+    end = statistics.median(a.end_us for _, a in arrivals)
+    step, name, index = key
+    return Collective(step=step, name=name, index=index, ranks=len(arrivals),
+                      first_rank=first[0], last_rank=last[0],
+                      skew_us=last[1].arrival_us - first[1].arrival_us,
+                      transfer_us=max(0.0, end - last[1].arrival_us),
+                      late_busy=list(last[1].busy), aligned=end >= last[1].arrival_us)
+
+
+def match_collectives(summaries: Iterable[RankSummary]) -> list[Collective]:
+    """One ``Collective`` per (step, name, index) some rank kept, in step order, then by
+    the median arrival in the step."""
+    by_key: dict[tuple[int, str, int], list[tuple[int, Arrival]]] = {}
+    for summary in summaries:
+        for arrival in summary.collectives:
+            by_key.setdefault((arrival.step, arrival.name, arrival.index), []).append(
+                (summary.rank, arrival))
+    order = sorted(by_key, key=lambda k: (
+        k[0], statistics.median(a.arrival_us for _, a in by_key[k]), k[1], k[2]))
+    return [_matched(key, by_key[key]) for key in order]
 
 
 @dataclass(frozen=True)
@@ -96,7 +182,7 @@ class ManyRanksResult:
         return statistics.median(values) if values else 0.0
 
     def collectives(self) -> list[Collective]:
-        """Each collective matched across ranks (``kernelmagic/results/collectives.py``):
+        """Each collective matched across ranks (``match_collectives``):
         who arrived first and last, the skew and the transfer time."""
         return list(self._collectives)
 

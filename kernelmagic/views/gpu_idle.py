@@ -12,7 +12,8 @@ classified by what the events say about them, first match wins:
 - **data loading**: a DataLoader range (``enumerate(DataLoader)...``) runs during the gap,
   or the Python samples in it were waiting for a DataLoader (``Frame.loading``);
 - **launch gap**: the CPU had not launched the next work yet: named by the innermost CPU op
-  running at the middle of the gap, or ``Python between ops`` when none runs then.
+  running at the middle of the gap, or ``Python between ops`` when none runs then
+  (``BETWEEN_OPS``).
 
 Each cause also names the user's Python line behind it (``Lines``): the line that called
 the sync op, the DataLoader or the op, or that ran when no op did, from the Python samples
@@ -36,7 +37,12 @@ from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
 from kernelmagic.views.source_lines import user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
-_CAUSES = ("iteration edge", "sync", "host-to-device copy", "data loading", "launch gap")
+#: The causes, in the order the rules try them (the module's docstring); the one taxonomy
+#: of why the GPU waits, which the ``gpu_idle`` finding reads from these rows.
+EDGE, SYNC, HTOD_COPY, LAUNCH_GAP = "iteration edge", "sync", "host-to-device copy", "launch gap"
+CAUSES = (EDGE, SYNC, HTOD_COPY, DATA_LOADING, LAUNCH_GAP)
+#: A launch gap's detail when no CPU op ran at its middle.
+BETWEEN_OPS = "Python between ops"
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
@@ -176,7 +182,7 @@ class _Context:
 
     def causes(self, lo: np.ndarray, hi: np.ndarray, w_lo: np.ndarray,
                w_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per gap: the cause (an index into ``_CAUSES``) of the GPU idling over
+        """Per gap: the cause (an index into ``CAUSES``) of the GPU idling over
         ``[lo, hi)`` inside the window ``[w_lo, w_hi)``, the first rule that matches (the
         module's docstring), and the event that names it (-1: none; for an iteration
         edge, 0 at the start, 1 at the end; for data loading, the DataLoader range)."""
@@ -208,7 +214,7 @@ class _Context:
             return "end" if event else "start"
         if cause == 3:
             return DATA_LOADER
-        return self.table.names[self.table.name[event]] if event >= 0 else "Python between ops"
+        return self.table.names[self.table.name[event]] if event >= 0 else BETWEEN_OPS
 
 
     def launcher(self, work: int) -> int:
@@ -219,7 +225,7 @@ class _Context:
     def named(self, cause: int, event: int, lo: int, hi: int) -> Cause:
         """(cause, detail, location, code) of one gap ``[lo, hi)`` of ``cause`` and
         ``event`` (``causes``), with the user's line behind it (``Lines``)."""
-        lines, name, detail = self.lines, _CAUSES[cause], self.detail(cause, event)
+        lines, name, detail = self.lines, CAUSES[cause], self.detail(cause, event)
         if cause == 0:
             return name, detail, "", ""
         if cause == 2:
@@ -281,7 +287,7 @@ def gpu_idle_rows(table: EventTable, windows: list[Window],
         counts = np.bincount(inverse).tolist()
         for k, length, n in zip(found.tolist(), ns, counts, strict=True):
             c, e = divmod(k, table.n + 2)
-            slot = totals.setdefault((_CAUSES[c], context.detail(c, e - 1), "", ""), [0.0, 0])
+            slot = totals.setdefault((CAUSES[c], context.detail(c, e - 1), "", ""), [0.0, 0])
             slot[0] += length
             slot[1] += n
     steps = len(windows)
