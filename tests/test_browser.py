@@ -450,7 +450,7 @@ _SHOWCASE_CELLS = [
     "from kernelmagic.render.html import html_report\n"
     "pictures = report_pictures(result)\n"
     "HTML(html_report(result, pictures.chart, timeline_svg=pictures.timeline,\n"
-    "                 roofline_png=pictures.roofline))",
+    "                 pictures=pictures.views))",
 ]
 
 #: Where each rendered line of a cell starts, as offsets into its text (JS).
