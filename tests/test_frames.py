@@ -125,10 +125,9 @@ def _numeric_fields(row_type) -> list[str]:
 def test_every_measured_column_of_every_view_says_its_unit():
     """Each view's frames (``views/registry.py``) declare their columns' units on the row's
     fields (``core/records.py: unit``): a number without one fails here, at its declaration."""
-    from kernelmagic.core.collective_rows import Collective
     from kernelmagic.views.registry import view_specs
 
-    row_types = [OpRow, RankSummary, Collective]
+    row_types = [OpRow, RankSummary]
     row_types += [frame.row for spec in view_specs() for frame in spec.frames]
     for row_type in row_types:
         declared = {f.name for f in dataclasses.fields(row_type) if "unit" in f.metadata}
