@@ -94,7 +94,45 @@ def showcase_result() -> ProfileResult:
     return ProfileResult(
         name="showcase", iters=10, warmup=3, device="cpu", rows=rows,
         timings=[0.0036] * 10, sort="self_cpu", topk=10, torch_version="2.13.0",
-        views=["modules", "timeline", "roofline"], modules=modules, timeline=spans,
-        roofline=roofline, graph_breaks=breaks,
+        views=["memory", "stack", "python", "modules", "timeline", "steps", "roofline"],
+        modules=modules, timeline=spans, roofline=roofline, graph_breaks=breaks,
         roofline_peaks={"flops_per_s": {"float32": 2.33e11}, "bytes_per_s": 1.16e11,
-                        "source": "measured"})
+                        "source": "measured"},
+        **every_other_view())
+
+
+def every_other_view() -> dict:
+    """One or two rows of each CPU view the showcase lacks (#45: every tab of the widget
+    shows its table and its picture): ranges, source lines, Python lines, memory (its
+    timeline, what was alive at the peak, growth), steps and --try's experiments."""
+    from kernelmagic.core.experiment_rows import ExperimentRow
+    from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPoint
+    from kernelmagic.core.rows import PythonLineRow, RangeRow, SourceRow
+    from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
+
+    mib = 2**20
+    return dict(
+        ranges=[RangeRow("data loading", 10, 4000.0, top_ops=[("aten::copy_", 547.0)])],
+        sources=[SourceRow("cell[3]:4 <module>", "cell[3]", 4, "<module>", "y = model(x)",
+                           True, 30000.0, ops=90)],
+        python_lines=[PythonLineRow("cell[3]:5", "<module>", "loss = y.sum().item()",
+                                    120.0, 0.033, line=5, samples=40)],
+        peak_memory={"cpu": 8.0 * mib, "device": 0.0},
+        memory_timeline=[MemoryPoint("CPU", 0, 0.0, parameter=4 * mib),
+                         MemoryPoint("CPU", 0, 1800.0, parameter=4 * mib, activation=4 * mib),
+                         MemoryPoint("CPU", 0, 3600.0, parameter=4 * mib)],
+        memory_alive=[LiveBlockRow("CPU", 4 * mib, "activation", "[1024, 1024]", "float32",
+                                   "aten::addmm", "block.ff.0", 900.0, False)],
+        memory_growth=[MemoryGrowthRow("CPU", "aten::empty", "cell[3]:6", 1024.0, 10, 10,
+                                       10240.0)],
+        steps=[StepRow(0, i, "decode", 300.0 + 10 * i, 290.0, inputs="(1, 1) int64")
+               for i in range(3)],
+        step_groups=[StepGroupRow("decode", "(1, 1) int64", 3, 310.0, 300.0, 320.0, 2, 0,
+                                  290.0, top_ops={"aten::addmm": 200.0})],
+        steps_summary=StepsSummary("model", steps=3, median_us=310.0, first_us=300.0,
+                                   slowest_us=320.0, slowest_index=2, between_us=100.0),
+        experiments=[ExperimentRow("bf16", label="bfloat16 autocast", median_us=2400.0,
+                                   speedup=1.5, speedup_low=1.4, speedup_high=1.6,
+                                   verdict="faster", beyond_noise=True, iters=10, rounds=5,
+                                   batch=1, profiled_us=2500.0)],
+    )

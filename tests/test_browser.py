@@ -450,7 +450,7 @@ _SHOWCASE_CELLS = [
     "from kernelmagic.render.html import html_report\n"
     "pictures = report_pictures(result)\n"
     "HTML(html_report(result, pictures.chart, timeline_svg=pictures.timeline,\n"
-    "                 roofline_png=pictures.roofline))",
+    "                 pictures=pictures.views))",
 ]
 
 #: Where each rendered line of a cell starts, as offsets into its text (JS).
@@ -485,10 +485,22 @@ e => {
       c.offsetParent !== null && c.querySelector('button.km-header')));
   if (!boxes.length) return null;
   const b = boxes[0], r = b.getBoundingClientRect(), s = getComputedStyle(b);
+  const size = x => { const q = x.getBoundingClientRect(); return [q.width, q.height]; };
+  const tab = b.parentElement.closest('.widget-vbox') || b;
   return {right: r.right, scrollWidth: b.scrollWidth, clientWidth: b.clientWidth,
-          scrolls: ['auto', 'scroll'].includes(s.overflowX)};
+          scrolls: ['auto', 'scroll'].includes(s.overflowX),
+          headers: [...b.querySelectorAll('button.km-header')].map(size),
+          pictures: [...tab.querySelectorAll('img')].filter(i => i.offsetParent !== null)
+                    .map(size)};
 }
 """
+
+#: The tabs of the showcase's widget (``fakes.showcase_result``: every CPU view), and
+#: those with a picture above their table (#45; the op table's: the top-ops chart).
+_TABS = ["ops", "ranges", "source", "python", "modules", "roofline",
+         "memory alive at the peak", "memory growth", "steps", "steps in order",
+         "graph breaks", "experiments"]
+_PICTURED = {"ops", "roofline", "memory alive at the peak", "experiments"}
 
 
 def _write_showcase(folder: Path) -> None:
@@ -529,7 +541,8 @@ def _check_static_views(output: Any) -> None:
     seen = name.evaluate(_LINE_STARTS_JS)
     assert seen["starts"], "the name did not wrap at this width"
     for start in seen["starts"]:
-        assert seen["text"][start - 1] in ".#_/,:", (seen["text"], start)
+        # (a space too: with --memory's columns the op table's name column is narrower)
+        assert seen["text"][start - 1] in ".#_/,: ", (seen["text"], start)
     indents = [float(x.evaluate("e => parseFloat(getComputedStyle(e).paddingLeft)"))
                for x in output.locator(".km-view-modules td.km-col-op").all()]
     assert indents[0] < indents[1] < indents[2], indents  # block, block.attn, ....out_proj
@@ -541,13 +554,14 @@ def _check_static_views(output: Any) -> None:
 
 
 def _check_widget_views(report: Any) -> None:
-    """The widget: each view, once chosen, fits the output area or scrolls inside it."""
+    """The widget: each tab, once chosen, shows its table's header cells and its picture,
+    and fits the output area or scrolls inside it."""
     from playwright.sync_api import expect
 
     area = _box(report)
     selector = report.locator(".km-views button")
     names = selector.all_inner_texts()
-    assert {"ops", "modules", "roofline", "graph breaks"} <= set(names), names
+    assert names == _TABS, names
     right = area["x"] + area["width"]
     for view in names:
         button = selector.filter(has_text=re.compile(f"^{re.escape(view)}$"))
@@ -556,6 +570,12 @@ def _check_widget_views(report: Any) -> None:
         report.page.wait_for_timeout(300)  # the boxes' display round-trips the kernel
         edges = report.evaluate(_SHOWN_TABLE_JS)
         assert edges is not None, f"the {view} view shows no table"
+        # Every tab shows its table's header cells (#45: they measured 0x0 under the
+        # memory and experiments tabs) and its picture above the table.
+        assert edges["headers"] and all(w > 0 and h > 0 for w, h in edges["headers"]), (
+            view, edges["headers"])
+        pictures = [p for p in edges["pictures"] if p[0] > 0 and p[1] > 0]
+        assert bool(pictures) == (view in _PICTURED), (view, edges["pictures"])
         assert edges["right"] <= right + 1, (view, edges, right)
         # Wider than the output area, it scrolls inside its own box.
         assert edges["scrolls"] or edges["scrollWidth"] <= edges["clientWidth"] + 1, (view,

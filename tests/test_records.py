@@ -96,12 +96,20 @@ class Sampler:
                 f.default_factory() if f.default_factory is not dataclasses.MISSING
                 else dataclasses.MISSING)
             values[f.name] = self.of(hints[f.name], default)
+            if cls is ProfileResult and f.name == "view_records":
+                values[f.name] = self.view_records()  # each registered view's record
             if cls.__name__ == "ExperimentRow" and f.name == "result":
                 values[f.name] = self.inner_result()  # declared Any: core cannot name it
                 if values[f.name] is None:
                     continue
             assert values[f.name] != default, (cls.__name__, f.name)
         return cls(**values)
+
+    def view_records(self) -> dict[str, Any]:
+        """A record of every registered view (``views/registry.py``), by its name."""
+        from kernelmagic.views.registry import view_specs
+
+        return {spec.name: self.record(spec.record) for spec in view_specs()}
 
     def inner_result(self) -> ProfileResult | None:
         """A --try row's own result: a full ProfileResult, whose rows hold none."""
@@ -159,6 +167,9 @@ def test_a_profile_keeps_every_kind_of_row():
     for f in dataclasses.fields(ProfileResult):  # (not all rows are empty or defaults)
         value = getattr(back, f.name)
         assert value not in ([], {}, None, ""), f.name
+    for name, record in back.view_records.items():  # every view's, field by field
+        for f in dataclasses.fields(record):
+            assert getattr(record, f.name) not in ([], {}, None, ""), (name, f.name)
     assert all(type(t) is tuple for r in back.ranges for t in r.top_ops)
     assert all(type(x.result) is ProfileResult for x in back.experiments)
     assert type(back.breakdown.overlap) is float

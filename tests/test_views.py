@@ -246,10 +246,13 @@ def test_magic_views_in_report_and_selector(ip, tmp_path):
         expected.insert(1, "kernels")
     assert list(box.km_views) == expected  # only views with rows: no empty kernels on CPU
     assert list(box.km_selector.options) == expected
-    assert box.km_views["modules"].widget.layout.display == "none"
+    assert box.km_boxes["modules"].layout.display == "none"
+    assert box.km_views["modules"].widget in box.km_boxes["modules"].children
     box.km_selector.value = "modules"
-    assert box.km_views["modules"].widget.layout.display is None
-    assert box.km_views["ops"].widget.layout.display == "none"
+    assert box.km_boxes["modules"].layout.display is None
+    assert box.km_boxes["ops"].layout.display == "none"
+    # Inside a tab's box nothing is hidden: the table shows with its box (#45).
+    assert all(b.layout.display is None for b in box.km_boxes["modules"].children)
 
 
 def test_widget_selector_only_for_views_with_rows():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 __all__ = ["Arrival", "Collective"]
 
@@ -52,12 +52,13 @@ class Collective(Record):
     step: int
     name: str
     index: int
-    ranks: int
+    ranks: int = unit("ranks that kept it")
     first_rank: int
     last_rank: int
-    skew_us: float
-    transfer_us: float
-    late_busy: list[tuple[str, float]] = field(default_factory=list)
+    skew_us: float = unit("µs")
+    transfer_us: float = unit("µs")
+    late_busy: list[tuple[str, float]] = unit(
+        "(op, µs) the last rank ran before it arrived", factory=list)
     aligned: bool = True
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 #: ``CompileRow.phase``: when a compile happened, as seen from this run.
 BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
@@ -26,10 +26,10 @@ class CompiledRegionRow(Record):
     """
 
     compile_id: str
-    count: int
-    cpu_time_total: float
-    graph_time_total: float
-    device_time_total: float = 0.0
+    count: int = unit("calls, summed over {over}")
+    cpu_time_total: float = unit("µs, summed over {over}")
+    graph_time_total: float = unit("µs, summed over {over}")
+    device_time_total: float = unit("µs, summed over {over}", 0.0)
     outermost: bool = True  # not inside another compiled region
     function: str = ""
     file: str = ""
@@ -56,15 +56,16 @@ class GraphBreakRow(Record):
     """
 
     compile_id: str
-    count: int
-    gap_time_total: float
+    count: int = unit("calls, summed over {over}")
+    gap_time_total: float = unit("µs, summed over {over}")
     reason: str = ""
     hint: str = ""
     file: str = ""
     line: int = 0
     code: str = ""
-    top_ops: str = ""
-    gpu_idle_total: float = 0.0  # the GPU idle during the gaps (profiled GPU only)
+    top_ops: str = unit("op -> µs", "")
+    gpu_idle_total: float = unit(
+        "µs, summed over {over}", 0.0)  # the GPU idle during the gaps (profiled GPU only)
 
     @property
     def key(self) -> str:
@@ -85,7 +86,7 @@ class CompileRow(Record):
 
     compile_id: str
     phase: str
-    duration_s: float
+    duration_s: float = unit("seconds")
     function: str = ""
     file: str = ""
     line: int = 0
@@ -115,8 +116,8 @@ class FusedKernelRow(Record):
     """
 
     key: str
-    count: int
-    time_total: float
+    count: int = unit("calls, summed over {over}")
+    time_total: float = unit("µs, summed over {over}")
     on_device: bool = False
     aten_ops: str = ""
     graph: str = ""  # the compiled graph (``graph_0``) the kernel belongs to

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 #: The trace category of one kernel's counter range.
 COUNTER_CATEGORY = "cuda_profiler_range"
@@ -60,19 +60,19 @@ class CounterRow(Record):
     """
 
     key: str
-    count: int
+    count: int = unit("calls, summed over {over}")
     launched_by: str = ""
-    fp64_flops: float = 0.0
-    fp32_flops: float = 0.0
-    fp16_flops: float = 0.0
-    tensor_inst: float = 0.0
-    dram_read_bytes: float = 0.0
-    dram_write_bytes: float = 0.0
-    occupancy: float = -1.0
-    time: float = 0.0
-    flops_per_s: float = 0.0
-    dram_bytes_per_s: float = 0.0
-    dram_peak_share: float = 0.0
+    fp64_flops: float = unit("FLOP", 0.0)
+    fp32_flops: float = unit("FLOP", 0.0)
+    fp16_flops: float = unit("FLOP", 0.0)
+    tensor_inst: float = unit("tensor-core instructions", 0.0)
+    dram_read_bytes: float = unit("bytes", 0.0)
+    dram_write_bytes: float = unit("bytes", 0.0)
+    occupancy: float = unit("% (-1: not read)", -1.0)
+    time: float = unit("µs, device time of the calls counted", 0.0)
+    flops_per_s: float = unit("FLOP/s", 0.0)
+    dram_bytes_per_s: float = unit("bytes/s", 0.0)
+    dram_peak_share: float = unit("fraction (0 to 1)", 0.0)
     has_flops: bool = False
     has_dram: bool = False
     has_tensor: bool = False

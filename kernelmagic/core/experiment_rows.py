@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 #: The usual tolerance of each dtype, as ``torch.testing.assert_close`` has them
 #: (rtol, atol): a variant whose value differs from the baseline's by more (relative to
@@ -50,25 +50,30 @@ class ExperimentRow(Record):
     variant: str
     label: str = ""  # as the report words it: "bf16 autocast" (the name when "")
     advice: list[str] = field(default_factory=list)  # words of the advice it tries
-    median_us: float = 0.0
-    speedup: float = 0.0
-    speedup_low: float = 0.0
-    speedup_high: float = 0.0
+    median_us: float = unit("µs per call, unprofiled (median over the interleaved rounds)", 0.0)
+    speedup: float = unit(
+        "1 / the median of the rounds' paired ratios variant / baseline (above 1: faster)", 0.0)
+    speedup_low: float = unit("the speed-up's 95% interval", 0.0)
+    speedup_high: float = unit("the speed-up's 95% interval", 0.0)
     verdict: str = ""
     beyond_noise: bool = False
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
+    max_abs_error: float | None = unit("the units of the cell's value", None)
+    max_rel_error: float | None = unit("fraction of the baseline value's largest magnitude", None)
     numerics: str = ""  # "not comparable: ..." or "" when compared
     tolerance: str = ""  # the dtype whose usual tolerance applied
     within_tolerance: bool | None = None
-    compile_us: float | None = None
+    compile_us: float | None = unit("µs (the first warm-up run)", None)
     error: str = ""
     skipped: bool = False  # the device or build cannot run it: ``error`` says why
-    iters: int = 0
-    rounds: int = 0  # interleaved rounds its speed-up comes from
-    batch: int = 0  # calls of the cell per sample in those rounds
-    profiled_us: float = 0.0  # the median of its profiled iterations
-    predicted_speedup: float | None = None  # what_if's prediction (at most), None: none
+    iters: int = unit("profiled iterations", 0)
+    rounds: int = unit("interleaved rounds", 0)  # interleaved rounds its speed-up comes from
+    batch: int = unit(
+        "calls of the cell per sample", 0)  # calls of the cell per sample in those rounds
+    profiled_us: float = unit(
+        "µs per iteration, profiled (median)", 0.0)  # the median of its profiled iterations
+    # what_if's prediction (at most), None: none
+    predicted_speedup: float | None = unit(
+        "the dependency model's largest predicted speed-up", None)
     # seconds per call in each round, beside the baseline's (result.unprofiled_timings)
     round_timings: list[float] = field(default_factory=list, compare=False, repr=False,
                                        metadata={"column": False})

@@ -17,7 +17,7 @@ from typing import overload
 
 import numpy as np
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 
 @dataclass(frozen=True)
@@ -176,15 +176,15 @@ class MemoryPoint(Record):
 
     device: str  # "CPU", "cuda:0"
     iteration: int
-    t_us: float  # from the iteration's start
-    parameter: float = 0.0
-    optimizer_state: float = 0.0
-    input: float = 0.0
-    activation: float = 0.0
-    gradient: float = 0.0
-    autograd_detail: float = 0.0
-    temporary: float = 0.0
-    unknown: float = 0.0
+    t_us: float = unit("µs from the iteration's start")  # from the iteration's start
+    parameter: float = unit("bytes", 0.0)
+    optimizer_state: float = unit("bytes", 0.0)
+    input: float = unit("bytes", 0.0)
+    activation: float = unit("bytes", 0.0)
+    gradient: float = unit("bytes", 0.0)
+    autograd_detail: float = unit("bytes", 0.0)
+    temporary: float = unit("bytes", 0.0)
+    unknown: float = unit("bytes", 0.0)
 
     @property
     def total(self) -> float:
@@ -197,21 +197,21 @@ class MemoryPeakRow(Record):
 
     device: str
     iteration: int
-    t_us: float  # from the iteration's start
-    fraction: float  # how far into the iteration (0..1)
-    iteration_us: float  # the iteration's length
+    t_us: float = unit("µs from the iteration's start")  # from the iteration's start
+    fraction: float = unit("fraction (0 to 1)")  # how far into the iteration (0..1)
+    iteration_us: float = unit("µs")  # the iteration's length
     op: str  # the op running at the peak ("" when none)
     scope: str  # the module, range or backward function around that op ("" none)
-    total: float  # bytes allocated at the peak, what existed before included
-    rise: float  # bytes above the iteration's start (the figure of the peak note)
-    parameter: float = 0.0
-    optimizer_state: float = 0.0
-    input: float = 0.0
-    activation: float = 0.0
-    gradient: float = 0.0
-    autograd_detail: float = 0.0
-    temporary: float = 0.0
-    unknown: float = 0.0
+    total: float = unit("bytes")  # bytes allocated at the peak, what existed before included
+    rise: float = unit("bytes")  # bytes above the iteration's start (the figure of the peak note)
+    parameter: float = unit("bytes", 0.0)
+    optimizer_state: float = unit("bytes", 0.0)
+    input: float = unit("bytes", 0.0)
+    activation: float = unit("bytes", 0.0)
+    gradient: float = unit("bytes", 0.0)
+    autograd_detail: float = unit("bytes", 0.0)
+    temporary: float = unit("bytes", 0.0)
+    unknown: float = unit("bytes", 0.0)
 
 
 @dataclass(frozen=True)
@@ -219,13 +219,14 @@ class LiveBlockRow(Record):
     """One allocation alive at the peak (the largest first)."""
 
     device: str
-    nbytes: float
+    nbytes: float = unit("bytes")
     category: str
     shape: str
     dtype: str
     op: str  # the op that allocated it
     source: str  # the user's file:line (with --stack)
-    created_us: float  # from the peak iteration's start; negative: before it
+    created_us: float = unit(
+        "µs from the iteration's start")  # from the peak iteration's start; negative: before it
     before_profiling: bool  # allocated before profiling started
 
     @property
@@ -242,12 +243,13 @@ class MemoryGrowthRow(Record):
     device: str
     op: str
     source: str
-    per_iter: float  # bytes kept per iteration, on average (``total / iterations``)
-    iterations: int  # iterations that kept some (every profiled one)
-    blocks: int  # allocations kept, all iterations
-    total: float  # bytes kept, all iterations
-    least: float = 0.0  # bytes kept by the iteration that kept the least
-    most: float = 0.0  # bytes kept by the iteration that kept the most
+    # bytes kept per iteration, on average (``total / iterations``)
+    per_iter: float = unit("bytes per iteration (mean)")
+    iterations: int = unit("profiled iterations")  # iterations that kept some (every profiled one)
+    blocks: int = unit("allocations, summed over {over}")  # allocations kept, all iterations
+    total: float = unit("bytes")  # bytes kept, all iterations
+    least: float = unit("bytes", 0.0)  # bytes kept by the iteration that kept the least
+    most: float = unit("bytes", 0.0)  # bytes kept by the iteration that kept the most
 
     @property
     def key(self) -> str:

@@ -31,7 +31,8 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is
 
 from kernelmagic.core.units import counted
 
-__all__ = ["Record", "RecordError", "fields_from_json", "fields_json", "from_json", "to_json"]
+__all__ = ["Record", "RecordError", "fields_from_json", "fields_json", "from_json", "to_json",
+           "unit"]
 
 _R = TypeVar("_R", bound="Record")
 #: The largest integer a field takes (int64, as numpy keeps them).
@@ -254,3 +255,12 @@ def _shown(value: Any) -> str:
 def _wrong(path: str, tp: Any, value: Any) -> RecordError:
     return RecordError(f"{path + ': ' if path else ''}expected {_expected(tp)}, "
                        f"got {_shown(value)}")
+
+
+def unit(text: str, default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
+         **metadata: Any) -> Any:
+    """A row's field declared with the unit of its column (``metadata["unit"]``), which
+    ``to_pandas`` puts in ``df.attrs["units"]``: ``count: int = unit("calls, summed over
+    {over}", 0)``; ``{over}`` becomes the iterations a sum is over."""
+    return dataclasses.field(default=default, default_factory=factory,
+                             metadata={"unit": text, **metadata})

@@ -6,10 +6,10 @@ deeper views: GPU kernels, source lines, modules, user ranges, and timeline span
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypedDict
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 from kernelmagic.core.units import counted, format_us
 
 
@@ -28,19 +28,20 @@ class OpRow(Record):
     """
 
     key: str
-    count: int
-    self_cpu_time_total: float
-    cpu_time_total: float
-    self_device_time_total: float = 0.0
-    device_time_total: float = 0.0
+    count: int = unit("calls, summed over {over}")
+    self_cpu_time_total: float = unit("µs, summed over {over}")
+    cpu_time_total: float = unit("µs, summed over {over}")
+    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
+    device_time_total: float = unit("µs, summed over {over}", 0.0)
     input_shapes: str = ""
-    flops: float = 0.0
-    self_cpu_memory_usage: float = 0.0
-    cpu_memory_usage: float = 0.0
-    self_device_memory_usage: float = 0.0
-    device_memory_usage: float = 0.0
+    flops: float = unit("FLOP, summed over {over}", 0.0)
+    self_cpu_memory_usage: float = unit("bytes, summed over {over}", 0.0)
+    cpu_memory_usage: float = unit("bytes, summed over {over}", 0.0)
+    self_device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
+    device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
     kind: str = "op"
-    max_gain_us: float = 0.0  # how much the median iteration shrinks without this row (µs)
+    # how much the median iteration shrinks without this row (µs)
+    max_gain_us: float = unit("µs the median iteration would shrink without this row", 0.0)
 
     @property
     def cpu_time(self) -> float:
@@ -69,8 +70,9 @@ class CriticalPathRow(Record):
     category: str
     key: str
     kind: str = ""
-    time: float = 0.0
-    share: float = 0.0  # of the critical path's length
+    time: float = unit("µs per iteration (the median iteration's critical path)", 0.0)
+    share: float = unit(
+        "fraction of the critical path's length (0 to 1)", 0.0)  # of the critical path's length
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,8 @@ class KernelRow(Record):
     """One GPU kernel name over the profiled iterations."""
 
     key: str
-    count: int
-    device_time_total: float
+    count: int = unit("calls, summed over {over}")
+    device_time_total: float = unit("µs, summed over {over}")
     launched_by: str = ""  # the operator that launched it most often
 
     @property
@@ -131,9 +133,9 @@ class SourceRow(Record):
     function: str
     code: str
     in_cell: bool
-    self_cpu_time_total: float
-    self_device_time_total: float = 0.0
-    ops: int = 0
+    self_cpu_time_total: float = unit("µs, summed over {over}")
+    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
+    ops: int = unit("op calls, summed over {over}", 0)
 
 
 #: The cause of the time a Python line waited for a DataLoader (``PythonLineRow.cause``,
@@ -153,11 +155,11 @@ class PythonLineRow(Record):
     location: str
     function: str
     code: str
-    self_us: float
-    share: float
+    self_us: float = unit("µs per iteration")
+    share: float = unit("fraction of the iteration (0 to 1)")
     file: str = ""
     line: int = 0
-    samples: int = 0
+    samples: int = unit("stack samples the figure rests on, over {over}", 0)
     cause: str = ""
 
     @property
@@ -178,9 +180,9 @@ class GpuIdleRow(Record):
 
     cause: str
     detail: str
-    idle_us: float
-    share: float
-    stretches: int = 0
+    idle_us: float = unit("µs per iteration")
+    share: float = unit("fraction of the iteration (0 to 1)")
+    stretches: int = unit("idle stretches, over {over}", 0)
     location: str = ""
     code: str = ""
 
@@ -197,8 +199,8 @@ class UnplacedCategory(Record):
     trace, in no row, breakdown or view. The report says so in one line."""
 
     category: str
-    events: int
-    time_us: float
+    events: int = unit("complete events of the category, in the whole trace")
+    time_us: float = unit("µs, summed over the whole trace")
 
 
 @dataclass(frozen=True)
@@ -208,11 +210,11 @@ class ModuleRow(Record):
     key: str
     module_type: str
     depth: int
-    count: int
-    cpu_time_total: float
-    self_cpu_time_total: float
-    device_time_total: float = 0.0
-    self_device_time_total: float = 0.0
+    count: int = unit("calls, summed over {over}")
+    cpu_time_total: float = unit("µs, summed over {over}")
+    self_cpu_time_total: float = unit("µs, summed over {over}")
+    device_time_total: float = unit("µs, summed over {over}", 0.0)
+    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
 
 
 @dataclass(frozen=True)
@@ -220,10 +222,10 @@ class RangeRow(Record):
     """A ``record_function`` range the user opened in the profiled code."""
 
     key: str
-    count: int
-    cpu_time_total: float
-    device_time_total: float = 0.0
-    top_ops: list[tuple[str, float]] = field(default_factory=list)  # (op, self µs)
+    count: int = unit("calls, summed over {over}")
+    cpu_time_total: float = unit("µs, summed over {over}")
+    device_time_total: float = unit("µs, summed over {over}", 0.0)
+    top_ops: list[tuple[str, float]] = unit("op -> µs", factory=list)  # (op, self µs)
 
 
 @dataclass(frozen=True)
@@ -232,8 +234,8 @@ class Span(Record):
 
     key: str
     lane: str
-    start: float
-    end: float
+    start: float = unit("µs from the iteration's start")
+    end: float = unit("µs from the iteration's start")
 
 
 @dataclass(frozen=True)
@@ -248,16 +250,16 @@ class RooflineRow(Record):
     """
 
     key: str
-    count: int
-    flops: float
-    bytes: float
-    intensity: float  # FLOP per byte (0 when it moves no bytes)
-    flops_per_s: float
-    bytes_per_s: float
+    count: int = unit("calls, summed over {over}")
+    flops: float = unit("FLOP per call")
+    bytes: float = unit("bytes per call")
+    intensity: float = unit("FLOP per byte")  # FLOP per byte (0 when it moves no bytes)
+    flops_per_s: float = unit("FLOP/s")
+    bytes_per_s: float = unit("bytes/s")
     bound: str
-    time: float = 0.0
+    time: float = unit("µs, summed over {over}", 0.0)
     dtype: str = ""
-    roof_share: float = 0.0
+    roof_share: float = unit("fraction (0 to 1)", 0.0)
     counted: bool = True  # False: the counting run never saw it (a wrapper's own time)
 
 
@@ -284,12 +286,12 @@ class Breakdown(Record):
     """
 
     device: str = "cpu"
-    wall: float = 0.0
-    compute: float = 0.0
-    communication: float = 0.0
-    memcpy: float = 0.0
-    idle: float = 0.0
-    overlap: float | None = None
+    wall: float = unit("µs per iteration (mean)", 0.0)
+    compute: float = unit("µs per iteration (mean)", 0.0)
+    communication: float = unit("µs per iteration (mean)", 0.0)
+    memcpy: float = unit("µs per iteration (mean)", 0.0)
+    idle: float = unit("µs per iteration (mean)", 0.0)
+    overlap: float | None = unit("fraction (0 to 1)", None)
 
     @property
     def exposed_communication(self) -> float:

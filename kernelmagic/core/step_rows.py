@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,10 @@ class StepRow(Record):
     iteration: int
     index: int
     group: str
-    wall_us: float
-    cpu_us: float
-    device_us: float = 0.0
-    memory_held: float = 0.0
+    wall_us: float = unit("µs in this step")
+    cpu_us: float = unit("µs in this step")
+    device_us: float = unit("µs in this step", 0.0)
+    memory_held: float = unit("bytes held at the step's end", 0.0)
     inputs: str = ""
 
     @property
@@ -52,16 +52,16 @@ class StepGroupRow(Record):
 
     group: str
     inputs: str
-    count: int
-    median_us: float
-    first_us: float
-    slowest_us: float
+    count: int = unit("steps per iteration")
+    median_us: float = unit("µs per step")
+    first_us: float = unit("µs per step")
+    slowest_us: float = unit("µs per step")
     slowest_index: int
     slowest_iteration: int
-    cpu_us: float
-    device_us: float = 0.0
-    memory_per_step: float = 0.0
-    top_ops: dict[str, float] = field(default_factory=dict)
+    cpu_us: float = unit("µs per step")
+    device_us: float = unit("µs per step", 0.0)
+    memory_per_step: float = unit("bytes per step", 0.0)
+    top_ops: dict[str, float] = unit("op -> µs per step", factory=dict)
 
     @property
     def key(self) -> str:

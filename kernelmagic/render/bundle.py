@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from kernelmagic.render.text import text_report
+from kernelmagic.render.views import Picture, view_pictures
 from kernelmagic.results.result import ProfileResult
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -77,30 +78,25 @@ def display_bundle(text: str, include: Any, draw: Callable[[], Drawn],
 
 
 class ReportPictures(NamedTuple):
-    """A report's pictures: the bar chart (SVG), and the timeline (SVG, shown inline for its
-    hover titles) and roofline (PNG) of a run that recorded them."""
+    """A report's pictures: the bar chart (SVG), the timeline (SVG, shown inline for its
+    hover titles) of a run that recorded one, and each view's picture by the view's name
+    (``render/views.py: view_pictures``)."""
 
     chart: bytes
     timeline: bytes | None
-    roofline: bytes | None
+    views: dict[str, Picture]
 
 
 def report_pictures(result: ProfileResult) -> ReportPictures:
-    """Draw the report's pictures."""
+    """Draw the report's pictures, once for its HTML and its widget."""
     from kernelmagic.render.chart import chart_svg
 
-    chart = chart_svg(result)
     timeline = None
     if "timeline" in result.views:
         from kernelmagic.render.timeline import timeline_svg
 
         timeline = timeline_svg(result)
-    roofline = None
-    if "roofline" in result.views and result.roofline:
-        from kernelmagic.render.roofline import roofline_png
-
-        roofline = roofline_png(result)
-    return ReportPictures(chart, timeline, roofline)
+    return ReportPictures(chart_svg(result), timeline, view_pictures(result))
 
 
 def mime_bundle(result: ProfileResult, include: Any = None,
@@ -111,7 +107,7 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         from kernelmagic.render.html import html_report
 
         return html_report(result, drawn.chart, findings=findings,
-                           timeline_svg=drawn.timeline, roofline_png=drawn.roofline)
+                           timeline_svg=drawn.timeline, pictures=drawn.views)
 
     def widget(drawn: ReportPictures) -> Any:
         return report_box(result, findings=findings, pictures=drawn)
@@ -129,7 +125,7 @@ def report_box(result: ProfileResult, findings: bool = True,
     if pictures is None:
         pictures = report_pictures(result)
     return report_widget(result, pictures.chart, findings=findings,
-                         timeline_svg=pictures.timeline, roofline_png=pictures.roofline)
+                         timeline_svg=pictures.timeline, pictures=pictures.views)
 
 
 def _origin() -> tuple[object | None, object | None]:

@@ -174,3 +174,8 @@ def compiled_note(result: ProfileResult) -> str:
     if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
         parts.append(f"kernels with no times: {UNTIMED_KERNELS}")
     return "; ".join(parts)
+
+
+def compiled_notes(result: ProfileResult) -> list[str]:
+    note = compiled_note(result)
+    return [note] if note else []

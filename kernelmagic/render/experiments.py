@@ -10,6 +10,7 @@ from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.timing import MIN_EFFECT
 from kernelmagic.core.units import counted, format_error, format_us, percent, speedup_text
 from kernelmagic.render.table import Column, Table
+from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
 #: Bar colours: measured faster, measured slower (both beyond the noise), within it.
@@ -151,3 +152,20 @@ def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:
         ]
     out.append("</svg>")
     return "".join(out).encode()
+
+
+def experiments_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    """``--try``'s table, or the note that says why nothing was tried."""
+    if result.experiments:
+        return [("experiments", experiments_table(result))]
+    return [("experiments", result.experiments_note)] if result.experiments_note else []
+
+
+def experiments_notes(result: ProfileResult) -> list[str]:
+    return [baseline_line(result)] if result.experiments else []
+
+
+def experiments_picture(result: ProfileResult) -> Picture | None:
+    """The speed-ups' bars (SVG), above the table."""
+    svg = experiments_svg(result) if result.experiments else None
+    return Picture(svg, "image/svg+xml", "speed-ups") if svg is not None else None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
 from kernelmagic.render.text import summary_line
+from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
 
 if TYPE_CHECKING:
@@ -167,37 +168,39 @@ def findings_html(result: ProfileResult | ManyRanksResult) -> str:
             f'<ul style="margin-top:2px">{items}</ul></div>')
 
 
+def view_html(title: str, body: str) -> str:
+    """One view's block: its heading over ``body``."""
+    return (f'<div class="km-view km-view-{escape(title.replace(" ", "-"))}">'
+            f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
+
+
 def views_html(result: ProfileResult, limit: int | None = ROWS_SHOWN,
-               images: dict[str, bytes | None] | None = None) -> str:
-    """Each deeper view under its own heading (``images``: a chart above a view's table)."""
-    from kernelmagic.render.views import view_tables
-
+               pictures: dict[str, Picture] | None = None) -> str:
+    """Each deeper view's tables under their own headings, its picture above the first
+    (``pictures``: drawn already, ``render/views.py: view_pictures``)."""
     out = []
-    for title, view in view_tables(result):
-        body = (static_table_html(view, limit) if isinstance(view, Table)
-                else f"<p>{escape(str(view))}</p>")
-        body = image_tag((images or {}).get(title), f"{title} chart") + body
-        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
-
-        if title == ALIVE_TITLE:  # the timeline by category above the table
-            body = image_tag(memory_svg(result), "memory timeline", "image/svg+xml") + body
-        if title == "experiments":  # the speed-ups' bars above the table
-            from kernelmagic.render.experiments import experiments_svg
-
-            body = image_tag(experiments_svg(result), "speed-ups", "image/svg+xml") + body
-        out.append(f'<div class="km-view km-view-{escape(title.replace(" ", "-"))}">'
-                   f'<h4 style="margin:8px 0 2px">{escape(title)}</h4>{body}</div>')
+    for view in view_reports(result, pictures):
+        above = (image_tag(view.picture.data, view.picture.alt, view.picture.mime)
+                 if view.picture is not None else "")
+        if not view.tables:  # a picture with no table to go above
+            out.append(view_html(view.name, above))
+        for title, table in view.tables:
+            body = (static_table_html(table, limit) if isinstance(table, Table)
+                    else f"<p>{escape(str(table))}</p>")
+            out.append(view_html(title, above + body))
+            above = ""
     return "".join(out)
 
 
 def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = ROWS_SHOWN,
                 findings: bool = True, timeline_svg: bytes | None = None,
-                roofline_png: bytes | None = None) -> str:
-    """Summary, chart, timeline, tables and findings in one self-contained fragment."""
+                pictures: dict[str, Picture] | None = None) -> str:
+    """Summary, chart, timeline, tables and findings in one self-contained fragment
+    (``pictures``: the views' pictures, drawn here when not given)."""
     notes = findings_html(result) if findings else ""
     return (f'<div class="kernelmagic-report">{summary_html(result)}'
             f"{image_tag(chart, 'top ops chart', 'image/svg+xml')}"
             f"{inline_svg(timeline_svg)}"
             f"{static_table_html(op_table(result), limit)}"
-            f"{views_html(result, limit, {'roofline': roofline_png})}"
+            f"{views_html(result, limit, pictures)}"
             f"{notes}</div>")

@@ -16,6 +16,7 @@ from kernelmagic.core.memory_rows import (
 )
 from kernelmagic.core.units import format_bytes, format_us, percent
 from kernelmagic.render.table import Column, Table
+from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
 
@@ -192,3 +193,23 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
         x0 += 24 + 6 * len(CATEGORY_WORDS[c])
     out.append("</svg>")
     return "".join(out).encode()
+
+
+def memory_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    """``--memory``'s tables: what was alive at the peak (or why nothing could be followed
+    there), and the memory each iteration kept."""
+    if "memory" not in result.views or not (result.memory_alive or result.memory_timeline):
+        return []
+    views: list[tuple[str, object]] = [(
+        ALIVE_TITLE, alive_table(result) if result.memory_alive else
+        "No allocation could be followed to the peak (a trace, or a run whose category "
+        "analysis failed, holds only the raw records).")]
+    if result.memory_growth:
+        views.append(("memory growth", growth_table(result)))
+    return views
+
+
+def memory_picture(result: ProfileResult) -> Picture | None:
+    """The memory timeline by category (SVG), above the alive-at-the-peak table."""
+    svg = memory_svg(result) if "memory" in result.views else None
+    return Picture(svg, "image/svg+xml", "memory timeline") if svg is not None else None

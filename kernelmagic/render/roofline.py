@@ -8,6 +8,7 @@ from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import counted, format_count, format_us, percent, si
 from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table, name_column, summed
+from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
 COLORS = {"compute": "#C44E52", "memory": "#4C72B0", "overhead": "#8C8C8C",
@@ -250,3 +251,21 @@ def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) ->
     from kernelmagic.render.chart import figure_png
 
     return figure_png(roofline_figure(result, k, dpi))
+
+
+def roofline_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    """``--roofline``'s table, or the verdict when no op was counted."""
+    if "roofline" not in result.views:
+        return []
+    return [("roofline", roofline_table(result) if result.roofline else verdict_line(result))]
+
+
+def roofline_notes(result: ProfileResult) -> list[str]:
+    return [verdict_line(result)] if "roofline" in result.views and result.roofline else []
+
+
+def roofline_picture(result: ProfileResult) -> Picture | None:
+    """The roofline chart (a PNG drawn by matplotlib) of a run that counted ops."""
+    if "roofline" not in result.views or not result.roofline:
+        return None
+    return Picture(roofline_png(result), "image/png", "roofline chart")

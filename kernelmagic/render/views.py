@@ -1,16 +1,26 @@
-"""The deeper views as tables: kernels, source lines, modules, the user's ranges and steps.
+"""The deeper views in the reports: each view's tables, notes and picture, read from its
+declaration (``views/registry.py``), and the tables of kernels, source lines, modules and
+the user's ranges.
 
-``view_tables(result)`` lists the views a report shows besides the op table, each as
-(title, Table or a one-line note); ``view_notes`` the one-line facts that go with them.
+``view_reports(result)`` lists the views a report shows besides the op table, each with its
+tables (title, Table or a one-line note) and picture; ``view_tables`` their tables alone;
+``view_notes`` the one-line facts that go with them. The text, HTML and widget reports all
+read these, so a view's tables and picture are wired here once.
 """
 
 from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from kernelmagic.core.event_rules import NO_CATEGORY
 from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, time_column
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.registry import view_specs
 
 
 def kernel_table(result: ProfileResult) -> Table:
@@ -134,52 +144,90 @@ def range_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.ranges), "cpu", noun="ranges")
 
 
+def kernel_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    return [("kernels", kernel_table(result))] if result.profiles_device else []
+
+
+def range_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    return [("ranges", range_table(result))] if result.ranges else []
+
+
+def gpu_idle_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    return [("gpu idle", gpu_idle_table(result))] if result.gpu_idle else []
+
+
+def source_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    if "stack" not in result.views:
+        return []
+    return [("source", source_table(result) if result.sources else
+             "No op ran under a Python function of yours.")]
+
+
+def python_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    return [("python", python_view(result))] if "python" in result.views else []
+
+
+def module_tables(result: ProfileResult) -> list[tuple[str, object]]:
+    if "modules" not in result.views:
+        return []
+    return [("modules", module_table(result) if result.modules else "No nn.Module was called.")]
+
+
+class Picture(NamedTuple):
+    """A view's picture: the image's bytes, its MIME type and its alt text."""
+
+    data: bytes
+    mime: str
+    alt: str
+
+
+@dataclass(frozen=True)
+class ViewReport:
+    """What the reports show of one view: its tables (title, Table or a one-line note) and
+    its picture (drawn once per report), which goes above the first table."""
+
+    name: str
+    tables: list[tuple[str, object]]
+    picture: Picture | None = None
+
+
+def resolve(path: str) -> Callable[..., Any] | None:
+    """The renderer function a declaration names, ``"module:function"`` (None for "")."""
+    if not path:
+        return None
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _called(path: str, result: ProfileResult, default: Any) -> Any:
+    function = resolve(path)
+    return default if function is None else function(result)
+
+
+def view_pictures(result: ProfileResult) -> dict[str, Picture]:
+    """Each view's picture (``ViewSpec.picture``), by the view's name: drawn once per report
+    and shared by its HTML and widget."""
+    drawn = {spec.name: _called(spec.picture, result, None) for spec in view_specs()}
+    return {name: picture for name, picture in drawn.items() if picture is not None}
+
+
+def view_reports(result: ProfileResult,
+                 pictures: dict[str, Picture] | None = None) -> list[ViewReport]:
+    """Every view the report shows besides the op table, in the declarations' order, with
+    its tables and picture (``pictures``: drawn already; default drawn here)."""
+    drawn = view_pictures(result) if pictures is None else pictures
+    out = []
+    for spec in view_specs():
+        tables = _called(spec.tables, result, [])
+        picture = drawn.get(spec.name)
+        if tables or picture is not None:
+            out.append(ViewReport(spec.name, tables, picture))
+    return out
+
+
 def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
     """(title, Table or note) for every view the report shows besides the op table."""
-    views: list[tuple[str, object]] = []
-    if result.profiles_device:
-        views.append(("kernels", kernel_table(result)))
-    if result.ranges:
-        views.append(("ranges", range_table(result)))
-    if result.gpu_idle:
-        views.append(("gpu idle", gpu_idle_table(result)))
-    if "stack" in result.views:
-        views.append(("source", source_table(result) if result.sources else
-                      "No op ran under a Python function of yours."))
-    if "python" in result.views:
-        views.append(("python", python_view(result)))
-    if "modules" in result.views:
-        views.append(("modules", module_table(result) if result.modules else
-                      "No nn.Module was called."))
-    if "roofline" in result.views:
-        from kernelmagic.render.roofline import roofline_table, verdict_line
-
-        views.append(("roofline", roofline_table(result) if result.roofline else
-                      verdict_line(result)))
-    from kernelmagic.render.counters import counter_views
-
-    views.extend(counter_views(result))
-    if "memory" in result.views and (result.memory_alive or result.memory_timeline):
-        from kernelmagic.render.memory import ALIVE_TITLE, alive_table, growth_table
-
-        views.append((ALIVE_TITLE, alive_table(result) if result.memory_alive else
-                      "No allocation could be followed to the peak (a trace, or a run "
-                      "whose category analysis failed, holds only the raw records)."))
-        if result.memory_growth:
-            views.append(("memory growth", growth_table(result)))
-    from kernelmagic.render.steps import steps_tables
-
-    views += steps_tables(result)  # --steps
-    from kernelmagic.render.compiled import compiled_tables
-
-    views += compiled_tables(result)  # torch.compile: empty unless compiled code ran
-    if result.experiments:  # --try
-        from kernelmagic.render.experiments import experiments_table
-
-        views.append(("experiments", experiments_table(result)))
-    elif result.experiments_note:
-        views.append(("experiments", result.experiments_note))
-    return views
+    return [entry for spec in view_specs() for entry in _called(spec.tables, result, [])]
 
 
 def _streams_note(result: ProfileResult) -> str:
@@ -240,7 +288,9 @@ def critical_path_notes(result: ProfileResult) -> list[str]:
 
 
 def view_notes(result: ProfileResult) -> list[str]:
-    """One-line facts: peak memory, GPU busy/idle per iteration, where the trace went."""
+    """One-line facts: peak memory, GPU busy/idle per iteration, the events in no row, the
+    critical path, each view's notes (``ViewSpec.notes``, in the declarations' order),
+    where the trace went."""
     notes = []
     if result.peak_memory:
         parts = [f"CPU {format_bytes(result.peak_memory.get('cpu', 0.0))}"]
@@ -260,24 +310,8 @@ def view_notes(result: ProfileResult) -> list[str]:
     if result.unplaced:
         notes.append(unplaced_note(result))
     notes += critical_path_notes(result)
-    if "roofline" in result.views and result.roofline:
-        from kernelmagic.render.roofline import verdict_line
-
-        notes.append(verdict_line(result))
-    from kernelmagic.render.steps import steps_notes
-
-    notes += steps_notes(result)
-    from kernelmagic.render.counters import capture_notes
-
-    notes.extend(capture_notes(result))
-    from kernelmagic.render.compiled import compiled_note
-
-    if note := compiled_note(result):
-        notes.append(note)
-    if result.experiments:
-        from kernelmagic.render.experiments import baseline_line
-
-        notes.append(baseline_line(result))
+    for spec in view_specs():
+        notes += _called(spec.notes, result, [])
     if result.trace_path:
         notes.append(f"Chrome trace written to {result.trace_path} "
                      "(open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -22,6 +22,7 @@ from kernelmagic.render.html import (
     table_widths,
 )
 from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
+from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
 
 PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
@@ -53,8 +54,7 @@ class Shared:
 class SortableTable:
     """Header buttons over an HTML body; holds the sort state of one table."""
 
-    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
-                 hidden: bool = False) -> None:
+    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None) -> None:
         self.table = table
         self.page = page
         self.column_id = table.sort_column
@@ -104,7 +104,7 @@ class SortableTable:
             w.HBox(list(self.headers.values()), layout=fit),
             self.body,
             w.HBox([self.status, self.more_button, self.all_button], layout=shared.plain),
-        ], layout=w.Layout(overflow="auto", display="none" if hidden else None))
+        ], layout=w.Layout(overflow="auto"))
 
     def click(self, column_id: str) -> None:
         """A header click: sort by that column, or flip the order if it is active."""
@@ -150,58 +150,48 @@ class SortableTable:
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
 
 
+def picture_widget(picture: Picture) -> w.Image:
+    """A view's picture as an image widget, as wide as the output area at most."""
+    return w.Image(value=picture.data, format=picture.mime.split("/")[1],
+                   layout=w.Layout(width="auto", max_width="100%"))
+
+
 def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
                   timeline_svg: bytes | None = None,
-                  roofline_png: bytes | None = None) -> w.VBox:
+                  pictures: dict[str, Picture] | None = None) -> w.VBox:
     """Summary, charts, a view selector over sortable tables, and findings.
 
-    ``.km_table`` is the op table's state, ``.km_views`` maps the name of each view
-    that has rows to its ``SortableTable``, and ``.km_selector`` chooses the view shown
-    (hidden when the op table is the only one).
+    Each table with rows is a tab: a box of its view's picture (above the view's first
+    table) and the table, both always shown within it; the selector shows one tab's box
+    and hides the others (hidden when the op table is the only tab). ``.km_table`` is the
+    op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``,
+    ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab.
+    ``pictures``: the views' pictures, drawn here when not given.
     """
-    from kernelmagic.render.views import view_tables
-
     shared = Shared()
     parts: list[Any] = [shared.html(summary_html(result))]
-    image_layout = w.Layout(width="auto", max_width="100%")
     if chart is not None:  # the top-k bars (render/chart.py: chart_svg)
-        parts.append(w.Image(value=chart, format="svg+xml", layout=image_layout))
+        parts.append(w.Image(value=chart, format="svg+xml",
+                             layout=w.Layout(width="auto", max_width="100%")))
     if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
         parts.append(shared.html(inline_svg(timeline_svg)))
     table = SortableTable(op_table(result), shared=shared)
     views: dict[str, Any] = {"ops": table}
+    box_of: dict[str, Any] = {"ops": table.widget}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
-    with_chart = "roofline" if roofline_png is not None else None
-    for title, view in view_tables(result):
-        if isinstance(view, Table) and view.rows:  # made hidden: "ops" is shown first
-            views[title] = SortableTable(view, shared=shared, hidden=title != with_chart)
-        elif not isinstance(view, Table):
-            empty.append(f"{title}: {view}")
-    box_of = {name: v.widget for name, v in views.items()}
-    if with_chart in box_of:  # the chart above its table, hidden and shown together
-        chart = w.Image(value=roofline_png, format="png", layout=image_layout)
-        box_of["roofline"] = w.VBox([chart, box_of["roofline"]],
-                                    layout=w.Layout(display="none"))
-    # Hidden when the op table is the only view: nothing to choose between.
-    if "memory" in result.views:  # the memory timeline above its table (or alone: traces)
-        from kernelmagic.render.memory import ALIVE_TITLE, memory_svg
-
-        svg = memory_svg(result)
-        if svg is not None and ALIVE_TITLE in box_of:
-            box_of[ALIVE_TITLE] = w.VBox([w.Image(value=svg, format="svg+xml",
-                                                  layout=image_layout), box_of[ALIVE_TITLE]],
-                                         layout=w.Layout(display="none"))
-        elif svg is not None:
-            parts.append(w.Image(value=svg, format="svg+xml", layout=image_layout))
-    if "experiments" in box_of:  # --try: the speed-ups' bars above the table
-        from kernelmagic.render.experiments import experiments_svg
-
-        bars = experiments_svg(result)
-        if bars is not None:
-            box_of["experiments"] = w.VBox([w.Image(value=bars, format="svg+xml",
-                                                    layout=image_layout),
-                                            box_of["experiments"]],
-                                           layout=w.Layout(display="none"))
+    for view in view_reports(result, pictures):
+        picture = view.picture
+        for title, shown in view.tables:
+            if isinstance(shown, Table) and shown.rows:
+                views[title] = SortableTable(shown, shared=shared)
+                above = [picture_widget(picture)] if picture is not None else []
+                box_of[title] = w.VBox([*above, views[title].widget],
+                                       layout=w.Layout(display="none"))
+                picture = None
+            elif not isinstance(shown, Table):
+                empty.append(f"{title}: {shown}")
+        if picture is not None:  # no tab to show it in: on its own (a trace's memory)
+            parts.append(picture_widget(picture))
     selector = w.ToggleButtons(options=list(views), value="ops", description="view",
                                _dom_classes=("km-views",),
                                layout=w.Layout(display="none" if len(views) == 1 else None))
@@ -222,5 +212,5 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
-    box.km_boxes = box_of  # what the selector shows per view (a chart above some tables)
+    box.km_boxes = box_of  # what the selector shows per tab (a picture above some tables)
     return box

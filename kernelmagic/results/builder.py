@@ -12,38 +12,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelmagic.core.event_rules import UNPLACED_KEY
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
 from kernelmagic.core.python_samples import PythonSamples
-from kernelmagic.core.rows import OpRow, SourceRow, TrustChecks, UnplacedCategory
+from kernelmagic.core.rows import OpRow, TrustChecks
 from kernelmagic.core.sorting import default_sort
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import breakdown, gpu_busy
-from kernelmagic.views.compiled import compiled_view
-from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
-from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.iterations import find_iterations
-from kernelmagic.views.memory import ledger_from_table, memory_views
-from kernelmagic.views.ops import kernel_rows, op_rows, outer_window, range_owners
+from kernelmagic.views.ops import op_rows, outer_window, range_owners
 from kernelmagic.views.python_lines import (
-    TRACE_HINT,
-    python_lines,
     samples_from_trace,
-    split_top_level,
 )
-from kernelmagic.views.ranges import module_rows, user_ranges
-from kernelmagic.views.source_lines import source_rows
-from kernelmagic.views.steps import StepsView, steps_view
-from kernelmagic.views.timeline import peak_memory, timeline
+from kernelmagic.views.registry import ViewInputs, view_specs
+from kernelmagic.views.specs import CriticalPathView
 from kernelmagic.views.tree import Figures
 
-__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result", "unplaced_categories"]
+__all__ = ["TABLE_COUNTERS", "RunFacts", "build_result"]
 
 #: A view ``build_result`` also reads from the table when asked: the counters a trace
 #: recorded with profiler metrics holds. A live run's come from a run of their own
@@ -105,9 +95,10 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
       seconds per iteration, default the windows' lengths.
     - ``device``: "cpu" or "cuda" (a trace of another accelerator: torch's name for it,
       "mtia", ...); default "cuda" when the table holds GPU work.
-    - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``_memory_fields``.
+    - ``device_peaks``, ``memory_ledger``, ``memory_all``: see ``views/specs.py:
+      build_memory``.
     - ``steps_target``: what each step is a call of (``views/steps.py``).
-    - ``python_samples``, ``cell_label``: see ``_python_fields``.
+    - ``python_samples``, ``cell_label``: see ``views/specs.py: build_python``.
     - ``facts``: the rest, copied into the result (``RunFacts``).
     """
     windows = (find_iterations(table, name).windows if iterations is None
@@ -120,52 +111,40 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     wanted = [v for v in (*VIEWS, TABLE_COUNTERS) if v in views]
     figures = Figures(table)
     median = _median_index(timings)
-    steps = _steps(table, figures, windows, name, wanted, steps_target, on_device, median)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
-    compiled = compiled_view(table, figures, windows)  # empty unless compiled code ran
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
     rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline,
                                   statistics.median(timings) * 1e6 if timings else None)
     lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
+    inputs = ViewInputs(table, figures, windows, name, views=wanted, on_device=on_device,
+                        median=median, source_file=source_file, cell_label=cell_label,
+                        extra={"steps_target": steps_target, "memory_ledger": memory_ledger,
+                               "memory_all": memory_all, "device_peaks": device_peaks,
+                               "python_samples": python_samples, "line_samples": lines,
+                               "timed": bool(timings)})
+    records = _view_records(inputs)
+    records["critical_path"] = CriticalPathView(
+        path=model.path if model else [], spans=model.spans if model else [],
+        model=model.model.to_dict() if model else {}, trust=TrustChecks(**trust_checks(table)))
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
-        rows=rows,
-        kernels=kernel_rows(table, name) if on_device else [],
-        sources=_sources(table, figures, source_file, python_samples) if "stack" in wanted
-        else [],
-        modules=module_rows(table, figures) if "modules" in wanted else [],
-        ranges=user_ranges(table, figures, name, on_device=on_device),
-        timeline=timeline(table, shown) if in_timeline and shown is not None else [],
-        gpu_busy=busy if on_device else [],
+        rows=rows, gpu_busy=busy if on_device else [],
         breakdown=breakdown(table, windows, busy) if windows else None,
-        compiled_regions=compiled.regions, graph_breaks=compiled.breaks,
-        fused_kernels=compiled.kernels,
-        steps=steps.rows, step_groups=steps.groups, steps_summary=steps.summary,
-        gpu_idle=gpu_idle_rows(table, windows, lines, source_file, cell_label)
-        if on_device else [],
-        critical_path=model.path if model else [],
-        critical_spans=model.spans if model else [],
-        dependency_model=model.model.to_dict() if model else {},
-        trust=TrustChecks(**trust_checks(table)),
-        unplaced=unplaced_categories(table),
-        **(_memory_fields(table, windows, name, on_device, device_peaks, memory_ledger,
-                          None if memory_all else min(median, max(len(windows) - 1, 0)))
-           if "memory" in wanted else {}),
-        **(_table_counters(table) if TABLE_COUNTERS in wanted else {}),
-        **(_python_fields(table, windows, lines, python_samples is None, source_file,
-                          cell_label) if "python" in wanted else {}),
-        **_copied(facts, on_device),
+        view_records=records, **_copied(facts, on_device),
     )
 
 
-def unplaced_categories(table: EventTable) -> list[UnplacedCategory]:
-    """The categories the source could not place (its ``meta``'s ``UNPLACED_KEY``), the
-    most time first."""
-    found = table.meta.get(UNPLACED_KEY) or {}
-    rows = [UnplacedCategory(category=str(cat), events=int(count), time_us=ns / 1000)
-            for cat, (count, ns) in found.items()]
-    return sorted(rows, key=lambda r: (-r.time_us, r.category))
+def _view_records(inputs: ViewInputs) -> dict[str, Any]:
+    """Each registered view's record that its ``build`` makes for ``inputs`` (the views
+    asked for, and those without an option), in the reports' order."""
+    records = {}
+    for spec in view_specs():
+        if spec.build is not None and spec.asked(inputs.views):
+            record = spec.build(inputs)
+            if record is not None:
+                records[spec.name] = record
+    return records
 
 
 def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],
@@ -183,13 +162,6 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
     return _with_gains(rows, model.gains_us if model else {}), model
 
 
-def _sources(table: EventTable, figures: Figures, source_file: str | None,
-             samples: PythonSamples | None) -> list[SourceRow]:
-    """``--stack``'s rows, the cell's top level split by line where samples say how."""
-    rows = source_rows(table, figures, source_file)
-    return split_top_level(rows, table, samples) if samples is not None else rows
-
-
 def _line_samples(table: EventTable, windows: list[Window], samples: PythonSamples | None,
                   wanted: bool) -> PythonSamples | None:
     """The Python samples that name lines (the ``python`` view's, ``gpu_idle``'s): the live
@@ -199,33 +171,10 @@ def _line_samples(table: EventTable, windows: list[Window], samples: PythonSampl
     return samples_from_trace(table, windows)
 
 
-def _python_fields(table: EventTable, windows: list[Window], samples: PythonSamples | None,
-                   from_trace: bool, source_file: str | None,
-                   cell_label: str) -> dict[str, Any]:
-    """``--python``'s rows: the time no op covered, shared out among the Python lines the
-    live sampler saw there (``samples``), else those of a trace's ``with_stack`` frames
-    (``from_trace``: then a note says how to record them when it has none).
-    ``cell_label`` (the magic's ``cell[n]``) names the lines of ``source_file``, which is
-    a cell's."""
-    samples = samples if samples is not None else PythonSamples()
-    lines = python_lines(table, windows, samples, source_file, cell_label)
-    return {"python_lines": lines.rows, "python_unattributed": lines.unattributed_us,
-            "python_note": TRACE_HINT if from_trace and not samples.n else ""}
-
-
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
     """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
     return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
             for r in rows]
-
-
-def _steps(table: EventTable, figures: Figures, windows: list[Window], name: str,
-           wanted: list[str], target: str, on_device: bool, median: int) -> StepsView:
-    """The steps view, when asked for (a trace recorded with ``--steps`` asks for it)."""
-    if "steps" not in wanted:
-        return StepsView()
-    return steps_view(table, figures, windows, name, target=target, on_device=on_device,
-                      memory="memory" in wanted, median_iteration=median)
 
 
 def _median_index(timings: Sequence[float]) -> int:
@@ -233,30 +182,6 @@ def _median_index(timings: Sequence[float]) -> int:
     if not timings:
         return 0
     return sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
-
-
-def _memory_fields(table: EventTable, windows: list[Window], name: str, on_device: bool,
-                   device_peaks: Sequence[float] | None, ledger: MemoryLedger | None,
-                   shown: int | None) -> dict[str, Any]:
-    """The ``--memory`` fields. ``device_peaks``: per-iteration device memory peaks
-    (bytes) measured live; default from the table's device memory records. ``ledger``:
-    the run's memory changes with their categories (``live/memory_categories.py``);
-    default the table's records, every category "unknown". ``shown``: the iteration whose
-    memory timeline is kept (the median one), None for every one (``memory_all``)."""
-    device_peak = (max(device_peaks or [0.0]) if device_peaks is not None
-                   else peak_memory(table, windows, on_device=True))
-    ledger = ledger if ledger is not None else ledger_from_table(table)
-    memory = memory_views(table, windows, ledger, shown, name=name)
-    return {"peak_memory": {"cpu": peak_memory(table, windows), "device": device_peak},
-            "memory_timeline": memory.points, "memory_peaks": memory.peaks,
-            "memory_alive": memory.alive, "memory_growth": memory.growth,
-            "memory_note": ledger.note}
-
-
-def _table_counters(table: EventTable) -> dict[str, Any]:
-    """The counters per kernel a table recorded with profiler metrics holds, and how
-    they were joined to its kernels."""
-    return {"counters": counter_rows(table), "counters_note": join_note(table)}
 
 
 def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from kernelmagic.core.collective_rows import Arrival
 from kernelmagic.core.events import EventTable, Window
-from kernelmagic.core.records import Record
+from kernelmagic.core.records import Record, unit
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.sorting import self_time
 from kernelmagic.results.result import ProfileResult
@@ -49,17 +49,17 @@ class RankSummary(Record):
     backend: str = ""
     file: str = ""
     device: str = "cpu"
-    steps: int = 0
-    step_median_us: float = 0.0
-    step_iqr_us: float = 0.0
-    compute_us: float = 0.0
-    communication_us: float = 0.0
-    memcpy_us: float = 0.0
-    idle_us: float = 0.0
-    overlap: float | None = None
-    op_us: dict[str, float] = field(default_factory=dict)
-    step_us: list[float] = field(default_factory=list)
-    step_comm_us: list[float] = field(default_factory=list)
+    steps: int = unit("steps", 0)
+    step_median_us: float = unit("µs per step", 0.0)
+    step_iqr_us: float = unit("µs per step", 0.0)
+    compute_us: float = unit("µs per step", 0.0)
+    communication_us: float = unit("µs per step", 0.0)
+    memcpy_us: float = unit("µs per step", 0.0)
+    idle_us: float = unit("µs per step", 0.0)
+    overlap: float | None = unit("fraction (0 to 1)", None)
+    op_us: dict[str, float] = unit("µs per step, per op", factory=dict)
+    step_us: list[float] = unit("µs", factory=list)
+    step_comm_us: list[float] = unit("µs", factory=list)
     collectives: list[Arrival] = field(default_factory=list)
 
     @property

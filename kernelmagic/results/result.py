@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import typing
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from kernelmagic.core.compiled_rows import (
     CompiledRegionRow,
@@ -26,7 +27,7 @@ from kernelmagic.core.event_rules import BACKEND_LABELS
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
-from kernelmagic.core.records import RecordError, fields_from_json, fields_json
+from kernelmagic.core.records import RecordError, fields_from_json, fields_json, from_json
 from kernelmagic.core.rows import (
     Breakdown,
     CriticalPathRow,
@@ -40,17 +41,63 @@ from kernelmagic.core.rows import (
     Roofs,
     SourceRow,
     Span,
-    TrustChecks,
     UnplacedCategory,
 )
 from kernelmagic.core.sorting import self_time, sort_value
-from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow, StepsSummary
+from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow
 from kernelmagic.core.timing import TimingStats
 from kernelmagic.core.units import counted
+from kernelmagic.views.registry import view_spec
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
 FORMAT_VERSION = 1
+
+
+T = TypeVar("T")
+
+#: The names of the flat layout (fields of results saved before views were records): each
+#: name -> (view, the record's attribute). ``Legacy`` fills it.
+LEGACY_NAMES: dict[str, tuple[str, str]] = {}
+
+
+class Legacy(Generic[T]):
+    """A name of the flat layout, read from its view's record: ``result.steps`` is
+    ``result.view("steps").rows``. Files saved with the flat layout load into the records
+    (``from_dict``), and ``ProfileResult(..., steps=rows)`` or ``dataclasses.replace(result,
+    steps=rows)`` set the record's attribute (code written against the flat layout)."""
+
+    def __init__(self, view: str, attr: str) -> None:
+        self.view, self.attr = view, attr
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        LEGACY_NAMES[name] = (self.view, self.attr)
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Legacy[T]: ...
+    @overload
+    def __get__(self, obj: ProfileResult, owner: type) -> T: ...
+    def __get__(self, obj: ProfileResult | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        return getattr(obj.view(self.view), self.attr)
+
+
+def with_legacy(records: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``records`` with the flat layout's ``values`` (``LEGACY_NAMES``) set in their views'
+    records (each view's empty record where it has none)."""
+    out = dict(records)
+    by_view: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        view, attr = LEGACY_NAMES[name]
+        by_view.setdefault(view, {})[attr] = value
+    for view, changes in by_view.items():
+        spec = view_spec(view)
+        assert spec is not None, view  # the built-in views are always registered
+        record = out.get(view)
+        out[view] = (dataclasses.replace(record, **changes) if record is not None
+                     else spec.record(**changes))
+    return out
 
 
 @dataclass(eq=False)
@@ -77,68 +124,78 @@ class ProfileResult:
     device_name: str | None = None
     torch_version: str = ""
     warmup_timings: list[float] = field(default_factory=list)
-    kernels: list[KernelRow] = field(default_factory=list)
     matmul_precision: str = ""
     views: list[str] = field(default_factory=list)  # deeper views asked for
-    peak_memory: dict[str, float] = field(default_factory=dict)  # bytes, per iteration
-    sources: list[SourceRow] = field(default_factory=list)
-    modules: list[ModuleRow] = field(default_factory=list)
-    ranges: list[RangeRow] = field(default_factory=list)
-    timeline: list[Span] = field(default_factory=list)
     gpu_busy: list[float] = field(default_factory=list)  # kernel µs per iteration
     trace_path: str = ""
     # a trace's rank, world_size and backend
     distributed: dict[str, int | str] = field(default_factory=dict)
     planned_iters: int = 0  # iterations asked for, when Ctrl-C stopped the run early
-    roofline: list[RooflineRow] = field(default_factory=list)  # --roofline
-    roofline_peaks: Roofs = field(default_factory=dict)  # type: ignore[assignment]  # the roofs used
     breakdown: Breakdown | None = None  # compute / communication / memcpy / idle per iteration
     source: str = "live"  # "live" (profiled here) or "trace" (read from a trace file)
     # the backend when a device was profiled: "cuda", "rocm", or another accelerator's
     # ("mtia", "xpu", "hpu", "privateuse1": core/event_rules.py BACKENDS); "" reads as "cuda"
     gpu_runtime: str = ""
-    counters: list[CounterRow] = field(default_factory=list)  # --counters, per kernel
-    counters_note: str = ""  # --counters: why they are missing, or how they were joined
     capture: str = ""  # "nsight": --nsight, Nsight held CUPTI, torch's profiler did not run
-    # --memory: timeline by category, peaks, alive at the peak, growth (memory_rows.py)
-    memory_timeline: list[MemoryPoint] = field(default_factory=list)
-    memory_peaks: list[MemoryPeakRow] = field(default_factory=list)
-    memory_alive: list[LiveBlockRow] = field(default_factory=list)
-    memory_growth: list[MemoryGrowthRow] = field(default_factory=list)
-    memory_note: str = ""  # why categories are missing, or where the run stopped (OOM)
-    # torch.compile (kernelmagic/core/compiled_rows.py): regions, graph breaks, compiles, kernels
-    compiled_regions: list[CompiledRegionRow] = field(default_factory=list)
-    graph_breaks: list[GraphBreakRow] = field(default_factory=list)
-    compiles: list[CompileRow] = field(default_factory=list)
-    fused_kernels: list[FusedKernelRow] = field(default_factory=list)
-    # --python (kernelmagic/views/python_lines.py): time no op covers, per user line
-    python_lines: list[PythonLineRow] = field(default_factory=list)
-    python_unattributed: float = 0.0  # µs per iteration no user line held
-    python_note: str = ""  # why there are no Python lines (a trace without with_stack)
-    gpu_idle: list[GpuIdleRow] = field(default_factory=list)  # GPU idle per cause (views/gpu_idle)
-    # events of categories kernelmagic does not know: counted, in no row (core/event_rules.py)
-    unplaced: list[UnplacedCategory] = field(default_factory=list)
-    # The median iteration's dependency model (views/dependencies.py, packed), its critical
-    # path, and what the model found wrong with its own edges (the trust line).
-    critical_path: list[CriticalPathRow] = field(default_factory=list)
-    critical_spans: list[Span] = field(default_factory=list)  # --timeline: the path in time
-    dependency_model: dict[str, Any] = field(default_factory=dict)
-    trust: TrustChecks | None = None
     # the machine (kernelmagic/core/machine.py): the device's family and figures, which the
     # advice follows; what else used the CPU while the iterations were timed (live runs)
     device_info: DeviceInfo | None = None
     cpu_load: CpuLoad | None = None
-    # --steps TARGET (kernelmagic/core/step_rows.py): each call, the calls by inputs, the loop
-    steps: list[StepRow] = field(default_factory=list)
-    step_groups: list[StepGroupRow] = field(default_factory=list)
-    steps_summary: StepsSummary | None = None
     repeated_call: RepeatedCall | None = None  # a module called many times, without --steps
-    # --try: one row per variant, each with its own ProfileResult (core/experiment_rows.py)
-    experiments: list[ExperimentRow] = field(default_factory=list)
-    experiments_note: str = ""  # e.g. --try auto found nothing to try
     # seconds per call of the code timed without the profiler (--try: the interleaved
     # rounds' baseline samples); empty: the warm-up runs after the first stand in
     unprofiled_timings: list[float] = field(default_factory=list)
+    # One record per view, whole, by the view's name (views/registry.py declares each:
+    # kernels, ranges, memory, steps, python, critical_path, roofline, counters, compiled,
+    # experiments, ...); a view not built has none (``view(name)`` gives its empty record).
+    view_records: dict[str, Any] = field(default_factory=dict)
+
+    # --- the views' records, by the names of the flat layout -------------------------
+    # (read-only; ``ProfileResult(...)`` and ``dataclasses.replace`` take them too)
+    kernels = Legacy[list[KernelRow]]("kernels", "rows")
+    ranges = Legacy[list[RangeRow]]("ranges", "rows")
+    sources = Legacy[list[SourceRow]]("stack", "rows")
+    modules = Legacy[list[ModuleRow]]("modules", "rows")
+    timeline = Legacy[list[Span]]("timeline", "rows")
+    unplaced = Legacy[list[UnplacedCategory]]("unplaced", "rows")
+    gpu_idle = Legacy[list[GpuIdleRow]]("gpu_idle", "rows")
+    roofline = Legacy[list[RooflineRow]]("roofline", "rows")
+    roofline_peaks = Legacy[Roofs]("roofline", "peaks")
+    counters = Legacy[list[CounterRow]]("counters", "rows")
+    counters_note = Legacy[str]("counters", "note")
+    peak_memory = Legacy[dict[str, float]]("memory", "peak_memory")  # bytes, per iteration
+    memory_timeline = Legacy[list[MemoryPoint]]("memory", "points")
+    memory_peaks = Legacy[list[MemoryPeakRow]]("memory", "peaks")
+    memory_alive = Legacy[list[LiveBlockRow]]("memory", "alive")
+    memory_growth = Legacy[list[MemoryGrowthRow]]("memory", "growth")
+    memory_note = Legacy[str]("memory", "note")
+    compiled_regions = Legacy[list[CompiledRegionRow]]("compiled", "regions")
+    graph_breaks = Legacy[list[GraphBreakRow]]("compiled", "breaks")
+    compiles = Legacy[list[CompileRow]]("compiled", "compiles")
+    fused_kernels = Legacy[list[FusedKernelRow]]("compiled", "kernels")
+    python_lines = Legacy[list[PythonLineRow]]("python", "rows")
+    python_unattributed = Legacy[float]("python", "unattributed_us")
+    python_note = Legacy[str]("python", "note")
+    critical_path = Legacy[list[CriticalPathRow]]("critical_path", "path")
+    critical_spans = Legacy[list[Span]]("critical_path", "spans")
+    dependency_model = Legacy[dict[str, Any]]("critical_path", "model")
+    trust = Legacy["TrustChecks | None"]("critical_path", "trust")
+    steps = Legacy[list[StepRow]]("steps", "rows")
+    step_groups = Legacy[list[StepGroupRow]]("steps", "groups")
+    steps_summary = Legacy["StepsSummary | None"]("steps", "summary")
+    experiments = Legacy[list[ExperimentRow]]("experiments", "rows")
+    experiments_note = Legacy[str]("experiments", "note")
+
+    def view(self, name: str) -> Any:
+        """The record of view ``name`` (``views/registry.py``); its empty record when the view
+        was not built; KeyError for a name no view is registered as."""
+        found = self.view_records.get(name)
+        if found is not None:
+            return found
+        spec = view_spec(name)
+        if spec is None:
+            raise KeyError(f"no view {name!r} is registered")
+        return spec.record()
 
     # --- derived figures ---------------------------------------------------------
 
@@ -187,8 +244,6 @@ class ProfileResult:
     @property
     def unprofiled_source(self) -> str:
         """Where ``unprofiled_s`` comes from: ``3 interleaved rounds``, ``2 warm-up runs``."""
-        from kernelmagic.core.units import counted
-
         if self.unprofiled_timings:
             return counted(len(self.unprofiled_timings), "interleaved round")
         return counted(len(self.warmup_timings[1:]), "warm-up run") + " after the first"
@@ -346,7 +401,17 @@ class ProfileResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (``core/records.py``), with the format's name
         and version first; ``from_dict`` restores an equal result."""
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, **fields_json(self)}
+        data = fields_json(dataclasses.replace(self, view_records=self._kept_records()))
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, **data}
+
+    def _kept_records(self) -> dict[str, Any]:
+        """The records that hold something (an empty record reads the same as none)."""
+        kept = {}
+        for name, record in self.view_records.items():
+            spec = view_spec(name)
+            if spec is None or record != spec.record():
+                kept[name] = record
+        return kept
 
     def save(self, path: Any) -> Any:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
@@ -398,22 +463,61 @@ class ProfileResult:
 
     @classmethod
     def from_json_value(cls, data: Any, path: str = "") -> ProfileResult:
-        """``from_json``'s reading of a result (``core/records.py``): its fields, then each
-        ``--try`` row's own result (``ExperimentRow.result``, declared ``Any`` in
-        ``core/``, which cannot name ``ProfileResult``) as a ``ProfileResult``, checked
-        like the rest; RecordError naming the field's path otherwise."""
+        """``from_json``'s reading of a result (``core/records.py``): its fields, each view's
+        record (``view_records``; a file saved with the flat layout holds the records'
+        attributes under ``LEGACY_NAMES``), then each ``--try`` row's own result
+        (``ExperimentRow.result``, declared ``Any`` in ``core/``, which cannot name
+        ``ProfileResult``) as a ``ProfileResult``, checked like the rest; RecordError naming
+        the field's path otherwise."""
         result: ProfileResult = fields_from_json(cls, data, path)
-        rows = []
-        for i, row in enumerate(result.experiments):
-            inner = row.result
-            if inner is not None and not isinstance(inner, ProfileResult):
-                where = f"{path + '.' if path else ''}experiments[{i}].result"
-                inner = cls.from_json_value(inner, where)
-            rows.append(dataclasses.replace(row, result=inner))
-        result.experiments = rows
+        prefix = f"{path}." if path else ""
+        records: dict[str, Any] = {}
+        for name, value in result.view_records.items():
+            spec = view_spec(name)
+            if spec is not None:  # (a view of a newer kernelmagic is left out)
+                records[name] = fields_from_json(spec.record, value,
+                                                 f"{prefix}view_records.{name}")
+        flat = {name: _legacy_value(name, data[name], prefix + name)
+                for name in LEGACY_NAMES if name in data}
+        result.view_records = with_legacy(records, flat)
+        tried = result.view_records.get("experiments")
+        if tried is not None:
+            rows = [dataclasses.replace(row, result=_inner(cls, row.result,
+                                                           f"{prefix}experiments[{i}].result"))
+                    for i, row in enumerate(tried.rows)]
+            result.view_records["experiments"] = dataclasses.replace(tried, rows=rows)
         return result
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
+
+
+_dataclass_init = ProfileResult.__init__
+
+
+def _init(self: ProfileResult, *args: Any, **kwargs: Any) -> None:
+    """The dataclass's ``__init__``, taking the flat layout's names too (``Legacy``)."""
+    legacy = {name: kwargs.pop(name) for name in list(kwargs) if name in LEGACY_NAMES}
+    _dataclass_init(self, *args, **kwargs)
+    if legacy:
+        self.view_records = with_legacy(self.view_records, legacy)
+
+
+ProfileResult.__init__ = _init  # type: ignore[method-assign]
+
+
+def _legacy_value(name: str, value: Any, path: str) -> Any:
+    """A flat layout field's value, checked against its record attribute's declared type."""
+    view, attr = LEGACY_NAMES[name]
+    spec = view_spec(view)
+    assert spec is not None, view
+    return from_json(typing.get_type_hints(spec.record)[attr], value, path)
+
+
+def _inner(cls: type[ProfileResult], inner: Any, path: str) -> Any:
+    """An experiment's own result, read as a ``ProfileResult`` when it is still JSON."""
+    if inner is None or isinstance(inner, ProfileResult):
+        return inner
+    return cls.from_json_value(inner, path)

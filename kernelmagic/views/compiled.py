@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.compiled_rows import CompiledRegionRow, FusedKernelRow, GraphBreakRow
+from kernelmagic.core.compiled_rows import (
+    CompiledRegionRow,
+    CompileRow,
+    FusedKernelRow,
+    GraphBreakRow,
+)
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
 from kernelmagic.views.breakdown import Intervals
@@ -54,11 +59,13 @@ DYNAMO_OVERHEAD = frozenset({"TorchDynamo Cache Lookup", "Pregraph bytecode",
 
 @dataclass(frozen=True)
 class CompiledView:
-    """What the events say about compiled code: regions, graph-break gaps, fused kernels."""
+    """What the events say about compiled code: regions, graph-break gaps, fused kernels;
+    and dynamo's compiles (``live/compile_watch.py`` adds them to a live run's record)."""
 
     regions: list[CompiledRegionRow] = field(default_factory=list)
     breaks: list[GraphBreakRow] = field(default_factory=list)
     kernels: list[FusedKernelRow] = field(default_factory=list)
+    compiles: list[CompileRow] = field(default_factory=list)
 
 
 def _matching(table: EventTable, pattern: re.Pattern[str]) -> tuple[np.ndarray, list[Any]]:

@@ -42,13 +42,16 @@ _NODE = re.compile(r"^[A-Z]\w*Backward\d*$")
 
 @dataclass
 class MemoryViews:
-    """What ``memory_views`` returns: rows for the result."""
+    """The ``--memory`` record: the timeline by category, the peaks, what was alive at
+    the peak, the growth, why categories are missing, and each side's peak rise within an
+    iteration (``peak_memory``: bytes, ``{"cpu": ..., "device": ...}``)."""
 
     points: list[MemoryPoint] = field(default_factory=list)
     peaks: list[MemoryPeakRow] = field(default_factory=list)
     alive: list[LiveBlockRow] = field(default_factory=list)
     growth: list[MemoryGrowthRow] = field(default_factory=list)
     note: str = ""
+    peak_memory: dict[str, float] = field(default_factory=dict)
 
 
 def device_label(device: int) -> str:

@@ -40,6 +40,7 @@ class PythonLines:
     rows: list[PythonLineRow] = field(default_factory=list)
     python_us: float = 0.0  # the rows' sum, µs per iteration
     unattributed_us: float = 0.0  # the rest of the time no op covered, µs per iteration
+    note: str = ""  # why there are no Python lines (a trace without with_stack)
 
 
 def outside_ops(table: EventTable, times: np.ndarray) -> np.ndarray:

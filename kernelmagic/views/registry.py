@@ -1,0 +1,129 @@
+"""Each view declared once: its option, its record, its tables, its picture, its findings.
+
+A view is one ``ViewSpec``, registered with ``register``. Everything else reads the
+declaration: ``build_result`` builds each view's record with ``build`` (when its ``option``
+is asked for) and keeps it whole in ``ProfileResult.view_records``; ``to_pandas`` lists the
+record's ``frames`` (a frame's columns are its row dataclass's fields, their units in the
+fields' metadata: ``core/records.py: unit``); the text, HTML and widget reports show the
+tables ``tables`` makes, ``notes`` above them and ``picture`` above the first table (the
+widget: in the same tab). The renderer functions are named by dotted paths
+(``"kernelmagic.render.steps:steps_tables"``), resolved by the render layer when a report
+is drawn, so this module, below the results and the renderers, imports neither.
+
+The built-in views are declared in ``views/specs.py``, in the order the reports list them;
+a view of its own module registers on import (every module of ``kernelmagic.views`` is
+imported when the registry is first read) and comes after them, by ``order``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Frame", "ViewInputs", "ViewSpec", "register", "view_spec", "view_specs"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One list of rows a record holds, as ``to_pandas(name)`` gives it: ``rows`` names the
+    record's attribute, ``row`` the row dataclass (its fields are the columns; a field's
+    ``metadata["unit"]`` its unit, ``metadata["column"] = False``: not a column)."""
+
+    name: str
+    rows: str
+    row: type
+
+
+@dataclass(frozen=True)
+class ViewInputs:
+    """What ``build_result`` hands each view's ``build``: the event table (with
+    ``derive_links`` applied), the tree's ``Figures``, the iterations' (start, end) ns
+    windows, the run's name, the views asked for, whether a device was profiled, the index
+    of the median iteration, the profiled code's file and its cell label, and ``extra``:
+    what only some views take (``steps_target``, ``memory_ledger``, ``python_samples``, ...;
+    see ``build_result``)."""
+
+    table: Any
+    figures: Any
+    windows: Sequence[tuple[int, int]]
+    name: str
+    views: Sequence[str] = ()
+    on_device: bool = False
+    median: int = 0
+    source_file: str | None = None
+    cell_label: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """A view, declared once.
+
+    - ``name``: its key in ``ProfileResult.view_records`` (and ``result.view(name)``).
+    - ``record``: the record's dataclass (fields of JSON-friendly declared types, defaults
+      for all: the default record is what a result without the view holds).
+    - ``build``: the record from ``ViewInputs`` (None: another step sets it, as the live
+      runner does for ``--roofline``, ``--counters`` and ``--try``).
+    - ``option``: the ``ProfileOptions`` field that asks for it ("" when it is always built).
+    - ``frames``: its lists of rows for ``to_pandas``.
+    - ``tables``: ``"module:function"`` of ``(result) -> [(title, Table or note)]``.
+    - ``notes``: ``"module:function"`` of ``(result) -> [one-line notes]``.
+    - ``picture``: ``"module:function"`` of ``(result) -> Picture | None``, drawn once per
+      report and shown above the view's first table (in its tab in the widget).
+    - ``findings``: the rules (``findings/``) that read the record, by name.
+    - ``order``: where the reports list it (the built-ins' is their place in ``specs.py``).
+    """
+
+    name: str
+    record: type
+    build: Callable[[ViewInputs], Any] | None = None
+    option: str = ""
+    frames: tuple[Frame, ...] = ()
+    tables: str = ""
+    notes: str = ""
+    picture: str = ""
+    findings: tuple[str, ...] = ()
+    order: int = 1000
+
+    def asked(self, views: Sequence[str]) -> bool:
+        """Whether ``build_result`` builds it for ``views``: always without an option."""
+        return not self.option or self.option in views
+
+
+_SPECS: dict[str, ViewSpec] = {}
+_loaded = False
+
+
+def register(spec: ViewSpec) -> ViewSpec:
+    """Add ``spec`` (replacing one of the same name: a module imported again)."""
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def _load_view_modules() -> None:
+    """Import every module of ``kernelmagic.views`` once, so each registers its views."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import kernelmagic.views as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def view_specs() -> list[ViewSpec]:
+    """Every registered view, in the reports' order."""
+    _load_view_modules()
+    ranked = enumerate(_SPECS.values())
+    return [spec for _, spec in sorted(ranked, key=lambda p: (p[1].order, p[0]))]
+
+
+def view_spec(name: str) -> ViewSpec | None:
+    """The view registered as ``name``, or None."""
+    _load_view_modules()
+    return _SPECS.get(name)
+
