@@ -97,7 +97,7 @@ TRACE_FIELDS: tuple[TraceField, ...] = (
 )
 
 #: ``array`` type codes of the columns' numpy types (``TableBuilder``).
-TYPECODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "float64": "d"}
+_TYPECODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "float64": "d"}
 
 
 def plain_fields(fields: tuple[TraceField, ...]) -> tuple[TraceField, ...]:
@@ -208,7 +208,7 @@ class TableBuilder:
         self.ids: dict[str, int] = {"": 0}  # interned text -> its index in ``names``
         self.names: list[str] = [""]
         self.dtypes = {**_OWN_COLUMNS, **{f.column: f.dtype for f in fields}}
-        self.columns = {column: array(TYPECODES[dtype]) for column, dtype in self.dtypes.items()}
+        self.columns = {column: array(_TYPECODES[dtype]) for column, dtype in self.dtypes.items()}
 
     def intern(self, text: str) -> int:
         found = self.ids.get(text)
