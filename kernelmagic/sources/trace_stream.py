@@ -10,6 +10,7 @@ whose one-line message names the file, the event and what is wrong with it.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import io
 import os
@@ -95,13 +96,18 @@ def _open_text(path: Path) -> tuple[IO[str], bool]:
 
 def _values_of(fields: tuple[TraceField, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """``values(args)``: an event's ``args`` values of ``fields``, in their order, each its
-    field's default where ``args`` lacks its key (one call in C per event)."""
-    keys, defaults = tuple(f.key for f in fields), tuple(f.default for f in fields)
+    field's default where ``args`` lacks its key.
 
-    def values(args: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(map(args.get, keys, defaults))
-
-    return values
+    Written out as one expression from the fields (``args.get(key, default), ...``), as
+    ``collections.namedtuple`` writes its methods: per event that costs what the same
+    ``get`` calls written by hand cost, a third of a loop's or a ``map``'s (the streaming
+    reader's hot loop). Keys and defaults are the spec's literals, never a file's text.
+    """
+    for f in fields:
+        if ast.literal_eval(repr(f.default)) != f.default:
+            raise ValueError(f"trace field {f.name}: its default is not a literal")
+    calls = "".join(f"args.get({f.key!r}, {f.default!r}), " for f in fields)
+    return eval(f"lambda args: ({calls})")  # type: ignore[no-any-return]
 
 
 def _time_fault(key: str, value: Any) -> str:
