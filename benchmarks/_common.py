@@ -233,6 +233,7 @@ def post_breakdown(body: Callable[[], Any], iters: int = 10, warmup: int = 3,
     ``events`` in the table (``n_events``). Needs an active InteractiveShell for the
     widget to be built.
     """
+    from kernelmagic.api import profile
     from kernelmagic.live import runner
     from kernelmagic.render.bundle import mime_bundle
 
@@ -256,7 +257,7 @@ def post_breakdown(body: Callable[[], Any], iters: int = 10, warmup: int = 3,
 
     runner.table_from_session = read
     try:
-        result = runner.profile(fn, iters=iters, warmup=warmup, on_trace_ready=held.append)
+        result = profile(fn, iters=iters, warmup=warmup, on_trace_ready=held.append)
     finally:
         runner.table_from_session = orig_read
     t_result = clock()

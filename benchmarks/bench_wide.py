@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     c.header("bench_wide: >= 300 distinct ops (render, end-to-ready) and re-sorting 1,000 rows")
-    from kernelmagic.live import runner
+    from kernelmagic.api import profile
     from kernelmagic.render.bundle import WIDGET_MIME, mime_bundle
     from kernelmagic.render.widget import report_widget
 
@@ -120,14 +120,14 @@ def main() -> None:
         ends.append(c.clock())
 
     # Warm: profiler, matplotlib, ipywidgets.
-    mime_bundle(runner.profile(fn, iters=1, warmup=1))
+    mime_bundle(profile(fn, iters=1, warmup=1))
 
     render, total, km_post, man_post, man_table, parts = [], [], [], [], [], []
     rows = events = 0
     for r in range(args.rounds):
         # kernelmagic: end of last iteration -> bundle ready (collect inside profile()).
         held: list[Any] = []
-        result = runner.profile(fn, iters=10, warmup=3, on_trace_ready=held.append)
+        result = profile(fn, iters=10, warmup=3, on_trace_ready=held.append)
         t_result = c.clock()
         bundle = mime_bundle(result)
         t_ready = c.clock()

@@ -18,28 +18,26 @@ __all__ = ["Comparison", "ManyRanksResult", "OpRow", "ProfileOptions", "ProfileR
            "__version__", "compare", "load", "peaks", "profile", "set_peaks", "variant"]
 
 if TYPE_CHECKING:
+    from kernelmagic.api import load, profile, variant
     from kernelmagic.core.options import ProfileOptions
     from kernelmagic.core.rows import OpRow
-    from kernelmagic.io.storage import load
     from kernelmagic.live.device_peaks import peaks, set_peaks
-    from kernelmagic.live.runner import profile
-    from kernelmagic.live.variants import variant
     from kernelmagic.results.compare import Comparison, compare
     from kernelmagic.results.ranks import ManyRanksResult
     from kernelmagic.results.result import ProfileResult
 
 _LAZY = {
-    "profile": "kernelmagic.live.runner",
+    "profile": "kernelmagic.api",  # the front door: imports torch only when it runs
     "ProfileOptions": "kernelmagic.core.options",
     "ProfileResult": "kernelmagic.results.result",
     "OpRow": "kernelmagic.core.rows",
-    "load": "kernelmagic.io.storage",
+    "load": "kernelmagic.api",
     "compare": "kernelmagic.results.compare",
     "Comparison": "kernelmagic.results.compare",
     "ManyRanksResult": "kernelmagic.results.ranks",
     "peaks": "kernelmagic.live.device_peaks",
     "set_peaks": "kernelmagic.live.device_peaks",
-    "variant": "kernelmagic.live.variants",  # imports no torch: @kernelmagic.variant is cheap
+    "variant": "kernelmagic.api",  # imports no torch: @kernelmagic.variant is cheap
 }
 
 # A line magic that had our name before we loaded (restored on unload).

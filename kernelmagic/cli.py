@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from kernelmagic.api import load
     from kernelmagic.core.errors import ProfileFileError
-    from kernelmagic.io.storage import load
     from kernelmagic.results.result import ProfileResult
 
     if getattr(args, "limit", 1) < 1:

@@ -1,4 +1,5 @@
-"""The ``%%profile`` / ``%profile`` magic: a thin adapter over ``kernelmagic.live.runner``.
+"""The ``%%profile`` / ``%profile`` magic: a thin adapter over the front door
+(``kernelmagic/api.py: run``), which runs the plan once or with ``--try``'s variants.
 
 It parses the line, validates options (bad ones become a one-line ``UsageError``),
 compiles the cell once so tracebacks show its lines, runs it in the user namespace,
@@ -112,7 +113,7 @@ class ProfileMagics(Magics):
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
                 raise ValueError("--save needs a non-empty NAME")
-            tried = _variants(options.variants)
+            _check_variants(options.variants)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         baseline = self._baseline(args.compare) if args.compare is not None else None
@@ -131,15 +132,14 @@ class ProfileMagics(Magics):
         sink = sink_for_shell(self.shell)
         progress = Progress(sink) if sink is not None else None
         ran = False  # the profiler session ended and was released
+        from kernelmagic.api import run
+
         try:
             try:
                 # The freed heap goes back to the OS after the report is shown, not before.
-                if tried:
-                    result = self._experiments(source, code, fn, plan, tried, progress)
-                else:
-                    result = runner.execute(fn, plan, source_file=code.co_filename,
-                                            progress=progress, free_memory=False,
-                                            cell_label=self._cell_label())
+                result = run(fn, plan, cell=lambda: self._cell(source, code, fn),
+                             source_file=code.co_filename, progress=progress,
+                             free_memory=False, cell_label=self._cell_label())
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)
@@ -162,23 +162,18 @@ class ProfileMagics(Magics):
             if ran:
                 _trim_heap_in_background()
 
-    def _experiments(self, source: str, code: Any, fn: Any, plan: Any, tried: list[str],
-                     progress: Any) -> Any:
-        """``--try``: the baseline and each variant (``live/experiments.py``); the cell
-        runs so that its last expression's value is kept, as ``Out[n]`` would be."""
-        __tracebackhide__ = True
+    def _cell(self, source: str, code: Any, fn: Any) -> Any:
+        """The cell as ``--try``'s experiments run it (``live/experiments.py``): so that its
+        last expression's value is kept, as ``Out[n]`` would be, and as one function for
+        ``torch.compile``."""
         from kernelmagic.live import experiments
 
         if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
-            cell = experiments.Cell(run=fn, make_function=None, has_value=False,
+            return experiments.Cell(run=fn, make_function=None, has_value=False,
                                     why_not_function="the cell uses await")
-        else:
-            cell = experiments.cell_of_source(
-                self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
-                self.shell.user_global_ns, self.shell.user_ns)
-        return experiments.run_with_variants(cell, plan, tried, source_file=code.co_filename,
-                                             progress=progress, free_memory=False,
-                                             cell_label=self._cell_label())
+        return experiments.cell_of_source(
+            self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
+            self.shell.user_global_ns, self.shell.user_ns)
 
     def _cell_label(self) -> str:
         """``cell[n]``: how the Python rows name the profiled cell's lines."""
@@ -230,7 +225,7 @@ class ProfileMagics(Magics):
         a result saved under that name (labelled with it) first, else a file path."""
         if target in self.saved:
             return self.saved[target], target
-        from kernelmagic.io.storage import load
+        from kernelmagic.api import load
         from kernelmagic.results.result import ProfileResult
 
         if not os.path.exists(target):
@@ -264,13 +259,13 @@ class ProfileMagics(Magics):
             raise UsageError("the cell has a syntax error (shown above)") from None
 
 
-def _variants(text: str | None) -> list[str]:
-    """``--try``'s variants, checked (``live/variants.py`` imports no torch); [] without."""
-    if text is None:
-        return []
-    from kernelmagic.live.variants import parse
+def _check_variants(text: str | None) -> None:
+    """``--try``'s variants checked before anything runs (``live/variants.py`` imports no
+    torch): ValueError naming the valid ones."""
+    if text is not None:
+        from kernelmagic.live.variants import parse
 
-    return parse(text)
+        parse(text)
 
 
 def _compile_awaiting(shell: Any, source: str, filename: str) -> Any:

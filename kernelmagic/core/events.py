@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
 from typing import Any
 
@@ -49,6 +50,61 @@ _DEVICE_WORK_KINDS = np.asarray(DEVICE_WORK, dtype=np.int8)
 Window = tuple[int, int]
 
 
+@dataclass(frozen=True)
+class TraceField:
+    """One value kernelmagic reads from a trace event's ``args`` into a column of the
+    ``EventTable``, in the spirit of HolisticTraceAnalysis's ``AttributeSpec``.
+
+    ``name`` is what the readers call it (an identifier: the msgspec record's attribute),
+    ``key`` its name in the file, ``column`` the ``EventTable`` column it fills, ``dtype``
+    that column's numpy type, ``default`` its value where an event lacks the key (and on
+    the events that never carry it: ``on`` says which do, ``"op"`` complete events or
+    ``"memory"`` instants; the live source's events, which have no ``args``). A field
+    whose ``rule`` is empty goes into its column as it is (cast to the column's type;
+    null: the default); the others are read by the rule it names, in
+    ``sources/trace_columns.py``.
+    """
+
+    name: str
+    key: str
+    column: str
+    dtype: str
+    default: Any
+    on: str = "op"
+    rule: str = ""
+
+
+#: Every ``args`` value the trace readers read (``sources/trace_fast.py``,
+#: ``sources/trace_stream.py``), and the columns they fill: a new field is one line here.
+#: The event's own keys (``ph``, ``name``, ``cat``, ``ts``, ``dur``, ``pid``, ``tid``) are
+#: the Chrome trace format's, read by ``trace_columns.Columns.adders``.
+TRACE_FIELDS: tuple[TraceField, ...] = (
+    TraceField("device", "device", "device", "int16", None,
+               rule="a GPU event's device (else its pid's); -1 on the CPU"),
+    TraceField("stream", "stream", "tid", "int64", None, rule="a GPU event's stream, as tid"),
+    TraceField("correlation", "correlation", "correlation", "int64", None,
+               rule="an id (0: none, and on OTHER events)"),
+    TraceField("flops", "flops", "flops", "float64", None,
+               rule="a number (none, 0 or an empty value: 0.0)"),
+    TraceField("dims", "Input Dims", "shapes", "int32", None,
+               rule="the shapes as text (`[8, 16], [16, 4]`), interned in names"),
+    TraceField("nbytes", "Bytes", "nbytes", "int64", 0, on="memory",
+               rule="an allocation's (+) or free's (-) size: an integer"),
+    TraceField("device_type", "Device Type", "device", "int16", 0, on="memory",
+               rule="0 on the CPU (device -1)"),
+    TraceField("device_id", "Device Id", "device", "int16", -1, on="memory",
+               rule="the device, where Device Type is not the CPU"),
+)
+
+#: ``array`` type codes of the columns' numpy types (``TableBuilder``).
+_TYPECODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "float64": "d"}
+
+
+def plain_fields(fields: tuple[TraceField, ...]) -> tuple[TraceField, ...]:
+    """The fields that go into their columns as they are (no ``rule``), one column each."""
+    return tuple(f for f in fields if not f.rule)
+
+
 @dataclass(eq=False)
 class EventTable:
     """Every event of one process (one rank) as columns of equal length ``n``.
@@ -71,6 +127,8 @@ class EventTable:
     - ``flops`` (float64), ``shapes`` (int32 index into ``names``; the empty string when
       shapes were not recorded)
     - ``nbytes`` (int64): MEMORY events' signed size; 0 elsewhere
+    - ``extra``: the columns of ``TRACE_FIELDS`` not named above, by column name
+      (``column(name)`` reads any column)
     """
 
     names: list[str]
@@ -88,6 +146,7 @@ class EventTable:
     nbytes: np.ndarray
     origin_ns: int = 0
     meta: dict[str, Any] = field(default_factory=dict)  # device_name, rank, world_size, ...
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -97,27 +156,59 @@ class EventTable:
     def duration(self) -> np.ndarray:
         return self.end - self.start
 
+    def column(self, name: str) -> np.ndarray:
+        """The column called ``name``: one of the fields above, or one in ``extra``."""
+        if name in self.extra:
+            return self.extra[name]
+        if name in _COLUMNS:
+            return getattr(self, name)  # type: ignore[no-any-return]
+        raise KeyError(f"the event table has no column {name!r}")
+
+
+#: The columns ``EventTable`` names as fields (the rest of a source's are ``extra``).
+_COLUMNS = frozenset(f.name for f in dataclass_fields(EventTable)
+                     if f.name not in ("names", "origin_ns", "meta", "extra"))
+
+
+def table_of_columns(names: list[str], columns: dict[str, np.ndarray], origin_ns: int = 0,
+                     meta: dict[str, Any] | None = None,
+                     fields: tuple[TraceField, ...] = TRACE_FIELDS) -> EventTable:
+    """An ``EventTable`` of a source's columns (every source makes its table here): each
+    column of ``fields`` that ``columns`` lacks is its field's default throughout, and
+    ``parent``/``launcher`` are ``NO_PARENT`` unless given."""
+    n = int(columns["kind"].shape[0])
+    filled = dict(columns)
+    for f in plain_fields(fields):
+        if f.column not in filled:
+            filled[f.column] = np.full(n, f.default, dtype=f.dtype)
+    for link in ("parent", "launcher"):
+        if link not in filled:
+            filled[link] = np.full(n, NO_PARENT, dtype=np.int32)
+    named = {k: filled.pop(k) for k in _COLUMNS}
+    return EventTable(names=names, **named, origin_ns=origin_ns, meta=dict(meta or {}),
+                      extra=filled)
+
+
+#: The columns of the event's own keys (``ph``, ``name``, ``cat``, ``ts``, ``dur``, ``tid``),
+#: with their types; ``TRACE_FIELDS`` gives the others'.
+_OWN_COLUMNS = {"kind": "int8", "name": "int32", "start": "int64", "end": "int64",
+                "tid": "int64"}
+
 
 class TableBuilder:
     """Appends events one at a time, then freezes them into an EventTable.
 
     Values go into typed arrays (8 bytes or less each, no Python object per event), so
-    a source streaming millions of events (``sources/trace_file.py``) holds only columns.
+    a source streaming millions of events (``sources/trace_file.py``) holds only columns:
+    ``columns``, by name, those of the event's own keys and one per column of ``fields``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fields: tuple[TraceField, ...] = TRACE_FIELDS) -> None:
+        self.fields = fields
         self.ids: dict[str, int] = {"": 0}  # interned text -> its index in ``names``
         self.names: list[str] = [""]
-        self.kind = array("b")
-        self.name = array("i")
-        self.start = array("q")
-        self.end = array("q")
-        self.tid = array("q")
-        self.device = array("h")
-        self.correlation = array("q")
-        self.flops = array("d")
-        self.shapes = array("i")
-        self.nbytes = array("q")
+        self.dtypes = {**_OWN_COLUMNS, **{f.column: f.dtype for f in fields}}
+        self.columns = {column: array(_TYPECODES[dtype]) for column, dtype in self.dtypes.items()}
 
     def intern(self, text: str) -> int:
         found = self.ids.get(text)
@@ -127,41 +218,29 @@ class TableBuilder:
         return found
 
     def add(self, kind: Kind, name: str, start: int, end: int, tid: int, device: int = -1,
-            correlation: int = 0, flops: float = 0.0, shapes: str = "", nbytes: int = 0) -> None:
-        self.kind.append(kind)
-        self.name.append(self.intern(name))
-        self.start.append(start)
-        self.end.append(end)
-        self.tid.append(tid)
-        self.device.append(device)
-        self.correlation.append(correlation)
-        self.flops.append(flops)
-        self.shapes.append(self.intern(shapes) if shapes else 0)
-        self.nbytes.append(nbytes)
+            correlation: int = 0, flops: float = 0.0, shapes: str = "", nbytes: int = 0,
+            **values: Any) -> None:
+        """One event; the columns of fields without a rule from ``values`` by column name,
+        their defaults where not given."""
+        given = {"kind": kind, "name": self.intern(name), "start": start, "end": end,
+                 "tid": tid, "device": device, "correlation": correlation, "flops": flops,
+                 "shapes": self.intern(shapes) if shapes else 0, "nbytes": nbytes}
+        for f in plain_fields(self.fields):
+            given[f.column] = values.pop(f.column, f.default)
+        if values:
+            raise TypeError(f"no field fills the column {', '.join(values)}")
+        for column, append in self.columns.items():
+            append.append(given[column])
 
     def freeze(self, origin_ns: int = 0, meta: dict[str, Any] | None = None) -> EventTable:
-        n = len(self.kind)
+        n = len(self.columns["kind"])
 
-        def col(values: array, dtype: Any) -> np.ndarray:
+        def col(values: array, dtype: str) -> np.ndarray:
             return np.frombuffer(values, dtype=dtype).copy() if n else np.zeros(0, dtype)
 
-        return EventTable(
-            names=self.names,
-            kind=col(self.kind, np.int8),
-            name=col(self.name, np.int32),
-            start=col(self.start, np.int64),
-            end=col(self.end, np.int64),
-            tid=col(self.tid, np.int64),
-            device=col(self.device, np.int16),
-            correlation=col(self.correlation, np.int64),
-            parent=np.full(n, NO_PARENT, dtype=np.int32),
-            launcher=np.full(n, NO_PARENT, dtype=np.int32),
-            flops=col(self.flops, np.float64),
-            shapes=col(self.shapes, np.int32),
-            nbytes=col(self.nbytes, np.int64),
-            origin_ns=origin_ns,
-            meta=dict(meta or {}),
-        )
+        columns = {column: col(values, self.dtypes[column])
+                   for column, values in self.columns.items()}
+        return table_of_columns(self.names, columns, origin_ns, meta, self.fields)
 
 
 def device_work(table: EventTable) -> np.ndarray:
@@ -358,4 +437,5 @@ def select(table: EventTable, keep: np.ndarray) -> EventTable:
         device=table.device[keep], correlation=table.correlation[keep],
         parent=renumber(table.parent), launcher=renumber(table.launcher),
         flops=table.flops[keep], shapes=table.shapes[keep], nbytes=table.nbytes[keep],
-        origin_ns=table.origin_ns, meta=table.meta)
+        origin_ns=table.origin_ns, meta=table.meta,
+        extra={name: column[keep] for name, column in table.extra.items()})

@@ -1,9 +1,10 @@
-"""Results on disk: one ``save`` and one ``load`` for a profile (``ProfileResult``) and a
+"""Results on disk: one ``save`` and one ``read`` for a profile (``ProfileResult``) and a
 run of many ranks (``ManyRanksResult``), each the JSON of its ``to_dict`` with a format
 name and version (``result.save(path)`` on either calls ``save`` here).
 
-``load`` also opens torch's trace files (``kernelmagic/sources/trace_file.py``) and folders
-of them, one per rank (``kernelmagic/io/ranks.py``).
+``read`` (what ``kernelmagic.load`` returns: ``kernelmagic/api.py``) also opens torch's
+trace files (``kernelmagic/sources/trace_file.py``) and folders of them, one per rank
+(``kernelmagic/io/ranks.py``).
 """
 
 from __future__ import annotations
@@ -25,23 +26,16 @@ if TYPE_CHECKING:
 
 def save(result: ProfileResult | ManyRanksResult, path: str | os.PathLike[str]) -> Path:
     """Write ``result`` (one profile, or a run of many ranks) as JSON to ``path`` and return
-    the path; ``load(path)`` reads it back."""
+    the path; ``read(path)`` reads it back."""
     target = Path(path)
     target.write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
     return target
 
 
-def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-         executor: Executor | None = None) -> Any:
-    """Read a profile written by ``save``, or a Kineto / Chrome trace written by torch.
-
-    ``path`` may be a kernelmagic profile (JSON), a trace (``.json``, ``.json.gz``,
-    ``.pt.trace.json[.gz]``): a ``ProfileResult``; or a folder of traces or a list of
-    trace files, one per rank, or a saved many-ranks result: a ``ManyRanksResult``
-    (``kernelmagic/io/ranks.py``), the files parsed on ``executor`` (default: a local process
-    pool). ProfileFileError (a ValueError; ``TraceFileError`` for traces) with a one-line
-    message naming the file otherwise.
-    """
+def read(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+         executor: Executor | None = None) -> ProfileResult | ManyRanksResult:
+    """``kernelmagic.load(path, executor)`` (``kernelmagic/api.py`` says what it takes): a
+    saved profile, a trace, or a folder or list of rank traces, by what ``path`` is."""
     if not isinstance(path, (str, os.PathLike)) or Path(path).is_dir():
         from kernelmagic.io.ranks import load_ranks
 

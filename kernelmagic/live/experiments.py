@@ -1,5 +1,8 @@
 """``%%profile --try``: the cell's baseline, then each variant measured the same way.
 
+The front door (``kernelmagic/api.py: run``) calls ``run_with_variants`` when the options
+name variants; the runner knows nothing of them.
+
 The baseline is profiled as any run is (``runner.execute``); each variant then gets its
 own warm-up and the same number of timed iterations through the same entry point, with
 the variant's context manager (``live/variants.py``) entered around each run. Its row
@@ -368,19 +371,6 @@ def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
         fields.update(max_abs_error=None, max_rel_error=None, tolerance="",
                       within_tolerance=None, numerics=BASELINE_MOVES)
     return dataclasses.replace(row, **fields)
-
-
-def profile_variants(target: Any, fn: Callable[[], Any], run: runner.Plan, *,
-                     progress: Progress | None = None,
-                     source_file: str | None = None) -> ProfileResult:
-    """``kernelmagic.profile(..., variants=...)``: ``fn`` made of ``target`` (a callable,
-    whose return value is the value; a code object has none and does not compile)."""
-    __tracebackhide__ = True
-    names = variants.parse(run.options.variants or "")
-    cell = (cell_of_callable(fn) if not isinstance(target, types.CodeType)
-            else Cell(run=fn, make_function=None, has_value=False,
-                      why_not_function="a code object"))
-    return run_with_variants(cell, run, names, progress=progress, source_file=source_file)
 
 
 def _with_rows(baseline: ProfileResult, rows: list[ExperimentRow], note: str) -> ProfileResult:

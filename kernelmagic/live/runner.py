@@ -1,10 +1,9 @@
-"""Runs a block of code: warm-up, then profiled iterations under torch's profiler.
+"""Runs one plan: a block of code warmed up, then profiled iterations under torch's profiler.
 
-This is the plain-Python core under the magic; it works without IPython::
-
-    import kernelmagic
-    result = kernelmagic.profile(lambda: block(x), iters=10, name="block")
-    print(result.table())
+``plan`` resolves the options against the machine, ``execute`` runs the plan once and
+returns its ``ProfileResult``. What calls it decides the rest: the front door
+(``kernelmagic/api.py``: ``kernelmagic.profile`` and the magic) runs a plan once, or
+hands it to ``live/experiments.py`` for ``--try``'s baseline and variants.
 """
 
 from __future__ import annotations
@@ -25,15 +24,14 @@ from typing import Any
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
-from kernelmagic.core.options import VIEWS, ProfileOptions, check_keywords
+from kernelmagic.core.options import VIEWS, ProfileOptions
 from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import cpu_load, memory_categories, memory_owners, torch_compat
 from kernelmagic.live.compile_watch import Watch
 from kernelmagic.live.device_peaks import device_info
-from kernelmagic.live.progress import Progress, ProgressUpdate, Reporter, Silent
-from kernelmagic.live.progress import for_api as progress_for_api
+from kernelmagic.live.progress import Progress, Reporter, Silent
 from kernelmagic.live.python_sampler import Sampler
 from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
@@ -577,56 +575,3 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         memory_ledger=memory_ledger, memory_all=opts.memory_all,
         steps_target=opts.steps.label if opts.steps is not None else "",
         python_samples=samples, cell_label=cell_label, facts=facts)
-
-
-def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: int = 3,
-            topk: int = 10, sort: str | None = None, name: str = "profile",
-            cpu_only: bool = False, namespace: dict[str, Any] | None = None,
-            on_trace_ready: Callable[[Any], None] | None = None,
-            progress: bool | Callable[[ProgressUpdate], Any] = False,
-            **view_options: Any) -> ProfileResult:
-    """Profile ``target`` and return where its time went.
-
-    ``target`` is a zero-argument callable, or a code object run in ``namespace``.
-    It runs ``warmup`` times unprofiled, then ``iters`` times under the profiler.
-    ``on_trace_ready`` receives the finished torch profiler session (for example to
-    call ``export_chrome_trace`` or compare with ``key_averages()``). The deeper views
-    are keyword flags as in the magic: ``memory``, ``shapes``, ``flops``, ``stack``,
-    ``modules``, ``timeline``, ``roofline``, ``counters`` (CUDA: hardware counters per
-    kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
-    iterations for Nsight, no torch profiler), ``trace="run.json"`` (with ``force``), and
-    ``steps=model`` (an ``nn.Module``, or a function bound by name in its module: each
-    call during a profiled iteration is a step, ``result.steps``).
-    ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
-    profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
-    result); ValueError without a process group.
-
-    ``progress=True`` shows one updating line on stderr once the run has taken more
-    than about a second; a callable receives each ``ProgressUpdate`` instead.
-    Ctrl-C (``KeyboardInterrupt``) after at least one profiled iteration stops the
-    profiler and re-raises, with the completed iterations' result as ``exc.result``;
-    with ``memory=True``, so does a ``torch.OutOfMemoryError`` in a profiled iteration
-    (its result runs up to the failure). ``memory_all=True`` keeps the memory timeline
-    of every iteration, not only the median one. ``variants=["bf16", "compile"]`` (or
-    ``"auto"``) measures each variant after the baseline: ``result.experiments``
-    (``kernelmagic/live/experiments.py``).
-    """
-    __tracebackhide__ = True
-    check_keywords(view_options)
-    options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
-                             cpu_only=cpu_only, **view_options)
-    fn = as_callable(target, namespace)
-    code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
-    reporter = progress_for_api(progress)
-    try:
-        if options.variants is not None:  # --try: kernelmagic/live/experiments.py
-            from kernelmagic.live.experiments import profile_variants
-
-            return profile_variants(target, fn, plan(options), progress=reporter,
-                                    source_file=code.co_filename if code is not None else None)
-        return execute(fn, plan(options), on_trace_ready,
-                       source_file=code.co_filename if code is not None else None,
-                       progress=reporter)
-    finally:
-        if reporter is not None:
-            reporter.close()

@@ -44,7 +44,14 @@ from kernelmagic.core.event_rules import (
     known_category,
     name_kind,
 )
-from kernelmagic.core.events import NO_PARENT, EventTable, Kind, TableBuilder, derive_links
+from kernelmagic.core.events import (
+    NO_PARENT,
+    EventTable,
+    Kind,
+    TableBuilder,
+    derive_links,
+    table_of_columns,
+)
 from kernelmagic.core.op_names import is_runtime_call
 
 _IGNORED = frozenset({
@@ -203,15 +210,17 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     nbytes = _memory_records(raw, is_memory, kind, device, start, end)
     launcher = _device_work(raw, ~on_cpu & ~is_memory, kind, device, tid, correlation,
                             linked)
-    flops_col = (raw.column("flops", np.float64) if flops
-                 else np.zeros(raw.n, dtype=np.float64))
-    shapes_col = _shape_ids(raw, kind, distinct) if shapes else np.zeros(raw.n, np.int32)
-    table = EventTable(
-        names=distinct, kind=kind, name=raw.name, start=start, end=end, tid=tid,
-        device=device, correlation=correlation,
-        parent=np.full(raw.n, NO_PARENT, dtype=np.int32), launcher=launcher,
-        flops=flops_col, shapes=shapes_col, nbytes=nbytes, origin_ns=origin,
-        meta={**(meta or {}), **_categories_meta(raw, end - start, is_memory)})
+    columns = {"kind": kind, "name": raw.name, "start": start, "end": end, "tid": tid,
+               "device": device, "correlation": correlation, "launcher": launcher,
+               "nbytes": nbytes,
+               "flops": (raw.column("flops", np.float64) if flops
+                         else np.zeros(raw.n, dtype=np.float64)),
+               "shapes": (_shape_ids(raw, kind, distinct) if shapes
+                          else np.zeros(raw.n, np.int32))}
+    # The columns of the trace fields without a rule (``core/events.py``: ``TRACE_FIELDS``)
+    # hold their defaults: a live event has no ``args``.
+    table = table_of_columns(distinct, columns, origin, {
+        **(meta or {}), **_categories_meta(raw, end - start, is_memory)})
     keep = device != -2  # memory records of other devices count nowhere
     if not python:
         keep &= kind != Kind.PYTHON

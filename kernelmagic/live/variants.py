@@ -140,30 +140,22 @@ BUILT_IN: dict[str, Variant] = {v.name: v for v in (
 _USER: dict[str, Variant] = {}
 
 
-def variant(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-    """Register a context-manager function as ``--try name`` for this session::
-
-        @kernelmagic.variant("channels_last")
-        def channels_last():
-            model.to(memory_format=torch.channels_last)
-            yield
-            model.to(memory_format=torch.contiguous_format)
-
-    The function takes no arguments; a generator function is made a context manager
-    (as ``contextlib.contextmanager`` does). Registering a name again replaces it;
-    a built-in name is a ValueError.
-    """
+def register(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    """``@kernelmagic.variant(name)`` (``kernelmagic/api.py``): a decorator that makes its
+    context-manager function (a generator function is made one, as
+    ``contextlib.contextmanager`` does) the variant ``name`` for the life of the process,
+    replacing one of that name; ValueError for a name that is not a word, or built in."""
     if not isinstance(name, str) or not _NAME.match(name) or name == AUTO:
         raise ValueError(f"a variant name is a word (letters, digits, _ . -); got {name!r}")
     if name in BUILT_IN or name.startswith(("threads=", "sdpa=")):
         raise ValueError(f"{name!r} is a built-in variant; choose another name")
 
-    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+    def add(fn: Callable[[], Any]) -> Callable[[], Any]:
         make = contextlib.contextmanager(fn) if inspect.isgeneratorfunction(fn) else fn
         _USER[name] = Variant(name, name, lambda on_device: make())
         return fn
 
-    return register
+    return add
 
 
 def valid_names() -> list[str]:

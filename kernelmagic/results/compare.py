@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.core.timing import LOAD_DIFFERS, MIN_UNPAIRED, SpeedUp, unpaired_speedup
 from kernelmagic.core.units import speedup_text
 from kernelmagic.results.result import ProfileResult
+
+if TYPE_CHECKING:
+    import pandas
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ class Comparison(Record):
         advice = list(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
         return "; ".join(advice)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pandas.DataFrame:
         """The ops as a ``pandas.DataFrame``: self µs per iteration ``before`` and ``after``,
         ``delta``, ``speedup`` and ``status``, largest change first. Needs pandas."""
         from kernelmagic.io.frames import comparison_frame

@@ -38,13 +38,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.collective_rows import Arrival, Collective
 from kernelmagic.core.records import RecordError, from_json, to_json
 from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
+
+if TYPE_CHECKING:  # the convenience methods' return types
+    import pandas
+
+    from kernelmagic.findings.base import Finding
 
 #: Identifies the JSON written by ``ManyRanksResult.to_dict``.
 RANKS_FORMAT_NAME = "kernelmagic.ranks"
@@ -190,13 +195,13 @@ class ManyRanksResult:
     def _collectives(self) -> list[Collective]:
         return match_collectives(self.summaries.values())
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """Straggler, collective skew and communication-bound findings
         (``kernelmagic/findings/ranks.py``)."""
         return list(self._findings)
 
     @cached_property
-    def _findings(self) -> list[Any]:
+    def _findings(self) -> list[Finding]:
         from kernelmagic.findings.ranks import find
 
         return find(list(self.summaries.values()), self._collectives)
@@ -259,7 +264,7 @@ class ManyRanksResult:
             raise ValueError(f"malformed kernelmagic many-ranks result: {exc}") from None
         return cls.from_parts([(item.result, item.summary) for item in items])
 
-    def to_pandas(self, view: str = "ranks") -> Any:
+    def to_pandas(self, view: str = "ranks") -> pandas.DataFrame:
         """``"ranks"``: one row per rank (step time, compute, communication, idle, ...);
         ``"collectives"``: one row per collective matched across ranks (step, name, index,
         first and last rank, skew and transfer time); any view of

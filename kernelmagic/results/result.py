@@ -14,7 +14,7 @@ import statistics
 import typing
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from kernelmagic.core.compiled_rows import (
     CompiledRegionRow,
@@ -48,6 +48,18 @@ from kernelmagic.core.step_rows import RepeatedCall, StepGroupRow, StepRow
 from kernelmagic.core.timing import TimingStats
 from kernelmagic.core.units import counted
 from kernelmagic.views.registry import view_spec
+
+if TYPE_CHECKING:  # the convenience methods' return types (imported lazily where they run)
+    import os
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    import pandas
+
+    from kernelmagic.findings.base import Finding
+    from kernelmagic.results.compare import Comparison
+    from kernelmagic.views.critical_path import WhatIf
+    from kernelmagic.views.dependencies import Model
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
@@ -332,12 +344,12 @@ class ProfileResult:
         return ordered if k is None else ordered[:k]
 
     @cached_property
-    def _model(self) -> Any:
+    def _model(self) -> Model:
         from kernelmagic.views.dependencies import Model
 
         return Model.from_dict(self.dependency_model)
 
-    def what_if(self, factors: dict[str, float], side: str = "both") -> Any:
+    def what_if(self, factors: dict[str, float], side: str = "both") -> WhatIf:
         """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``
         makes that row twice as fast, ``float("inf")`` removes it; keys are the op
         table's row keys (or its labels, ``[range] nccl:all_reduce``). ``side``: "both"
@@ -357,7 +369,7 @@ class ProfileResult:
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
 
-    def saves_at_most(self, keys: Any, side: str = "both") -> Any:
+    def saves_at_most(self, keys: Iterable[str], side: str = "both") -> WhatIf | None:
         """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
         median iteration does not hold; None when it holds none of them (or no model)."""
         if not self.dependency_model:
@@ -413,13 +425,13 @@ class ProfileResult:
                 kept[name] = record
         return kept
 
-    def save(self, path: Any) -> Any:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
         from kernelmagic.io.storage import save
 
         return save(self, path)
 
-    def to_pandas(self, view: str = "ops") -> Any:
+    def to_pandas(self, view: str = "ops") -> pandas.DataFrame:
         """One view as a ``pandas.DataFrame``: ``"ops"`` (the op rows, µs summed over the
         iterations), ``"kernels"``, ``"timeline"``, ``"timings"`` (seconds per iteration),
         ... (``kernelmagic.io.frames.view_names(result)`` lists them). Needs pandas."""
@@ -427,18 +439,18 @@ class ProfileResult:
 
         return to_pandas(self, view)
 
-    def compare(self, before: ProfileResult) -> Any:
+    def compare(self, before: ProfileResult) -> Comparison:
         """This run against an earlier one: a ``Comparison`` (``before`` -> ``self``)."""
         from kernelmagic.results.compare import compare
 
         return compare(before, self)
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         """Plain-language observations about this profile, each with its numbers."""
         return list(self._findings)
 
     @cached_property
-    def _findings(self) -> list[Any]:
+    def _findings(self) -> list[Finding]:
         # The text, HTML and widget renderers each list them: run the rules once.
         from kernelmagic.findings import find
 

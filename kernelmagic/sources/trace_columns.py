@@ -3,7 +3,10 @@ become in the ``EventTable``.
 
 ``Columns`` is the table being read; ``Columns.adders()`` gives the per-event functions
 the streaming reader (``trace_stream.py``) and the msgspec reader (``trace_fast.py``)
-both call, so both give equal tables. ``trace_meta`` turns the top-level keys
+both call, so both give equal tables. Which ``args`` values they read, and into which
+columns, is the one table of trace fields (``core/events.py``: ``TRACE_FIELDS``): the
+fields the rules here read (``OP_RULES``, ``MEMORY_RULES``), and any field without a
+rule, which goes into its own column as it is. ``trace_meta`` turns the top-level keys
 (``META_KEYS``: ``deviceProperties``, ``distributedInfo``, ...) into the table's
 ``meta``.
 
@@ -32,7 +35,14 @@ from kernelmagic.core.event_rules import (
     kinds_by_name,
     known_category,
 )
-from kernelmagic.core.events import EventTable, Kind, TableBuilder
+from kernelmagic.core.events import (
+    TRACE_FIELDS,
+    EventTable,
+    Kind,
+    TableBuilder,
+    TraceField,
+    plain_fields,
+)
 from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_values
 from kernelmagic.sources.trace_numbers import (
     MAX_DURATION_NS,
@@ -53,10 +63,16 @@ META_KEYS = ("deviceProperties", "distributedInfo", "traceName", "schemaVersion"
 
 
 class Columns(TableBuilder):
-    """The table being read, with the per-event rules both trace readers apply."""
+    """The table being read, with the per-event rules both trace readers apply to the
+    event's own keys and to the ``args`` values of ``fields`` (``core/events.py``:
+    ``TRACE_FIELDS``); ``op_fields`` are those of complete events, ``memory_fields``
+    those of ``[memory]`` instants, each the fields its rules read first (``OP_RULES``,
+    ``MEMORY_RULES``), then those without a rule."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, fields: tuple[TraceField, ...] = TRACE_FIELDS) -> None:
+        super().__init__(fields)
+        self.op_fields = _rules_first(fields, "op", OP_RULES)
+        self.memory_fields = _rules_first(fields, "memory", MEMORY_RULES)
         self.string_tids: dict[str, int] = {}  # every tid string seen -> its id
         self.lanes = 0  # named lanes so far
         self.counter_ranges: list[RawRange] = []  # cuda_profiler_range events (counters)
@@ -101,22 +117,21 @@ class Columns(TableBuilder):
     def adders(self) -> tuple[Any, Any, Any]:
         """``(add_op, add_memory, ns)``, the per-event functions every reader calls.
 
-        ``add_op(name, cat, start, dur, tid, pid, device, stream, correlation, flops,
-        dims)`` takes one complete ("X") event, ``add_memory(start, tid, nbytes,
-        device_type, device_id)`` one ``[memory]`` instant; ``start`` and ``dur`` are
-        integer nanoseconds, ``args`` values None where absent; ids may be ints or
+        ``add_op(name, cat, start, dur, tid, pid, args)`` takes one complete ("X") event,
+        ``add_memory(start, tid, args)`` one ``[memory]`` instant; ``start`` and ``dur`` are
+        integer nanoseconds; ``args`` is the tuple of the event's values of ``op_fields``
+        (``memory_fields``), in their order, each its field's ``default`` where the event
+        lacks it (each reader makes it from the fields its own way). Ids may be ints or
         strings holding ints (``int_of``). ``ns(value)`` turns a ``ts``/``dur`` as the
-        standard ``json`` module decodes it here (an int, a ``Number``, or a string
-        holding a number) into integer nanoseconds. A value of the wrong type raises
-        TypeError or ValueError.
-        Locals are bound once: this is the readers' hot loop.
+        standard ``json`` module decodes it here (an int, a ``Number``, or a string holding
+        a number) into integer nanoseconds. A value of the wrong type raises TypeError or
+        ValueError. Locals are bound once: this is the readers' hot loop.
         """
-        ids, intern = self.ids, self.intern
-        kinds, names, starts, ends = (self.kind.append, self.name.append, self.start.append,
-                                      self.end.append)
-        tids, devices = self.tid.append, self.device.append
-        correlations, flops_col = self.correlation.append, self.flops.append
-        shapes_col, nbytes_col = self.shapes.append, self.nbytes.append
+        ids, intern, columns = self.ids, self.intern, self.columns
+        kinds, names, starts, ends, tids, devices, correlations, flops_col, shapes_col, \
+            nbytes_col = (columns[c].append for c in (
+                "kind", "name", "start", "end", "tid", "device", "correlation", "flops",
+                "shapes", "nbytes"))
         tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
         categories, rule_of, unplaced = self.categories, self._rule, self.unplaced
         by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
@@ -124,6 +139,10 @@ class Columns(TableBuilder):
         longest, latest = MAX_DURATION_NS, MAX_TIME_NS
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
         unknown = _UNPLACED
+        op_plain, memory_plain = self._plain(self.op_fields), self._plain(self.memory_fields)
+        op_rules, memory_rules = len(OP_RULES), len(MEMORY_RULES)
+        op_exact = len(self.op_fields) == op_rules  # args holds the rules' values alone
+        memory_exact = len(self.memory_fields) == memory_rules
 
         def ns(value: Any) -> int:
             kind = type(value)
@@ -140,8 +159,8 @@ class Columns(TableBuilder):
                 return string_ns(value)
             raise TypeError
 
-        def add_op(name: Any, cat: Any, start: int, dur: int, tid: Any, pid: Any, device: Any,
-                   stream: Any, correlation: Any, flops: Any, dims: Any) -> None:
+        def add_op(name: Any, cat: Any, start: int, dur: int, tid: Any, pid: Any,
+                   args: tuple[Any, ...]) -> None:
             found = categories.get(cat)
             if found is None:
                 found = rule_of(cat)
@@ -154,6 +173,7 @@ class Columns(TableBuilder):
                 if type(name) is not str:
                     raise TypeError
                 name_id = intern(name)
+            device, stream, correlation, flops, dims = args if op_exact else args[:op_rules]
             if on_device:
                 if type(device) is not int:
                     device = id_of(device)
@@ -193,9 +213,14 @@ class Columns(TableBuilder):
             flops_col(float(flops) if flops else 0.0)
             shapes_col(intern(_shapes_text(dims)) if dims else 0)
             nbytes_col(0)
+            if op_plain:  # the fields without a rule
+                for append, cast, default, at in op_plain:
+                    value = args[at] if at >= 0 else None
+                    append(default if value is None else cast(value))
 
-        def add_memory(start: int, tid: Any, nbytes: Any, device_type: Any,
-                       device_id: Any) -> None:
+        def add_memory(start: int, tid: Any, args: tuple[Any, ...]) -> None:
+            nbytes, device_type, device_id = (args if memory_exact
+                                              else args[:memory_rules])
             if type(nbytes) is not int or not -latest < start < latest:
                 raise TypeError
             kinds(memory)
@@ -208,8 +233,20 @@ class Columns(TableBuilder):
             flops_col(0.0)
             shapes_col(0)
             nbytes_col(nbytes)
+            if memory_plain:
+                for append, cast, default, at in memory_plain:
+                    value = args[at] if at >= 0 else None
+                    append(default if value is None else cast(value))
 
         return add_op, add_memory, ns
+
+    def _plain(self, read: tuple[TraceField, ...]) -> tuple[Any, ...]:
+        """What one kind of event (whose ``args`` hold ``read``) puts in the columns of the
+        fields without a rule: ``(append, cast, default, position in args)`` each, the
+        position -1 for the other kind's fields (the default, always)."""
+        at = {f: i for i, f in enumerate(read)}
+        return tuple((self.columns[f.column].append, _CASTS[f.dtype], f.default, at.get(f, -1))
+                     for f in plain_fields(self.fields))
 
     def _rule(self, category: Any) -> tuple[Any, bool]:
         """A category's (kind, on the device), kept for the next event of it; an unknown
@@ -272,6 +309,39 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
     if type(found.get("traceName")) is str:
         meta["trace_name"] = found["traceName"]
     return meta
+
+
+#: The fields the rules of ``add_op`` and ``add_memory`` read, by name, in the order they
+#: take them (``Columns.op_fields`` and ``memory_fields`` begin with them).
+OP_RULES = ("device", "stream", "correlation", "flops", "dims")
+MEMORY_RULES = ("nbytes", "device_type", "device_id")
+
+
+def _rules_first(fields: tuple[TraceField, ...], on: str,
+                 rules: tuple[str, ...]) -> tuple[TraceField, ...]:
+    """The fields of one kind of event (``on``): those ``rules`` names, in that order,
+    then those without a rule. ValueError where a rule's field is missing, or a field
+    names a rule no reader applies."""
+    mine = {f.name: f for f in fields if f.on == on}
+    missing = [name for name in rules if name not in mine]
+    unknown = [f.name for f in mine.values() if f.rule and f.name not in rules]
+    if missing or unknown:
+        raise ValueError(f"trace fields: {', '.join(missing)} missing, which the rules read; "
+                         f"{', '.join(unknown)} with a rule that no reader applies")
+    return (*(mine[name] for name in rules), *(f for f in mine.values() if not f.rule))
+
+
+def _int_value(value: Any) -> int:
+    """An integer field's value as written (an int, or a string holding one)."""
+    found = int_of(value)
+    if found is None:
+        raise TypeError
+    return found
+
+
+#: How a field without a rule becomes its column's value, by the column's type.
+_CASTS = {"int8": _int_value, "int16": _int_value, "int32": _int_value,
+          "int64": _int_value, "float64": float}
 
 
 def _shapes_text(dims: Any) -> str:

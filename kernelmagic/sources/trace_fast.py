@@ -4,7 +4,8 @@ The same EventTable as the streaming reader (``trace_stream``), in about half th
 
 * msgspec decodes the whole document in C into small typed records, picking the record
   type by each event's ``"ph"`` and skipping every key the table does not use (a flow
-  arrow's fields, a kernel's grid and occupancy, ...);
+  arrow's fields, a kernel's grid and occupancy, ...): the ``args`` record is made from
+  the trace fields (``core/events.py``: ``TRACE_FIELDS``; ``_records``);
 * timestamps stay as their JSON text and become integer nanoseconds a column at a time
   (``_ns_column``), exactly;
 * each record then goes through the very function the streaming reader uses
@@ -22,15 +23,18 @@ reads the file and names any fault.
 from __future__ import annotations
 
 import codecs
+import functools
+import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Generic, TypeVar, Union
 
 import numpy as np
 
 from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.core.event_rules import MEMORY_NAME
-from kernelmagic.core.events import EventTable
+from kernelmagic.core.events import TRACE_FIELDS, EventTable, TraceField
 from kernelmagic.sources.trace_columns import Columns, trace_meta
 from kernelmagic.sources.trace_numbers import ns_of_string, ns_of_text
 from kernelmagic.sources.trace_text import text_bytes
@@ -50,9 +54,11 @@ _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has th
 _SKIPPED_PHASES = "BEsftMCbneSTpFPONDVvRc"
 
 
-def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> EventTable | None:
+def read_table(path: Path, text: Callable[[], bytes | None] | None = None,
+               fields: tuple[TraceField, ...] = TRACE_FIELDS) -> EventTable | None:
     """``path`` as an EventTable, or None where the streaming reader must read it;
-    ``text`` gives its JSON bytes when ``trace_text.text_ahead`` has begun reading them."""
+    ``text`` gives its JSON bytes when ``trace_text.text_ahead`` has begun reading them;
+    ``fields``: the ``args`` values read (``core/events.py``)."""
     if msgspec is None:
         return None
     try:
@@ -60,12 +66,13 @@ def read_table(path: Path, text: Callable[[], bytes | None] | None = None) -> Ev
         if (data is None or not _nesting_within(data, MAX_NESTING) or not _utf8(data)
                 or data.count(b'"traceEvents"') != 1):  # (twice: the streaming reader refuses)
             return None
-        doc = _DECODER.decode(data)
+        records = _records(fields)
+        doc = records.decoder.decode(data)
         # Counter ranges' args are metric names the typed records skip: read apart.
         counter_args = (_counter_args(data) if _COUNTER_TEXT in data else None)
         del data
-        cols = Columns()
-        _fill(cols, doc.traceEvents, counter_args)
+        cols = Columns(fields)
+        _fill(cols, records, doc.traceEvents, counter_args)
     except Exception:  # any fault: the streaming reader names it
         return None
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
@@ -111,24 +118,25 @@ def _nesting_within(data: bytes, limit: int) -> bool:
     return True
 
 
-def _fill(cols: Columns, events: list[Any], counter_args: list[Any] | None = None) -> None:
+def _fill(cols: Columns, records: _Records, events: list[Any],
+          counter_args: list[Any] | None = None) -> None:
     """Every event into ``cols``, in file order, by the streaming reader's rules;
     ``counter_args`` holds each event's ``args`` (by index) when the file has counter
     ranges (``_counter_args``)."""
     add_op, add_memory, _ = cols.adders()
-    complete, instant, no_args = _Complete, _INSTANTS, _NO_ARGS
+    complete, instant, no_args = _Complete, _INSTANTS, records.no_args
+    op_values = operator.attrgetter(*(f.name for f in cols.op_fields))
+    memory_values = operator.attrgetter(*(f.name for f in cols.memory_fields))
     timed = [e for e in events if type(e) is complete or type(e) in instant]
     starts = iter(_ns_column([e.ts for e in timed]))
     durations = iter(_ns_column([e.dur for e in timed if type(e) is complete]))
     for e in timed:
         start = next(starts)
         if type(e) is complete:
-            a = e.args or no_args
-            add_op(e.name, e.cat, start, next(durations), e.tid, e.pid, a.device, a.stream,
-                   a.correlation, a.flops, a.dims)
+            add_op(e.name, e.cat, start, next(durations), e.tid, e.pid,
+                   op_values(e.args or no_args))
         elif e.name == MEMORY_NAME:
-            a = e.args or no_args
-            add_memory(start, e.tid, a.nbytes, a.device_type, a.device_id)
+            add_memory(start, e.tid, memory_values(e.args or no_args))
     if counter_args is not None:  # the counter ranges' metric values (not in the hot loop)
         ranges = [(i, e) for i, e in enumerate(events)
                   if type(e) is complete and e.cat == COUNTER_CATEGORY]
@@ -184,23 +192,33 @@ def _ns(raw: Any) -> int:
     return ns_of_text(text.decode())
 
 
+_A = TypeVar("_A")  # the record of an event's ``args`` (``_args_record``)
+
+
+@dataclass(frozen=True)
+class _Records:
+    """What decodes a document for one tuple of fields: the decoder, and the ``args``
+    record of an event without them (its fields' defaults)."""
+
+    decoder: Any
+    no_args: Any
+
+
+@functools.cache
+def _records(fields: tuple[TraceField, ...]) -> _Records:
+    """The decoder of a document whose events' ``args`` keep the values of ``fields`` (their
+    keys, each its field's default where absent) and skip every other key."""
+    args = msgspec.defstruct(
+        "_Args", [(f.name, Any, msgspec.field(default=f.default, name=f.key)) for f in fields],
+        gc=False)
+    return _Records(msgspec.json.Decoder(_Document[args]), args())
+
+
 if msgspec is not None:
     # gc=False: records of plain values (JSON holds no cycles) that the cyclic garbage
     # collector need not track, a third of the decoding time.
 
-    class _Args(msgspec.Struct, gc=False):
-        """The ``args`` keys the table uses; absent ones take the streaming reader's default."""
-
-        device: Any = None
-        stream: Any = None
-        correlation: Any = None
-        flops: Any = None
-        dims: Any = msgspec.field(default=None, name="Input Dims")
-        nbytes: Any = msgspec.field(default=0, name="Bytes")
-        device_type: Any = msgspec.field(default=0, name="Device Type")
-        device_id: Any = msgspec.field(default=-1, name="Device Id")
-
-    class _Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    class _Complete(msgspec.Struct, Generic[_A], tag_field="ph", tag="X", gc=False):
         """A complete event ("ph": "X"): an op, range, kernel, copy, runtime call, ..."""
 
         name: Any = None
@@ -209,26 +227,26 @@ if msgspec is not None:
         tid: Any = None
         ts: msgspec.Raw = msgspec.Raw()  # the number's text: exact nanoseconds
         dur: msgspec.Raw = msgspec.Raw()
-        args: _Args | None = None
+        args: _A | None = None
 
-    class _Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    class _Instant(msgspec.Struct, Generic[_A], tag_field="ph", tag="i", gc=False):
         """An instant event: ``[memory]`` records an allocation or a free."""
 
         name: Any = None
         tid: Any = None
         ts: msgspec.Raw = msgspec.Raw()
-        args: _Args | None = None
+        args: _A | None = None
 
-    class _OldInstant(_Instant, tag="I"):  # the older spelling
+    class _OldInstant(_Instant[_A], tag="I"):  # the older spelling
         pass
 
     _INSTANTS = frozenset({_Instant, _OldInstant})
-    _EVENT: Any = Union[(_Complete, _Instant, _OldInstant,
-                         *(msgspec.defstruct(f"_Skipped_{p}", [], tag_field="ph", tag=p, gc=False)
-                           for p in _SKIPPED_PHASES))]
+    _SKIPPED = tuple(msgspec.defstruct(f"_Skipped_{p}", [], tag_field="ph", tag=p, gc=False)
+                     for p in _SKIPPED_PHASES)
 
-    class _Document(msgspec.Struct):
-        traceEvents: list[_EVENT]  # type: ignore[valid-type]
+    class _Document(msgspec.Struct, Generic[_A]):
+        traceEvents: list[Union[(_Complete[_A], _Instant[_A], _OldInstant[_A],  # type: ignore[valid-type]
+                                 *_SKIPPED)]]
         deviceProperties: Any = None
         distributedInfo: Any = None
         traceName: Any = None
@@ -241,6 +259,4 @@ if msgspec is not None:
     class _ArgsDocument(msgspec.Struct):
         traceEvents: list[_ArgsOnly]
 
-    _DECODER: Any = msgspec.json.Decoder(_Document)
     _ARGS_DECODER: Any = msgspec.json.Decoder(_ArgsDocument)
-    _NO_ARGS: Any = _Args()

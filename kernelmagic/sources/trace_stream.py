@@ -10,18 +10,20 @@ whose one-line message names the file, the event and what is wrong with it.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import io
 import os
 import re
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
 from kernelmagic.core.errors import NotATrace, TraceFileError
 from kernelmagic.core.event_rules import MEMORY_NAME
-from kernelmagic.core.events import EventTable
+from kernelmagic.core.events import TRACE_FIELDS, EventTable, TraceField
 from kernelmagic.core.units import format_bytes, format_us
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
 from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta
@@ -92,9 +94,20 @@ def _open_text(path: Path) -> tuple[IO[str], bool]:
     return open(path, encoding="utf-8-sig"), False  # (a byte-order mark is dropped)
 
 
-#: The ``args`` keys the table reads (``trace_columns.Columns.adders``).
-_READ_ARGS = frozenset({"device", "stream", "correlation", "flops", "Input Dims", "Bytes",
-                        "Device Type", "Device Id"})
+def _values_of(fields: tuple[TraceField, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """``values(args)``: an event's ``args`` values of ``fields``, in their order, each its
+    field's default where ``args`` lacks its key.
+
+    Written out as one expression from the fields (``args.get(key, default), ...``), as
+    ``collections.namedtuple`` writes its methods: per event that costs what the same
+    ``get`` calls written by hand cost, a third of a loop's or a ``map``'s (the streaming
+    reader's hot loop). Keys and defaults are the spec's literals, never a file's text.
+    """
+    for f in fields:
+        if ast.literal_eval(repr(f.default)) != f.default:
+            raise ValueError(f"trace field {f.name}: its default is not a literal")
+    calls = "".join(f"args.get({f.key!r}, {f.default!r}), " for f in fields)
+    return eval(f"lambda args: ({calls})")  # type: ignore[no-any-return]
 
 
 def _time_fault(key: str, value: Any) -> str:
@@ -120,9 +133,9 @@ def _time_fault(key: str, value: Any) -> str:
 class StreamReader:
     """One pass over a trace file, filling ``Columns``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fields: tuple[TraceField, ...] = TRACE_FIELDS) -> None:
         self.path = path
-        self.cols = Columns()
+        self.cols = Columns(fields)
         self.meta: dict[str, Any] = {}
         self.events_seen = False
 
@@ -282,6 +295,8 @@ class StreamReader:
     def _adder(self) -> Any:
         """``add(event)``: one decoded event (a dict) into the columns."""
         add_op, add_memory, ns = self.cols.adders()
+        op_values, memory_values = (_values_of(self.cols.op_fields),
+                                    _values_of(self.cols.memory_fields))
         add_counters, counter_category = self.cols.add_counters, COUNTER_CATEGORY
         no_args: dict[str, Any] = {}
 
@@ -291,8 +306,7 @@ class StreamReader:
                 if ph == "i" or ph == "I":
                     if event.get("name") == MEMORY_NAME:
                         args = event.get("args") or no_args
-                        add_memory(ns(event["ts"]), event.get("tid"), args.get("Bytes", 0),
-                                   args.get("Device Type", 0), args.get("Device Id", -1))
+                        add_memory(ns(event["ts"]), event.get("tid"), memory_values(args))
                     else:
                         ns(event["ts"])
                 elif ph is not None and type(ph) is not str:
@@ -304,9 +318,8 @@ class StreamReader:
                     raise TypeError
                 args = no_args
             cat, start = event.get("cat"), ns(event["ts"])
-            add_op(event["name"], cat, start, ns(event["dur"]),
-                   event.get("tid"), event.get("pid"), args.get("device"), args.get("stream"),
-                   args.get("correlation"), args.get("flops"), args.get("Input Dims"))
+            add_op(event["name"], cat, start, ns(event["dur"]), event.get("tid"),
+                   event.get("pid"), op_values(args))
             if cat == counter_category:
                 add_counters(event["name"], start, args)
 
@@ -339,8 +352,9 @@ class StreamReader:
                    "expected an object"
         if ph in ("i", "I") and type((args or {}).get("Bytes", 0)) is not int:
             return f"{where}: args 'Bytes' is not an integer"
+        read = {f.key for f in self.cols.fields}
         for key, value in (args or {}).items():
-            if key in _READ_ARGS and type(value) is NonFinite:
+            if key in read and type(value) is NonFinite:
                 return f"{where}: args '{key}' is {value.text}, expected a finite number"
         return f"{where}: cannot read this event (an id or count out of range?)"
 
