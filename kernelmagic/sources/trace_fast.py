@@ -28,7 +28,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def _fill(cols: Columns, records: _Records, events: list[Any],
     ``counter_args`` holds each event's ``args`` (by index) when the file has counter
     ranges (``_counter_args``)."""
     add_op, add_memory, _ = cols.adders()
-    complete, instant, no_args = _Complete, _INSTANTS, records.no_args
+    complete, instant, no_args = records.complete, records.instants, records.no_args
     op_values = operator.attrgetter(*(f.name for f in cols.op_fields))
     memory_values = operator.attrgetter(*(f.name for f in cols.memory_fields))
     timed = [e for e in events if type(e) is complete or type(e) in instant]
@@ -192,65 +192,51 @@ def _ns(raw: Any) -> int:
     return ns_of_text(text.decode())
 
 
-_A = TypeVar("_A")  # the record of an event's ``args`` (``_args_record``)
-
-
 @dataclass(frozen=True)
 class _Records:
-    """What decodes a document for one tuple of fields: the decoder, and the ``args``
-    record of an event without them (its fields' defaults)."""
+    """What decodes a document for one tuple of fields: the decoder, the event records it
+    makes (a complete event's, the instants'), and the ``args`` record of an event
+    without them (its fields' defaults)."""
 
     decoder: Any
+    complete: type
+    instants: frozenset[type]
     no_args: Any
 
 
 @functools.cache
 def _records(fields: tuple[TraceField, ...]) -> _Records:
     """The decoder of a document whose events' ``args`` keep the values of ``fields`` (their
-    keys, each its field's default where absent) and skip every other key."""
+    keys, each its field's default where absent) and skip every other key.
+
+    The records are made for the fields (``msgspec.defstruct``), not generic in their
+    ``args``: msgspec before 0.19 cannot make a generic record without the garbage
+    collector's tracking, which costs a third of the decoding time. gc=False: records of
+    plain values (JSON holds no cycles) that the cyclic garbage collector need not track.
+    """
     args = msgspec.defstruct(
         "_Args", [(f.name, Any, msgspec.field(default=f.default, name=f.key)) for f in fields],
         gc=False)
-    return _Records(msgspec.json.Decoder(_Document[args]), args())
+    times = [("ts", msgspec.Raw, msgspec.Raw())]  # the number's text: exact nanoseconds
+    complete = msgspec.defstruct(  # "ph": "X": an op, range, kernel, copy, runtime call, ...
+        "_Complete", [("name", Any, None), ("cat", Any, None), ("pid", Any, None),
+                      ("tid", Any, None), *times, ("dur", msgspec.Raw, msgspec.Raw()),
+                      ("args", args | None, None)],
+        tag_field="ph", tag="X", gc=False)
+    instant = [("name", Any, None), ("tid", Any, None), *times, ("args", args | None, None)]
+    instants = [msgspec.defstruct(f"_Instant_{tag}", instant, tag_field="ph", tag=tag,
+                                  gc=False)
+                for tag in ("i", "I")]  # [memory] records; "I": the older spelling
+    skipped = [msgspec.defstruct(f"_Skipped_{p}", [], tag_field="ph", tag=p, gc=False)
+               for p in _SKIPPED_PHASES]
+    document = msgspec.defstruct(
+        "_Document", [("traceEvents", list[Union[(complete, *instants, *skipped)]]),  # type: ignore[misc]
+                      ("deviceProperties", Any, None), ("distributedInfo", Any, None),
+                      ("traceName", Any, None)])
+    return _Records(msgspec.json.Decoder(document), complete, frozenset(instants), args())
 
 
 if msgspec is not None:
-    # gc=False: records of plain values (JSON holds no cycles) that the cyclic garbage
-    # collector need not track, a third of the decoding time.
-
-    class _Complete(msgspec.Struct, Generic[_A], tag_field="ph", tag="X", gc=False):
-        """A complete event ("ph": "X"): an op, range, kernel, copy, runtime call, ..."""
-
-        name: Any = None
-        cat: Any = None
-        pid: Any = None
-        tid: Any = None
-        ts: msgspec.Raw = msgspec.Raw()  # the number's text: exact nanoseconds
-        dur: msgspec.Raw = msgspec.Raw()
-        args: _A | None = None
-
-    class _Instant(msgspec.Struct, Generic[_A], tag_field="ph", tag="i", gc=False):
-        """An instant event: ``[memory]`` records an allocation or a free."""
-
-        name: Any = None
-        tid: Any = None
-        ts: msgspec.Raw = msgspec.Raw()
-        args: _A | None = None
-
-    class _OldInstant(_Instant[_A], tag="I"):  # the older spelling
-        pass
-
-    _INSTANTS = frozenset({_Instant, _OldInstant})
-    _SKIPPED = tuple(msgspec.defstruct(f"_Skipped_{p}", [], tag_field="ph", tag=p, gc=False)
-                     for p in _SKIPPED_PHASES)
-
-    class _Document(msgspec.Struct, Generic[_A]):
-        traceEvents: list[Union[(_Complete[_A], _Instant[_A], _OldInstant[_A],  # type: ignore[valid-type]
-                                 *_SKIPPED)]]
-        deviceProperties: Any = None
-        distributedInfo: Any = None
-        traceName: Any = None
-
     class _ArgsOnly(msgspec.Struct, gc=False):
         """Any event, its ``args`` only (``cuda_profiler_range``'s metric values)."""
 
