@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 import pytest
@@ -662,3 +663,37 @@ def test_peak_makeup_of_a_small_cell_is_in_kib_not_left_out():
                         rise=3 * 1024, parameter=8 * 1024, activation=3 * 1024, temporary=12)
     assert peak_sentence(row).endswith(
         "50% into the iteration: parameters 8.0, activations 3.0 KiB")
+
+
+def test_the_memory_chart_and_the_peak_note_name_one_iteration():
+    """Three CPU iterations rising 2, 5 and 3 MiB; iteration 2 is the median by time, the
+    peak (the largest trusted rise) is iteration 1's: the chart shows iteration 1, its
+    title and the peak note name it, and the timeline rows are its (#46)."""
+    from kernelmagic.results.builder import build_result
+
+    events = []
+    for i, mib in enumerate((2, 5, 3)):
+        base = 100 * i
+        events += [(Kind.RANGE, f"run/iter {i}", base, base + 100, 1),
+                   (Kind.OP, "aten::empty", base + 10, base + 12, 1),
+                   (Kind.MEMORY, "[memory]", base + 11, base + 11, 1, {"nbytes": mib * MIB}),
+                   (Kind.OP, "aten::free", base + 60, base + 62, 1),
+                   (Kind.MEMORY, "[memory]", base + 61, base + 61, 1, {"nbytes": -mib * MIB})]
+    table = table_of(*events)
+    windows = [(0, 100 * US), (100 * US, 200 * US), (200 * US, 300 * US)]
+    result = build_result(table, name="run", views=["memory"], iterations=windows,
+                          timings=[0.001, 0.003, 0.002], device="cpu")
+    (peak,) = highest_peaks(result)
+    assert (peak.iteration, peak.rise) == (1, 5 * MIB) == (1, result.peak_memory["cpu"])
+    assert {p.iteration for p in result.memory_timeline} == {1}
+    assert "into iteration 1" in peak_sentence(peak, result.iters)
+    svg = memory_svg(result).decode()
+    assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
+    assert "iteration 2" not in svg and "iteration 0" not in svg
+    # --memory-all: every iteration, only the peak's titled as such.
+    every = build_result(table, name="run", views=["memory"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu", memory_all=True)
+    titles = re.findall(r"CPU · iteration \d[^<]*", memory_svg(every).decode())
+    assert titles == ["CPU · iteration 0 · allocated memory by category",
+                      "CPU · iteration 1 (the peak's) · allocated memory by category",
+                      "CPU · iteration 2 · allocated memory by category"]
