@@ -697,3 +697,53 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
     assert titles == ["CPU · iteration 0 · allocated memory by category",
                       "CPU · iteration 1 (the peak's) · allocated memory by category",
                       "CPU · iteration 2 · allocated memory by category"]
+
+
+def _lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
+    """sRGB (0-255) to CIE L*a*b* (D65)."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+           for c in (x / 255 for x in rgb)]
+    r, g, b = lin
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+           0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+                  for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def _on(colour: str, page: str, opacity: float) -> tuple[float, float, float]:
+    """``colour`` painted at ``opacity`` over ``page`` (hex), as sRGB 0-255."""
+    fg = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    bg = [int(page[i:i + 2], 16) for i in (1, 3, 5)]
+    return tuple(opacity * f + (1 - opacity) * b for f, b in zip(fg, bg, strict=True))
+
+
+#: CIE76 ΔE between two category colours, and between each and the page: 2.3 is a
+#: just-noticeable difference; 30 is "another colour" at a glance.
+MIN_DELTA_E = 30.0
+
+
+@pytest.mark.parametrize("page", ["#ffffff", "#111111"])  # JupyterLab Light, Dark
+def test_memory_categories_are_clearly_different_colours_on_light_and_dark(page):
+    import itertools
+    import math
+
+    from kernelmagic.core.memory_rows import MEMORY_CATEGORIES
+    from kernelmagic.results.builder import build_result
+
+    table, ledger, windows = _synthetic()
+    result = build_result(table, name="run", views=["memory"], iterations=windows,
+                          memory_ledger=ledger, device="cpu")
+    opacity = float(re.search(r'<polygon [^>]*fill-opacity="([\d.]+)"',
+                              memory_svg(result).decode()).group(1))
+    assert opacity == 0.8
+    labs = {c.name: _lab(_on(c.colour, page, opacity)) for c in MEMORY_CATEGORIES}
+    close = [(round(math.dist(labs[a], labs[b]), 1), a, b)
+             for a, b in itertools.combinations(labs, 2)
+             if math.dist(labs[a], labs[b]) < MIN_DELTA_E]
+    assert close == []
+    page_lab = _lab(_on(page, page, 1.0))
+    assert [n for n, lab in labs.items() if math.dist(lab, page_lab) < MIN_DELTA_E] == []
+    # The gradients and autograd detail were two blues 8.8 apart (#46).
+    assert math.dist(labs["gradient"], labs["autograd_detail"]) >= MIN_DELTA_E

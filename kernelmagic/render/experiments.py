@@ -19,14 +19,13 @@ from kernelmagic.core.units import (
     percent,
     speedup_text,
 )
+from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
 #: Bar colours: measured faster, measured slower (both beyond the noise), within it.
 FASTER, SLOWER, NOISE = "#2e7d32", "#c62828", "#9e9e9e"
-#: Axis, grid and whisker colour: a mid grey that reads on light and dark pages alike.
-INK = "#808080"
 #: A mark on a speed-up whose numerical error is above the dtype's usual tolerance.
 OVER_TOLERANCE = "⚠"
 
@@ -186,7 +185,7 @@ def experiments_svg(result: ProfileResult, width: int = 720) -> bytes | None:
         return _LEFT + scale * math.log(min(max(v, lo), hi) / lo)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           'font-family="sans-serif" font-size="11">',
+           f'font-family="sans-serif" font-size="11" fill="{INK}">',
            f'<text x="{_LEFT}" y="14">speed-up against the baseline (log scale, 1x: as fast),'
            f" whiskers: 95% intervals; grey band: changes under {percent(MIN_EFFECT)}</text>",
            f'<rect x="{x(band[0]):.1f}" y="{_TOP - 4}" width="{x(band[1]) - x(band[0]):.1f}" '

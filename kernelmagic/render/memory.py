@@ -15,6 +15,7 @@ from kernelmagic.core.memory_rows import (
     MemoryPoint,
 )
 from kernelmagic.core.units import format_bytes, format_us, percent
+from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
@@ -138,7 +139,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
     band = height - top - 24
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{(band + top + 24) * len(groups) + legend}" '
-           'font-family="sans-serif" font-size="11">']
+           f'font-family="sans-serif" font-size="11" fill="{INK}">']
     y0 = 0
     for (device, iteration), pts in groups.items():
         span = max(pts[-1].t_us, 1e-9)
@@ -179,7 +180,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
         if peak is not None:
             px = x(peak.t_us)
             out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(0):.1f}" '
-                       f'y2="{y(peak_total):.1f}" stroke="currentColor" stroke-dasharray="3,2"/>')
+                       f'y2="{y(peak_total):.1f}" stroke="{INK}" stroke-dasharray="3,2"/>')
             label = f"peak {format_bytes(peak.total)}" + (f" · {peak.op}" if peak.op else "")
             anchor = "end" if px > left + plot_w / 2 else "start"
             out.append(f'<text x="{px + (-4 if anchor == "end" else 4):.1f}" '
