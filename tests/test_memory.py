@@ -690,6 +690,12 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
     svg = memory_svg(result).decode()
     assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
     assert "iteration 2" not in svg and "iteration 0" not in svg
+    # The timeline picture names its own iteration, the median one by time (iteration 2).
+    from kernelmagic.render.timeline import timeline_svg
+
+    timed = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu")
+    assert "run: iteration 2 (the median one)" in timeline_svg(timed).decode()
     # --memory-all: every iteration, only the peak's titled as such.
     every = build_result(table, name="run", views=["memory"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu", memory_all=True)
