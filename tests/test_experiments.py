@@ -7,6 +7,7 @@ compile, leak, report and save tests share, on a tiny elementwise cell.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -411,18 +412,78 @@ def test_findings_within_the_noise_are_not_withdrawn():
     assert "withdrawn" not in finding.suggestion
 
 
-def test_chart_bars_and_noise_band():
+def _attrs(svg: str, cls: str, *names: str) -> list[tuple[float, ...]]:
+    """The numeric attributes ``names`` of each SVG element of class ``cls``."""
+    found = []
+    for tag in re.findall(rf'<\w+ class="{cls}"[^>]*>', svg):
+        found.append(tuple(float(re.search(rf' {n}="([-\d.]+)"', tag).group(1))
+                           for n in names))
+    return found
+
+
+def test_chart_bars_from_one_on_a_log_axis_with_ticks_and_noise_band():
     from kernelmagic.render.experiments import experiments_svg
 
-    result = cpu_result(experiments=[measured(2.0), measured(0.5)])
-    svg = experiments_svg(result).decode()
-    widths = [float(w) for w in re.findall(r'<rect x="150" y="\d+" width="([\d.]+)"', svg)]
-    plot, span = 720 - 150 - 160, 2.2 * 1.05  # the largest whisker end, plus 5%
-    assert widths == pytest.approx([plot * 2.0 / span, plot * 0.5 / span], abs=0.1)
+    # 2x (interval 1.8-2.2x) and 0.5x (0.45-0.55x): the axis runs from the tick at or
+    # below 0.45 (0.2x) to the one at or above 2.2 (5x), log scale over 410 px from 150.
+    svg = experiments_svg(cpu_result(experiments=[measured(2.0), measured(0.5)])).decode()
+    plot, decades = 720 - 150 - 160, math.log(5 / 0.2)
+
+    def x(v: float) -> float:
+        return 150 + plot * math.log(v / 0.2) / decades
+
+    assert re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', svg) == [
+        "0.2x", "0.5x", "1x", "2x", "5x"]
+    grid = _attrs(svg, "grid", "x1", "stroke-width")
+    assert [g[0] for g in grid] == pytest.approx([x(t) for t in (0.2, 0.5, 1, 2, 5)], abs=0.1)
+    assert [g[1] for g in grid if g[1] > 1] == [1.2]  # 1x drawn solid, once
+    assert grid[2][0] == pytest.approx(150 + plot / 2, abs=0.1)  # 1x halfway: 0.2-5x
+    # Each bar runs from 1x to its speed-up: 2x to the right, 0.5x as far to the left.
+    bars = _attrs(svg, "bar", "x", "width")
+    width = plot * math.log(2) / decades
+    assert bars == [pytest.approx((x(1), width), abs=0.1),
+                    pytest.approx((x(1) - width, width), abs=0.1)]
+    whiskers = _attrs(svg, "whisker", "x1", "x2")
+    assert whiskers == [pytest.approx((x(1.8), x(2.2)), abs=0.1),
+                        pytest.approx((x(0.45), x(0.55)), abs=0.1)]
     # the band: 1 / 1.03 to 1.03, the changes under the minimum effect
     band = re.search(r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
-    assert float(band.group(1)) == pytest.approx(150 + plot / 1.03 / span, abs=0.1)
-    assert float(band.group(2)) == pytest.approx(plot * (1.03 - 1 / 1.03) / span, abs=0.1)
+    assert float(band.group(1)) == pytest.approx(x(1 / 1.03), abs=0.1)
+    assert float(band.group(2)) == pytest.approx(x(1.03) - x(1 / 1.03), abs=0.1)
+    assert "<polygon" not in svg  # no whisker was cut
+
+
+def test_chart_whiskers_stay_within_the_axis_for_extreme_intervals():
+    from kernelmagic.render.experiments import WHISKER_ROOM, experiments_svg
+
+    # 3x with an interval of 0.001-10000x, and a 1.2x one with no lower end (0): the axis
+    # reaches WHISKER_ROOM past the bars (1/1.03 / 4 = 0.243 and 3 * 4 = 12), to the
+    # ticks around that, 0.2x and 20x; both whiskers are cut there, with arrows.
+    wide = dataclasses.replace(measured(3.0), variant="wide", speedup_low=0.001,
+                               speedup_high=1e4)
+    open_low = dataclasses.replace(measured(1.2), variant="open", speedup_low=0.0)
+    svg = experiments_svg(cpu_result(experiments=[wide, open_low])).decode()
+    assert WHISKER_ROOM == 4.0
+    ticks = re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', svg)
+    assert ticks == ["0.2x", "0.5x", "1x", "2x", "5x", "10x", "20x"]
+    left, right = 150, 720 - 160
+    for x1, x2 in _attrs(svg, "whisker", "x1", "x2"):
+        assert left <= x1 <= x2 <= right
+    assert _attrs(svg, "whisker", "x1", "x2")[0] == pytest.approx((left, right), abs=0.1)
+    assert svg.count('class="cut"') == 3  # the wide one's two ends, the open one's low end
+    for (x_,) in _attrs(svg, "bar", "x"):
+        assert left <= x_ <= right
+
+
+def test_axis_ticks_are_the_one_two_five_steps_or_powers_of_ten():
+    from kernelmagic.render.experiments import axis_ticks, tick_label
+
+    assert axis_ticks(0.9, 1.5) == [0.5, 1.0, 2.0]
+    assert axis_ticks(1.1, 30) == [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]
+    # 0.003-900x would be 16 steps: the powers of ten instead, 1x among them.
+    assert axis_ticks(0.003, 900) == pytest.approx([1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e3])
+    assert [tick_label(t) for t in (0.05, 0.5, 1.0, 20.0, 1000.0)] == [
+        "0.05x", "0.5x", "1x", "20x", "1000x"]
 
 
 def test_progress_names_the_variant():

@@ -15,6 +15,7 @@ import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core import roofline_bounds
 from kernelmagic.core.rows import (
+    DATA_LOADING,
     Breakdown,
     CriticalPathRow,
     GpuIdleRow,
@@ -285,6 +286,26 @@ def test_python_between_ops_leads_on_the_cpu_and_names_the_lines():
     assert "the python view lists your lines" in f.suggestion
     # aten::addmm holds most of the ops' self time, but the 70% outside them comes first.
     assert [x.rule for x in findings.find(result)] == ["python_between_ops", "dominant_op"]
+
+
+def test_python_between_ops_quotes_the_views_top_lines_data_loading_included():
+    """A DataLoader loop: the line waiting for the loader holds most of the time outside
+    ops; the finding quotes the python view's top lines in its order, that one first."""
+    lines = [PythonLineRow("cell[2]:9", "<module>", "acc.update(out, y)", 142.0, 0.142),
+             PythonLineRow("cell[2]:5", "<module>", "for x, y in loader:", 594.0, 0.594,
+                           cause=DATA_LOADING),
+             PythonLineRow("cell[2]:8", "<module>", "opt.step()", 22.0, 0.022),
+             PythonLineRow("cell[2]:4", "<module>", "model.train()", 2.0, 0.002)]
+    parts = Breakdown(device="cpu", wall=1000.0, compute=240.0, idle=760.0)
+    f = python_between_ops(cpu_result(breakdown=parts, python_lines=lines))
+    assert f.evidence == ("no op runs for 760 µs of each 1.00 ms iteration (most at "
+                          "cell[2]:5 `for x, y in loader:` 594 µs (data loading), "
+                          "cell[2]:9 `acc.update(out, y)` 142 µs, cell[2]:8 `opt.step()` "
+                          "22.0 µs)")
+    assert f.suggestion.startswith("load the data in worker processes (DataLoader(")
+    # Without the loader on top, the advice is the time-between-ops one alone.
+    f = python_between_ops(cpu_result(breakdown=parts, python_lines=lines[:1]))
+    assert f.suggestion.startswith("find the Python between ops")
 
 
 def test_python_between_ops_without_the_view_says_how_to_name_the_lines():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 import numpy as np
 import pytest
@@ -140,8 +141,8 @@ def test_training_step_peak_agrees_with_the_peak_note(training):
     assert peak.parameter >= 8 * MIB and peak.optimizer_state >= 16 * MIB
     assert peak.gradient >= 8 * MIB
     assert result.memory_note == ""
-    assert {p.iteration for p in result.memory_timeline} == {
-        sorted(range(3), key=result.timings.__getitem__)[1]}  # the median iteration
+    # The chart is the iteration the peak note names (#46), not the median one.
+    assert {p.iteration for p in result.memory_timeline} == {peak.iteration}
 
 
 def test_training_step_categories_match_torch_memory_timeline(training):
@@ -662,3 +663,93 @@ def test_peak_makeup_of_a_small_cell_is_in_kib_not_left_out():
                         rise=3 * 1024, parameter=8 * 1024, activation=3 * 1024, temporary=12)
     assert peak_sentence(row).endswith(
         "50% into the iteration: parameters 8.0, activations 3.0 KiB")
+
+
+def test_the_memory_chart_and_the_peak_note_name_one_iteration():
+    """Three CPU iterations rising 2, 5 and 3 MiB; iteration 2 is the median by time, the
+    peak (the largest trusted rise) is iteration 1's: the chart shows iteration 1, its
+    title and the peak note name it, and the timeline rows are its (#46)."""
+    from kernelmagic.results.builder import build_result
+
+    events = []
+    for i, mib in enumerate((2, 5, 3)):
+        base = 100 * i
+        events += [(Kind.RANGE, f"run/iter {i}", base, base + 100, 1),
+                   (Kind.OP, "aten::empty", base + 10, base + 12, 1),
+                   (Kind.MEMORY, "[memory]", base + 11, base + 11, 1, {"nbytes": mib * MIB}),
+                   (Kind.OP, "aten::free", base + 60, base + 62, 1),
+                   (Kind.MEMORY, "[memory]", base + 61, base + 61, 1, {"nbytes": -mib * MIB})]
+    table = table_of(*events)
+    windows = [(0, 100 * US), (100 * US, 200 * US), (200 * US, 300 * US)]
+    result = build_result(table, name="run", views=["memory"], iterations=windows,
+                          timings=[0.001, 0.003, 0.002], device="cpu")
+    (peak,) = highest_peaks(result)
+    assert (peak.iteration, peak.rise) == (1, 5 * MIB) == (1, result.peak_memory["cpu"])
+    assert {p.iteration for p in result.memory_timeline} == {1}
+    assert "into iteration 1" in peak_sentence(peak, result.iters)
+    svg = memory_svg(result).decode()
+    assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
+    assert "iteration 2" not in svg and "iteration 0" not in svg
+    # The timeline picture names its own iteration, the median one by time (iteration 2).
+    from kernelmagic.render.timeline import timeline_svg
+
+    timed = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu")
+    assert "run: iteration 2 (the median one)" in timeline_svg(timed).decode()
+    # --memory-all: every iteration, only the peak's titled as such.
+    every = build_result(table, name="run", views=["memory"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu", memory_all=True)
+    titles = re.findall(r"CPU · iteration \d[^<]*", memory_svg(every).decode())
+    assert titles == ["CPU · iteration 0 · allocated memory by category",
+                      "CPU · iteration 1 (the peak's) · allocated memory by category",
+                      "CPU · iteration 2 · allocated memory by category"]
+
+
+def _lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
+    """sRGB (0-255) to CIE L*a*b* (D65)."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+           for c in (x / 255 for x in rgb)]
+    r, g, b = lin
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047,
+           0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+                  for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def _on(colour: str, page: str, opacity: float) -> tuple[float, float, float]:
+    """``colour`` painted at ``opacity`` over ``page`` (hex), as sRGB 0-255."""
+    fg = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    bg = [int(page[i:i + 2], 16) for i in (1, 3, 5)]
+    return tuple(opacity * f + (1 - opacity) * b for f, b in zip(fg, bg, strict=True))
+
+
+#: CIE76 ΔE between two category colours, and between each and the page: 2.3 is a
+#: just-noticeable difference; 30 is "another colour" at a glance.
+MIN_DELTA_E = 30.0
+
+
+@pytest.mark.parametrize("page", ["#ffffff", "#111111"])  # JupyterLab Light, Dark
+def test_memory_categories_are_clearly_different_colours_on_light_and_dark(page):
+    import itertools
+    import math
+
+    from kernelmagic.core.memory_rows import MEMORY_CATEGORIES
+    from kernelmagic.results.builder import build_result
+
+    table, ledger, windows = _synthetic()
+    result = build_result(table, name="run", views=["memory"], iterations=windows,
+                          memory_ledger=ledger, device="cpu")
+    opacity = float(re.search(r'<polygon [^>]*fill-opacity="([\d.]+)"',
+                              memory_svg(result).decode()).group(1))
+    assert opacity == 0.8
+    labs = {c.name: _lab(_on(c.colour, page, opacity)) for c in MEMORY_CATEGORIES}
+    close = [(round(math.dist(labs[a], labs[b]), 1), a, b)
+             for a, b in itertools.combinations(labs, 2)
+             if math.dist(labs[a], labs[b]) < MIN_DELTA_E]
+    assert close == []
+    page_lab = _lab(_on(page, page, 1.0))
+    assert [n for n, lab in labs.items() if math.dist(lab, page_lab) < MIN_DELTA_E] == []
+    # The gradients and autograd detail were two blues 8.8 apart (#46).
+    assert math.dist(labs["gradient"], labs["autograd_detail"]) >= MIN_DELTA_E

@@ -21,6 +21,8 @@ from torch_releases import needs_session_frames
 import kernelmagic
 from kernelmagic.core.events import Kind
 from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.units import format_us
+from kernelmagic.findings.python import between_detail
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
@@ -395,3 +397,10 @@ def test_a_dataloader_in_the_cell_loop_is_data_loading_at_the_line_that_asked(ip
     assert top.self_us > 0.5 * 16_000, top
     assert not any(r.function == "__getitem__" for r in result.python_lines)
     assert "data loading" in cap.outputs[0].data["text/plain"]
+    # The Python finding's evidence quotes the view's top line, the loader's, first (#46;
+    # whether the finding fires depends on how fast the machine runs the matmul).
+    first = result.python_lines[0]
+    assert first.cause == "data loading", result.python_lines
+    assert between_detail(result).startswith(
+        f"(most at {first.location} `for (xb,) in loader:` {format_us(first.self_us)} "
+        "(data loading)")

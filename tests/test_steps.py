@@ -98,6 +98,61 @@ def test_steps_view_times_groups_and_between():
         30.0, 0, 0)
 
 
+def uneven_table(compile_in_first: bool = False):
+    """Three iterations of four 50 µs steps back to back from each window's start, with
+    ``aten::add`` 10 µs in each step but 40 µs in iteration 0's first; windows of 400,
+    300 and 500 µs, so 200, 100 and 300 µs outside the steps. Between the steps: in
+    iteration 0 ``aten::cat`` 100 µs and ``aten::argmax`` 80 µs, in iteration 1
+    ``aten::argmax`` 90 µs, in iteration 2 ``aten::argmax`` 290 µs; on another thread in
+    iteration 0, ``aten::copy_`` 150 µs (not the loop's). With ``compile_in_first``,
+    dynamo compiles inside iteration 0's first step."""
+    events = []
+    for i, (base, length) in enumerate(((0, 400), (1000, 300), (2000, 500))):
+        events.append((R, f"r/iter {i}", base, base + length, 1))
+        for j in range(4):
+            lo = base + 50 * j
+            events.append((R, f"r/step {j}: x (1, 1) int64", lo, lo + 50, 1))
+            add = 40 if (i, j) == (0, 0) else 10
+            events.append((OP, "aten::add", lo + 2, lo + 2 + add, 1))
+            if compile_in_first and (i, j) == (0, 0):
+                events.append((OP, "_compile.compile_inner (dynamo_timed)", lo + 43, lo + 48,
+                               1))
+    events += [(OP, "aten::cat", 210, 310, 1), (OP, "aten::argmax", 315, 395, 1),
+               (OP, "aten::copy_", 210, 360, 2),
+               (OP, "aten::argmax", 1205, 1295, 1), (OP, "aten::argmax", 2205, 2495, 1)]
+    return table_of(*events)
+
+
+UNEVEN_WINDOWS = [(0, 400_000), (1_000_000, 1_300_000), (2_000_000, 2_500_000)]
+
+
+def test_step_figures_are_medians_and_between_parts_fit_in_their_total():
+    table = uneven_table()
+    view = steps_view(table, Figures(table), UNEVEN_WINDOWS, "r", median_iteration=0)
+    (group,) = view.groups
+    assert (group.count, group.median_us) == (4, 50.0)
+    # aten::add per step: 40 once, 10 eleven times: the median 10 µs (the mean is 12.5).
+    assert group.top_ops == {"aten::add": 10.0}
+    summary = view.summary
+    # Outside the steps: 400 - 200, 300 - 200, 500 - 200: the median 200 µs, iteration 0's.
+    assert summary.between_us == 200.0
+    # Its ops on the loop's thread (the other thread's copy_ is not between the steps):
+    assert summary.between_top_ops == {"aten::cat": 100.0, "aten::argmax": 80.0}
+    assert sum(summary.between_top_ops.values()) <= summary.between_us
+    assert group.first_compiles == 0
+    # Two iterations: the lower middle one's ops (iteration 1: 100 µs, argmax 90 µs)
+    # against the median 150 µs.
+    view = steps_view(table, Figures(table), UNEVEN_WINDOWS[:2], "r")
+    assert view.summary.between_us == 150.0
+    assert view.summary.between_top_ops == {"aten::argmax": 90.0}
+
+
+def test_a_compile_inside_a_first_step_is_counted_for_its_group():
+    table = uneven_table(compile_in_first=True)
+    view = steps_view(table, Figures(table), UNEVEN_WINDOWS, "r")
+    assert view.groups[0].first_compiles == 1
+
+
 def test_a_target_never_called_is_a_note_not_an_empty_view():
     table = table_of((R, "r/iter 0", 0, 100, 1), (OP, "aten::mm", 10, 20, 1))
     view = steps_view(table, Figures(table), [(0, 100_000)], "r", target="model")
@@ -128,7 +183,7 @@ def test_one_group_without_tensor_inputs_is_all_steps():
 
 
 def stepped(walls: list[list[float]], *, cpu: float | None = None, between: float = 0.0,
-            timings: list[float] | None = None) -> ProfileResult:
+            timings: list[float] | None = None, first_compiles: int = 0) -> ProfileResult:
     """A CPU result whose iterations ran one group of steps of these wall times (µs)."""
     rows = [StepRow(iteration=i, index=j, group="decode", wall_us=w,
                     cpu_us=w if cpu is None else cpu)
@@ -138,7 +193,8 @@ def stepped(walls: list[list[float]], *, cpu: float | None = None, between: floa
     group = StepGroupRow(group="decode", inputs="x (1, 1) int64", count=len(walls[0]),
                          median_us=flat[len(flat) // 2], first_us=firsts[len(firsts) // 2],
                          slowest_us=flat[-1], slowest_index=0, slowest_iteration=0,
-                         cpu_us=flat[len(flat) // 2] if cpu is None else cpu)
+                         cpu_us=flat[len(flat) // 2] if cpu is None else cpu,
+                         first_compiles=first_compiles)
     iteration = sum(walls[0]) + between
     return cpu_result(
         iters=len(walls), timings=timings or [iteration / 1e6] * len(walls), steps=rows,
@@ -173,9 +229,29 @@ def test_slow_first_step_fires_at_three_times_the_median():
     walls = [300.0, 100.0, 100.0, 100.0]
     found = slow_first_step(stepped([walls]))
     assert found is not None
-    assert found.evidence.startswith("300 µs against 100 µs for the median of its 4 steps per "
-                                     "iteration (3.0x)")
+    # Nothing compiled in the step: compilation is not named as a cause.
+    assert found.evidence == ("300 µs against 100 µs for the median of its 4 steps per "
+                              "iteration (3.0x): allocation or a cache filled on the first "
+                              "call")
+    assert "compil" not in found.suggestion
     assert slow_first_step(stepped([[290.0, 100.0, 100.0, 100.0]])) is None
+
+
+def test_slow_first_step_names_compilation_only_where_it_compiled():
+    found = slow_first_step(stepped([[300.0, 100.0, 100.0, 100.0]] * 3, first_compiles=2))
+    assert found.evidence.endswith("(3.0x): torch.compile compiled in it (in 2 of the 3 "
+                                   "iterations)")
+    assert "so that it compiles there" in found.suggestion
+
+
+def test_the_steps_line_and_table_say_their_figures_are_medians():
+    from kernelmagic.render.steps import group_table, steps_notes
+
+    result = stepped([[100.0, 120.0, 110.0]], between=100.0)
+    line = steps_notes(result)[0]
+    assert line.endswith("between the steps 100 µs per iteration (median; ops there: "
+                         "aten::argmax 40.0 µs)")
+    assert "top ops per step (median self time)" in [c.title for c in group_table(result).columns]
 
 
 def test_overhead_bound_steps_on_the_cpu():

@@ -102,7 +102,7 @@ def km_side(path: Path) -> tuple[Side, str, int]:
     import kernelmagic
     from kernelmagic.core.events import Kind
     from kernelmagic.io.traces import read_trace
-    from kernelmagic.results.builder import _median_index
+    from kernelmagic.results.builder import median_index
 
     result = kernelmagic.load(path)
     side = Side()
@@ -112,7 +112,7 @@ def km_side(path: Path) -> tuple[Side, str, int]:
     side.gpu_idle = result.breakdown.idle * result.iters if result.breakdown else None
     parts = read_trace(path)  # the same iterations load found (result does not name them)
     windows = parts.iterations.windows
-    median = _median_index(parts.iterations.timings)
+    median = median_index(parts.iterations.timings)
     annotation = ""
     if parts.iterations.source != "whole trace" and windows:
         start, end = windows[median]

@@ -33,15 +33,18 @@ class MemoryCategory(Record):
 
 #: The categories, declared once, in the order the timeline stacks them (torch's
 #: ``torch.profiler._memory_profiler.Category``, then "unknown" for what it cannot say).
+#: Their colours (matplotlib's tab10, olive for autograd detail) stay clearly apart from
+#: one another and from the page, light or dark, at the chart's 0.8 opacity: at least 30
+#: CIE76 ΔE for every pair (``tests/test_memory.py`` measures it).
 MEMORY_CATEGORIES = (
-    MemoryCategory("parameter", "parameters", "#2e7d32"),
-    MemoryCategory("optimizer_state", "optimizer state", "#daa520"),
-    MemoryCategory("input", "inputs", "#555555"),
+    MemoryCategory("parameter", "parameters", "#2ca02c"),
+    MemoryCategory("optimizer_state", "optimizer state", "#ff7f0e"),
+    MemoryCategory("input", "inputs", "#17becf"),
     MemoryCategory("activation", "activations", "#d62728"),
-    MemoryCategory("gradient", "gradients", "#1f4fbf"),
-    MemoryCategory("autograd_detail", "autograd detail", "#4169e1"),
-    MemoryCategory("temporary", "temporaries", "#9370db"),
-    MemoryCategory("unknown", "unknown", "#a0a0a0"),
+    MemoryCategory("gradient", "gradients", "#1f77b4"),
+    MemoryCategory("autograd_detail", "autograd detail", "#bcbd22"),
+    MemoryCategory("temporary", "temporaries", "#9467bd"),
+    MemoryCategory("unknown", "unknown", "#8c8c8c"),
 )
 CATEGORIES = tuple(c.name for c in MEMORY_CATEGORIES)
 UNKNOWN = CATEGORIES.index("unknown")

@@ -109,3 +109,13 @@ def is_runtime_call(name: str) -> bool:
 def is_fp32_gemm(kernel: str) -> bool:
     """A float32 matmul kernel, not a TF32 or lower-precision one, by its name."""
     return bool(FP32_GEMM.search(kernel)) and not LOW_PRECISION.search(kernel)
+
+#: How dynamo names the ranges it opens while it compiles (``_compile.compile_inner
+#: (dynamo_timed)``, ``OutputGraph.call_user_compiler (dynamo_timed)``: torch >= 2.1's
+#: ``dynamo_timed``): a step holding one compiled in it.
+COMPILE_MARK = " (dynamo_timed)"
+
+
+def is_compile_event(name: str) -> bool:
+    """Whether the event is part of a torch.compile compile (dynamo's timed ranges)."""
+    return name.endswith(COMPILE_MARK)

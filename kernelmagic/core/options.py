@@ -155,7 +155,7 @@ class ProfileOptions:
              "and memory each iteration keeps")
     memory_all: bool = option(
         "--memory-all",
-        help="with --memory: the memory timeline of every iteration, not the median one")
+        help="with --memory: the memory timeline of every iteration, not only the peak's")
     shapes: bool = option("--shapes", view=True, recording="record_shapes=True",
                           needs_profiler=True, help="split op rows by input shapes")
     flops: bool = option("--flops", view=True, recording="with_flops=True",

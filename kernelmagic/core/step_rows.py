@@ -45,9 +45,13 @@ class StepGroupRow(Record):
     ``count`` is its steps per iteration (the median iteration's); the times are medians
     over all its steps, ``first_us`` the median over iterations of its first step; the
     slowest step is ``slowest_index`` of iteration ``slowest_iteration``. ``top_ops``: op
-    -> self time per step (device time when a GPU is profiled, else CPU), largest first;
-    ``memory_per_step``: the median growth of the memory held from one step's end to the
-    next's (``--memory``; a KV cache grows by the same bytes each decode step).
+    -> its median self time per step over the group's steps (device time when a GPU is
+    profiled, else CPU; a step without the op counts 0), largest first, medians like
+    ``median_us``; ``memory_per_step``: the median growth of the memory held from one
+    step's end to the next's (``--memory``; a KV cache grows by the same bytes each decode
+    step). ``first_compiles``: in how many iterations torch.compile compiled inside the
+    group's first step (dynamo's timed ranges in it; the only evidence a slow first step
+    is compilation).
     """
 
     group: str
@@ -61,7 +65,8 @@ class StepGroupRow(Record):
     cpu_us: float = unit("µs per step")
     device_us: float = unit("µs per step", 0.0)
     memory_per_step: float = unit("bytes per step", 0.0)
-    top_ops: dict[str, float] = unit("op -> µs per step", factory=dict)
+    top_ops: dict[str, float] = unit("op -> µs per step (median)", factory=dict)
+    first_compiles: int = unit("iterations", 0)
 
     @property
     def key(self) -> str:
@@ -80,8 +85,10 @@ class StepsSummary(Record):
     """The steps of a run as a whole. ``note`` says why there are none (the target was not
     called) and is "" otherwise. Per iteration (medians over the iterations): ``steps``,
     ``between_us``, the loop's time outside the steps (kernelmagic's own synchronise left
-    out), with ``between_top_ops`` (op -> self µs per iteration) the ops that ran there.
-    ``median_iteration`` is the iteration whose steps the report lists.
+    out), with ``between_top_ops`` (op -> self µs) the ops that ran there on the steps'
+    thread in the iteration at that median (the lower middle one of an even count): they
+    add up to at most ``between_us``. ``median_iteration`` is the iteration whose steps the
+    report lists.
     """
 
     target: str

@@ -6,6 +6,7 @@
 - ``steps_slow_down``: step time rising with the step's place in its group (attention
   without a KV cache, a cache that grows)
 - ``slow_first_step``: each iteration's first step of a group far slower than the rest
+  (compilation named only where torch.compile compiled in that step)
 - ``time_between_steps``: the loop spending much of the iteration outside the target
 """
 
@@ -121,20 +122,34 @@ def steps_slow_down(result: ProfileResult) -> Finding | None:
     return None
 
 
+def _first_step_cause(g: StepGroupRow, iterations: int) -> tuple[str, str]:
+    """(why, fix) for a slow first step: compilation only where torch.compile compiled in
+    that step (``first_compiles``), else what a first call does without it."""
+    if g.first_compiles:
+        where = (f"in {g.first_compiles} of the {counted(iterations, 'iteration')}"
+                 if iterations > 1 else "in the iteration")
+        return (f"torch.compile compiled in it ({where})",
+                "warm the step up once outside the loop so that it compiles there, and give "
+                "its first call the shapes of the rest (no recompiling)")
+    return ("allocation or a cache filled on the first call",
+            "warm the step up once outside the loop, or give its first call the shapes of "
+            "the rest (no growing allocations)")
+
+
 def slow_first_step(result: ProfileResult) -> Finding | None:
-    """A group's first step in each iteration far slower than its median step."""
+    """A group's first step in each iteration far slower than its median step; compilation
+    named as the cause only when a compile ran in that step."""
+    iterations = len({s.iteration for s in result.steps})
     for g in _groups(result):
         if g.count < FIRST_STEP_MIN or g.first_us < FIRST_STEP_RATIO * g.median_us:
             continue
+        why, fix = _first_step_cause(g, iterations)
         return Finding(
             "slow_first_step", f"The first {g.group} step is far slower than the rest",
             f"{format_us(g.first_us)} against {format_us(g.median_us)} for the median of its "
             f"{counted(g.count, 'step')} per iteration "
-            f"({format_ratio(g.first_us / g.median_us, 1)}): "
-            "compilation, allocation or a cache filled on the first call",
-            "warm the step up once outside the loop, or make its first call's inputs the "
-            "shapes of the rest (no recompiling, no growing allocations)",
-            of_wall(result, g.first_us - g.median_us))
+            f"({format_ratio(g.first_us / g.median_us, 1)}): {why}",
+            fix, of_wall(result, g.first_us - g.median_us))
     return None
 
 

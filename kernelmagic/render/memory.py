@@ -15,23 +15,22 @@ from kernelmagic.core.memory_rows import (
     MemoryPoint,
 )
 from kernelmagic.core.units import format_bytes, format_us, percent
+from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.memory import highest_peak
 
 
 def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
-    """Per device, the iteration's peak with the largest rise (the peak note's figure):
-    on the CPU not the first iteration's when there are others, as
-    ``views.timeline.peak_iterations`` says (its rise reads high)."""
-    several = {r.device for r in result.memory_peaks if r.iteration > 0}
-    best: dict[str, MemoryPeakRow] = {}
+    """Per device, the peak the note names (``views.memory.highest_peak``: the largest
+    rise, on the CPU not the first of several iterations'): the iteration the memory
+    chart shows and the alive table is taken at."""
+    by_device: dict[str, list[MemoryPeakRow]] = {}
     for row in result.memory_peaks:
-        if row.device == "CPU" and row.iteration == 0 and row.device in several:
-            continue
-        if row.device not in best or row.rise > best[row.device].rise:
-            best[row.device] = row
-    return list(best.values())
+        by_device.setdefault(row.device, []).append(row)
+    found = (highest_peak(sorted(rows, key=lambda r: r.iteration)) for rows in by_device.values())
+    return [row for row in found if row is not None]
 
 
 #: The make-up's unit: the largest the largest category fills at least once.
@@ -135,11 +134,12 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
     if not groups:
         return None
     peaks = {(r.device, r.iteration): r for r in result.memory_peaks}
+    named_peak = {r.device: r.iteration for r in highest_peaks(result)}
     left, right, top, legend = 64, 12, 18, 18
     band = height - top - 24
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{(band + top + 24) * len(groups) + legend}" '
-           'font-family="sans-serif" font-size="11">']
+           f'font-family="sans-serif" font-size="11" fill="{INK}">']
     y0 = 0
     for (device, iteration), pts in groups.items():
         span = max(pts[-1].t_us, 1e-9)
@@ -152,8 +152,9 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
         def y(v: float, base: int = y0, peak_total: float = peak_total) -> float:
             return base + top + band * (1 - v / peak_total)
 
+        named = " (the peak's)" if named_peak.get(device) == iteration else ""
         out.append(f'<text x="{left}" y="{y0 + 12}">{escape(device)} · iteration '
-                   f'{iteration} · allocated memory by category</text>')
+                   f'{iteration}{named} · allocated memory by category</text>')
         below = [0.0] * len(pts)
         for c, colour in ((c.name, c.colour) for c in MEMORY_CATEGORIES):
             above = [b + getattr(p, c) for b, p in zip(below, pts, strict=True)]
@@ -179,7 +180,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
         if peak is not None:
             px = x(peak.t_us)
             out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(0):.1f}" '
-                       f'y2="{y(peak_total):.1f}" stroke="currentColor" stroke-dasharray="3,2"/>')
+                       f'y2="{y(peak_total):.1f}" stroke="{INK}" stroke-dasharray="3,2"/>')
             label = f"peak {format_bytes(peak.total)}" + (f" · {peak.op}" if peak.op else "")
             anchor = "end" if px > left + plot_w / 2 else "start"
             out.append(f'<text x="{px + (-4 if anchor == "end" else 4):.1f}" '

@@ -1,6 +1,7 @@
 """The steps view (``--steps``) as notes and tables: one line per group of steps
 (``prefill: idx (1, 64) int64, 1 step, 11.8 ms``), the groups with their top ops, and the
 median iteration's steps in order with a bar each (a bar chart in text, HTML and widget).
+Every per-step and per-iteration figure is a median, and says so.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def steps_notes(result: ProfileResult) -> list[str]:
             f"slowest {format_us(summary.slowest_us)} (step {summary.slowest_index} of "
             f"iteration {summary.slowest_iteration}; in order: iteration "
             f"{summary.median_iteration}, the median); between the steps "
-            f"{format_us(summary.between_us)} per iteration" + (f" ({between})" if between else ""))
+            f"{format_us(summary.between_us)} per iteration (median"
+            + (f"; ops there: {between})" if between else ")"))
     scale = unprofiled_scale(result)
     return [line] + [f"  {group_sentence(g, scale)}" for g in result.step_groups]
 
@@ -87,7 +89,7 @@ def group_table(result: ProfileResult) -> Table:
         cols.append(Column("memory", "memory growth per step", lambda g: g.memory_per_step,
                            lambda g: format_bytes(g.memory_per_step), width=150))
     cols += [
-        Column("top_ops", "top ops per step (self time)",
+        Column("top_ops", "top ops per step (median self time)",
                lambda g: next(iter(g.top_ops.values()), 0.0),
                lambda g: ", ".join(f"{op} {format_us(t)}" for op, t in g.top_ops.items()),
                numeric=False, width=420),

@@ -17,6 +17,7 @@ from html import escape
 
 from kernelmagic.core.rows import Span
 from kernelmagic.core.units import format_us
+from kernelmagic.results.builder import median_index
 from kernelmagic.results.result import ProfileResult
 
 #: Colours for the ops that take most of the iteration, most first (matplotlib's tab10).
@@ -129,7 +130,8 @@ def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
     plot_w = width - LEFT - RIGHT
     scale = plot_w / end
     parts = [f'<text x="8" y="14" fill="currentColor" font-weight="bold">'
-             f"{escape(result.name)}: one profiled iteration (the median one)</text>"]
+             f"{escape(result.name)}: iteration {median_index(result.timings)} (the median "
+             "one)</text>"]
     y = float(TOP)
     for lane in lanes:
         parts.append(f'<text x="{LEFT - 6}" y="{y + LANE / 2 + 4:.1f}" text-anchor="end" '

@@ -110,7 +110,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     on_device = device != "cpu"
     wanted = [v for v in (*VIEWS, TABLE_COUNTERS) if v in views]
     figures = Figures(table)
-    median = _median_index(timings)
+    median = median_index(timings)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
@@ -177,7 +177,7 @@ def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> 
             for r in rows]
 
 
-def _median_index(timings: Sequence[float]) -> int:
+def median_index(timings: Sequence[float]) -> int:
     """The index of the median iteration (the upper one of an even count; 0 with none)."""
     if not timings:
         return 0

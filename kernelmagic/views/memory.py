@@ -156,17 +156,32 @@ def _thin(points: list[MemoryPoint], keep: int) -> list[MemoryPoint]:
     return [max(points[i:i + size], key=lambda p: p.total) for i in range(0, len(points), size)]
 
 
+#: ``memory_views``'s ``show`` for the iteration of each device's highest peak (the one
+#: the peak note names and the alive table is taken at).
+PEAK = -1
+
+
+def highest_peak(rows: list[MemoryPeakRow]) -> MemoryPeakRow | None:
+    """One device's peak the report names, its rows in iteration order: the largest rise
+    (the first of equal ones) among the iterations ``timeline.peak_iterations`` trusts (on
+    the CPU not the first of several, whose rise reads high); None without rows."""
+    on_device = bool(rows) and rows[0].device != device_label(-1)
+    kept = len(peak_iterations([(r.iteration, r.iteration) for r in rows], on_device))
+    return max(rows[len(rows) - kept:], key=lambda r: r.rise, default=None)
+
+
 def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
-                 show: int | None = 0, name: str | None = None) -> MemoryViews:
-    """The memory rows of a run: timeline points of iteration ``show`` (None: all of them),
-    each iteration's peak per device, the allocations alive at the highest peak of each
-    device, and what every iteration kept to the end.
+                 show: int | None = PEAK, name: str | None = None) -> MemoryViews:
+    """The memory rows of a run: timeline points of iteration ``show`` (``PEAK``: each
+    device's highest peak's, ``highest_peak``; None: all of them), each iteration's peak
+    per device, the allocations alive at the highest peak of each device, and what every
+    iteration kept to the end.
 
     ``windows`` are the iterations (ns from the table's origin), in order. Each peak's
     moment and rise are the table's raw records' (as ``timeline.peak_memory`` reads them,
     so the peak note agrees); its make-up by category is the ledger's at that moment.
-    The alive rows are taken at the highest peak among ``timeline.peak_iterations`` (on
-    the CPU not the first of several iterations, whose rise reads high).
+    The alive rows are taken at the same highest peak, so the chart, the peak note and
+    the alive table name one iteration.
     """
     out = MemoryViews()
     if not windows or ledger.time.size == 0:
@@ -178,52 +193,71 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         category = ledger.category[sel]
         delta = ledger.delta[sel]
         raw_at = raw.device == device
-        raw_when = raw.time[raw_at]
-        raw_total = np.cumsum(raw.delta[raw_at])
         label = device_label(device)
-        best: tuple[float, int, int] | None = None  # (rise, iteration, change index)
-        # The iterations whose rise can be trusted are the last ones (on the CPU not the
-        # first of several): those ``peak_iterations`` keeps, as the peak note does.
-        untrusted = len(windows) - len(peak_iterations(windows, on_device=device >= 0))
+        peaks, changes = [], []
+        for i, window in enumerate(windows):
+            row, k = _peak(table, window, i, label, (raw.time[raw_at],
+                           np.cumsum(raw.delta[raw_at])), (when, category, delta), device,
+                           name)
+            peaks.append(row)
+            changes.append(k)
+        out.peaks += peaks
+        best = highest_peak(peaks)
+        chosen = best.iteration if best is not None else 0
         for i, (start, end) in enumerate(windows):
-            lo = int(np.searchsorted(when, start, "left"))
-            hi = int(np.searchsorted(when, end, "right"))
-            if show is None or i == show:
-                base = _levels_before(category, delta, lo)
-                levels = _levels(category, delta, lo, hi)
-                pts = [MemoryPoint(label, i, 0.0, *base.tolist())]
-                pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, *row)
-                        for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]
-                pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
-                                       *(levels[-1] if hi > lo else base).tolist()))
-                out.points += _thin(pts, MAX_POINTS)
-            rlo = int(np.searchsorted(raw_when, start, "left"))
-            rhi = int(np.searchsorted(raw_when, end, "right"))
-            raw_base = int(raw_total[rlo - 1]) if rlo else 0
-            t_peak, rise, k = start, 0, lo - 1  # nothing above the start: the start
-            if rhi > rlo:
-                top = rlo + int(np.argmax(raw_total[rlo:rhi]))
-                if int(raw_total[top]) > raw_base:
-                    t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
-                    k = int(np.searchsorted(when, t_peak, "right")) - 1
-            at = _levels_before(category, delta, k + 1)
-            op, scope = ("", "")
-            if rise > 0:
-                op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device),
-                                       name)
-            length = end - start
-            out.peaks.append(MemoryPeakRow(
-                label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
-                length / 1000.0, op, scope, float(at.sum()), float(rise),
-                *map(float, at.tolist())))
-            if i >= untrusted and (best is None or rise > best[0]):
-                best = (rise, i, k)
+            if show is None or i == (chosen if show == PEAK else show):
+                out.points += _points(label, i, (start, end), when, category, delta)
         if best is not None and ledger.blocks:
-            _, i, k = best
-            out.alive += _alive(ledger, sel, k, windows[i][0], label)
+            out.alive += _alive(ledger, sel, changes[chosen], windows[chosen][0], label)
         if ledger.blocks:
             out.growth += _growth(ledger, device, windows, label)
     return out
+
+
+def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.ndarray,
+            delta: np.ndarray) -> list[MemoryPoint]:
+    """Iteration ``i``'s timeline: its start, each change, its end (thinned)."""
+    start, end = window
+    lo = int(np.searchsorted(when, start, "left"))
+    hi = int(np.searchsorted(when, end, "right"))
+    base = _levels_before(category, delta, lo)
+    levels = _levels(category, delta, lo, hi)
+    pts = [MemoryPoint(label, i, 0.0, *base.tolist())]
+    pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, *row)
+            for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]
+    pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
+                           *(levels[-1] if hi > lo else base).tolist()))
+    return _thin(pts, MAX_POINTS)
+
+
+def _peak(table: EventTable, window: Window, i: int, label: str,
+          raw: tuple[np.ndarray, np.ndarray], ledger: tuple[np.ndarray, np.ndarray, np.ndarray],
+          device: int, name: str | None) -> tuple[MemoryPeakRow, int]:
+    """Iteration ``i``'s peak on one device, and the index of the ledger's last change at
+    it (-1 before the first): the moment and rise from the raw records, the make-up from
+    the ledger's categories."""
+    start, end = window
+    raw_when, raw_total = raw
+    when, category, delta = ledger
+    lo = int(np.searchsorted(when, start, "left"))
+    rlo = int(np.searchsorted(raw_when, start, "left"))
+    rhi = int(np.searchsorted(raw_when, end, "right"))
+    raw_base = int(raw_total[rlo - 1]) if rlo else 0
+    t_peak, rise, k = start, 0, lo - 1  # nothing above the start: the start
+    if rhi > rlo:
+        top = rlo + int(np.argmax(raw_total[rlo:rhi]))
+        if int(raw_total[top]) > raw_base:
+            t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
+            k = int(np.searchsorted(when, t_peak, "right")) - 1
+    at = _levels_before(category, delta, k + 1)
+    op, scope = ("", "")
+    if rise > 0:
+        op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device), name)
+    length = end - start
+    row = MemoryPeakRow(
+        label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
+        length / 1000.0, op, scope, float(at.sum()), float(rise), *map(float, at.tolist()))
+    return row, k
 
 
 def _alive(ledger: MemoryLedger, sel: np.ndarray, k: int, start: int,

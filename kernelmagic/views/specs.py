@@ -42,7 +42,7 @@ from kernelmagic.core.step_rows import StepGroupRow, StepRow
 from kernelmagic.views.compiled import CompiledView, compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.gpu_idle import gpu_idle_rows
-from kernelmagic.views.memory import MemoryViews, ledger_from_table, memory_views
+from kernelmagic.views.memory import PEAK, MemoryViews, ledger_from_table, memory_views
 from kernelmagic.views.ops import kernel_rows
 from kernelmagic.views.python_lines import (
     TRACE_HINT,
@@ -182,15 +182,16 @@ def build_memory(inputs: ViewInputs) -> MemoryViews:
     """``--memory``. ``device_peaks``: per-iteration device memory peaks (bytes) measured
     live; default from the table's device memory records. ``memory_ledger``: the run's
     memory changes with their categories (``live/memory_categories.py``); default the
-    table's records, every category "unknown". The memory timeline is the median
-    iteration's, or every iteration's with ``memory_all``."""
+    table's records, every category "unknown". The memory timeline is the iteration of
+    the peak the report names (``views.memory.highest_peak``), or every iteration's with
+    ``memory_all``."""
     table, windows = inputs.table, list(inputs.windows)
     device_peaks: Sequence[float] | None = _extra(inputs, "device_peaks")
     device_peak = (max(device_peaks or [0.0]) if device_peaks is not None
                    else peak_memory(table, windows, on_device=True))
     ledger = _extra(inputs, "memory_ledger")
     ledger = ledger if ledger is not None else ledger_from_table(table)
-    shown = None if _extra(inputs, "memory_all", False) else _median_shown(inputs)
+    shown = None if _extra(inputs, "memory_all", False) else PEAK
     memory = memory_views(table, windows, ledger, shown, name=inputs.name)
     memory.note = ledger.note
     memory.peak_memory = {"cpu": peak_memory(table, windows), "device": device_peak}

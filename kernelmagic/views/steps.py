@@ -9,6 +9,10 @@ together. When the inputs differ at almost every step (a model without a KV cach
 the sequence grow by one token each step), steps whose inputs differ only in their sizes
 form one group. Two groups, the first holding only each iteration's first step with the
 larger input, are named ``prefill`` and ``decode``.
+
+Every figure that sums a step up is a median: a group's times over its steps, its top ops
+each op's median self time per step; between the steps, the median iteration's time there
+and the ops of the iteration at that median, so that they add up to at most it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.op_names import is_compile_event
 from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
 from kernelmagic.views.ops import is_op
@@ -143,18 +148,34 @@ def _memory_levels(table: EventTable, on_device: bool):  # type: ignore[no-untyp
     return lambda t: running[np.searchsorted(when, t, side="right")].astype(np.float64)
 
 
-def _top(names: list[str], ids: np.ndarray, values: np.ndarray, per: float) -> dict[str, float]:
+def _top(names: list[str], ids: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """The ``TOP_OPS`` ops with the most time, summed by name (ties: by name)."""
     sums: Counter[int] = Counter()
     for i, v in zip(ids.tolist(), values.tolist(), strict=True):
         sums[i] += v
-    return {names[i]: v / per for i, v in sums.most_common(TOP_OPS) if v > 0}
+    ranked = sorted(sums.items(), key=lambda kv: (-kv[1], names[kv[0]]))[:TOP_OPS]
+    return {names[i]: v for i, v in ranked if v > 0}
+
+
+def _top_median(names: list[str], ids: np.ndarray, step: np.ndarray, values: np.ndarray,
+                steps: int) -> dict[str, float]:
+    """Each op's median self time per step over ``steps`` steps (``step``: each value's
+    step, 0 to steps - 1; a step without the op counts 0), the ``TOP_OPS`` largest."""
+    if not ids.size or not steps:
+        return {}
+    kinds, which = np.unique(ids, return_inverse=True)
+    per_step = np.zeros((steps, kinds.size))
+    np.add.at(per_step, (step, which), values)
+    medians = np.median(per_step, axis=0)
+    return _top(names, kinds, medians)
 
 
 def _group_row(label: str, inputs: str, sel: np.ndarray, steps: _Steps, wall: np.ndarray,
                cpu: np.ndarray, device: np.ndarray, grown: np.ndarray, median_it: int,
-               top_ops: dict[str, float]) -> StepGroupRow:
+               top_ops: dict[str, float], compiled: np.ndarray) -> StepGroupRow:
     its = steps.iteration[sel]
-    firsts = [wall[sel][its == i][0] for i in unique(its).tolist()]
+    first_of = [sel[its == i][0] for i in unique(its).tolist()]
+    firsts = wall[first_of]
     slow = sel[int(np.argmax(wall[sel]))]
     in_median = int((its == median_it).sum())
     return StepGroupRow(
@@ -164,12 +185,15 @@ def _group_row(label: str, inputs: str, sel: np.ndarray, steps: _Steps, wall: np
         slowest_us=float(wall[slow]), slowest_index=int(steps.index[slow]),
         slowest_iteration=int(steps.iteration[slow]), cpu_us=float(np.median(cpu[sel])),
         device_us=float(np.median(device[sel])), memory_per_step=float(np.median(grown[sel])),
-        top_ops=top_ops)
+        top_ops=top_ops, first_compiles=int(compiled[first_of].sum()))
 
 
 def _between(table: EventTable, figures: Figures, windows: list[Window], steps: _Steps,
              wall: np.ndarray, owner: np.ndarray) -> tuple[float, dict[str, float]]:
-    """The loop's time outside the steps per iteration (median), and the ops that ran there."""
+    """The loop's time outside the steps per iteration (the median over the iterations),
+    and the ops that ran there in the iteration at that median (the lower of the two
+    middle ones of an even count): on the steps' thread, outside any step and outside
+    kernelmagic's own synchronise, their self times add up to at most it."""
     sync = ((table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
             if SYNC_RANGE in table.names else np.zeros(table.n, dtype=bool))
     outside = []
@@ -178,14 +202,38 @@ def _between(table: EventTable, figures: Figures, windows: list[Window], steps: 
         ours_us = float(figures.cpu_total[ours].sum())
         outside.append(max(0.0, (hi - lo) / 1000.0 - float(wall[steps.iteration == i].sum())
                            - ours_us))
+    if not outside:
+        return 0.0, {}
     under_sync = nearest_ancestor(table.parent, sync) >= 0
-    starts = table.start
-    in_windows = np.zeros(table.n, dtype=bool)
-    for lo, hi in windows:
-        in_windows |= (starts >= lo) & (starts <= hi)
-    ops = np.flatnonzero(is_op(table) & (owner < 0) & ~under_sync & in_windows)
-    top = _top(table.names, table.name[ops], figures.self_cpu[ops], max(len(windows), 1))
-    return (float(np.median(outside)) if outside else 0.0), top
+    at = sorted(range(len(outside)), key=lambda i: (outside[i], i))[(len(outside) - 1) // 2]
+    lo, hi = windows[at]
+    threads = isin(table.tid, unique(table.tid[steps.idx]))
+    ops = np.flatnonzero(is_op(table) & (owner < 0) & ~under_sync & threads
+                         & (table.start >= lo) & (table.start <= hi))
+    top = _top(table.names, table.name[ops], figures.self_cpu[ops])
+    return float(np.median(outside)), _within(top, outside[at])
+
+
+def _within(parts: dict[str, float], total: float) -> dict[str, float]:
+    """``parts`` (largest first) as far as they fit in ``total``: ops on one thread cannot
+    take more than its time; one that would (a clock's rounding) ends the list."""
+    kept: dict[str, float] = {}
+    for name, us in parts.items():
+        if sum(kept.values()) + us > total * (1 + 1e-9):
+            break
+        kept[name] = us
+    return kept
+
+
+def _compiled_steps(table: EventTable, owner: np.ndarray, at: np.ndarray,
+                    steps: int) -> np.ndarray:
+    """Per step, whether torch.compile compiled inside it (dynamo's timed ranges)."""
+    marks = [i for i, text in enumerate(table.names) if is_compile_event(text)]
+    inside = np.flatnonzero(isin(table.name, np.asarray(marks, dtype=table.name.dtype))
+                            & (owner >= 0)) if marks else np.zeros(0, dtype=np.int64)
+    compiled = np.zeros(steps, dtype=bool)
+    compiled[at[owner[inside]]] = True
+    return compiled
 
 
 def steps_view(table: EventTable, figures: Figures, windows: list[Window], name: str, *,
@@ -222,14 +270,18 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     keys, shown = _group_keys(steps.inputs)
     labels = _labels(steps, keys, shown)
     own_self = figures.self_device if on_device else figures.self_cpu
+    compiled = _compiled_steps(table, owner, at, idx.size)
     groups = []
     key_array = np.asarray(keys, dtype=object)
+    place = np.zeros(idx.size, dtype=np.int64)  # each step's place in its group
     for key, group_label in labels.items():
         sel = np.flatnonzero(key_array == key)
+        place[sel] = np.arange(sel.size)
         mine = ops[isin(at[owner[ops]], sel)]
-        top = _top(table.names, table.name[mine], own_self[mine], sel.size)
+        top = _top_median(table.names, table.name[mine], place[at[owner[mine]]],
+                          own_self[mine], sel.size)
         groups.append(_group_row(group_label, shown[key], sel, steps, wall, cpu, device, grown,
-                                 median_iteration, top))
+                                 median_iteration, top, compiled))
     rows = [StepRow(iteration=int(steps.iteration[k]), index=int(steps.index[k]),
                     group=labels[keys[k]], wall_us=float(wall[k]), cpu_us=float(cpu[k]),
                     device_us=float(device[k]), memory_held=float(held[k]),
