@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, format_seconds, format_us, percent
+from kernelmagic.render.names import cut_middle
 from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
@@ -106,10 +107,6 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
             "iteration")
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
                  more_hint: str = "") -> str:
     """Any ``Table`` as aligned text: the top ``limit`` rows by one column, descending."""
@@ -117,7 +114,7 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
     shown = rows if limit is None else rows[:limit]
     cols = table.columns
     cells = [[c.title for c in cols]]
-    cells += [[_clip(c.show(r), MAX_NAME_WIDTH) for c in cols] for r in shown]
+    cells += [[cut_middle(c.show(r), MAX_NAME_WIDTH) for c in cols] for r in shown]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = []
     for n, row in enumerate(cells):
@@ -133,10 +130,15 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
     return "\n".join(lines)
 
 
-def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None) -> str:
-    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
-    return render_table(op_table(result), limit, column_for_sort(result, by or result.sort),
-                        more_hint=" (result.table(None) lists all)")
+def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None,
+               all_columns: bool = False) -> str:
+    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``):
+    the default columns, every column with ``all_columns``."""
+    table = op_table(result)
+    column = column_for_sort(result, by or result.sort)
+    if not all_columns:
+        table = Table(table.columns, table.rows, column).narrow
+    return render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
 
 
 def findings_text(result: ProfileResult | ManyRanksResult) -> str:
@@ -150,7 +152,8 @@ def findings_text(result: ProfileResult | ManyRanksResult) -> str:
 
 def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                 findings: bool = True) -> str:
-    """Summary, warning, notes, op table, deeper views and findings: ``text/plain``."""
+    """Summary, warning, notes, findings (what to do first), op table and deeper views:
+    ``text/plain``."""
     from kernelmagic.render.views import view_notes, view_tables
 
     parts = [summary_line(result)]
@@ -158,12 +161,12 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
     if warning:
         parts.append(f"Warning: {warning}")
     parts += view_notes(result)
+    notes = findings_text(result) if findings else ""
+    if notes:
+        parts += ["", notes]
     parts.append("")
     parts.append(text_table(result, limit=limit))
     for title, view in view_tables(result):
         body = render_table(view, limit) if isinstance(view, Table) else str(view)
         parts += ["", f"[{title}]", body]
-    notes = findings_text(result) if findings else ""
-    if notes:
-        parts += ["", notes]
     return "\n".join(parts)
