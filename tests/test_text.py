@@ -21,7 +21,7 @@ op (mean of 10 it.)  calls/iter  self device/iter  total device/iter  % self dev
 -------------------  ----------  ----------------  -----------------  -------------  -------------
 aten::mm                      1            900 µs             900 µs            90%        30.0 µs
 aten::add                     1            100 µs             100 µs            10%        10.0 µs
-cudaLaunchKernel              2              0 µs               0 µs             0%        40.0 µs"""
+cudaLaunchKernel              2              0 µs               0 µs             0%        40.0 µs"""  # noqa: E501
 
 #: ``all_columns``: the per-call figures, the CPU total and share too.
 CUDA_ALL_COLUMNS = """\

@@ -133,8 +133,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     columns = columns_of(row_type)
     rows = [{c: getattr(item, c) for c in columns} for item in items]
     if row_type is OpRow:
-        return _with_per_iteration(rows, items, result.iters), columns + [
-            *PER_ITERATION, GAIN_PER_ITER[0]]
+        added = [*PER_ITERATION, GAIN_PER_ITER[0]]
+        return _with_per_iteration(rows, items, result.iters), [*columns, *added]
     return rows, columns
 
 

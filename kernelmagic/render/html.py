@@ -8,7 +8,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.render.names import cut_middle
-from kernelmagic.render.table import NAME_CHARS, ROWS_SHOWN, Table, op_table
+from kernelmagic.render.table import NAME_CHARS, ROWS_SHOWN, Table, op_table, title_width
 from kernelmagic.render.text import summary_line
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
@@ -68,11 +68,17 @@ def _text_cell(shown: str, first: bool) -> tuple[str, str]:
     return indent, escape(cut_middle(name, NAME_CHARS)) if first else breakable(name)
 
 
+def first_min_width(table: Table) -> int:
+    """px the first column shrinks to: ``MIN_NAME_WIDTH``, or its title's width on one
+    line where that is wider (header labels are whole)."""
+    first = table.columns[0]
+    return min(first.width, max(MIN_NAME_WIDTH, title_width(first.title)))
+
+
 def table_widths(table: Table) -> tuple[int, int]:
     """(narrowest, widest) px of ``table``: the first column shrinks, the others do not."""
     fixed = sum(c.width for c in table.columns[1:])
-    first = table.columns[0].width
-    return fixed + min(first, MIN_NAME_WIDTH), fixed + first
+    return fixed + first_min_width(table), fixed + table.columns[0].width
 
 
 def rows_html(table: Table, rows: list[Any]) -> str:

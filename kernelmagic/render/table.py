@@ -23,7 +23,7 @@ ROWS_SHOWN = 25
 #: The op table's name column (px): names longer than ``NAME_CHARS`` are cut in the middle
 #: (``render/names.py: cut_middle``), whole in the cell's hover title.
 NAME_COLUMN_WIDTH = 300
-NAME_CHARS = 40
+NAME_CHARS = 38
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,16 @@ class Column:
     width: int = 104  # px, shared by the HTML table and the widget's header buttons
     #: Shown one click away ("more columns"), not in the default set that fits 1,280 px.
     extra: bool = False
+
+    def __post_init__(self) -> None:
+        # Never narrower than its title on one line (with the sort arrow and the button's
+        # padding: 7 px a character at JupyterLab's 13 px font): header labels are whole.
+        object.__setattr__(self, "width", max(self.width, title_width(self.title)))
+
+
+def title_width(title: str) -> int:
+    """px a header needs for ``title`` on one line, its sort arrow and padding included."""
+    return 7 * len(title) + 26
 
 
 @dataclass(frozen=True)
@@ -95,10 +105,7 @@ def summed(title: str, iters: int) -> str:
 
 def time_column(id_: str, title: str, read: Callable[[Any], float],
                 extra: bool = False) -> Column:
-    # Wide enough for a title such as "self device (10 it.)" on one line, with the sort
-    # arrow and the button's padding (7 px a character at JupyterLab's 13 px font).
-    return Column(id_, title, read, lambda r: format_us(read(r)),
-                  width=max(96, 7 * len(title) + 26), extra=extra)
+    return Column(id_, title, read, lambda r: format_us(read(r)), width=96, extra=extra)
 
 
 def per_iteration_title(what: str) -> str:
@@ -193,8 +200,7 @@ def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool,
     def share(r: OpRow) -> float:
         return result.share(r, device=on_device)
 
-    return Column(id_, title, share, lambda r: percent(share(r)),
-                  width=max(96, 7 * len(title) + 26), extra=extra)
+    return Column(id_, title, share, lambda r: percent(share(r)), width=96, extra=extra)
 
 
 def column_for_sort(result: ProfileResult, sort: str) -> str:

@@ -14,8 +14,8 @@ import ipywidgets as w
 
 from kernelmagic.core.units import counted
 from kernelmagic.render.html import (
-    MIN_NAME_WIDTH,
     findings_html,
+    first_min_width,
     inline_svg,
     more_columns,
     summary_html,
@@ -76,7 +76,8 @@ class SortableTable:
                 # The first column shrinks with the output area (the body's first column
                 # does the same), every other keeps its width: the buttons stay over their
                 # columns. The extra columns' buttons show with "more columns".
-                size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
+                size = (dict(width="auto", flex="1 1 0px",
+                             min_width=f"{first_min_width(table)}px",
                              max_width=f"{col.width}px") if n == 0
                         else dict(width=f"{col.width}px", flex="0 0 auto"))
                 layout = layouts[key] = w.Layout(margin="0", padding="0 6px",
