@@ -11,8 +11,9 @@ only test that proves sorting works in a front end.
 Needs jupyterlab, playwright (Python) and Debian's chromium at /usr/bin/chromium (never run
 ``playwright install``). Without them the test is skipped, except in CI (``CI`` set), where
 it fails. On failure, screenshots and the server log go to ``artifacts/browser/``; on
-success the report is saved as ``artifacts/browser/report.png``, and copied to
-``docs/report.png`` when ``KM_UPDATE_SCREENSHOT=1``.
+success the report is saved as ``artifacts/browser/report.png`` (and each tab of a report
+with every view as ``report-<tab>.png``), and copied to ``docs/`` when
+``KM_UPDATE_SCREENSHOT=1``.
 """
 
 from __future__ import annotations

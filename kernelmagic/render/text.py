@@ -107,6 +107,14 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
             "iteration")
 
 
+def _cut(text: str, first: bool) -> str:
+    """A cell at most ``MAX_NAME_WIDTH`` characters: a name (the first column) cut in its
+    middle, where names differ most; other text (lists, reasons) at its end."""
+    if first or len(text) <= MAX_NAME_WIDTH:
+        return cut_middle(text, MAX_NAME_WIDTH)
+    return text[: MAX_NAME_WIDTH - 1] + "…"
+
+
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
                  more_hint: str = "") -> str:
     """Any ``Table`` as aligned text: the top ``limit`` rows by one column, descending."""
@@ -114,7 +122,7 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
     shown = rows if limit is None else rows[:limit]
     cols = table.columns
     cells = [[c.title for c in cols]]
-    cells += [[cut_middle(c.show(r), MAX_NAME_WIDTH) for c in cols] for r in shown]
+    cells += [[_cut(c.show(r), first=n == 0) for n, c in enumerate(cols)] for r in shown]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = []
     for n, row in enumerate(cells):
