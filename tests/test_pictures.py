@@ -105,8 +105,8 @@ def test_html_names_stay_on_one_line_cut_in_the_middle_and_whole_on_hover():
     name = "Optimizer.zero_grad#torch.optim.adamw.AdamW.zero_grad"  # 53 characters
     result.rows[0] = result.rows[0].__class__(name, 1, 1.0, 1.0)
     html = table_html(op_table(result), result.rows)
-    # 38 characters: the first 19, "…", the last 18
-    assert f">{name[:19]}…{name[-18:]}</td>" in html
+    # 39 characters fit the 300 px column: the first 19, "…", the last 19
+    assert f">{name[:19]}…{name[-19:]}</td>" in html
     assert f'title="{name}"' in html
     cell = re.search(r'<td class="km-cell km-col-op"[^>]*>', html)
     assert cell is not None and "white-space:nowrap" in cell.group(0)

@@ -14,14 +14,16 @@ aten::gelu                          1         200 µs          200 µs         2
 aten::copy_                         4        80.0 µs         80.0 µs        9.9%
 aten::linear                        2        20.0 µs          620 µs        2.5%
 aten::view                         20        10.0 µs         10.0 µs        1.2%
-<script>alert(1)</script>         0.1           0 µs            0 µs          0%"""
+<script>alert(1)</script>         0.1           0 µs            0 µs          0%
+more columns (CPU/call): result.table(all_columns=True)"""
 
 CUDA_TABLE = """\
 op (mean of 10 it.)  calls/iter  self device/iter  total device/iter  % self device  self CPU/iter
 -------------------  ----------  ----------------  -----------------  -------------  -------------
 aten::mm                      1            900 µs             900 µs            90%        30.0 µs
 aten::add                     1            100 µs             100 µs            10%        10.0 µs
-cudaLaunchKernel              2              0 µs               0 µs             0%        40.0 µs"""  # noqa: E501
+cudaLaunchKernel              2              0 µs               0 µs             0%        40.0 µs
+more columns (device/call, total CPU/iter, CPU/call, % self CPU): result.table(all_columns=True)"""
 
 #: ``all_columns``: the per-call figures, the CPU total and share too.
 CUDA_ALL_COLUMNS = """\
@@ -79,7 +81,8 @@ def test_limit_and_sort_key():
     text = cpu_result().table(limit=2, by="calls")
     lines = text.splitlines()
     assert lines[2].startswith("aten::view ") and lines[3].startswith("aten::copy_ ")
-    assert lines[-1] == "... 4 more ops (result.table(None) lists all)"
+    assert lines[-2] == "... 4 more ops (result.table(None) lists all)"
+    assert lines[-1] == "more columns (CPU/call): result.table(all_columns=True)"
 
 
 def test_report_carries_timing_warning():
@@ -101,7 +104,7 @@ def test_plurals_and_no_warm_up_part_without_warm_up():
     three = cpu_result()
     assert " · 10 iterations (+3 warm-up) · " in three.summary()
     lines = cpu_result().table(limit=5).splitlines()
-    assert lines[-1] == "... 1 more op (result.table(None) lists all)"
+    assert lines[-2] == "... 1 more op (result.table(None) lists all)"
     from kernelmagic.render.html import static_table_html
     from kernelmagic.render.table import op_table
 

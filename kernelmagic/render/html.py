@@ -8,7 +8,14 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.render.names import cut_middle
-from kernelmagic.render.table import NAME_CHARS, ROWS_SHOWN, Table, op_table, title_width
+from kernelmagic.render.table import (
+    ROWS_SHOWN,
+    Table,
+    more_columns,
+    name_chars,
+    op_table,
+    title_width,
+)
 from kernelmagic.render.text import summary_line
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
@@ -58,14 +65,16 @@ def breakable(text: str) -> str:
     return "".join(out)
 
 
-def _text_cell(shown: str, first: bool) -> tuple[str, str]:
+def _text_cell(shown: str, first: int | None) -> tuple[str, str]:
     """(extra style, HTML) of a text cell: leading spaces (the module tree's depth) become
-    an indent that HTML keeps; the first column's name is cut in its middle to
-    ``NAME_CHARS``, the others' text may break at ``breakable``'s places."""
+    an indent that HTML keeps; the first column's name (``first``: its width, px) is cut
+    in its middle to fit it, the others' text may break at ``breakable``'s places."""
     name = shown.lstrip(" ")
     depth = len(shown) - len(name)
     indent = f";padding-left:calc(6px + {depth}ch)" if depth else ""
-    return indent, escape(cut_middle(name, NAME_CHARS)) if first else breakable(name)
+    if first is None:
+        return indent, breakable(name)
+    return indent, escape(cut_middle(name, max(8, name_chars(first) - depth)))
 
 
 def first_min_width(table: Table) -> int:
@@ -91,7 +100,7 @@ def rows_html(table: Table, rows: list[Any]) -> str:
                 cells.append(f'<td class="km-cell km-col-{c.id}" style="text-align:right;'
                              f'{CELL_STYLE}">{escape(c.show(r))}</td>')
                 continue
-            indent, text = _text_cell(c.show(r), first=n == 0)
+            indent, text = _text_cell(c.show(r), first=c.width if n == 0 else None)
             # The names stay on one line (``CELL_STYLE``), whole in the hover title.
             style = CELL_STYLE if n == 0 else NAME_STYLE
             cells.append(f'<td class="km-cell km-col-{c.id}" '
@@ -145,12 +154,6 @@ def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
             f'color:{FG_MUTED};cursor:pointer">{more_columns(table)}</summary>'
             f"{table_html(table, shown)}</details>" + more)
 
-
-def more_columns(table: Table) -> str:
-    """The label of the click that shows a table's other columns: ``more columns (CPU/call,
-    FLOP/s)``."""
-    extra = [c.title for c in table.columns if c.extra]
-    return f"more columns ({', '.join(extra)})"
 
 
 def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:

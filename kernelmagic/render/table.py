@@ -20,10 +20,12 @@ from kernelmagic.results.result import ProfileResult
 #: HTML fallback and the widget's first page show the same rows (``result.table()`` and
 #: ``Comparison.table()`` default to the same figure).
 ROWS_SHOWN = 25
-#: The op table's name column (px): names longer than ``NAME_CHARS`` are cut in the middle
-#: (``render/names.py: cut_middle``), whole in the cell's hover title.
+#: The op table's name column (px): a name wider than its column is cut in the middle
+#: (``name_chars``; ``render/names.py: cut_middle``), whole in the cell's hover title.
 NAME_COLUMN_WIDTH = 300
-NAME_CHARS = 38
+#: px a character of the tables' 12 px monospace font takes, and a cell's padding.
+CHAR_PX = 7.25
+CELL_PADDING_PX = 12
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,19 @@ class Column:
         # Never narrower than its title on one line (with the sort arrow and the button's
         # padding: 7 px a character at JupyterLab's 13 px font): header labels are whole.
         object.__setattr__(self, "width", max(self.width, title_width(self.title)))
+
+
+def name_chars(width: int) -> int:
+    """Characters of a name that fit a first column ``width`` px wide: 39 in the op
+    table's 300 px."""
+    return int((width - CELL_PADDING_PX) / CHAR_PX)
+
+
+def more_columns(table: Table) -> str:
+    """The label of the click that shows a table's other columns: ``more columns (CPU/call,
+    FLOP/s)``."""
+    extra = [c.title for c in table.columns if c.extra and c.id != table.sort_column]
+    return f"more columns ({', '.join(extra)})"
 
 
 def title_width(title: str) -> int:
@@ -125,7 +140,8 @@ def op_table(result: ProfileResult) -> Table:
     iterations divided by their count), the basis ``max gain/iter`` is put on
     (``OpRow.gain_per_iteration``). By default: calls, self and total time, share and the
     gain, device first when CUDA was profiled (and its self CPU time); the rest
-    (per call, the other side's total and share, shapes, FLOPs, memory) is ``extra``."""
+    (per call, the other side's total and share, FLOPs, memory) is ``extra``; ``--shapes``'
+    input shapes are among the default columns."""
     n = result.iters
     cols = [
         name_column(mean_name_title("op", n), width=NAME_COLUMN_WIDTH),
@@ -136,8 +152,9 @@ def op_table(result: ProfileResult) -> Table:
     if result.profiles_device:  # the primary device's figures come first
         sides.insert(0, ("device", "device", True))
     if "shapes" in result.views:
+        # (by default: the rows are split by shapes, the column tells them apart)
         cols.insert(1, Column("shapes", "input shapes", lambda r: r.input_shapes,
-                              lambda r: r.input_shapes, numeric=False, width=220, extra=True))
+                              lambda r: r.input_shapes, numeric=False, width=220))
     for i, (side, label, on_device) in enumerate(sides):
         secondary = i > 0
         cols += [

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, format_seconds, format_us, percent
 from kernelmagic.render.names import cut_middle
-from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
+from kernelmagic.render.table import (
+    ROWS_SHOWN,
+    Table,
+    column_for_sort,
+    more_columns,
+    op_table,
+)
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
 
@@ -142,11 +148,14 @@ def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | 
                all_columns: bool = False) -> str:
     """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``):
     the default columns, every column with ``all_columns``."""
-    table = op_table(result)
+    full = op_table(result)
     column = column_for_sort(result, by or result.sort)
-    if not all_columns:
-        table = Table(table.columns, table.rows, column).narrow
-    return render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
+    table = full if all_columns else Table(full.columns, full.rows, column).narrow
+    text = render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
+    if table is full or not full.rows:
+        return text
+    hidden = Table(full.columns, full.rows, column)  # (its sort column is shown)
+    return f"{text}\n{more_columns(hidden)}: result.table(all_columns=True)"
 
 
 def findings_text(result: ProfileResult | ManyRanksResult) -> str:

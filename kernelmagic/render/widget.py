@@ -17,12 +17,11 @@ from kernelmagic.render.html import (
     findings_html,
     first_min_width,
     inline_svg,
-    more_columns,
     summary_html,
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
 
