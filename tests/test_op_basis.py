@@ -77,3 +77,24 @@ def test_to_pandas_keeps_the_sums_and_adds_the_per_iteration_columns():
     assert (frame["max_gain_per_iter_us"] <= most + 1e-9).all()
     # (this trace has rows whose model figure is above their time: the cap is exercised)
     assert (frame["max_gain_us"] > most + 1e-9).any()
+
+
+def test_the_chart_by_max_gain_shows_the_tables_figures_in_its_order():
+    from test_traces import DATA
+
+    from kernelmagic.core.units import format_us
+    from kernelmagic.render.chart import chart_texts
+    from kernelmagic.render.table import Table, row_label
+
+    # rank0_steps: a row whose model figure (1.19 ms) is above its time (744 µs per
+    # iteration), and a before-#46 chart that divided the per-iteration gain by 2 again
+    result = loaded(DATA / "rank0_steps.json.gz")
+    full = op_table(result)
+    table = Table(full.columns, full.rows, "max_gain")
+    top = table.sorted_rows()[:5]
+    _, labels = chart_texts(result, by="max_gain", k=5)
+    gain = table.column("max_gain")
+    assert labels == [f"{row_label(r)} · " + labels[i].rsplit(" · ", 2)[1]
+                      + f" · {format_us(gain.value(r))}" for i, r in enumerate(top)]
+    copy = next(r for r in result.rows if r.key == "cudaMemcpyAsync")
+    assert copy.max_gain_us > gain.value(copy) == pytest.approx(copy.cpu_time_total / 2)
