@@ -233,21 +233,44 @@ def test_header_click_sorts_and_second_click_flips(ip):
     headers = table.headers
     selfs = {r.key: r.self_cpu_time_total for r in table.table.rows}
     assert [selfs[k] for k in table.order] == sorted(selfs.values(), reverse=True)
-    # The title says the figures are summed over the 2 profiled iterations.
-    assert headers["self_cpu"].description == "self CPU (2 it.) ▼"
+    # The title says the figures are per iteration (the name column: "mean of 2 it.").
+    assert headers["op"].description == "op (mean of 2 it.)"
+    assert headers["self_cpu"].description == "self CPU/iter ▼"
     headers["calls"].click()
-    assert headers["calls"].description == "calls ▼"
-    assert headers["self_cpu"].description == "self CPU (2 it.)"
+    assert headers["calls"].description == "calls/iter ▼"
+    assert headers["self_cpu"].description == "self CPU/iter"
     assert table.order[0] == "aten::add"
     counts = {r.key: r.count for r in table.table.rows}
     assert [counts[k] for k in table.order] == sorted(counts.values(), reverse=True)
     assert table.body.value.index("aten::add") < table.body.value.index("aten::mm")
     headers["calls"].click()
-    assert headers["calls"].description == "calls ▲"
+    assert headers["calls"].description == "calls/iter ▲"
     assert [counts[k] for k in table.order] == sorted(counts.values())
     assert table.order[-1] == "aten::add"  # 40 calls: the most
     headers["op"].click()
     assert table.order == sorted(table.order)
+
+
+def test_more_columns_shows_the_rest_and_fewer_hides_them_again():
+    from fakes import cpu_result
+
+    from kernelmagic.render.table import op_table
+    from kernelmagic.render.widget import SortableTable
+
+    table = SortableTable(op_table(cpu_result()))
+    per_call = table.headers["cpu_avg"]
+    assert per_call.layout.display == "none" and "CPU/call" not in table.body.value
+    assert table.columns_button is not None
+    assert table.columns_button.description == "more columns (CPU/call)"
+    table.columns_button.click()
+    assert per_call.layout.display is None
+    assert table.body.value.count("km-col-cpu_avg") == 6  # one cell per row
+    per_call.click()  # sort by a column only the wide table has ...
+    assert table.order[0] == "aten::linear"  # 310 µs per call: the most
+    table.columns_button.click()  # ... then hide it: back to the default sort
+    assert table.columns_button.description.startswith("more columns")
+    assert per_call.layout.display == "none" and "km-col-cpu_avg" not in table.body.value
+    assert table.column_id == "self_cpu" and table.order[0] == "aten::addmm"
 
 
 def test_long_table_shows_top_rows_and_more_on_request():
@@ -285,7 +308,7 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     box = report_widget(cpu_result(rows=rows), b"<svg/>")
     assert sent == []
     table = box.km_table
-    assert table.headers["self_cpu"].description == "self CPU (10 it.) ▼"
+    assert table.headers["self_cpu"].description == "self CPU/iter ▼"
     assert table.order[0] == "op29" and table.body.value.count('class="km-row"') == 25
     assert table.status.value.endswith(">25 of 30 ops</span>")
     assert table.more_button.layout is table.all_button.layout  # shown and hidden together
@@ -300,7 +323,7 @@ def test_widget_is_built_in_its_final_state_and_shares_layouts(monkeypatch):
     assert table.body.value.count('class="km-row"') == 30
     assert table.more_button.layout.display == "none"
     table.headers["calls"].click()
-    assert table.headers["calls"].description == "calls ▼"
+    assert table.headers["calls"].description == "calls/iter ▼"
     if int(ipywidgets.__version__.split(".")[0]) >= 8:  # 7 sends nothing without a kernel
         assert {key for _, key in sent} >= {"description", "value", "display"}  # clicks update
 

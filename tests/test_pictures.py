@@ -97,17 +97,20 @@ def test_roofline_labels_never_overlap_and_the_key_names_every_point():
     assert "10  copy_ · 1.8%" in key  # 1,000 of 55,000 µs
 
 
-def test_html_names_wrap_at_word_boundaries_and_text_columns_wrap():
+def test_html_names_stay_on_one_line_cut_in_the_middle_and_whole_on_hover():
     from kernelmagic.render.html import table_html
     from kernelmagic.render.table import op_table
 
     result = cpu_result()
-    result.rows[0] = result.rows[0].__class__("Optimizer.zero_grad#AdamW.zero_grad", 1, 1.0,
-                                              1.0)
+    name = "Optimizer.zero_grad#torch.optim.adamw.AdamW.zero_grad"  # 53 characters
+    result.rows[0] = result.rows[0].__class__(name, 1, 1.0, 1.0)
     html = table_html(op_table(result), result.rows)
-    assert "Optimizer.<wbr>zero_<wbr>grad#<wbr>AdamW.<wbr>zero_<wbr>grad" in html
-    assert "overflow-wrap:anywhere" not in html
-    assert 'title="Optimizer.zero_grad#AdamW.zero_grad"' in html
+    # 39 characters fit the 300 px column: the first 19, "…", the last 19
+    assert f">{name[:19]}…{name[-19:]}</td>" in html
+    assert f'title="{name}"' in html
+    cell = re.search(r'<td class="km-cell km-col-op"[^>]*>', html)
+    assert cell is not None and "white-space:nowrap" in cell.group(0)
+    assert "<wbr>" not in html
 
 
 def test_module_tree_keeps_its_indentation_in_html():

@@ -61,7 +61,9 @@ def report_example(full: bool = False) -> str:
 
     result = kernelmagic.profile(_block_cell(), iters=10, warmup=3, name="block")
     table = result.table(None if full else 8)
-    return "\n\n".join([result.summary(), table, findings_text(result)]) + "\n"
+    # in the report's order: what to do first (the findings), then the table
+    parts = [result.summary(), findings_text(result), table]
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def modules_example(full: bool = False) -> str:

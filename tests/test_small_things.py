@@ -315,10 +315,10 @@ def test_ranks_report_says_how_to_see_one_rank(many):
 def _report_parts(out: str) -> tuple[str, list[str], bool]:
     """A printed report's first line, its op table's rows, and whether it has findings."""
     lines = out.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("op  "))
+    header = next(i for i, line in enumerate(lines) if line.startswith("op (mean of "))
     rows = []
     for line in lines[header + 2:]:  # after the column names and the dashes
-        if not line or line.startswith("... "):
+        if not line or line.startswith(("... ", "more columns")):
             break
         rows.append(line)
     return lines[0], rows, "Findings:" in lines

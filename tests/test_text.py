@@ -4,22 +4,34 @@ from fakes import cpu_result, cuda_result
 
 from kernelmagic.core.rows import Breakdown
 
+#: Every figure is the old summed one over the 10 iterations (addmm: 20 calls, 5.00 ms
+#: self, 5.80 ms total -> 2 calls, 500 µs, 580 µs per iteration); shares unchanged.
 CPU_TABLE = """\
-op                         calls  self CPU (10 it.)  total CPU (10 it.)  CPU per call  % self CPU
--------------------------  -----  -----------------  ------------------  ------------  ----------
-aten::addmm                   20            5.00 ms             5.80 ms        290 µs         62%
-aten::gelu                    10            2.00 ms             2.00 ms        200 µs         25%
-aten::copy_                   40             800 µs              800 µs       20.0 µs        9.9%
-aten::linear                  20             200 µs             6.20 ms        310 µs        2.5%
-aten::view                   200             100 µs              100 µs        500 ns        1.2%
-<script>alert(1)</script>      1               0 µs                0 µs          0 µs          0%"""
+op (mean of 10 it.)        calls/iter  self CPU/iter  total CPU/iter  % self CPU
+-------------------------  ----------  -------------  --------------  ----------
+aten::addmm                         2         500 µs          580 µs         62%
+aten::gelu                          1         200 µs          200 µs         25%
+aten::copy_                         4        80.0 µs         80.0 µs        9.9%
+aten::linear                        2        20.0 µs          620 µs        2.5%
+aten::view                         20        10.0 µs         10.0 µs        1.2%
+<script>alert(1)</script>         0.1           0 µs            0 µs          0%
+more columns (CPU/call): result.table(all_columns=True)"""
 
 CUDA_TABLE = """\
-op                calls  self device (10 it.)  total device (10 it.)  device per call  % self device  self CPU (10 it.)  total CPU (10 it.)  CPU per call  % self CPU
-----------------  -----  --------------------  ---------------------  ---------------  -------------  -----------------  ------------------  ------------  ----------
-aten::mm             10               9.00 ms                9.00 ms           900 µs            90%             300 µs              350 µs       35.0 µs         38%
-aten::add            10               1.00 ms                1.00 ms           100 µs            10%             100 µs              120 µs       12.0 µs         12%
-cudaLaunchKernel     20                  0 µs                   0 µs             0 µs             0%             400 µs              400 µs       20.0 µs         50%"""  # noqa: E501
+op (mean of 10 it.)  calls/iter  self device/iter  total device/iter  % self device  self CPU/iter
+-------------------  ----------  ----------------  -----------------  -------------  -------------
+aten::mm                      1            900 µs             900 µs            90%        30.0 µs
+aten::add                     1            100 µs             100 µs            10%        10.0 µs
+cudaLaunchKernel              2              0 µs               0 µs             0%        40.0 µs
+more columns (device/call, total CPU/iter, CPU/call, % self CPU): result.table(all_columns=True)"""
+
+#: ``all_columns``: the per-call figures, the CPU total and share too.
+CUDA_ALL_COLUMNS = """\
+op (mean of 10 it.)  calls/iter  self device/iter  total device/iter  device/call  % self device  self CPU/iter  total CPU/iter  CPU/call  % self CPU
+-------------------  ----------  ----------------  -----------------  -----------  -------------  -------------  --------------  --------  ----------
+aten::mm                      1            900 µs             900 µs       900 µs            90%        30.0 µs         35.0 µs   35.0 µs         38%
+aten::add                     1            100 µs             100 µs       100 µs            10%        10.0 µs         12.0 µs   12.0 µs         12%
+cudaLaunchKernel              2              0 µs               0 µs         0 µs             0%        40.0 µs         40.0 µs   20.0 µs         50%"""  # noqa: E501
 
 
 def test_cpu_table_snapshot():
@@ -28,6 +40,7 @@ def test_cpu_table_snapshot():
 
 def test_cuda_table_snapshot():
     assert cuda_result().table() == CUDA_TABLE
+    assert cuda_result().table(all_columns=True) == CUDA_ALL_COLUMNS
 
 
 def test_summary_lines():
@@ -68,7 +81,8 @@ def test_limit_and_sort_key():
     text = cpu_result().table(limit=2, by="calls")
     lines = text.splitlines()
     assert lines[2].startswith("aten::view ") and lines[3].startswith("aten::copy_ ")
-    assert lines[-1] == "... 4 more ops (result.table(None) lists all)"
+    assert lines[-2] == "... 4 more ops (result.table(None) lists all)"
+    assert lines[-1] == "more columns (CPU/call): result.table(all_columns=True)"
 
 
 def test_report_carries_timing_warning():
@@ -90,7 +104,7 @@ def test_plurals_and_no_warm_up_part_without_warm_up():
     three = cpu_result()
     assert " · 10 iterations (+3 warm-up) · " in three.summary()
     lines = cpu_result().table(limit=5).splitlines()
-    assert lines[-1] == "... 1 more op (result.table(None) lists all)"
+    assert lines[-2] == "... 1 more op (result.table(None) lists all)"
     from kernelmagic.render.html import static_table_html
     from kernelmagic.render.table import op_table
 

@@ -43,6 +43,19 @@ class OpRow(Record):
     # how much the median iteration shrinks without this row (µs)
     max_gain_us: float = unit("µs the median iteration would shrink without this row", 0.0)
 
+    def per_iteration(self, field: str, iters: int) -> float:
+        """A summed field as a mean per iteration: ``field`` over ``iters`` (the op table's
+        basis, ``render/table.py: op_table``)."""
+        return float(getattr(self, field)) / max(1, iters)
+
+    def gain_per_iteration(self, iters: int) -> float:
+        """``max_gain_us`` on the op table's basis: the dependency model's saving for the
+        median iteration, at most the row's inclusive time per iteration (the mean over
+        ``iters``, CPU or device, whichever is longer), so a row never claims to save more
+        than the time the same line gives it."""
+        inclusive = max(self.cpu_time_total, self.device_time_total) / max(1, iters)
+        return min(self.max_gain_us, inclusive)
+
     @property
     def cpu_time(self) -> float:
         """Total (inclusive) CPU time per call, as torch's ``cpu_time``."""

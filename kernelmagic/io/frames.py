@@ -6,7 +6,8 @@ only then. A view is named as users know it (``"ops"``, ``"kernels"``, ``"timeli
 ``"timings"``, ...; ``view_names(result)`` lists them).
 
 Units are those of the rows (``kernelmagic/core/rows.py``): op and kernel times in µs summed
-over the profiled iterations, as in torch's ``key_averages()``; ``timings`` in seconds. Every
+over the profiled iterations, as in torch's ``key_averages()`` (the op frames add the op
+table's per-iteration means after them: ``PER_ITERATION``); ``timings`` in seconds. Every
 frame says them: ``df.attrs["units"]`` maps each column that has a unit to it, as the row's
 field declares it (``core/records.py: unit``), ``df.attrs["iterations"]`` holds the
 profiled iterations the sums are over. The frames other than the timings are the views'
@@ -36,6 +37,19 @@ MISSING_PANDAS = (
 #: The units of the frames that are no row dataclass's (every other frame's units are its
 #: row fields' ``metadata["unit"]``: ``core/records.py: unit``).
 TIMING_UNITS = {"seconds": "seconds", "gpu_busy_us": "µs"}
+#: The op frames' per-iteration columns, the op table's basis (``render/table.py:
+#: op_table``): each summed field over the iterations, and the gain put on that basis
+#: (``OpRow.gain_per_iteration``). The summed columns stay, saying so in their units.
+PER_ITERATION = {
+    "calls_per_iter": ("count", "calls per iteration (mean over {over})"),
+    "self_cpu_us_per_iter": ("self_cpu_time_total", "µs per iteration (mean over {over})"),
+    "cpu_us_per_iter": ("cpu_time_total", "µs per iteration (mean over {over})"),
+    "self_device_us_per_iter": ("self_device_time_total",
+                                "µs per iteration (mean over {over})"),
+    "device_us_per_iter": ("device_time_total", "µs per iteration (mean over {over})"),
+}
+GAIN_PER_ITER = ("max_gain_per_iter_us", "µs per iteration: max_gain_us, at most the row's "
+                 "total time per iteration (mean over {over}, CPU or device)")
 CHANGE = "µs per iteration"
 COMPARISON_UNITS = {"before": CHANGE, "after": CHANGE, "delta": CHANGE,
                     "speedup": "before / after"}
@@ -48,6 +62,9 @@ def units(row_type: type | None, columns: list[str], iters: int | None) -> dict[
     declared = (TIMING_UNITS if row_type is None else
                 {f.name: f.metadata["unit"] for f in dataclasses.fields(row_type)
                  if "unit" in f.metadata})
+    if row_type is OpRow:
+        declared = {**declared, **{c: u for c, (_, u) in PER_ITERATION.items()},
+                    GAIN_PER_ITER[0]: GAIN_PER_ITER[1]}
     over = (f"the {counted(iters, 'profiled iteration')}" if iters is not None
             else "each rank's profiled iterations")
     return {c: declared[c].format(over=over) for c in columns if c in declared}
@@ -114,7 +131,22 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
         raise ValueError(f"no view {view!r} in this result; views: "
                          f"{', '.join(view_names(result))}")
     columns = columns_of(row_type)
-    return [{c: getattr(item, c) for c in columns} for item in items], columns
+    rows = [{c: getattr(item, c) for c in columns} for item in items]
+    if row_type is OpRow:
+        added = [*PER_ITERATION, GAIN_PER_ITER[0]]
+        return _with_per_iteration(rows, items, result.iters), [*columns, *added]
+    return rows, columns
+
+
+def _with_per_iteration(rows: list[dict[str, Any]], items: list[OpRow],
+                        iters: int) -> list[dict[str, Any]]:
+    """The op rows with their per-iteration columns (``PER_ITERATION``, ``GAIN_PER_ITER``)
+    after the summed ones."""
+    for row, item in zip(rows, items, strict=True):
+        row.update({c: item.per_iteration(field, iters)
+                    for c, (field, _) in PER_ITERATION.items()})
+        row[GAIN_PER_ITER[0]] = item.gain_per_iteration(iters)
+    return rows
 
 
 def comparison_records(comparison: Any) -> tuple[list[dict[str, Any]], list[str]]:

@@ -22,23 +22,39 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
+    """A bar's length: the row's figure for ``key`` as the op table shows it, per iteration
+    (per call for ``avg``; ``max_gain`` as the table's ``max gain/iter``:
+    ``OpRow.gain_per_iteration``)."""
+    if key == "max_gain":
+        return row.gain_per_iteration(result.iters)
+    value = result.value(row, key)
+    return value if key == "avg" else value / result.iters
+
+
+def top_rows(result: ProfileResult, key: str, k: int | None) -> list[OpRow]:
+    """The chart's rows: the ``k`` largest by the figure their bars show, as the op table
+    orders them (ties by name)."""
+    rows = sorted(result.rows, key=lambda r: (-per_iteration(result, key, r), r.key))
+    return rows[: k or result.topk]
+
+
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
     """What a bar stands for, as its label gives it after the op's name: for time keys the
     op's share of the total self time and its time per iteration (the bar's length);
     calls per iteration; total time per call."""
-    value = result.value(row, key)
+    value = per_iteration(result, key, row)
     if key == "calls":
-        calls = value / result.iters
-        return counted(calls, "call")
+        return counted(value, "call")
     if key == "avg":
         return f"{format_us(value)} per call"
     sort = sort_key(key)
     if sort.is_self_time:  # the table's "% self" figure, read from the same place
         share = result.share(row, device=sort.device)
-    else:  # an inclusive time, over the self time on the key's side
-        total = self_time(result, sort.device)
+    else:  # an inclusive time, over the self time on the key's side (per iteration)
+        total = self_time(result, sort.device) / result.iters
         share = value / total if total > 0 else 0.0
-    return f"{percent(share)} · {format_us(value / result.iters)}"
+    return f"{percent(share)} · {format_us(value)}"
 
 
 def _texts(result: ProfileResult, key: str,
@@ -62,7 +78,7 @@ def chart_texts(result: ProfileResult, by: str | None = None,
     ``calls``, ``name · time per call`` for ``avg``. (A name too wide for the chart
     is shortened further when drawn.)"""
     key = by or result.sort
-    title, labels = _texts(result, key, result.top(k or result.topk, by=key))
+    title, labels = _texts(result, key, top_rows(result, key, k))
     return title, [f"{name} · {figures}" for name, figures in labels]
 
 
@@ -76,11 +92,10 @@ def chart_svg(result: ProfileResult, by: str | None = None, k: int | None = None
     whose glyphs matplotlib renders one by one. The report shows this chart.
     """
     key = by or result.sort
-    rows = result.top(k or result.topk, by=key)
+    rows = top_rows(result, key, k)
     title, labels = _texts(result, key, rows)
     # Bar lengths: per-iteration figures (per-call for "avg"), as the labels give them.
-    per = 1 if key == "avg" else result.iters
-    values = [result.value(r, key) / per for r in rows]
+    values = [per_iteration(result, key, r) for r in rows]
     with _LOCK:
         return _bars_layout(len(rows)).draw(values, labels, title)
 

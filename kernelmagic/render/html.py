@@ -7,7 +7,15 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
+from kernelmagic.render.names import cut_middle
+from kernelmagic.render.table import (
+    ROWS_SHOWN,
+    Table,
+    more_columns,
+    name_chars,
+    op_table,
+    title_width,
+)
 from kernelmagic.render.text import summary_line
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
@@ -30,12 +38,15 @@ TABLE_STYLE = (
     f"font-family:var(--jp-code-font-family, monospace);color:{FG};background:transparent"
 )
 CELL_STYLE = "padding:2px 6px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
-#: The first column (the op/kernel/module name) takes the width the others leave and
-#: wraps long names; below this width the report scrolls inside its output instead.
-MIN_NAME_WIDTH = 120  # names wrap at their separators (aten::<wbr>addmm)
-#: Text cells (names, reasons, hints) wrap, at the places ``breakable`` marks first and
-#: mid-word only where one part is wider than its column: nothing is cut.
+#: The first column (the op/kernel/module name) takes the width the others leave, its
+#: names on one line (cut in the middle past ``NAME_CHARS``, whole on hover); below this
+#: width the report scrolls inside its output instead.
+MIN_NAME_WIDTH = 120
+#: Text cells (reasons, hints) wrap, at the places ``breakable`` marks first and mid-word
+#: only where one part is wider than its column: nothing is cut.
 NAME_STYLE = "padding:2px 6px;overflow-wrap:break-word;word-break:normal;white-space:normal"
+#: Header cells never wrap.
+HEAD_STYLE = "padding:2px 6px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
 #: Where a long name may break: after a namespace, a dot, a ``#``, an underscore, a slash
 #: or a comma (``Optimizer.zero_grad#AdamW.zero_grad`` breaks as ``AdamW.|zero_grad``).
 BREAK_AFTER = re.compile(r"(::|[.#_/,])")
@@ -54,20 +65,29 @@ def breakable(text: str) -> str:
     return "".join(out)
 
 
-def _text_cell(shown: str) -> tuple[str, str]:
+def _text_cell(shown: str, first: int | None) -> tuple[str, str]:
     """(extra style, HTML) of a text cell: leading spaces (the module tree's depth) become
-    an indent that HTML keeps, the rest may break at ``breakable``'s places."""
+    an indent that HTML keeps; the first column's name (``first``: its width, px) is cut
+    in its middle to fit it, the others' text may break at ``breakable``'s places."""
     name = shown.lstrip(" ")
     depth = len(shown) - len(name)
     indent = f";padding-left:calc(6px + {depth}ch)" if depth else ""
-    return indent, breakable(name)
+    if first is None:
+        return indent, breakable(name)
+    return indent, escape(cut_middle(name, max(8, name_chars(first) - depth)))
+
+
+def first_min_width(table: Table) -> int:
+    """px the first column shrinks to: ``MIN_NAME_WIDTH``, or its title's width on one
+    line where that is wider (header labels are whole)."""
+    first = table.columns[0]
+    return min(first.width, max(MIN_NAME_WIDTH, title_width(first.title)))
 
 
 def table_widths(table: Table) -> tuple[int, int]:
     """(narrowest, widest) px of ``table``: the first column shrinks, the others do not."""
     fixed = sum(c.width for c in table.columns[1:])
-    first = table.columns[0].width
-    return fixed + min(first, MIN_NAME_WIDTH), fixed + first
+    return fixed + first_min_width(table), fixed + table.columns[0].width
 
 
 def rows_html(table: Table, rows: list[Any]) -> str:
@@ -75,15 +95,17 @@ def rows_html(table: Table, rows: list[Any]) -> str:
     out = []
     for i, r in enumerate(rows):
         cells = []
-        for c in table.columns:
+        for n, c in enumerate(table.columns):
             if c.numeric:
                 cells.append(f'<td class="km-cell km-col-{c.id}" style="text-align:right;'
                              f'{CELL_STYLE}">{escape(c.show(r))}</td>')
                 continue
-            indent, text = _text_cell(c.show(r))
+            indent, text = _text_cell(c.show(r), first=c.width if n == 0 else None)
+            # The names stay on one line (``CELL_STYLE``), whole in the hover title.
+            style = CELL_STYLE if n == 0 else NAME_STYLE
             cells.append(f'<td class="km-cell km-col-{c.id}" '
                          f'title="{escape(str(c.value(r)))}" '
-                         f'style="text-align:left;{NAME_STYLE}{indent}">{text}</td>')
+                         f'style="text-align:left;{style}{indent}">{text}</td>')
         stripe = f' style="background:{STRIPE}"' if i % 2 else ""
         out.append(f'<tr class="km-row"{stripe}>' + "".join(cells) + "</tr>")
     return "".join(out)
@@ -102,8 +124,9 @@ def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool 
     head = ""
     if header:
         head = "<thead><tr>" + "".join(
-            f'<th class="km-head" style="text-align:{"right" if c.numeric else "left"};'
-            f'padding:2px 6px;border-bottom:1px solid {RULE}">{escape(c.title)}</th>'
+            f'<th class="km-head" title="{escape(c.title)}" style="text-align:'
+            f'{"right" if c.numeric else "left"};{HEAD_STYLE};border-bottom:1px solid {RULE}">'
+            f'{escape(c.title)}</th>'
             for c in table.columns
         ) + "</tr></thead>"
     narrowest, widest = table_widths(table)
@@ -114,14 +137,23 @@ def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool 
 
 
 def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
-    """The top ``limit`` rows in the table's own order, with a note of how many are left."""
+    """The top ``limit`` rows in the table's own order, with a note of how many are left;
+    its default columns (``Table.narrow``), the whole table one click away under
+    "more columns" (a ``<details>``)."""
     rows = table.sorted_rows()
     shown = rows if limit is None else rows[:limit]
     more = ""
     if len(rows) > len(shown):
         more = (f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
                 f"{table.more(len(rows) - len(shown))} not shown.</p>")
-    return table_html(table, shown) + more
+    narrow = table.narrow
+    if narrow is table:
+        return table_html(table, shown) + more
+    return (table_html(narrow, shown)
+            + f'<details class="km-more-columns"><summary style="font-size:12px;'
+            f'color:{FG_MUTED};cursor:pointer">{more_columns(table)}</summary>'
+            f"{table_html(table, shown)}</details>" + more)
+
 
 
 def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
@@ -195,12 +227,12 @@ def views_html(result: ProfileResult, limit: int | None = ROWS_SHOWN,
 def html_report(result: ProfileResult, chart: bytes | None = None, limit: int | None = ROWS_SHOWN,
                 findings: bool = True, timeline_svg: bytes | None = None,
                 pictures: dict[str, Picture] | None = None) -> str:
-    """Summary, chart, timeline, tables and findings in one self-contained fragment
-    (``pictures``: the views' pictures, drawn here when not given)."""
+    """What to do first, then the detail, in one self-contained fragment: the summary, the
+    findings (the headline first), the chart, the timeline, the tables (``pictures``: the
+    views' pictures, drawn here when not given)."""
     notes = findings_html(result) if findings else ""
-    return (f'<div class="kernelmagic-report">{summary_html(result)}'
+    return (f'<div class="kernelmagic-report">{summary_html(result)}{notes}'
             f"{image_tag(chart, 'top ops chart', 'image/svg+xml')}"
             f"{inline_svg(timeline_svg)}"
             f"{static_table_html(op_table(result), limit)}"
-            f"{views_html(result, limit, pictures)}"
-            f"{notes}</div>")
+            f"{views_html(result, limit, pictures)}</div>")

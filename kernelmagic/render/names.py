@@ -31,6 +31,15 @@ _CLOSING = re.compile(r">\s+>")
 _SPACES = re.compile(r"\s+")
 
 
+def cut_middle(text: str, width: int) -> str:
+    """``text`` at most ``width`` characters: its head and its tail with "…" between
+    (``aten::_scaled_dot_pr…attention``), where the end of a name tells most apart."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + ELLIPSIS + text[len(text) - tail:]
+
+
 def _matching_open(text: str, close: int) -> int:
     """The index of the "(" that the ")" at ``close`` closes (-1 when unbalanced)."""
     depth = 0

@@ -20,6 +20,12 @@ from kernelmagic.results.result import ProfileResult
 #: HTML fallback and the widget's first page show the same rows (``result.table()`` and
 #: ``Comparison.table()`` default to the same figure).
 ROWS_SHOWN = 25
+#: The op table's name column (px): a name wider than its column is cut in the middle
+#: (``name_chars``; ``render/names.py: cut_middle``), whole in the cell's hover title.
+NAME_COLUMN_WIDTH = 300
+#: px a character of the tables' 12 px monospace font takes, and a cell's padding.
+CHAR_PX = 7.25
+CELL_PADDING_PX = 12
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,31 @@ class Column:
     show: Callable[[Any], str]
     numeric: bool = True
     width: int = 104  # px, shared by the HTML table and the widget's header buttons
+    #: Shown one click away ("more columns"), not in the default set that fits 1,280 px.
+    extra: bool = False
+
+    def __post_init__(self) -> None:
+        # Never narrower than its title on one line (with the sort arrow and the button's
+        # padding: 7 px a character at JupyterLab's 13 px font): header labels are whole.
+        object.__setattr__(self, "width", max(self.width, title_width(self.title)))
+
+
+def name_chars(width: int) -> int:
+    """Characters of a name that fit a first column ``width`` px wide: 39 in the op
+    table's 300 px."""
+    return int((width - CELL_PADDING_PX) / CHAR_PX)
+
+
+def more_columns(table: Table) -> str:
+    """The label of the click that shows a table's other columns: ``more columns (CPU/call,
+    FLOP/s)``."""
+    extra = [c.title for c in table.columns if c.extra and c.id != table.sort_column]
+    return f"more columns ({', '.join(extra)})"
+
+
+def title_width(title: str) -> int:
+    """px a header needs for ``title`` on one line, its sort arrow and padding included."""
+    return 7 * len(title) + 26
 
 
 @dataclass(frozen=True)
@@ -42,6 +73,15 @@ class Table:
     rows: list[Any]
     sort_column: str
     noun: str = "ops"
+
+    @property
+    def narrow(self) -> Table:
+        """The table with its default columns only (``Column.extra`` left out, but for the
+        column it is sorted by)."""
+        cols = [c for c in self.columns if not c.extra or c.id == self.sort_column]
+        if len(cols) == len(self.columns):
+            return self
+        return Table(cols, self.rows, self.sort_column, self.noun)
 
     def more(self, n: int) -> str:
         """``n`` rows not shown, counted in the table's noun: ``1 more op``, ``1,234 more ops``."""
@@ -78,36 +118,56 @@ def summed(title: str, iters: int) -> str:
     return f"{title} ({iters} it.)"
 
 
-def time_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
-    # Wide enough for a title such as "self device (10 it.)" on one line, with the sort
-    # arrow and the button's padding (7 px a character at JupyterLab's 13 px font).
-    return Column(id_, title, read, lambda r: format_us(read(r)),
-                  width=max(96, 7 * len(title) + 26))
+def time_column(id_: str, title: str, read: Callable[[Any], float],
+                extra: bool = False) -> Column:
+    return Column(id_, title, read, lambda r: format_us(read(r)), width=96, extra=extra)
+
+
+def per_iteration_title(what: str) -> str:
+    """A column title for a mean per iteration: ``self CPU/iter`` (the table's first
+    column says what the mean is over: ``mean_name_title``)."""
+    return f"{what}/iter"
+
+
+def mean_name_title(noun: str, iters: int) -> str:
+    """The name column's title on a table of means: ``op (mean of 10 it.)``; the other
+    columns' titles end in ``/iter``."""
+    return f"{noun} (mean of {iters} it.)"
 
 
 def op_table(result: ProfileResult) -> Table:
-    """The operator table: CPU figures always, device figures first when CUDA was profiled."""
+    """The operator table, every figure a mean per iteration (the sums over the profiled
+    iterations divided by their count), the basis ``max gain/iter`` is put on
+    (``OpRow.gain_per_iteration``). By default: calls, self and total time, share and the
+    gain, device first when CUDA was profiled (and its self CPU time); the rest
+    (per call, the other side's total and share, FLOPs, memory) is ``extra``; ``--shapes``'
+    input shapes are among the default columns."""
+    n = result.iters
     cols = [
-        name_column(),
-        Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=72),
+        name_column(mean_name_title("op", n), width=NAME_COLUMN_WIDTH),
+        Column("calls", per_iteration_title("calls"), lambda r: r.count / n,
+               lambda r: format_count(r.count / n), width=84),
     ]
     sides = [("cpu", "CPU", False)]
     if result.profiles_device:  # the primary device's figures come first
         sides.insert(0, ("device", "device", True))
     if "shapes" in result.views:
+        # (by default: the rows are split by shapes, the column tells them apart)
         cols.insert(1, Column("shapes", "input shapes", lambda r: r.input_shapes,
                               lambda r: r.input_shapes, numeric=False, width=220))
-    n = result.iters
-    for side, label, on_device in sides:
+    for i, (side, label, on_device) in enumerate(sides):
+        secondary = i > 0
         cols += [
-            time_column(f"self_{side}", summed(f"self {label}", n),
-                        _field(f"self_{side}_time_total")),
-            time_column(side, summed(f"total {label}", n), _field(f"{side}_time_total")),
-            time_column(f"{side}_avg", f"{label} per call", _field(f"{side}_time")),
-            _share_column(result, f"{side}_pct", f"% self {label}", on_device),
+            time_column(f"self_{side}", per_iteration_title(f"self {label}"),
+                        _mean(f"self_{side}_time_total", n)),
+            time_column(side, per_iteration_title(f"total {label}"),
+                        _mean(f"{side}_time_total", n), extra=secondary),
+            time_column(f"{side}_avg", f"{label}/call", _field(f"{side}_time"), extra=True),
+            _share_column(result, f"{side}_pct", f"% self {label}", on_device, secondary),
         ]
-    if result.dependency_model:  # what the model says each row is worth (per iteration)
-        cols.append(time_column("max_gain", "max gain/iter", _field("max_gain_us")))
+    if result.dependency_model:  # what the model says each row is worth, on this basis
+        cols.append(time_column("max_gain", per_iteration_title("max gain"),
+                                lambda r: r.gain_per_iteration(n)))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:
@@ -122,7 +182,7 @@ def op_table(result: ProfileResult) -> Table:
 
 
 def bytes_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:
-    return Column(id_, title, read, lambda r: format_bytes(read(r)))
+    return Column(id_, title, read, lambda r: format_bytes(read(r)), extra=True)
 
 
 def _flops_columns(result: ProfileResult) -> list[Column]:
@@ -138,9 +198,9 @@ def _flops_columns(result: ProfileResult) -> list[Column]:
 
     return [
         Column("flops", "FLOP/iter", per_iter,
-               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r))),
+               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r)), extra=True),
         Column("flops_rate", "FLOP/s", rate,
-               lambda r: "—" if rate(r) < 0 else format_count(rate(r))),
+               lambda r: "—" if rate(r) < 0 else format_count(rate(r)), extra=True),
     ]
 
 
@@ -148,11 +208,16 @@ def _field(name: str) -> Callable[[OpRow], float]:
     return lambda r: getattr(r, name)
 
 
-def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool) -> Column:
+def _mean(name: str, iters: int) -> Callable[[OpRow], float]:
+    return lambda r: r.per_iteration(name, iters)
+
+
+def _share_column(result: ProfileResult, id_: str, title: str, on_device: bool,
+                  extra: bool = False) -> Column:
     def share(r: OpRow) -> float:
         return result.share(r, device=on_device)
 
-    return Column(id_, title, share, lambda r: percent(share(r)), width=96)
+    return Column(id_, title, share, lambda r: percent(share(r)), width=96, extra=extra)
 
 
 def column_for_sort(result: ProfileResult, sort: str) -> str:

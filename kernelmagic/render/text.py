@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, format_seconds, format_us, percent
-from kernelmagic.render.table import ROWS_SHOWN, Table, column_for_sort, op_table
+from kernelmagic.render.names import cut_middle
+from kernelmagic.render.table import (
+    ROWS_SHOWN,
+    Table,
+    column_for_sort,
+    more_columns,
+    op_table,
+)
 from kernelmagic.results.advice import timing_warning
 from kernelmagic.results.result import ProfileResult
 
@@ -106,8 +113,12 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
             "iteration")
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _cut(text: str, first: bool) -> str:
+    """A cell at most ``MAX_NAME_WIDTH`` characters: a name (the first column) cut in its
+    middle, where names differ most; other text (lists, reasons) at its end."""
+    if first or len(text) <= MAX_NAME_WIDTH:
+        return cut_middle(text, MAX_NAME_WIDTH)
+    return text[: MAX_NAME_WIDTH - 1] + "…"
 
 
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
@@ -117,7 +128,7 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
     shown = rows if limit is None else rows[:limit]
     cols = table.columns
     cells = [[c.title for c in cols]]
-    cells += [[_clip(c.show(r), MAX_NAME_WIDTH) for c in cols] for r in shown]
+    cells += [[_cut(c.show(r), first=n == 0) for n, c in enumerate(cols)] for r in shown]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = []
     for n, row in enumerate(cells):
@@ -133,10 +144,18 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
     return "\n".join(lines)
 
 
-def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None) -> str:
-    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``)."""
-    return render_table(op_table(result), limit, column_for_sort(result, by or result.sort),
-                        more_hint=" (result.table(None) lists all)")
+def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | None = None,
+               all_columns: bool = False) -> str:
+    """The top ``limit`` ops by sort key ``by`` as an aligned table (all with ``None``):
+    the default columns, every column with ``all_columns``."""
+    full = op_table(result)
+    column = column_for_sort(result, by or result.sort)
+    table = full if all_columns else Table(full.columns, full.rows, column).narrow
+    text = render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
+    if table is full or not full.rows:
+        return text
+    hidden = Table(full.columns, full.rows, column)  # (its sort column is shown)
+    return f"{text}\n{more_columns(hidden)}: result.table(all_columns=True)"
 
 
 def findings_text(result: ProfileResult | ManyRanksResult) -> str:
@@ -150,7 +169,8 @@ def findings_text(result: ProfileResult | ManyRanksResult) -> str:
 
 def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                 findings: bool = True) -> str:
-    """Summary, warning, notes, op table, deeper views and findings: ``text/plain``."""
+    """Summary, warning, notes, findings (what to do first), op table and deeper views:
+    ``text/plain``."""
     from kernelmagic.render.views import view_notes, view_tables
 
     parts = [summary_line(result)]
@@ -158,12 +178,12 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
     if warning:
         parts.append(f"Warning: {warning}")
     parts += view_notes(result)
+    notes = findings_text(result) if findings else ""
+    if notes:
+        parts += ["", notes]
     parts.append("")
     parts.append(text_table(result, limit=limit))
     for title, view in view_tables(result):
         body = render_table(view, limit) if isinstance(view, Table) else str(view)
         parts += ["", f"[{title}]", body]
-    notes = findings_text(result) if findings else ""
-    if notes:
-        parts += ["", notes]
     return "\n".join(parts)

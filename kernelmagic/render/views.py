@@ -30,7 +30,7 @@ def kernel_table(result: ProfileResult) -> Table:
     short = short_names(k.key for k in result.kernels)
     cols = [
         Column("op", "kernel", lambda k: k.key, lambda k: short[k.key], numeric=False,
-               width=420),
+               width=450),  # a short name (60 characters) on one line
         Column("calls", "calls", lambda k: k.count, lambda k: f"{k.count:,}"),
         time_column("device", summed("total device", result.iters),
                     lambda k: k.device_time_total),

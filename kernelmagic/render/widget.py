@@ -14,14 +14,14 @@ import ipywidgets as w
 
 from kernelmagic.core.units import counted
 from kernelmagic.render.html import (
-    MIN_NAME_WIDTH,
     findings_html,
+    first_min_width,
     inline_svg,
     summary_html,
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import ROWS_SHOWN, Table, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.result import ProfileResult
 
@@ -55,39 +55,45 @@ class SortableTable:
     """Header buttons over an HTML body; holds the sort state of one table."""
 
     def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None) -> None:
-        self.table = table
+        self.full = table
+        self.table = table.narrow  # the default columns; "more columns" shows them all
         self.page = page
-        self.column_id = table.sort_column
+        self.column_id = self.table.sort_column
         self.descending = True
         self.visible = page
-        self._order = table.sorted_rows(self.column_id, self.descending)
+        self._order = self.full.sorted_rows(self.column_id, self.descending)
         shared = shared or Shared()
         # Each widget is made in its final state (sorted, rendered): a change after it
         # is opened is one more message to the front end.
         self.headers: dict[str, w.Button] = {}
-        layouts: dict[tuple[int, int], w.Layout] = {}  # header buttons of one width share
+        layouts: dict[tuple[int, int, bool], w.Layout] = {}  # header buttons alike share
+        shown_ids = {c.id for c in self.table.columns}
         for n, col in enumerate(table.columns):
-            layout = layouts.get((min(n, 1), col.width))
+            key = (min(n, 1), col.width, col.id not in shown_ids)
+            layout = layouts.get(key)
             if layout is None:
                 # The first column shrinks with the output area (the body's first column
                 # does the same), every other keeps its width: the buttons stay over their
-                # columns.
-                size = (dict(width="auto", flex="1 1 0px", min_width=f"{MIN_NAME_WIDTH}px",
+                # columns. The extra columns' buttons show with "more columns".
+                size = (dict(width="auto", flex="1 1 0px",
+                             min_width=f"{first_min_width(table)}px",
                              max_width=f"{col.width}px") if n == 0
                         else dict(width=f"{col.width}px", flex="0 0 auto"))
-                layout = layouts[(min(n, 1), col.width)] = w.Layout(margin="0",
-                                                                    padding="0 6px", **size)
+                layout = layouts[key] = w.Layout(margin="0", padding="0 6px",
+                                                 display="none" if key[2] else None, **size)
             button = w.Button(description=self._title(col.id), tooltip=f"sort by {col.title}",
                               layout=layout, style=shared.button_style,
                               _dom_classes=("km-header",))
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
-        narrowest, widest = table_widths(table)
+        self._extra_layouts = [lay for (_, _, hidden), lay in layouts.items() if hidden]
+        narrowest, widest = table_widths(self.table)
         # The header row and the body: as wide as the output area, between the two.
-        fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
-                       max_width=f"{widest}px")
+        self.fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
+                            max_width=f"{widest}px")
         shown, status = self._page()
-        self.body = shared.html(table_html(table, shown, header=False, scroll=False), layout=fit)
+        self.body = shared.html(table_html(self.table, shown, header=False, scroll=False),
+                                layout=self.fit)
         self.status = shared.html(status)
         # The two buttons show and hide together: one layout.
         more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
@@ -98,13 +104,38 @@ class SortableTable:
         self.all_button = w.Button(description="show all", layout=more,
                                    style=shared.button_style)
         self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
+        controls = [self.status, self.more_button, self.all_button]
+        self.columns_button: w.Button | None = None
+        if self.table is not self.full:
+            self.columns_button = w.Button(description=more_columns(self.full),
+                                           layout=w.Layout(width="auto"),
+                                           style=shared.button_style,
+                                           _dom_classes=("km-more-columns",))
+            self.columns_button.on_click(lambda _b: self.toggle_columns())
+            controls.append(self.columns_button)
         # The table fits the output area down to its narrowest; below that, header and
         # body scroll together inside the output.
         self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=fit),
+            w.HBox(list(self.headers.values()), layout=self.fit),
             self.body,
-            w.HBox([self.status, self.more_button, self.all_button], layout=shared.plain),
+            w.HBox(controls, layout=shared.plain),
         ], layout=w.Layout(overflow="auto"))
+
+    def toggle_columns(self) -> None:
+        """Show every column ("more columns"), or the default ones again."""
+        wide = self.table is not self.full
+        self.table = self.full if wide else self.full.narrow
+        for layout in self._extra_layouts:
+            layout.display = None if wide else "none"
+        if self.columns_button is not None:
+            self.columns_button.description = ("fewer columns" if wide
+                                               else more_columns(self.full))
+        if not any(c.id == self.column_id for c in self.table.columns):
+            self.column_id, self.descending = self.table.sort_column, True
+            self._resort()  # (sorted by a column no longer shown)
+        narrowest, widest = table_widths(self.table)
+        self.fit.min_width, self.fit.max_width = f"{narrowest}px", f"{widest}px"
+        self._render()
 
     def click(self, column_id: str) -> None:
         """A header click: sort by that column, or flip the order if it is active."""
@@ -112,7 +143,7 @@ class SortableTable:
             self.descending = not self.descending
         else:
             self.column_id = column_id
-            self.descending = self.table.column(column_id).numeric
+            self.descending = self.full.column(column_id).numeric
         self._resort()
 
     def show(self, n: int) -> None:
@@ -127,7 +158,7 @@ class SortableTable:
     def _title(self, column_id: str) -> str:
         """A header's text: the column's title, with an arrow on the sort column."""
         arrow = ARROWS[self.descending] if column_id == self.column_id else ""
-        return self.table.column(column_id).title + arrow
+        return self.full.column(column_id).title + arrow
 
     def _page(self) -> tuple[list[Any], str]:
         """The rows shown, and the status line saying how many of how many."""
@@ -138,8 +169,8 @@ class SortableTable:
                        f'{counted(total, noun[:-1], noun)}</span>')
 
     def _resort(self) -> None:
-        self._order = self.table.sorted_rows(self.column_id, self.descending)
-        for col in self.table.columns:
+        self._order = self.full.sorted_rows(self.column_id, self.descending)
+        for col in self.full.columns:
             self.headers[col.id].description = self._title(col.id)
         self._render()
 
@@ -159,7 +190,8 @@ def picture_widget(picture: Picture) -> w.Image:
 def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
                   timeline_svg: bytes | None = None,
                   pictures: dict[str, Picture] | None = None) -> w.VBox:
-    """Summary, charts, a view selector over sortable tables, and findings.
+    """Summary, findings (what to do first), charts, and a view selector over sortable
+    tables.
 
     Each table with rows is a tab: a box of its view's picture (above the view's first
     table) and the table, both always shown within it; the selector shows one tab's box
@@ -170,6 +202,9 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     """
     shared = Shared()
     parts: list[Any] = [shared.html(summary_html(result))]
+    notes = findings_html(result) if findings else ""
+    if notes:  # what to do first: under the summary, above the chart and the tabs
+        parts.append(shared.html(notes))
     if chart is not None:  # the top-k bars (render/chart.py: chart_svg)
         parts.append(w.Image(value=chart, format="svg+xml",
                              layout=w.Layout(width="auto", max_width="100%")))
@@ -192,8 +227,10 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                 empty.append(f"{title}: {shown}")
         if picture is not None:  # no tab to show it in: on its own (a trace's memory)
             parts.append(picture_widget(picture))
+    # Each tab's label whole: buttons as wide as their labels (ipywidgets' default cuts).
     selector = w.ToggleButtons(options=list(views), value="ops", description="view",
                                _dom_classes=("km-views",),
+                               style=w.ToggleButtonsStyle(button_width="auto"),
                                layout=w.Layout(display="none" if len(views) == 1 else None))
 
     def show(change: Any = None) -> None:
@@ -205,9 +242,6 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     if empty:
         parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
                                          for n in empty)))
-    notes = findings_html(result) if findings else ""
-    if notes:
-        parts.append(shared.html(notes))
     box = w.VBox(parts, layout=shared.plain)
     box.km_table = table
     box.km_views = views

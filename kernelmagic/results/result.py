@@ -386,11 +386,13 @@ class ProfileResult:
 
         return summary_line(self)
 
-    def table(self, limit: int | None = 25, by: str | None = None) -> str:
-        """An aligned text table of the top ``limit`` ops (all with ``None``)."""
+    def table(self, limit: int | None = 25, by: str | None = None,
+              all_columns: bool = False) -> str:
+        """An aligned text table of the top ``limit`` ops (all with ``None``), figures per
+        iteration: the default columns, every one with ``all_columns``."""
         from kernelmagic.render.text import text_table
 
-        return text_table(self, limit=limit, by=by)
+        return text_table(self, limit=limit, by=by, all_columns=all_columns)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         from kernelmagic.render.text import text_report
