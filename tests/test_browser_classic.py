@@ -25,16 +25,22 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, CLICK_TIMEOUT, _box, _free_port
+from test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CLICK_TIMEOUT,
+    _answers,
+    _box,
+    _free_port,
+)
+from test_browser import Lab as Server  # a server we started: its address, token and log
 
 pytestmark = pytest.mark.browser
 
@@ -42,7 +48,6 @@ pytestmark = pytest.mark.browser
 #: about 1,900 px) into a scroll box of 24em: a report must stay well under it.
 FOLD_PX = 1900
 VIEWPORT = {"width": 1280, "height": 1400}
-SERVER_START_TIMEOUT = 90  # seconds
 RUN_TIMEOUT = 240_000  # ms: both reports, on a loaded machine
 REQUIRED = "KM_CLASSIC_NOTEBOOK"  # set where the classic stack must be installed (CI)
 
@@ -83,16 +88,6 @@ def _require() -> None:
     pytest.skip(what, allow_module_level=True)
 
 
-class Server:
-    """A classic Notebook server we started; ``url(path)`` adds the token."""
-
-    def __init__(self, base: str, token: str, log: Path, notebooks: Path) -> None:
-        self.base, self.token, self.log, self.notebooks = base, token, log, notebooks
-
-    def url(self, path: str) -> str:
-        return f"{self.base}{path}?token={self.token}"
-
-
 def _write_notebook(path: Path) -> None:
     cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
               "source": source} for source in _CELLS]
@@ -126,33 +121,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                                 cwd=notebooks)
     found = Server(f"http://127.0.0.1:{port}", token, log, notebooks)
     try:
-        _wait_for(proc, found)
+        if not _answers(proc, found):
+            pytest.fail(f"the Notebook server exited with {proc.returncode}:\n"
+                        f"{log.read_text()}")
         yield found
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
-def _wait_for(proc: subprocess.Popen[bytes], server: Server) -> None:
-    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the Notebook server exited with {proc.returncode}:\n"
-                        f"{server.log.read_text()}")
-        try:
-            with no_proxy.open(server.url("/api/status"), timeout=2):
-                return
-        except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"the Notebook server did not answer in {SERVER_START_TIMEOUT} s:"
-                            f"\n{server.log.read_text()}")
-            time.sleep(0.25)
+        proc.terminate()  # (it shuts its kernels down first)
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +148,8 @@ def page(server: Server) -> Iterator[Any]:
             reports = shown.locator(".output_area").filter(
                 has=shown.locator("button.km-header"))
             expect(reports).to_have_count(2, timeout=RUN_TIMEOUT)
-            shown.wait_for_function("() => !document.querySelector('.input_prompt')"
-                                    ".parentElement.closest('.notebook_app')"
-                                    " || ![...document.querySelectorAll('.input_prompt')]"
+            # Clicks queue behind running cells: wait until no cell is running ("In [*]").
+            shown.wait_for_function("() => ![...document.querySelectorAll('.input_prompt')]"
                                     ".some(e => e.textContent.includes('*'))",
                                     timeout=RUN_TIMEOUT)
             yield shown
