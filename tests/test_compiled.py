@@ -946,14 +946,17 @@ def test_module_names_match_the_lifted_parameters_only():
     twin = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 3)))
     found = dict(compiled_modules({"net": net, "_hidden": twin, "n": 3}))
     assert found == {"net.encoder": net.encoder._orig_mod, "net.head": net.head}
-    metric = SimpleNamespace  # a compile's record, as dynamo's metrics hold it
-    records = [metric(compile_id="0/0", graph_node_shapes=str({
-                   "l_fn_modules_0_parameters_weight_": [3, 4], "l_args_0_": [2, 4]})),
-               metric(compile_id="1/0", graph_node_shapes={
-                   "l_self_parameters_weight_": [2, 3], "l_self_parameters_bias_": [2]}),
-               metric(compile_id="2/0", graph_node_shapes={  # another shape: not theirs
-                   "l_self_parameters_weight_": [5, 3]}),
-               metric(compile_id="3/0", graph_node_shapes={"l_x_": [2, 4]})]  # no parameters
+    def metric(compile_id: str, shapes: object, frame: str = "forward") -> SimpleNamespace:
+        """A compile's record, as dynamo's metrics hold it."""
+        return SimpleNamespace(compile_id=compile_id, co_name=frame, graph_node_shapes=shapes)
+
+    records = [metric("0/0", str({"l_fn_modules_0_parameters_weight_": [3, 4],
+                                  "l_args_0_": [2, 4]}), frame="inner"),
+               metric("1/0", {"l_self_parameters_weight_": [2, 3],
+                              "l_self_parameters_bias_": [2]}),
+               metric("2/0", {"l_self_parameters_weight_": [5, 3]}),  # another shape
+               metric("3/0", {"l_x_": [2, 4]}),  # no parameters
+               metric("4/0", {"l_self_parameters_weight_": [2, 3]}, frame="train_step")]
     modules = compiled_modules({"net": net})
     assert module_names(records, modules) == {"0/0": "net.encoder", "1/0": "net.head"}
     both = [*modules, ("twin", twin._orig_mod)]  # two modules hold 0/0's: neither named

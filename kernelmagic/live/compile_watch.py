@@ -216,6 +216,9 @@ class Watch:
 #: The frame dynamo compiles for a module whose ``forward`` is torch's own (its
 #: ``external_utils.wrap_inline``): says nothing to the user.
 _WRAPPER = ("inner", "external_utils.py")
+#: The frames dynamo compiles for a compiled module: its ``forward``, torch's wrapper, or
+#: ``nn.Module``'s call (``module.compile()``).
+_MODULE_FRAMES = frozenset({"forward", "inner", "_call_impl", "_wrapped_call_impl"})
 #: A lifted parameter or buffer in dynamo's ``graph_node_shapes``:
 #: ``l_self_modules_encoder_parameters_weight_`` (``L['self'].encoder.weight``).
 _LIFTED = re.compile(r"^l_\w*?_((?:modules_\w+?_)*(?:parameters|buffers)_\w+)_$")
@@ -274,13 +277,15 @@ def _lifted_names(module: Any) -> dict[str, list[int]]:
 def module_names(metrics: Iterable[Any], modules: list[tuple[str, Any]]) -> dict[str, str]:
     """Compile id -> the path of the compiled module it traced: the one module of
     ``modules`` that holds every parameter and buffer the compile lifted as its frame's
-    local (same names, same shapes). A compile lifting none, or matching several
-    modules, is left out."""
+    local (same names, same shapes), in a module's frame (``_MODULE_FRAMES``). A compile
+    lifting none, or matching several modules, is left out."""
     if not modules:
         return {}
     names = [(path, _lifted_names(m)) for path, m in modules]
     out: dict[str, str] = {}
     for m in metrics:
+        if getattr(m, "co_name", None) not in _MODULE_FRAMES:
+            continue
         shapes = _node_shapes(m)
         lifted = {found[1]: list(shape) for found, shape in
                   ((_LIFTED.match(k), v) for k, v in shapes.items()) if found}
