@@ -937,7 +937,7 @@ def test_a_compiled_module_is_named_by_its_attribute_path(from_cells):
 def test_module_names_match_the_lifted_parameters_only():
     from types import SimpleNamespace
 
-    from kernelmagic.live.compile_watch import compiled_modules, module_names
+    from kernelmagic.live.compiled_modules import compiled_modules, module_names
 
     net = torch.nn.Module()
     net.encoder = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 3)))
