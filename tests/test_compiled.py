@@ -850,3 +850,114 @@ def test_a_forward_kernel_takes_no_lines_from_the_backward_of_its_compile(tmp_pa
     forward = _metric("0/0", co_filename=str(cell), inductor_provenance=provenance(2))
     backward = _metric("0/0", is_forward=False, inductor_provenance=provenance(3))
     assert _kernel_lines([forward, backward]) == {("0/0", "cpp_fused_mul_0"): [f"{cell}:2"]}
+
+
+_MODULES_CELL = """\
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Sequential(Block(), Block())
+        self.head = torch.nn.Linear(64, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def breaks(x):
+    z = torch.tanh(x) + 1
+    n = z.sum().item()
+    return torch.exp(z) * n
+
+
+torch.manual_seed(0)
+model = Net()
+model.encoder = torch.compile(model.encoder)
+step = torch.compile(breaks)
+x = torch.randn(8, 64)
+"""
+# (lines unlike with_break's: a cached graph's stale line is found again by its code)
+_BREAK_IN_CELL = _MODULES_CELL.splitlines().index("    n = z.sum().item()") + 1
+
+
+@pytest.fixture(scope="module")
+def from_cells(shell) -> tuple[ProfileResult, int]:
+    """A compiled module and a compiled function that breaks its graph, both defined in
+    an earlier cell, profiled from the next: (the result, the defining cell's number)."""
+    from IPython.utils.capture import capture_output
+
+    shell.reset(new_session=False)
+    shell.run_cell("import torch", store_history=False)
+    defined = shell.run_cell(_MODULES_CELL, store_history=True)
+    assert defined.success, defined.error_in_exec
+    with capture_output():
+        ran = shell.run_cell("%%profile -n 3 -w 1 -o r -q\nwith torch.no_grad():\n"
+                             "    model(x)\nstep(x)\n", store_history=True)
+    assert ran.success, ran.error_in_exec
+    return shell.user_ns["r"], defined.execution_count
+
+
+def test_a_graph_break_in_a_cell_reads_cell_n_and_its_line(from_cells):
+    result, n = from_cells
+    (gap,) = [b for b in result.graph_breaks if b.reason]
+    assert (gap.file, gap.line) == (f"cell[{n}]", _BREAK_IN_CELL)
+    assert gap.code == "n = z.sum().item()"
+    framed = [r for r in result.compiled_regions if r.function == "breaks"]
+    assert framed and all(r.file == f"cell[{n}]" for r in framed)
+    text = text_report(result)
+    assert f"cell[{n}]:{_BREAK_IN_CELL} n = z.sum().item()" in text
+    assert ".py:" not in "".join(line for line in text.splitlines() if "graph" in line)
+    html = result._repr_mimebundle_()["text/html"]
+    assert f"cell[{n}]:{_BREAK_IN_CELL}" in html
+    for finding in find(result):  # (named only when the gap is a large enough share)
+        if finding.rule == "graph_break":
+            assert f"cell[{n}]:{_BREAK_IN_CELL}" in finding.evidence
+
+
+def test_a_compiled_module_is_named_by_its_attribute_path(from_cells):
+    result, _ = from_cells
+    named = {r.function for r in result.compiled_regions}
+    assert "model.encoder" in named
+    assert "inner" not in named  # torch's wrapper frame (nn.Sequential's forward is torch's)
+    (region,) = [r for r in result.compiled_regions if r.function == "model.encoder"]
+    assert (region.file, region.line) == ("", 0)  # not torch's external_utils.py
+    assert any(c.function == "model.encoder" for c in result.compiles)
+    text = text_report(result)
+    assert "model.encoder" in text and "external_utils.py" not in text
+
+
+def test_module_names_match_the_lifted_parameters_only():
+    from types import SimpleNamespace
+
+    from kernelmagic.live.compiled_modules import compiled_modules, module_names
+
+    net = torch.nn.Module()
+    net.encoder = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 3)))
+    net.head = torch.nn.Linear(3, 2)
+    net.head.compile()
+    twin = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 3)))
+    found = dict(compiled_modules({"net": net, "_hidden": twin, "n": 3}))
+    assert found == {"net.encoder": net.encoder._orig_mod, "net.head": net.head}
+    def metric(compile_id: str, shapes: object, frame: str = "forward") -> SimpleNamespace:
+        """A compile's record, as dynamo's metrics hold it."""
+        return SimpleNamespace(compile_id=compile_id, co_name=frame, graph_node_shapes=shapes)
+
+    records = [metric("0/0", str({"l_fn_modules_0_parameters_weight_": [3, 4],
+                                  "l_args_0_": [2, 4]}), frame="inner"),
+               metric("1/0", {"l_self_parameters_weight_": [2, 3],
+                              "l_self_parameters_bias_": [2]}),
+               metric("2/0", {"l_self_parameters_weight_": [5, 3]}),  # another shape
+               metric("3/0", {"l_x_": [2, 4]}),  # no parameters
+               metric("4/0", {"l_self_parameters_weight_": [2, 3]}, frame="train_step")]
+    modules = compiled_modules({"net": net})
+    assert module_names(records, modules) == {"0/0": "net.encoder", "1/0": "net.head"}
+    both = [*modules, ("twin", twin._orig_mod)]  # two modules hold 0/0's: neither named
+    assert module_names(records, both) == {"1/0": "net.head"}

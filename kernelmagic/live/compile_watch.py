@@ -14,6 +14,8 @@ Everything read here is process-wide torch state, read without changing it:
 
 - inductor's provenance records (``inductor_provenance`` in the same metrics): each
   kernel's source stack traces, the user's lines it came from.
+- the compiled ``nn.Module``s the user's namespace reaches: a compile of one is named by
+  its path (``model.encoder``, ``live/compiled_modules.py``).
 
 Inductor's C++ kernels record themselves in a profile only when compiled with
 ``cpp.enable_kernel_profile``, and the provenance records exist only when compiled with
@@ -47,6 +49,7 @@ from kernelmagic.core.compiled_rows import (
     FusedKernelRow,
     GraphBreakRow,
 )
+from kernelmagic.live.compiled_modules import as_module, compiled_modules, module_names
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, id_order
 
@@ -201,8 +204,11 @@ class Watch:
                                        source=_source_of(k.key, k.compile_id, lines))
                    for k in result.fused_kernels]
         kernels += untimed_kernels(result, kernels)
-        return dataclasses.replace(result, compiled_regions=regions, graph_breaks=breaks,
-                                   compiles=compiles, fused_kernels=kernels)
+        paths = module_names(_compiles(), compiled_modules())
+        return dataclasses.replace(result, compiled_regions=[as_module(r, paths) for r in regions],
+                                   graph_breaks=breaks,
+                                   compiles=[as_module(c, paths) for c in compiles],
+                                   fused_kernels=kernels)
 
 
 def graph_sources(keys: set[str]) -> dict[str, str]:

@@ -253,7 +253,9 @@ def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], fl
              report: Reporter, source_file: str | None,
              before_each: Callable[[], None] | None = None) -> WarmUp:
     """Run ``fn`` ``opts.warmup`` times unprofiled, inside the ``NAME/warmup`` range
-    (``before_each`` before each run, untimed)."""
+    (``before_each`` before each run, untimed). Module calls are counted (``RepeatedCalls``:
+    hooks) in the first run, which the unprofiled figure leaves out as cold, so the
+    runs it times carry nothing of ours."""
     __tracebackhide__ = True
     repeats = RepeatedCalls(source_file) if opts.steps is None else None
     timings: list[float] = []
@@ -264,7 +266,7 @@ def _warm_up(fn: Callable[[], Any], opts: ProfileOptions, clock: Callable[[], fl
                 if before_each is not None:
                     before_each()
                 start = clock()
-                with (repeats.counting(w == opts.warmup - 1) if repeats is not None
+                with (repeats.counting(w == 0) if repeats is not None
                       else contextlib.nullcontext()):
                     fn()
                 sync()

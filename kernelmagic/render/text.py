@@ -65,7 +65,7 @@ def summary_line(result: ProfileResult) -> str:
 
 def profiler_cost(result: ProfileResult) -> str:
     """The iteration without the profiler beside the profiled one: ``12.1 ms per iteration
-    unprofiled (2 warm-up runs after the first); profiling adds 65%``; for a live run
+    unprofiled (the best of 2 warm-up runs after the first); profiling adds 65%``; for a live run
     that has no unprofiled time, how to get one; "" for a trace or Nsight's capture."""
     if result.from_trace or result.capture == "nsight":
         return ""

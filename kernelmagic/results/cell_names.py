@@ -5,8 +5,10 @@ A helper defined in an earlier cell runs from the file IPython compiled that cel
 IPython 7), which says nothing to the reader. The magic knows which file is which cell
 (``shell.compile._filename_map``, IPython 8 and later; IPython 7 puts the number in the
 name); ``name_cells`` renames the ``python`` and ``gpu idle`` rows' locations in those
-files, and the ``--stack`` rows of functions defined there. The profiled cell's own
-lines are named while the result is built (``views/python_lines.label``).
+files, the ``--stack`` rows of functions defined there, and the compiled view's frames,
+graph breaks and kernels' lines (``torch.compile`` of a function defined in a cell). The
+profiled cell's own lines are named while the result is built
+(``views/python_lines.label``); its compiled rows, here too (its file is in the map).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kernelmagic.core.rows import SourceRow
 from kernelmagic.results.result import ProfileResult
@@ -53,7 +55,26 @@ def name_cells(result: T, cells: Mapping[str, str]) -> T:
     tried = [dataclasses.replace(e, result=name_cells(e.result, cells))
              if isinstance(e.result, ProfileResult) else e for e in result.experiments]
     return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, sources=sources,
-                               experiments=tried)
+                               experiments=tried, **_compiled_named(result, cells))
+
+
+def _compiled_named(result: ProfileResult, cells: Mapping[str, str]) -> dict[str, list]:
+    """The compiled view's rows with a cell's file named ``cell[n]`` (their ``file`` and
+    ``line`` read ``cell[n]:line``) and the kernels' source lines renamed; nothing when
+    no compiled code ran."""
+    if not (result.compiled_regions or result.compiles or result.fused_kernels):
+        return {}
+
+    def named(row: Any) -> Any:
+        cell = cell_of(row.file, cells)
+        return dataclasses.replace(row, file=cell) if cell else row
+
+    kernels = [dataclasses.replace(k, source="; ".join(
+        _renamed(place, cells) for place in k.source.split("; "))) if k.source else k
+        for k in result.fused_kernels]
+    return {"compiled_regions": [named(r) for r in result.compiled_regions],
+            "graph_breaks": [named(b) for b in result.graph_breaks],
+            "compiles": [named(c) for c in result.compiles], "fused_kernels": kernels}
 
 
 def _renamed_source(row: SourceRow, cells: Mapping[str, str]) -> SourceRow:

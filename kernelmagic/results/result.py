@@ -246,28 +246,36 @@ class ProfileResult:
 
     @property
     def unprofiled_s(self) -> float | None:
-        """The median time per call of the code without the profiler (seconds):
-        ``unprofiled_timings`` where there are (``--try``'s rounds), else the warm-up runs
-        after the first (the first pays for first-call set-up); None without them (a
-        trace, or fewer than two warm-up runs)."""
-        timings = self.unprofiled_timings or self.warmup_timings[1:]
-        return statistics.median(timings) if timings else None
+        """The time per call of the code without the profiler (seconds): the median of
+        ``unprofiled_timings`` where there are (``--try``'s interleaved rounds), else the
+        best of the warm-up runs after the first (the first pays for first-call set-up; the
+        next ones may still be warming up, and warming and a loaded machine only ever slow a
+        run, so the best of a few is the fair figure); None without them (a trace, or fewer
+        than two warm-up runs)."""
+        if self.unprofiled_timings:
+            return statistics.median(self.unprofiled_timings)
+        return min(self.warmup_timings[1:]) if self.warmup_timings[1:] else None
 
     @property
     def unprofiled_source(self) -> str:
-        """Where ``unprofiled_s`` comes from: ``3 interleaved rounds``, ``2 warm-up runs``."""
+        """Where ``unprofiled_s`` comes from: ``3 interleaved rounds``, ``the best of 2
+        warm-up runs after the first``."""
         if self.unprofiled_timings:
             return counted(len(self.unprofiled_timings), "interleaved round")
-        return counted(len(self.warmup_timings[1:]), "warm-up run") + " after the first"
+        return ("the best of " + counted(len(self.warmup_timings[1:]), "warm-up run")
+                + " after the first")
 
     @property
     def profiler_overhead(self) -> float | None:
         """How much longer a profiled iteration took than an unprofiled one, as a share
-        of the unprofiled time (0.65: profiling adds 65%); None when unknown."""
+        of the unprofiled time (0.65: profiling adds 65%), like against like: medians
+        against the interleaved rounds' median, the best profiled iteration against the
+        best warm-up run; None when unknown."""
         unprofiled = self.unprofiled_s
         if not unprofiled or unprofiled <= 0 or not self.timings:
             return None
-        return self.stats.median / unprofiled - 1
+        profiled = self.stats.median if self.unprofiled_timings else self.stats.best
+        return profiled / unprofiled - 1
 
     @cached_property
     def stats(self) -> TimingStats:
