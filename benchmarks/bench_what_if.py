@@ -115,7 +115,7 @@ def _every_trace(rounds: int) -> None:
             worst = (trace.name, ratio)
     c.verdict("what_if", "every real trace: load with the model / without it (the worst)",
               km=worst[1], manual=TARGET, ratio=worst[1], target=f"<= {TARGET:g}x",
-              passed=worst[1] <= TARGET, note=worst[0])
+              passed=worst[1] <= TARGET, note=worst[0], unit="x")
 
 
 if __name__ == "__main__":

@@ -104,7 +104,6 @@ class _Graph:
     cross_order: np.ndarray
     cross_at: np.ndarray
     item_stream: np.ndarray  # each item's stream
-    sync_stream: np.ndarray  # the stream scaling each sync's fixed wait (-1: none)
     # the syncs' groups in ``sync_order``: the non-empty ones (positions in that order),
     # their items concatenated, and where each starts there
     sync_full: np.ndarray
@@ -145,7 +144,7 @@ def _graph(m: Model) -> _Graph:
     waiting = np.flatnonzero(np.diff(m.wait_off) > 0)
     graph = _Graph(dom_off, dom_of, need_of[order], need_node[order], sync_order,
                    m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
-                   item_stream, m.sync_stream, full, gather, firsts,
+                   item_stream, full, gather, firsts,
                    np.where(m.item_launch >= 0, m.item_launch, p),
                    waiting, bool(m.wait_dep.size == waiting.size),
                    np.concatenate(([0], np.cumsum(m.item_anchor != NONE))))
@@ -221,7 +220,7 @@ def _groups(off: np.ndarray, dep: np.ndarray,
     return full, dep[index], firsts
 
 
-def _plan(m: Model, g: _Graph) -> tuple[list[tuple[int, _Segment]], bool]:
+def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], bool]:
     """The order the sweep computes the model in, once per model (it does not depend on
     the durations): each domain advanced as far as the nodes whose needs from other
     domains are computed, found by galloping over ``_Graph.need_of``. True as well when
@@ -233,7 +232,7 @@ def _plan(m: Model, g: _Graph) -> tuple[list[tuple[int, _Segment]], bool]:
     n_chains = m.chain_off.size - 1
     progress = g.dom_off[:-1].copy()
     stop = g.dom_off[1:]
-    plan: list[tuple[int, _Segment]] = []
+    plan: list[_Segment] = []
     cyclic = False
     while (progress < stop).any():
         moved = False
@@ -241,13 +240,13 @@ def _plan(m: Model, g: _Graph) -> tuple[list[tuple[int, _Segment]], bool]:
             lo = int(progress[k])
             hi = _reachable(g, progress, lo, int(stop[k]))
             if hi > lo:
-                plan.append((k, _segment(m, g, k, lo, hi, n_chains, p)))
+                plan.append(_segment(m, g, k, lo, hi, n_chains, p))
                 progress[k] = hi
                 moved = True
         if not moved and (progress < stop).any():
             k = int(np.flatnonzero(progress < stop)[0])
             lo = int(progress[k])
-            plan.append((k, _segment(m, g, k, lo, lo + 1, n_chains, p)))
+            plan.append(_segment(m, g, k, lo, lo + 1, n_chains, p))
             progress[k] += 1
             cyclic = True
     m.__dict__["_plan"] = (plan, cyclic)
@@ -312,7 +311,7 @@ class _Sweep:
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
-        for _, seg in self.plan:
+        for seg in self.plan:
             if seg.cpu:
                 self._cpu(seg)
             else:
@@ -327,7 +326,7 @@ class _Sweep:
         sweep's lower bound): only where ``_plan`` found no order."""
         while True:
             before = self.t.copy(), self.end.copy()
-            for _, seg in self.plan:
+            for seg in self.plan:
                 if seg.cpu:
                     self._cpu(seg)
                 else:
