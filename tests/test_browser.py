@@ -38,6 +38,8 @@ from typing import Any
 import ci_gate
 import pytest
 
+from kernelmagic.render.widget import tab_slug
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -641,7 +643,17 @@ def _check_first_screen(report: Any, chart: str, tables: str) -> None:
     assert (first.text_content() or "").startswith("Memory grows"), first.text_content()
 
 
-def _slug(view: str) -> str:
+def _wait_for_tab(report: Any, view: str) -> None:
+    """Wait until the tab ``view`` is the one box shown, with a visible header cell: a click
+    reaches the kernel, whose reply sets the boxes' display (slow on a loaded machine)."""
+    from playwright.sync_api import expect
+
+    header = report.locator(f".km-tab-{tab_slug(view)} button.km-header:visible").first
+    expect(header).to_be_visible(timeout=CLICK_TIMEOUT)
+    expect(report.locator(".km-tab:visible")).to_have_count(1, timeout=CLICK_TIMEOUT)
+
+
+def _slug(view: str) -> str:  # (the same rule as tab_slug)
     return re.sub(r"[^a-z0-9]+", "-", view.lower()).strip("-")
 
 
@@ -677,7 +689,7 @@ def _check_widget_views(report: Any) -> None:
         button = selector.filter(has_text=re.compile(f"^{re.escape(view)}$"))
         button.click()
         expect(button).to_have_class(re.compile("mod-active"), timeout=CLICK_TIMEOUT)
-        report.page.wait_for_timeout(300)  # the boxes' display round-trips the kernel
+        _wait_for_tab(report, view)  # the boxes' display round-trips the kernel
         edges = report.evaluate(_SHOWN_TABLE_JS)
         assert edges is not None, f"the {view} view shows no table"
         # Every tab shows its table's header cells (#45: they measured 0x0 under the

@@ -39,8 +39,11 @@ from test_browser import (
     _answers,
     _box,
     _free_port,
+    _wait_for_tab,
 )
 from test_browser import Lab as Server  # a server we started: its address, token and log
+
+from kernelmagic.render.widget import tab_slug
 
 pytestmark = pytest.mark.browser
 
@@ -141,9 +144,16 @@ def page(server: Server) -> Iterator[Any]:
         shown = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
         try:
             shown.goto(server.url("/notebooks/reports.ipynb"))
+            # The widget manager, made when the kernel connects, first asks the kernel for
+            # its open comms and makes a model for each it lacks: cells run during that
+            # round trip can get two models per widget, and a click's updates then reach
+            # the one no view shows. A comm_info of ours queues behind the manager's.
             shown.wait_for_function(
                 "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
-                " && Jupyter.notebook.kernel.is_connected()", timeout=90_000)
+                " && Jupyter.notebook.kernel.is_connected()"
+                " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+            shown.evaluate("() => new Promise(done => Jupyter.notebook.kernel.comm_info("
+                           "'jupyter.widget', done))")
             shown.evaluate("() => Jupyter.notebook.execute_all_cells()")
             reports = shown.locator(".output_area").filter(
                 has=shown.locator("button.km-header"))
@@ -192,8 +202,8 @@ def test_a_header_sorts_and_every_view_shows_its_table(page: Any) -> None:
         button = selector.filter(has_text=re.compile(f"^{re.escape(view)}$"))
         button.click()
         expect(button).to_have_class(re.compile("mod-active"), timeout=CLICK_TIMEOUT)
-        page.wait_for_timeout(300)  # the boxes' display round-trips through the kernel
-        headers = [h for h in report.locator("button.km-header").all() if h.is_visible()]
+        _wait_for_tab(report, view)  # the boxes' display round-trips through the kernel
+        headers = report.locator(f".km-tab-{tab_slug(view)} button.km-header:visible").all()
         assert headers, f"the {view} view shows no table header"
         sizes = [_box(h) for h in headers]
         assert all(b["width"] > 0 and b["height"] > 0 for b in sizes), (view, sizes)
