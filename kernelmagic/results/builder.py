@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
@@ -114,14 +116,17 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure
     shown = windows[min(median, len(windows) - 1)] if windows else None  # median iteration
     in_timeline = "timeline" in wanted and shown is not None and bool(timings)
+    owners = range_owners(table, name)  # the ranges that are rows: for every view of rows
     rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline,
-                                  statistics.median(timings) * 1e6 if timings else None)
+                                  statistics.median(timings) * 1e6 if timings else None,
+                                  owners)
     lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
     inputs = ViewInputs(table, figures, windows, name, views=wanted, on_device=on_device,
                         median=median, source_file=source_file, cell_label=cell_label,
                         extra={"steps_target": steps_target, "memory_ledger": memory_ledger,
                                "memory_all": memory_all, "device_peaks": device_peaks,
                                "python_samples": python_samples, "line_samples": lines,
+                               "range_owners": owners,
                                "timed": bool(timings)})
     records = _view_records(inputs)
     records["critical_path"] = CriticalPathView(
@@ -148,12 +153,11 @@ def _view_records(inputs: ViewInputs) -> dict[str, Any]:
 
 
 def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list[str],
-                    shown: Window | None, spans: bool,
-                    median_us: float | None) -> tuple[list[OpRow], IterationView | None]:
+                    shown: Window | None, spans: bool, median_us: float | None,
+                    owners: np.ndarray) -> tuple[list[OpRow], IterationView | None]:
     """The op rows, each with its ``max_gain_us``, and the ``shown`` (median) iteration's
     dependency model (``views/critical_path.py``; None without iterations; ``spans``:
     with its spans, for the timeline), in terms of the measured median ``median_us``."""
-    owners = range_owners(table, name)  # the ranges that are rows: for both views
     rows = op_rows(table, figures, shapes="shapes" in wanted, memory="memory" in wanted,
                    flops="flops" in wanted, window=outer_window(table, name), name=name,
                    ranges=owners)

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the convenience methods' return types (imported lazily wher
 
     from kernelmagic.findings.base import Finding
     from kernelmagic.results.compare import Comparison
+    from kernelmagic.results.explain import Explanation
     from kernelmagic.views.critical_path import WhatIf
     from kernelmagic.views.dependencies import Model
 
@@ -376,6 +377,18 @@ class ProfileResult:
                  if answer.measured_us > 0 and self.timings else 1.0)
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
+
+    def explain(self, name: str) -> Explanation:
+        """One row taken apart: its GPU work by kernel, input shapes, call sites, time in
+        each iteration, memory, roofline point and what making it faster would buy, from
+        this result (no new profile). ``name``: a row's key or label (``aten::addmm``,
+        ``[range] nccl:all_reduce``) or a kernel's name; an unknown name raises
+        ``UnknownRow`` (a LookupError) with the nearest names. Shows as text in a terminal
+        and as HTML in a notebook; ``.to_pandas("kernels")`` etc. give its tables. See
+        ``docs/views.md``."""
+        from kernelmagic.results.explain import explain
+
+        return explain(self, name)
 
     def saves_at_most(self, keys: Iterable[str], side: str = "both") -> WhatIf | None:
         """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the

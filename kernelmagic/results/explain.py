@@ -1,0 +1,255 @@
+"""``result.explain(name)``: one row of the report, taken apart (#47).
+
+What a row is made of, from the result already in memory (no new profile, no trace
+re-read): its figures per iteration, its GPU work by kernel (for a kernel: the rows that
+launched it), its input shapes, its call sites in the user's code, its time in each
+iteration, its memory and roofline point where those views ran, and what making it
+faster would buy (the dependency model's ``what_if``). Where a part needs an option the
+run did not have, ``notes`` names the option. The widget's row panel
+(``render/widget.py``) and the text and HTML of ``explain`` (``render/explain.py``) show
+this record; ``to_pandas`` gives each of its tables.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kernelmagic.core.rows import KIND_MARKS, OpRow, RooflineRow
+from kernelmagic.views.row_detail import RowDetailView, RowKernel, RowSeries, RowShape, RowSite
+
+if TYPE_CHECKING:
+    import pandas
+
+    from kernelmagic.results.result import ProfileResult
+    from kernelmagic.views.critical_path import WhatIf
+
+__all__ = ["FACTORS", "Explanation", "UnknownRow", "explain"]
+
+#: The what-ifs ``explain`` answers up front: twice as fast, and gone.
+FACTORS = (2.0, float("inf"))
+#: The memory fields of an op row (bytes, summed over the iterations), as the panel says them.
+MEMORY_FIELDS = (("self CPU memory", "self_cpu_memory_usage"),
+                 ("CPU memory", "cpu_memory_usage"),
+                 ("self device memory", "self_device_memory_usage"),
+                 ("device memory", "device_memory_usage"))
+
+
+class UnknownRow(LookupError):
+    """``explain`` of a name no row has; the message gives the nearest names, on one line."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One row of the report, taken apart. Times are µs per iteration (the op table's
+    basis: summed over ``iters`` and divided by it) unless a name says ``total``."""
+
+    name: str  # the row's label, as the op table writes it ("[range] nccl:all_reduce")
+    key: str  # the row's key (``what_if``'s)
+    kind: str  # "op", "range", "unlaunched", "no op" or "kernel"
+    iters: int
+    on_device: bool
+    calls: float = 0.0  # per iteration
+    self_cpu_us: float = 0.0
+    cpu_us: float = 0.0
+    self_device_us: float = 0.0
+    device_us: float = 0.0
+    share: float = 0.0  # of the run's self time (device time on a device run)
+    max_gain_us: float = 0.0
+    kernels: list[RowKernel] = field(default_factory=list)  # its GPU work, largest first
+    launched_by: list[RowKernel] = field(default_factory=list)  # a kernel's launching rows
+    shapes: list[RowShape] = field(default_factory=list)
+    sites: list[RowSite] = field(default_factory=list)
+    series: RowSeries | None = None
+    memory: list[tuple[str, float]] = field(default_factory=list)  # (what, bytes per iter)
+    roofline: RooflineRow | None = None
+    what_ifs: list[tuple[float, WhatIf]] = field(default_factory=list)  # (factor, answer)
+    notes: list[str] = field(default_factory=list)  # what an option would add
+
+    @property
+    def slowest_iteration(self) -> int | None:
+        """The iteration (0-based) where the row took the most self time, None without a
+        series."""
+        if self.series is None:
+            return None
+        both = [c + d for c, d in zip(self.series.self_cpu_us, self.series.self_device_us,
+                                      strict=True)]
+        return max(range(len(both)), key=both.__getitem__) if both else None
+
+    def tables(self) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
+        """Each table's rows and columns: ``kernels``, ``launched_by``, ``shapes``,
+        ``sites``, ``iterations`` (the ones with rows)."""
+        out: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+        per = max(1, self.iters)
+        if self.kernels:
+            out["kernels"] = ([{"kernel": k.kernel, "calls_per_iter": k.calls / per,
+                                "device_us_per_iter": k.device_time_total / per,
+                                "own": k.own_calls > 0,
+                                "share": _of(k.device_time_total, self.device_us * per)}
+                               for k in self.kernels],
+                              ["kernel", "calls_per_iter", "device_us_per_iter", "own", "share"])
+        if self.launched_by:
+            out["launched_by"] = ([{"row": k.row, "calls_per_iter": k.own_calls / per,
+                                    "device_us_per_iter": k.own_device_time_total / per}
+                                   for k in self.launched_by],
+                                  ["row", "calls_per_iter", "device_us_per_iter"])
+        if self.shapes:
+            out["shapes"] = ([{"shapes": s.shapes, "calls_per_iter": s.calls / per,
+                               "self_cpu_us_per_iter": s.self_cpu_time_total / per,
+                               "cpu_us_per_iter": s.cpu_time_total / per,
+                               "self_device_us_per_iter": s.self_device_time_total / per}
+                              for s in self.shapes],
+                             ["shapes", "calls_per_iter", "self_cpu_us_per_iter",
+                              "cpu_us_per_iter", "self_device_us_per_iter"])
+        if self.sites:
+            out["sites"] = ([{"site": s.site, "calls_per_iter": s.calls / per,
+                              "self_cpu_us_per_iter": s.self_cpu_time_total / per,
+                              "self_device_us_per_iter": s.self_device_time_total / per}
+                             for s in self.sites],
+                            ["site", "calls_per_iter", "self_cpu_us_per_iter",
+                             "self_device_us_per_iter"])
+        if self.series is not None:
+            out["iterations"] = ([{"iteration": i, "self_cpu_us": c, "self_device_us": d}
+                                  for i, (c, d) in enumerate(zip(self.series.self_cpu_us,
+                                                                 self.series.self_device_us,
+                                                                 strict=True))],
+                                 ["iteration", "self_cpu_us", "self_device_us"])
+        return out
+
+    def to_pandas(self, table: str = "kernels") -> pandas.DataFrame:
+        """One of ``tables()`` as a ``pandas.DataFrame`` (an empty one for a table the row
+        has no rows in). Needs pandas."""
+        from kernelmagic.io.frames import dataframe
+
+        names = ("kernels", "launched_by", "shapes", "sites", "iterations")
+        if table not in names:
+            raise ValueError(f"no table {table!r}: one of {', '.join(names)}")
+        rows, columns = self.tables().get(table, ([], []))
+        return dataframe(rows, columns, iterations=self.iters)
+
+    def text(self) -> str:
+        """The panel as plain text (terminal IPython)."""
+        from kernelmagic.render.explain import explanation_text
+
+        return explanation_text(self)
+
+    def html(self) -> str:
+        """The panel as static HTML (nbconvert, GitHub)."""
+        from kernelmagic.render.explain import explanation_html
+
+        return explanation_html(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+
+def _of(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def _label(row: OpRow) -> str:
+    return KIND_MARKS.get(row.kind, "") + row.key
+
+
+def _names(result: ProfileResult, detail: RowDetailView) -> list[str]:
+    """Every name ``explain`` knows: the rows' labels and keys, and the kernels' names."""
+    found = dict.fromkeys(_label(r) for r in result.rows)
+    found.update(dict.fromkeys(r.key for r in result.rows))
+    found.update(dict.fromkeys(k.kernel for k in detail.kernels))
+    found.update(dict.fromkeys(k.key for k in result.view("kernels").rows))
+    return list(found)
+
+
+def unknown(name: str, known: list[str]) -> UnknownRow:
+    """The error for a name no row has, with the nearest names."""
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    if not near:  # a fragment ("addmm"): the names that hold it
+        near = [k for k in known if name.lower() in k.lower()][:3]
+    hint = f"; nearest: {', '.join(near)}" if near else ""
+    return UnknownRow(f"no row or kernel named {name!r} in this result{hint}")
+
+
+def explain(result: ProfileResult, name: str) -> Explanation:
+    """``name`` (a row's key or label, or a kernel's name) taken apart (module docstring);
+    ``UnknownRow`` with the nearest names when nothing has it."""
+    detail: RowDetailView = result.view("detail")
+    rows = [r for r in result.rows if name in (r.key, _label(r))]
+    if rows:
+        return _row(result, detail, rows)
+    launchers = [k for k in detail.kernels if k.kernel == name and k.own_calls > 0]
+    if launchers or any(k.key == name for k in result.view("kernels").rows):
+        return _kernel(result, name, launchers)
+    raise unknown(name, _names(result, detail))
+
+
+def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow]) -> Explanation:
+    first, per = rows[0], max(1, result.iters)
+    label = _label(first)
+
+    def total(field_name: str) -> float:
+        return sum(float(getattr(r, field_name)) for r in rows)
+
+    series = next((s for s in detail.series if s.row == label), None)
+    return Explanation(
+        name=label, key=first.key, kind=first.kind, iters=result.iters,
+        on_device=result.profiles_device, calls=total("count") / per,
+        self_cpu_us=total("self_cpu_time_total") / per, cpu_us=total("cpu_time_total") / per,
+        self_device_us=total("self_device_time_total") / per,
+        device_us=total("device_time_total") / per,
+        share=result.share_of(rows), max_gain_us=max(r.gain_per_iteration(per) for r in rows),
+        kernels=sorted((k for k in detail.kernels if k.row == label),
+                       key=lambda k: (-k.device_time_total, k.kernel)),
+        shapes=[s for s in detail.shapes if s.row == label],
+        sites=[s for s in detail.sites if s.row == label],
+        series=series,
+        memory=([(what, total(f) / per) for what, f in MEMORY_FIELDS]
+                if "memory" in result.views else []),
+        roofline=next((r for r in result.view("roofline").rows if r.key == first.key), None),
+        what_ifs=_what_ifs(result, first.key),
+        notes=_notes(result, detail))
+
+
+def _kernel(result: ProfileResult, name: str, launchers: list[RowKernel]) -> Explanation:
+    per = max(1, result.iters)
+    row = next((k for k in result.view("kernels").rows if k.key == name), None)
+    time = row.device_time_total if row else sum(k.own_device_time_total for k in launchers)
+    calls = row.count if row else sum(k.own_calls for k in launchers)
+    busy = result.self_device_time_total
+    return Explanation(
+        name=name, key=name, kind="kernel", iters=result.iters, on_device=True,
+        calls=calls / per, self_device_us=time / per, device_us=time / per,
+        share=_of(time, busy),
+        launched_by=sorted(launchers, key=lambda k: (-k.own_device_time_total, k.row)))
+
+
+def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
+    """The row twice as fast and gone (``FACTORS``), where the median iteration holds it."""
+    if not result.dependency_model or result.saves_at_most([key]) is None:
+        return []
+    return [(k, result.what_if({key: k})) for k in FACTORS]
+
+
+def _notes(result: ProfileResult, detail: RowDetailView) -> list[str]:
+    """What the run left out of the panel, with the option that adds it."""
+    notes = []
+    trace = result.from_trace  # a trace: what the recording would need, not our options
+    if not detail.shapes_recorded:
+        notes.append("input shapes: " + ("record the trace with record_shapes=True" if trace
+                                         else "run with --shapes"))
+    if not detail.stack_recorded:
+        notes.append("call sites: " + ("record the trace with with_stack=True" if trace
+                                       else "run with --stack"))
+    if "memory" not in result.views and not trace:
+        notes.append("memory: run with --memory")
+    if not result.view("roofline").rows and not trace:
+        notes.append("roofline point: run with --roofline")
+    if not result.dependency_model:
+        notes.append("what-if: no dependency model (a result saved by an older kernelmagic)")
+    return notes

@@ -1,0 +1,349 @@
+"""What each row of the op table is made of: the record behind ``result.explain(name)`` and
+the widget's row panel (#47).
+
+Built once with the result, from the event table already in memory, so a panel opens
+without a new profile or a trace re-read. Per row of the op table (its label, as
+``render/table.py: row_label`` writes it: ``aten::addmm``, ``[range] nccl:all_reduce``,
+``[no launch] Memcpy HtoD``, ``[no op] ProfilerStep``):
+
+- **GPU work** (``kernels``): the kernels, memcpys and memsets by name. ``own`` work is
+  what the row launched itself, its self device time (each piece in exactly one row, as in
+  the op table); the rest ran under it (launched by an op inside it, or, for a runtime
+  call, launched by that call), so a row's ``calls``/``time`` over every name add up to
+  its inclusive device time and its own ones to its self device time.
+- **Input shapes** (``shapes``): calls and times per input-shapes text, where the run
+  recorded shapes (``--shapes``; a trace's ``Input Dims``).
+- **Call sites** (``sites``): the innermost frame of the user's own code around each call
+  (``with_stack``: ``--stack``), labelled ``cell[n]:line`` for the profiled cell.
+- **Per iteration** (``series``): the row's self CPU and self device time in each
+  iteration (device work counted in the iteration that launched it), for the rows with
+  the most self time when the run has more than ``SERIES_CELLS`` (row, iteration) pairs.
+
+Every step is a pass over numpy columns: linear in the events (the inclusive walk goes up
+the tree once per level, as ``views/tree.py`` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernelmagic.core.arrays import unique
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
+from kernelmagic.core.records import Record, unit
+from kernelmagic.core.rows import KIND_MARKS
+from kernelmagic.views.ops import (
+    NO_OP,
+    RANGE,
+    UNLAUNCHED,
+    is_op,
+    marker_work,
+    outer_window,
+    range_owners,
+    under_our_sync,
+)
+from kernelmagic.views.python_lines import label
+from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
+from kernelmagic.views.source_lines import user_frames
+from kernelmagic.views.tree import nearest_ancestor
+
+__all__ = ["RowDetailView", "RowKernel", "RowSeries", "RowShape", "RowSite", "row_detail"]
+
+#: At most this many (row, iteration) figures are kept: beyond it, the series of the rows
+#: with the most self time (a 1M-event trace of 500 iterations would otherwise hold
+#: millions).
+SERIES_CELLS = 200_000
+
+
+@dataclass(frozen=True)
+class RowKernel(Record):
+    """GPU work of one name under one row (``own``: the row launched it itself)."""
+
+    row: str
+    kernel: str
+    calls: int = unit("pieces of work, summed over {over}")
+    device_time_total: float = unit("µs, summed over {over}")
+    own_calls: int = unit("pieces the row launched itself, summed over {over}", 0)
+    own_device_time_total: float = unit("µs the row launched itself, summed over {over}", 0.0)
+
+
+@dataclass(frozen=True)
+class RowShape(Record):
+    """One row's calls with one set of input shapes."""
+
+    row: str
+    shapes: str
+    calls: int = unit("calls, summed over {over}")
+    self_cpu_time_total: float = unit("µs, summed over {over}")
+    cpu_time_total: float = unit("µs, summed over {over}")
+    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
+
+
+@dataclass(frozen=True)
+class RowSite(Record):
+    """One row's calls from one function of the user's code (innermost)."""
+
+    row: str
+    site: str  # "cell[2]:5 forward" or "train.py:40 step"
+    calls: int = unit("calls, summed over {over}")
+    self_cpu_time_total: float = unit("µs, summed over {over}")
+    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
+
+
+@dataclass(frozen=True)
+class RowSeries(Record):
+    """One row's self time in each profiled iteration, in order (µs)."""
+
+    row: str
+    self_cpu_us: list[float] = field(default_factory=list)
+    self_device_us: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RowDetailView:
+    """Every row's detail (module docstring); ``shapes_recorded``/``stack_recorded`` say
+    whether the run could fill ``shapes``/``sites``."""
+
+    kernels: list[RowKernel] = field(default_factory=list)
+    shapes: list[RowShape] = field(default_factory=list)
+    sites: list[RowSite] = field(default_factory=list)
+    series: list[RowSeries] = field(default_factory=list)
+    shapes_recorded: bool = False
+    stack_recorded: bool = False
+
+
+@dataclass
+class _Rows:
+    """Each event's row (index into ``labels``; -1: none) and the rows' labels."""
+
+    of_event: np.ndarray
+    labels: list[str]
+
+    def add(self, labels: list[str]) -> int:
+        """Append ``labels``; the index of the first."""
+        first = len(self.labels)
+        self.labels.extend(labels)
+        return first
+
+
+def row_detail(table: EventTable, windows: list[tuple[int, int]], self_cpu: np.ndarray,
+               cpu_total: np.ndarray, self_device: np.ndarray, name: str | None = None,
+               cell_file: str | None = None, cell_label: str = "",
+               ranges: np.ndarray | None = None) -> RowDetailView:
+    """The detail of every op-table row (module docstring). ``self_cpu``, ``cpu_total``,
+    ``self_device``: ``Figures``' per-event columns; ``ranges``: ``range_owners``."""
+    window = outer_window(table, name) if name else None
+    rows, calls = _op_events(table, window, name, ranges)
+    work, own = _device_owners(table, rows, window, name)
+    kernels = _kernels(table, rows, work, own, calls)
+    shapes = _shapes(table, rows, calls, self_cpu, cpu_total, self_device)
+    sites = _sites(table, rows, calls, self_cpu, self_device, cell_file, cell_label)
+    series = _series(table, rows, calls, work, own, windows, self_cpu)
+    return RowDetailView(kernels=kernels, shapes=shapes, sites=sites, series=series,
+                         shapes_recorded=bool(shapes),
+                         stack_recorded=bool((table.kind == Kind.PYTHON).any()))
+
+
+def _op_events(table: EventTable, window: tuple[int, int] | None, name: str | None,
+               ranges: np.ndarray | None) -> tuple[_Rows, np.ndarray]:
+    """The events that are op-table rows (as ``op_rows`` picks them) and their labels."""
+    ranges = range_owners(table, name) if ranges is None else ranges
+    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
+    if window is not None:
+        wanted &= (table.start >= window[0]) & (table.start <= window[1])
+    calls = np.flatnonzero(wanted)
+    keys = table.name[calls].astype(np.int64) * 2 + ranges[calls]
+    found, inverse = unique(keys, return_inverse=True)
+    labels = [KIND_MARKS[RANGE] * int(k % 2) + table.names[int(k // 2)]
+              for k in found.tolist()]
+    of_event = np.full(table.n, -1, dtype=np.int64)
+    of_event[calls] = inverse
+    return _Rows(of_event, labels), calls
+
+
+def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | None,
+                   name: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every piece of GPU work and the row that owns it (its self device time): its
+    launcher's row, else the iteration marker's "no op" row, else (no launch recorded)
+    the "no launch" row of its name; -1 where none (work under kernelmagic's own sync)."""
+    work = np.flatnonzero(device_work(table))
+    launcher = table.launcher[work]
+    own = np.where(launcher != NO_PARENT, rows.of_event[np.maximum(launcher, 0)], -1)
+    marked, marker_keys = marker_work(table, name)
+    by_marker = marked[work]
+    if marker_keys:
+        first = rows.add([KIND_MARKS[NO_OP] + k for k in marker_keys])
+        own = np.where(by_marker >= 0, first + by_marker, own)
+    unlaunched = launcher == NO_PARENT
+    if window is not None:
+        start = table.start[work]
+        unlaunched &= (start >= window[0]) & (start <= window[1])
+    if unlaunched.any():
+        found, inverse = unique(table.name[work[unlaunched]], return_inverse=True)
+        first = rows.add([KIND_MARKS[UNLAUNCHED] + table.names[i] for i in found.tolist()])
+        own[unlaunched] = first + inverse
+    return work, own
+
+
+def _runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
+    """Each piece of work's runtime call (same correlation id), -1 where none."""
+    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
+                           & (table.correlation != 0))
+    out = np.full(work.size, -1, dtype=np.int64)
+    if not calls.size or not work.size:
+        return out
+    order = calls[np.argsort(table.correlation[calls], kind="stable")]
+    sorted_ids = table.correlation[order]
+    wanted = table.correlation[work]
+    at = np.minimum(np.searchsorted(sorted_ids, wanted), order.size - 1)
+    hit = (sorted_ids[at] == wanted) & (wanted != 0)
+    out[hit] = order[at[hit]]
+    return out
+
+
+def _holders(table: EventTable, rows: _Rows, work: np.ndarray,
+             own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(piece, row) pairs: each piece of work with every row it ran under (its own row,
+    its runtime call, and every row event above that call), each pair once."""
+    start = _runtime_calls(table, work)
+    start = np.where(start >= 0, start, table.launcher[work])
+    piece = [np.flatnonzero(own >= 0)]
+    holder = [own[own >= 0]]
+    at = np.flatnonzero(start >= 0)
+    node = start[at]
+    while at.size:
+        row = rows.of_event[node]
+        piece.append(at[row >= 0])
+        holder.append(row[row >= 0])
+        up = table.parent[node]
+        keep = up >= 0
+        at, node = at[keep], up[keep].astype(np.int64)
+    pieces, holders = np.concatenate(piece), np.concatenate(holder)
+    pair = unique(pieces * len(rows.labels) + holders)
+    return pair // max(1, len(rows.labels)), pair % max(1, len(rows.labels))
+
+
+def _kernels(table: EventTable, rows: _Rows, work: np.ndarray, own: np.ndarray,
+             calls: np.ndarray) -> list[RowKernel]:
+    if not work.size:
+        return []
+    piece, holder = _holders(table, rows, work, own)
+    duration = (table.end[work] - table.start[work]) / 1000.0
+    name = table.name[work].astype(np.int64)
+    n_names = len(table.names)
+    key = holder * n_names + name[piece]
+    is_own = own[piece] == holder
+    found, inverse = unique(key, return_inverse=True)
+    k = found.size
+    count = np.bincount(inverse, minlength=k)
+    time = np.bincount(inverse, weights=duration[piece], minlength=k)
+    own_count = np.bincount(inverse, weights=is_own, minlength=k)
+    own_time = np.bincount(inverse, weights=duration[piece] * is_own, minlength=k)
+    labels, names = rows.labels, table.names
+    out = [RowKernel(row=labels[int(f // n_names)], kernel=names[int(f % n_names)],
+                     calls=int(c), device_time_total=float(t), own_calls=int(oc),
+                     own_device_time_total=float(ot))
+           for f, c, t, oc, ot in zip(found.tolist(), count.tolist(), time.tolist(),
+                                      own_count.tolist(), own_time.tolist(), strict=True)]
+    return sorted(out, key=lambda r: (r.row, -r.device_time_total, r.kernel))
+
+
+def _shapes(table: EventTable, rows: _Rows, calls: np.ndarray, self_cpu: np.ndarray,
+            cpu_total: np.ndarray, self_device: np.ndarray) -> list[RowShape]:
+    shape_ids = table.shapes[calls].astype(np.int64)
+    if not calls.size or not shape_ids.any():
+        return []
+    n_names = len(table.names)
+    found, inverse = unique(rows.of_event[calls] * n_names + shape_ids, return_inverse=True)
+    k = found.size
+
+    def total(values: np.ndarray) -> list[float]:
+        return np.bincount(inverse, weights=values[calls], minlength=k).tolist()
+
+    out = [RowShape(row=rows.labels[int(f // n_names)], shapes=table.names[int(f % n_names)],
+                    calls=int(c), self_cpu_time_total=s, cpu_time_total=t,
+                    self_device_time_total=d)
+           for f, c, s, t, d in zip(found.tolist(), np.bincount(inverse, minlength=k).tolist(),
+                                    total(self_cpu), total(cpu_total), total(self_device),
+                                    strict=True)]
+    return sorted(out, key=lambda r: (r.row, -r.cpu_time_total, r.shapes))
+
+
+def _sites(table: EventTable, rows: _Rows, calls: np.ndarray, self_cpu: np.ndarray,
+           self_device: np.ndarray, cell_file: str | None, cell_label: str) -> list[RowSite]:
+    frames, frame_events = user_frames(table)
+    if not frame_events.size or not calls.size:
+        return []
+    is_frame = np.zeros(table.n, dtype=bool)
+    is_frame[frame_events] = True
+    owner = nearest_ancestor(table.parent, is_frame)[calls]
+    has = owner >= 0
+    sel, frame_name = calls[has], table.name[owner[has]].astype(np.int64)
+    n_names = len(table.names)
+    found, inverse = unique(rows.of_event[sel] * n_names + frame_name, return_inverse=True)
+    k = found.size
+    count = np.bincount(inverse, minlength=k).tolist()
+    cpu = np.bincount(inverse, weights=self_cpu[sel], minlength=k).tolist()
+    dev = np.bincount(inverse, weights=self_device[sel], minlength=k).tolist()
+    out = []
+    for f, c, s, d in zip(found.tolist(), count, cpu, dev, strict=True):
+        file, line, func = frames[int(f % n_names)]
+        site = f"{label(file, line, cell_file, cell_label)} {func}"
+        out.append(RowSite(row=rows.labels[int(f // n_names)], site=site, calls=c,
+                           self_cpu_time_total=s, self_device_time_total=d))
+    return sorted(out, key=lambda r: (r.row, -r.self_cpu_time_total, r.site))
+
+
+def _iteration_of(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
+    """Each time's iteration (index into ``windows``, sorted by start), -1 outside all."""
+    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
+    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
+    at = np.searchsorted(starts, times, side="right") - 1
+    inside = (at >= 0) & (times <= ends[np.maximum(at, 0)])
+    return np.where(inside, at, -1)
+
+
+def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
+            own: np.ndarray, windows: list[tuple[int, int]],
+            self_cpu: np.ndarray) -> list[RowSeries]:
+    n_rows, n_iters = len(rows.labels), len(windows)
+    if not n_iters or not n_rows:
+        return []
+    windows = sorted(windows)
+    cpu = np.zeros(n_rows * n_iters)
+    it = _iteration_of(table.start[calls], windows)
+    row = rows.of_event[calls]
+    ok = it >= 0
+    cpu += np.bincount(row[ok] * n_iters + it[ok], weights=self_cpu[calls][ok],
+                       minlength=n_rows * n_iters)
+    dev = np.zeros(n_rows * n_iters)
+    if work.size:
+        launched = table.launcher[work]
+        when = np.where(launched != NO_PARENT, table.start[np.maximum(launched, 0)],
+                        table.start[work])
+        it = _iteration_of(when, windows)
+        ok = (it >= 0) & (own >= 0)
+        duration = (table.end[work] - table.start[work]) / 1000.0
+        dev += np.bincount(own[ok] * n_iters + it[ok], weights=duration[ok],
+                           minlength=n_rows * n_iters)
+    cpu, dev = cpu.reshape(n_rows, n_iters), dev.reshape(n_rows, n_iters)
+    kept = np.arange(n_rows)
+    if n_rows * n_iters > SERIES_CELLS:
+        weight = cpu.sum(axis=1) + dev.sum(axis=1)
+        kept = np.sort(np.argsort(-weight, kind="stable")[: max(1, SERIES_CELLS // n_iters)])
+    return [RowSeries(row=rows.labels[r], self_cpu_us=cpu[r].tolist(),
+                      self_device_us=dev[r].tolist()) for r in kept.tolist()]
+
+
+def build_row_detail(inputs: ViewInputs) -> RowDetailView:
+    figures = inputs.figures
+    return row_detail(inputs.table, list(inputs.windows), figures.self_cpu, figures.cpu_total,
+                      figures.self_device, inputs.name, inputs.source_file, inputs.cell_label,
+                      inputs.extra.get("range_owners"))
+
+
+DETAIL = register(ViewSpec(
+    "detail", RowDetailView, build_row_detail, order=900,
+    frames=(Frame("row_kernels", "kernels", RowKernel), Frame("row_shapes", "shapes", RowShape),
+            Frame("row_sites", "sites", RowSite))))
