@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kernelmagic.results.result import ProfileResult
     from kernelmagic.views.critical_path import WhatIf
 
-__all__ = ["FACTORS", "Explanation", "UnknownRow", "explain"]
+__all__ = ["FACTORS", "Explanation", "UnknownRow", "explain", "holds"]
 
 #: The what-ifs ``explain`` answers up front: twice as fast, and gone.
 FACTORS = (2.0, float("inf"))
@@ -176,20 +176,23 @@ def unknown(name: str, known: list[str]) -> UnknownRow:
     return UnknownRow(f"no row or kernel named {name!r} in this result{hint}")
 
 
-def explain(result: ProfileResult, name: str) -> Explanation:
+def explain(result: ProfileResult, name: str, what_if: bool = True) -> Explanation:
     """``name`` (a row's key or label, or a kernel's name) taken apart (module docstring);
-    ``UnknownRow`` with the nearest names when nothing has it."""
+    ``UnknownRow`` with the nearest names when nothing has it. ``what_if=False`` leaves out
+    the what-ifs (a replay of the dependency model each: on a long single-window trace,
+    tens of ms), as the widget's panel does until its slider asks."""
     detail: RowDetailView = result.view("detail")
     rows = [r for r in result.rows if name in (r.key, _label(r))]
     if rows:
-        return _row(result, detail, rows)
+        return _row(result, detail, rows, what_if)
     launchers = [k for k in detail.kernels if k.kernel == name and k.own_calls > 0]
     if launchers or any(k.key == name for k in result.view("kernels").rows):
         return _kernel(result, name, launchers)
     raise unknown(name, _names(result, detail))
 
 
-def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow]) -> Explanation:
+def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
+         what_if: bool) -> Explanation:
     first, per = rows[0], max(1, result.iters)
     label = _label(first)
 
@@ -212,7 +215,7 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow]) -> Exp
         memory=([(what, total(f) / per) for what, f in MEMORY_FIELDS]
                 if "memory" in result.views else []),
         roofline=next((r for r in result.view("roofline").rows if r.key == first.key), None),
-        what_ifs=_what_ifs(result, first.key),
+        what_ifs=_what_ifs(result, first.key) if what_if else [],
         notes=_notes(result, detail))
 
 
@@ -231,9 +234,15 @@ def _kernel(result: ProfileResult, name: str, launchers: list[RowKernel]) -> Exp
 
 def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
     """The row twice as fast and gone (``FACTORS``), where the median iteration holds it."""
-    if not result.dependency_model or result.saves_at_most([key]) is None:
+    if not holds(result, key):
         return []
     return [(k, result.what_if({key: k})) for k in FACTORS]
+
+
+def holds(result: ProfileResult, key: str) -> bool:
+    """Whether the dependency model's median iteration holds row ``key`` (its what-if can
+    save something)."""
+    return bool(result.dependency_model) and key in result._model.row_key
 
 
 def _notes(result: ProfileResult, detail: RowDetailView) -> list[str]:

@@ -378,17 +378,17 @@ class ProfileResult:
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
 
-    def explain(self, name: str) -> Explanation:
+    def explain(self, name: str, what_if: bool = True) -> Explanation:
         """One row taken apart: its GPU work by kernel, input shapes, call sites, time in
         each iteration, memory, roofline point and what making it faster would buy, from
         this result (no new profile). ``name``: a row's key or label (``aten::addmm``,
         ``[range] nccl:all_reduce``) or a kernel's name; an unknown name raises
         ``UnknownRow`` (a LookupError) with the nearest names. Shows as text in a terminal
         and as HTML in a notebook; ``.to_pandas("kernels")`` etc. give its tables. See
-        ``docs/views.md``."""
+        ``docs/views.md``. ``what_if=False`` skips the what-ifs (twice as fast, gone)."""
         from kernelmagic.results.explain import explain
 
-        return explain(self, name)
+        return explain(self, name, what_if)
 
     def saves_at_most(self, keys: Iterable[str], side: str = "both") -> WhatIf | None:
         """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
