@@ -19,6 +19,7 @@ window and split by ``ProfilerStep#N`` every 2,000 events, from 10k events doubl
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -104,7 +105,7 @@ def main() -> None:
         share = max(p["detail"] / p["load"] for p in points)
         c.verdict("bench_explain", f"detail build / load, worst size ({shape})", km=share,
                   unit="x", target=f"<= {SHARE_TARGET}", passed=share <= SHARE_TARGET)
-        doubled = [b["detail"] / a["detail"] for a, b in zip(points, points[1:], strict=False)
+        doubled = [b["detail"] / a["detail"] for a, b in itertools.pairwise(points)
                    if b["events"] >= 1.9 * a["events"]]
         worst = max(doubled, default=0.0)
         c.verdict("bench_explain", f"detail build per doubling, worst ({shape})", km=worst,
