@@ -50,10 +50,10 @@ from kernelmagic.views.tree import nearest_ancestor
 
 __all__ = ["RowDetailView", "RowKernel", "RowSeries", "RowShape", "RowSite", "row_detail"]
 
-#: At most this many (row, iteration) figures are kept: beyond it, the series of the rows
+#: At most this many (row, iteration) pairs keep their figures: beyond it, the series of the rows
 #: with the most self time (a 1M-event trace of 500 iterations would otherwise hold
 #: millions).
-SERIES_CELLS = 200_000
+SERIES_CELLS = 50_000
 
 
 @dataclass(frozen=True)
