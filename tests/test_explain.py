@@ -4,6 +4,7 @@ its self device time), saved profiles and the text/HTML/pandas forms."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -32,7 +33,7 @@ def kernel(name: str, start: float, end: float, corr: int, stream: int = STREAM)
     return (Kind.KERNEL, name, start, end, stream, {"device": 0, "correlation": corr})
 
 
-def two_iterations() -> ProfileResult:
+def two_iterations(views: tuple[str, ...] = ()) -> ProfileResult:
     """Two ProfilerSteps of 100 µs.
 
     1: a frame of the user's code (0-45) around aten::linear (0-40) around aten::addmm
@@ -56,7 +57,7 @@ def two_iterations() -> ProfileResult:
         (Kind.OP, "aten::linear", 100, 130, 1),
         (Kind.OP, "aten::addmm", 105, 125, 1, {"shapes": "[[4, 3], [3, 4]]"}),
         launch(110, 112, 4), kernel("gemm", 115, 135, 4),
-    ), name="t")
+    ), name="t", views=views)
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +193,22 @@ def test_a_profile_saved_before_the_detail_view_still_explains() -> None:
     e = old.explain(old.rows[0].key)
     assert e.kernels == [] and e.series is None
     assert e.calls == old.rows[0].count / old.iters
+
+
+def test_a_row_split_by_shapes_saves_what_removing_every_shape_saves() -> None:
+    result = two_iterations(views=("shapes",))
+    assert len([r for r in result.rows if r.key == "aten::addmm"]) == 2
+    e = result.explain("aten::addmm")
+    gone = result.what_if({"aten::addmm": math.inf}).saved_us
+    assert e.max_gain_us == pytest.approx(min(gone, e.cpu_us))  # its time per iteration caps it
+    assert e.calls == 1.0 and e.self_cpu_us == pytest.approx(19.0)  # the shapes summed
+    quick = result.explain("aten::addmm", what_if=False)
+    assert quick.max_gain_us is None and quick.what_ifs == []
+    assert "saves at most" not in quick.text().splitlines()[0]
+
+
+def test_a_cpu_run_shows_no_device_columns() -> None:
+    result = two_iterations()
+    cpu = dataclasses.replace(result, device="cpu")
+    text = cpu.explain("aten::addmm").text()
+    assert "self device" not in text

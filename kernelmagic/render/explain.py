@@ -60,6 +60,11 @@ def _table(rows: list[dict[str, Any]], key: str, columns: list[Column], sort: st
     return Table(columns, [_Row(str(r[key]), r) for r in rows], sort, noun)
 
 
+def _device(e: Explanation, id_: str) -> list[Column]:
+    """The self-device column, on a run that profiled a device."""
+    return [_us(id_, "self device/iter")] if e.on_device else []
+
+
 def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
     """The panel's tables, in order: GPU work (or, for a kernel, the rows that launch it),
     input shapes, call sites."""
@@ -84,15 +89,13 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
             _name("shapes", "input shapes"), _calls(),
             _us("self_cpu_us_per_iter", "self CPU/iter"),
             _us("cpu_us_per_iter", "total CPU/iter"),
-            _us("self_device_us_per_iter", "self device/iter")], "cpu_us_per_iter",
-            "shapes")))
+            *_device(e, "self_device_us_per_iter")], "cpu_us_per_iter", "shapes")))
     if "sites" in tables:
         rows, _ = tables["sites"]
         out.append(("call sites", _table(rows, "site", [
             _name("site", "your code"), _calls(),
             _us("self_cpu_us_per_iter", "self CPU/iter"),
-            _us("self_device_us_per_iter", "self device/iter")], "self_cpu_us_per_iter",
-            "sites")))
+            *_device(e, "self_device_us_per_iter")], "self_cpu_us_per_iter", "sites")))
     return out
 
 
@@ -108,9 +111,10 @@ def explanation_head(e: Explanation) -> str:
                   f"device {format_us(e.device_us)}"]
     kind = {"op": "", "range": " (a range)", "unlaunched": " (GPU work, launch not recorded)",
             "no op": " (GPU work an iteration marker launched)"}.get(e.kind, "")
+    gain = ("" if e.max_gain_us is None
+            else f"; saves at most {format_us(e.max_gain_us)} per iteration")
     return (f"{e.name}{kind}: {', '.join(parts)} per iteration; {percent(e.share)} of "
-            f"{'device' if e.on_device else 'CPU'} self time; saves at most "
-            f"{format_us(e.max_gain_us)} per iteration")
+            f"{'device' if e.on_device else 'CPU'} self time{gain}")
 
 
 def what_if_text(factor: float, answer: Any) -> str:
@@ -170,8 +174,9 @@ def iterations_svg(e: Explanation) -> bytes | None:
 def _memory_line(e: Explanation) -> str:
     if not e.memory:
         return ""
+    shown = [(what, b) for what, b in e.memory if e.on_device or "device" not in what]
     return "memory per iteration: " + ", ".join(f"{what} {format_bytes(b)}"
-                                                for what, b in e.memory)
+                                                for what, b in shown)
 
 
 def _roofline_line(e: Explanation) -> str:

@@ -56,7 +56,10 @@ class Explanation:
     self_device_us: float = 0.0
     device_us: float = 0.0
     share: float = 0.0  # of the run's self time (device time on a device run)
-    max_gain_us: float = 0.0
+    #: What the median iteration saves without the row, on the op table's basis (at most its
+    #: time per iteration); None for a row split by shapes explained without its what-ifs
+    #: (each shape's gain is in the op table; the sum of them is no bound).
+    max_gain_us: float | None = 0.0
     kernels: list[RowKernel] = field(default_factory=list)  # its GPU work, largest first
     launched_by: list[RowKernel] = field(default_factory=list)  # a kernel's launching rows
     shapes: list[RowShape] = field(default_factory=list)
@@ -200,13 +203,17 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
         return sum(float(getattr(r, field_name)) for r in rows)
 
     series = next((s for s in detail.series if s.row == label), None)
+    what_ifs = _what_ifs(result, first.key) if what_if else []
+    inclusive = max(total("cpu_time_total"), total("device_time_total")) / per
+    gain = (min(what_ifs[-1][1].saved_us, inclusive) if what_ifs and len(rows) > 1
+            else rows[0].gain_per_iteration(per) if len(rows) == 1 else None)
     return Explanation(
         name=label, key=first.key, kind=first.kind, iters=result.iters,
         on_device=result.profiles_device, calls=total("count") / per,
         self_cpu_us=total("self_cpu_time_total") / per, cpu_us=total("cpu_time_total") / per,
         self_device_us=total("self_device_time_total") / per,
         device_us=total("device_time_total") / per,
-        share=result.share_of(rows), max_gain_us=max(r.gain_per_iteration(per) for r in rows),
+        share=result.share_of(rows), max_gain_us=gain,
         kernels=sorted((k for k in detail.kernels if k.row == label),
                        key=lambda k: (-k.device_time_total, k.kernel)),
         shapes=[s for s in detail.shapes if s.row == label],
@@ -215,7 +222,7 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
         memory=([(what, total(f) / per) for what, f in MEMORY_FIELDS]
                 if "memory" in result.views else []),
         roofline=next((r for r in result.view("roofline").rows if r.key == first.key), None),
-        what_ifs=_what_ifs(result, first.key) if what_if else [],
+        what_ifs=what_ifs,
         notes=_notes(result, detail))
 
 
