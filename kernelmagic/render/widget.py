@@ -55,7 +55,8 @@ class Shared:
 class SortableTable:
     """Header buttons over an HTML body; holds the sort state of one table."""
 
-    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None) -> None:
+    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
+                 classes: tuple[str, ...] = ()) -> None:
         self.full = table
         self.table = table.narrow  # the default columns; "more columns" shows them all
         self.page = page
@@ -120,7 +121,7 @@ class SortableTable:
             w.HBox(list(self.headers.values()), layout=self.fit),
             self.body,
             w.HBox(controls, layout=shared.plain),
-        ], layout=w.Layout(overflow="auto"))
+        ], layout=w.Layout(overflow="auto"), _dom_classes=classes)
 
     def toggle_columns(self) -> None:
         """Show every column ("more columns"), or the default ones again."""
@@ -193,6 +194,12 @@ def tab_slug(view: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", view.lower()).strip("-")
 
 
+def tab_classes(view: str) -> tuple[str, ...]:
+    """The CSS classes of a tab's box: ``km-tab`` and ``km-tab-<view>`` (a browser test
+    finds the tab it chose by them)."""
+    return ("km-tab", "km-tab-" + tab_slug(view))
+
+
 def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = True,
                   timeline_svg: bytes | None = None,
                   pictures: dict[str, Picture] | None = None) -> w.VBox:
@@ -216,7 +223,7 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                              layout=w.Layout(width="auto", max_width="100%")))
     if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
         parts.append(shared.html(inline_svg(timeline_svg)))
-    table = SortableTable(op_table(result), shared=shared)
+    table = SortableTable(op_table(result), shared=shared, classes=tab_classes("ops"))
     views: dict[str, Any] = {"ops": table}
     box_of: dict[str, Any] = {"ops": table.widget}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
@@ -227,7 +234,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                 views[title] = SortableTable(shown, shared=shared)
                 above = [picture_widget(picture)] if picture is not None else []
                 box_of[title] = w.VBox([*above, views[title].widget],
-                                       layout=w.Layout(display="none"))
+                                       layout=w.Layout(display="none"),
+                                       _dom_classes=tab_classes(title))
                 picture = None
             elif not isinstance(shown, Table):
                 empty.append(f"{title}: {shown}")
@@ -244,9 +252,6 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
             widget.layout.display = None if name == selector.value else "none"
 
     selector.observe(show, names="value")
-    for name, widget in box_of.items():  # for a browser test to find the tab it chose
-        widget.add_class("km-tab")
-        widget.add_class("km-tab-" + tab_slug(name))
     parts += [selector, *box_of.values()]
     if empty:
         parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
