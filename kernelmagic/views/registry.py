@@ -24,13 +24,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from kernelmagic.core.options import Option
 
-__all__ = ["Frame", "ViewInputs", "ViewSpec", "register", "view_options", "view_spec",
-           "view_specs"]
+__all__ = ["Frame", "ViewInputs", "ViewSpec", "register", "rows_record", "view_options",
+           "view_spec", "view_specs"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,15 @@ class Frame:
     name: str
     rows: str
     row: type
+
+
+def rows_record(name: str, row: type, doc: str, module: str = __name__) -> type:
+    """The record of a view that holds one list of ``row`` and nothing else: a frozen
+    dataclass ``name`` with one field, ``rows: list[row]`` (empty by default)."""
+    record = make_dataclass(name, [("rows", list[row], field(default_factory=list))],
+                            frozen=True, namespace={"__doc__": doc})
+    record.__module__ = module
+    return record
 
 
 @dataclass(frozen=True)
