@@ -37,7 +37,7 @@ from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.partial import without_range
+from kernelmagic.views.iterations import without_range
 
 
 class ProfilerBusyError(RuntimeError):
