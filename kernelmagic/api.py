@@ -50,7 +50,8 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     kernel, one more run), ``nsight`` (CUDA: cudaProfilerStart/Stop around the
     iterations for Nsight, no torch profiler), ``trace="run.json"`` (with ``force``), and
     ``steps=model`` (an ``nn.Module``, or a function bound by name in its module: each
-    call during a profiled iteration is a step, ``result.steps``).
+    call during a profiled iteration is a step, ``result.steps``), and the options views
+    declare themselves (``ViewSpec.flag``: ``threads=True`` for ``--threads``).
     ``gather=True`` inside an initialised ``torch.distributed`` group: every rank
     profiles, rank 0 returns a ``ManyRanksResult`` of all ranks (the others their own
     result); ValueError without a process group.
@@ -69,10 +70,14 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     from kernelmagic.core.options import ProfileOptions, check_keywords
     from kernelmagic.live import runner
     from kernelmagic.live.progress import for_api
+    from kernelmagic.views.registry import view_options as declared_by_views
 
-    check_keywords(view_options)
+    more = [o.name for o in declared_by_views()]  # the options views declare themselves
+    check_keywords(view_options, more)
+    fields = {k: v for k, v in view_options.items() if k not in more}
     options = ProfileOptions(iters=iters, warmup=warmup, topk=topk, sort=sort, name=name,
-                             cpu_only=cpu_only, **view_options)
+                             cpu_only=cpu_only, **fields,
+                             more_views=tuple(k for k in more if view_options.get(k)))
     fn = runner.as_callable(target, namespace)
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = for_api(progress)

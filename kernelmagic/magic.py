@@ -41,9 +41,19 @@ DISPLAY_OPTIONS: tuple[Option, ...] = (
            name="no_findings"),
 )
 
+
+
+def run_options() -> tuple[Option, ...]:
+    """The options of a run: ``ProfileOptions``' fields, then those the registered views
+    declare themselves (``views/registry.py: view_options``)."""
+    from kernelmagic.views.registry import view_options
+
+    return OPTIONS + view_options()
+
+
 #: Every option string of the magic, and whether it takes a value (``split_line`` reads it).
 TAKES_VALUE: dict[str, bool] = {
-    flag: o.value_type is not None for o in OPTIONS + DISPLAY_OPTIONS for flag in o.flags}
+    flag: o.value_type is not None for o in run_options() + DISPLAY_OPTIONS for flag in o.flags}
 
 
 def _argument(o: Option) -> argument:
@@ -56,12 +66,13 @@ def _argument(o: Option) -> argument:
 
 
 def with_options(magic: Any) -> Any:
-    """Decorate ``magic`` with every option, in ``OPTIONS`` order, then the display options
-    and the line magic's statement (decorators apply bottom-up: the last is added first)."""
+    """Decorate ``magic`` with every option, in ``run_options`` order, then the display
+    options and the line magic's statement (decorators apply bottom-up: the last is added
+    first). The parser and the ``%%profile?`` help both come from these decorators."""
     magic = argument("statement", nargs="*",
                      help="line magic only: the statement to profile (%%%%profile uses the "
                           "cell)")(magic)
-    for o in reversed(OPTIONS + DISPLAY_OPTIONS):
+    for o in reversed(run_options() + DISPLAY_OPTIONS):
         magic = _argument(o)(magic)
     return magic_arguments()(magic)
 
@@ -70,7 +81,8 @@ def options_from(args: Any, name: str) -> ProfileOptions:
     """The run's options from the parsed line: what it gave, defaults for the rest."""
     values = {o.name: getattr(args, o.name) for o in OPTIONS}
     given = {k: v for k, v in values.items() if v is not None and v is not False}
-    return ProfileOptions(**{**given, "name": name})
+    more = tuple(o.name for o in run_options()[len(OPTIONS):] if getattr(args, o.name, False))
+    return ProfileOptions(**{**given, "name": name}, more_views=more)
 
 
 @magics_class

@@ -97,7 +97,7 @@ def test_cut_short_iteration_leaves_the_table_with_its_gpu_work_and_other_thread
     completed iteration and the outer range stay, and the views see one iteration."""
     from kernelmagic.core.events import Kind, TableBuilder, derive_links
     from kernelmagic.results.builder import build_result
-    from kernelmagic.views.partial import without_range
+    from kernelmagic.views.iterations import without_range
 
     b = TableBuilder()
     b.add(Kind.RANGE, "r", 0, 1000, tid=1)

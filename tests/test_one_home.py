@@ -8,7 +8,12 @@ import ast
 from collections import Counter
 from pathlib import Path
 
-from kernelmagic.core.memory_rows import CATEGORIES, MEMORY_CATEGORIES, MemoryPoint
+from kernelmagic.core.memory_rows import (
+    CATEGORIES,
+    MEMORY_CATEGORIES,
+    MemoryPeakRow,
+    MemoryPoint,
+)
 from kernelmagic.views.gpu_idle import CAUSES, EDGE, HTOD_COPY, LAUNCH_GAP
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelmagic"
@@ -65,9 +70,14 @@ def test_memory_categories_are_declared_once():
 
 
 def test_the_memory_records_have_a_field_per_category():
+    # declared once (core/memory_rows.py: with_category_bytes), after each record's own
     fields = [f for f in MemoryPoint.__dataclass_fields__ if f not in ("device", "iteration",
                                                                         "t_us")]
     assert tuple(fields) == CATEGORIES
+    assert tuple(MemoryPeakRow.__dataclass_fields__)[-len(CATEGORIES):] == CATEGORIES
+    assert tuple(MemoryPeakRow.__dataclass_fields__)[:3] == ("device", "iteration", "t_us")
+    assert all(MemoryPoint.__dataclass_fields__[c].metadata["unit"] == "bytes"
+               for c in CATEGORIES)
 
 
 def test_why_the_gpu_waits_has_one_taxonomy():

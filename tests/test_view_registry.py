@@ -71,7 +71,8 @@ def threads_picture(result):
 
 
 THREADS = register(ViewSpec(
-    "threads", ThreadsView, build, frames=(Frame("threads", "rows", ThreadRow),),
+    "threads", ThreadsView, build, option="threads", flag="--threads",
+    help="CPU time of the ops per thread", frames=(Frame("threads", "rows", ThreadRow),),
     tables="km_toy_view:threads_tables", picture="km_toy_view:threads_picture"))
 '''
 
@@ -95,7 +96,7 @@ def toy_result() -> ProfileResult:
         (Kind.OP, "aten::add", 500, 700, 1),
         (Kind.OP, "aten::mul", 100, 200, 2),
     )
-    return build_result(table, name="run")
+    return build_result(table, name="run", views=["threads"])
 
 
 def test_a_toy_view_shows_in_every_report_and_in_to_pandas(toy_view):
@@ -127,6 +128,30 @@ def test_a_toy_view_shows_in_every_report_and_in_to_pandas(toy_view):
     assert back.view("threads") == result.view("threads")
 
 
+def test_a_toy_views_option_is_a_flag_with_its_help_a_keyword_and_not_nsight(toy_view):
+    from kernelmagic.api import profile
+    from kernelmagic.magic import options_from, with_options
+
+    def magic(line: str, cell: str | None = None) -> None:
+        """The magic's help."""
+
+    decorated = with_options(magic)  # as the magic is decorated when its module loads
+    help_lines = decorated.__doc__.splitlines()
+    at = next(i for i, line in enumerate(help_lines) if line.strip().startswith("--threads"))
+    assert "CPU time of the ops per thread" in " ".join(help_lines[at:at + 2])
+    options = options_from(decorated.parser.parse_args(["--threads", "-n", "2"]), "c")
+    assert options.more_views == ("threads",) and options.asked_views() == ["threads"]
+    assert options_from(decorated.parser.parse_args(["--memory"]), "c").more_views == ()
+    with pytest.raises(ValueError, match="--nsight cannot be combined with the threads view"):
+        options_from(decorated.parser.parse_args(["--threads", "--nsight"]), "c")
+    with pytest.raises(ValueError, match="--nsight cannot be combined with the threads view"):
+        profile(lambda: None, threads=True, nsight=True)  # refused before anything runs
+    with pytest.raises(ValueError, match="unknown option 'thread'"):
+        profile(lambda: None, thread=True)
+    unasked = build_result(table_of((Kind.RANGE, "run/iter 0", 0, 1000, 1)), name="run")
+    assert "threads" not in unasked.view_records
+
+
 def test_a_view_no_longer_registered_is_left_out_of_a_loaded_file(toy_view, monkeypatch):
     data = toy_result().to_dict()
     monkeypatch.delitem(registry._SPECS, "threads")
@@ -147,6 +172,7 @@ def test_each_built_in_view_names_a_real_option_renderer_and_findings():
             assert not path or callable(resolve(path)), (spec.name, path)
         assert set(spec.findings) <= rules, spec.name
         assert dataclasses.is_dataclass(spec.record), spec.name
+        assert not spec.flag, spec.name  # a built-in view's option is a ProfileOptions field
         for frame in spec.frames:
             assert frame.rows in {f.name for f in dataclasses.fields(spec.record)}
     # every deeper view of an option has its declaration

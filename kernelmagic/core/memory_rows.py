@@ -51,6 +51,25 @@ UNKNOWN = CATEGORIES.index("unknown")
 #: How categories read in a sentence ("optimizer state 16.0 MiB").
 CATEGORY_WORDS = {c.name: c.words for c in MEMORY_CATEGORIES}
 
+
+
+def with_category_bytes(cls: type) -> type:
+    """``cls`` (before ``@dataclass``) with one ``float`` field of bytes per category, in
+    ``CATEGORIES`` order, after its own fields: the categories' columns of ``MemoryPoint``
+    and ``MemoryPeakRow``, from their one declaration (``by_category`` fills them)."""
+    if "__annotations__" not in cls.__dict__:  # not a base class's
+        cls.__annotations__ = {}
+    for name in CATEGORIES:
+        cls.__annotations__[name] = "float"
+        setattr(cls, name, unit("bytes", 0.0))
+    return cls
+
+
+def by_category(values: Sequence[float]) -> dict[str, float]:
+    """Bytes per category (``values`` in ``CATEGORIES`` order) as the records' keywords."""
+    return {name: float(v) for name, v in zip(CATEGORIES, values, strict=True)}
+
+
 #: The time of a change that was there before the session started (ns; before any event).
 BEFORE = -(2**62)
 #: The time a block is freed when the session never saw it freed (ns; after any event).
@@ -174,20 +193,14 @@ class KnownStorages:
 
 
 @dataclass(frozen=True)
+@with_category_bytes
 class MemoryPoint(Record):
-    """One step of the memory timeline: bytes allocated per category from that moment."""
+    """One step of the memory timeline: bytes allocated per category from that moment
+    (a field per category, ``parameter`` to ``unknown``: ``with_category_bytes``)."""
 
     device: str  # "CPU", "cuda:0"
     iteration: int
     t_us: float = unit("µs from the iteration's start")  # from the iteration's start
-    parameter: float = unit("bytes", 0.0)
-    optimizer_state: float = unit("bytes", 0.0)
-    input: float = unit("bytes", 0.0)
-    activation: float = unit("bytes", 0.0)
-    gradient: float = unit("bytes", 0.0)
-    autograd_detail: float = unit("bytes", 0.0)
-    temporary: float = unit("bytes", 0.0)
-    unknown: float = unit("bytes", 0.0)
 
     @property
     def total(self) -> float:
@@ -195,8 +208,10 @@ class MemoryPoint(Record):
 
 
 @dataclass(frozen=True)
+@with_category_bytes
 class MemoryPeakRow(Record):
-    """The highest point of allocated memory in one iteration, on one device."""
+    """The highest point of allocated memory in one iteration, on one device, and its
+    bytes per category (a field each: ``with_category_bytes``)."""
 
     device: str
     iteration: int
@@ -207,14 +222,6 @@ class MemoryPeakRow(Record):
     scope: str  # the module, range or backward function around that op ("" none)
     total: float = unit("bytes")  # bytes allocated at the peak, what existed before included
     rise: float = unit("bytes")  # bytes above the iteration's start (the figure of the peak note)
-    parameter: float = unit("bytes", 0.0)
-    optimizer_state: float = unit("bytes", 0.0)
-    input: float = unit("bytes", 0.0)
-    activation: float = unit("bytes", 0.0)
-    gradient: float = unit("bytes", 0.0)
-    autograd_detail: float = unit("bytes", 0.0)
-    temporary: float = unit("bytes", 0.0)
-    unknown: float = unit("bytes", 0.0)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ Each ``ProfileOptions`` field is declared with its option (``option(...)``: flag
 and what the option implies), and every other list of options is derived from those
 declarations: the magic's flags and ``%%profile?`` help, the API's keyword check, the
 deeper views, what a trace holds, what ``--nsight`` excludes, and how a trace records the
-same thing. A bad value raises ``ValueError`` with a one-line message that names the
-option and what it accepts; the magic turns that into IPython's ``UsageError``, the
+same thing. A view declared in a module of its own may bring its own option instead
+(``ViewSpec.flag``, ``views/registry.py``): ``more_views`` holds those asked for.
+
+A bad value raises ``ValueError`` with a one-line message that names the option and what
+it accepts; the magic turns that into IPython's ``UsageError``, the
 plain-Python API lets it propagate.
 """
 
@@ -15,7 +18,7 @@ import inspect
 import keyword
 import os
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -213,6 +216,9 @@ class ProfileOptions:
         help="each call of TARGET (an nn.Module or a function in your namespace) during a "
              "profiled iteration is a step: time per step, steps grouped by their inputs' "
              "shapes (prefill, decode), time between steps (API: steps=model)")
+    #: the options of views that declare their own (``ViewSpec.flag``) asked for, by name:
+    #: the magic's ``--threads`` or ``profile(threads=True)`` gives ("threads",)
+    more_views: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_int("-n/--iters", self.iters, minimum=1)
@@ -228,10 +234,15 @@ class ProfileOptions:
             raise ValueError("--name must be a single line")
         if self.steps is not None and not isinstance(self.steps, StepTarget):
             object.__setattr__(self, "steps", StepTarget.of(self.steps))
+        if isinstance(self.more_views, str) or not all(
+                isinstance(v, str) for v in self.more_views):
+            raise ValueError(f"more_views must be view names; got {self.more_views!r}")
+        object.__setattr__(self, "more_views", tuple(self.more_views))
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
         if self.nsight:
             clash = [flag for flag, on in NSIGHT_EXCLUDES.items() if getattr(self, on)]
+            clash += [f"the {view} view" for view in self.more_views]  # built from its events
             if clash:
                 raise ValueError(
                     f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
@@ -248,6 +259,10 @@ class ProfileOptions:
         (``kernelmagic/core/sorting.py: resolve_sort``)."""
         return resolve_sort(self.sort, profiles_device, self.cpu_only)
 
+    def asked_views(self) -> list[str]:
+        """The deeper views asked for: ``VIEWS`` order, then ``more_views``."""
+        return [v for v in VIEWS if getattr(self, v)] + list(self.more_views)
+
 
 #: A field's annotation -> the type of its option's value (None: a flag, no value).
 _VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "str | None": str,
@@ -259,7 +274,7 @@ def _declared() -> tuple[Option, ...]:
     return tuple(
         replace(f.metadata["option"], name=f.name, default=f.default,
                 value_type=_VALUE_TYPES[str(f.type)])
-        for f in fields(ProfileOptions))
+        for f in fields(ProfileOptions) if "option" in f.metadata)
 
 
 #: Every option of a run, in the order ``%%profile?`` lists them.
@@ -281,9 +296,10 @@ def trace_views(table: EventTable) -> list[str]:
     return [o.name for o in OPTIONS if o.in_trace is not None and o.in_trace(table)]
 
 
-def check_keywords(keywords: Mapping[str, Any]) -> None:
-    """ValueError naming the first keyword that is not an option of a run."""
-    known = [o.name for o in OPTIONS]
+def check_keywords(keywords: Mapping[str, Any], more: Sequence[str] = ()) -> None:
+    """ValueError naming the first keyword that is not an option of a run (nor one of
+    ``more``: the options views declare themselves)."""
+    known = [o.name for o in OPTIONS] + list(more)
     for key in keywords:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")

@@ -28,6 +28,11 @@ def format_us(us: float) -> str:
     return f"{value:.2f} {unit}"
 
 
+def signed_us(us: float) -> str:
+    """A change of duration with its sign: ``+812 µs``, ``−12.3 ms``, ``±0 µs``."""
+    return ("+" if us > 0 else "−" if us < 0 else "±") + format_us(abs(us))
+
+
 def format_seconds(seconds: float) -> str:
     """``%timeit``-style: three significant digits and the largest fitting unit."""
     return format_us(seconds * 1e6)

@@ -9,6 +9,10 @@ from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 
 COMM_BOUND_SHARE = 0.2        # exposed communication above this fraction of the iteration
+#: What to do about it (this rule's and the many-ranks rule's advice).
+COMM_BOUND_ADVICE = ("overlap collectives with compute (DDP gradient buckets, FSDP prefetch, "
+                     "async collectives), or communicate less per step (larger local "
+                     "batches, gradient accumulation, compression)")
 
 
 def communication_bound(result: ProfileResult) -> Finding | None:
@@ -32,8 +36,6 @@ def communication_bound(result: ProfileResult) -> Finding | None:
         f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
         f"({percent(share)}) on the {where}, {hidden}"
         + (f"; largest: {biggest} per iteration" if biggest else ""),
-        "overlap collectives with compute (DDP gradient buckets, FSDP prefetch, async "
-        "collectives), or communicate less per step (larger local batches, gradient "
-        "accumulation, compression)", share,
+        COMM_BOUND_ADVICE, share,
         rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)),
         change="hiding or shrinking the communication")

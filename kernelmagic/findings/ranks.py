@@ -36,9 +36,9 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kernelmagic.core.units import counted, format_us, percent
+from kernelmagic.core.units import counted, format_us, percent, signed_us
 from kernelmagic.findings.base import Finding
-from kernelmagic.findings.communication import COMM_BOUND_SHARE
+from kernelmagic.findings.communication import COMM_BOUND_ADVICE, COMM_BOUND_SHARE
 
 if TYPE_CHECKING:
     from kernelmagic.core.collective_rows import Collective
@@ -68,10 +68,6 @@ def straggler_spread(others: Sequence[RankSummary]) -> tuple[float, float]:
     return center, spread
 
 
-def _signed(us: float) -> str:
-    return ("+" if us >= 0 else "−") + format_us(abs(us))
-
-
 def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     """The rank whose median step is slowest beyond the others' spread, or None."""
     if len(summaries) < 2:
@@ -86,7 +82,7 @@ def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     ops = set(slow.op_us) | set(ref.op_us)
     diffs = sorted(((slow.op_us.get(k, 0.0) - ref.op_us.get(k, 0.0), k) for k in ops),
                    key=lambda d: (-abs(d[0]), d[1]))[:STRAGGLER_TOP_OPS]
-    listed = ", ".join(f"{k} {_signed(d)}" for d, k in diffs if d != 0)
+    listed = ", ".join(f"{k} {signed_us(d)}" for d, k in diffs if d != 0)
     n = len(others)
     evidence = (f"median step {format_us(slow.step_median_us)} against {format_us(center)} "
                 f"for the other {counted(n, 'rank')} (median), "
@@ -130,9 +126,7 @@ def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
                   f"(median over {counted(n, 'rank')}); worst {worst.label}: "
                   f"{format_us(worst.exposed_communication_us)} of a "
                   f"{format_us(worst.step_median_us)} step exposed ({hidden})"),
-        suggestion=("overlap collectives with compute (DDP gradient buckets, FSDP prefetch, "
-                    "async collectives), or communicate less per step (larger local batches, "
-                    "gradient accumulation, compression)"),
+        suggestion=COMM_BOUND_ADVICE,
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
-from kernelmagic.core.options import VIEWS, ProfileOptions
+from kernelmagic.core.options import ProfileOptions
 from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
@@ -37,7 +37,7 @@ from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.partial import without_range
+from kernelmagic.views.iterations import without_range
 
 
 class ProfilerBusyError(RuntimeError):
@@ -570,7 +570,7 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         cpu_load=timed.cpu_load,
     )
     return build_result(
-        table, name=opts.name, views=[v for v in VIEWS if getattr(opts, v)],
+        table, name=opts.name, views=opts.asked_views(),
         timings=timed.timings, device="cuda" if run.profiles_device else "cpu",
         source_file=source_file,
         device_peaks=timed.device_peaks if timed.device_peaks is not None else [],

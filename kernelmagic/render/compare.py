@@ -5,13 +5,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelmagic.core.units import format_ratio, format_seconds, format_us
+from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
-
-
-def _signed(us: float) -> str:
-    return ("+" if us > 0 else "−" if us < 0 else "±") + format_us(abs(us))
 
 
 def _speedup(d: OpDelta) -> str:
@@ -28,7 +24,7 @@ def comparison_table(cmp: Comparison) -> Table:
         name_column(),
         time_column("before", f"before ({label} / it.)", lambda d: d.before),
         time_column("after", f"after ({label} / it.)", lambda d: d.after),
-        Column("change", "change", lambda d: abs(d.delta), lambda d: _signed(d.delta)),
+        Column("change", "change", lambda d: abs(d.delta), lambda d: signed_us(d.delta)),
         Column("speedup", "speed-up", lambda d: d.speedup or 0.0, _speedup),
     ]
     return Table(cols, list(cmp.rows), "change")

@@ -11,7 +11,7 @@ import statistics
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.units import counted, format_us, percent
+from kernelmagic.core.units import counted, format_us, percent, signed_us
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, time_column
@@ -70,8 +70,7 @@ def ranks_table(result: ManyRanksResult, limit: int | None = None) -> str:
     alike, center, spread = alike_ranks(result)
     outliers = [s for s in result.summaries.values() if s.rank not in set(alike)]
     far = Column("from_median", "vs median", lambda s: abs(s.step_median_us - center),
-                 lambda s: ("+" if s.step_median_us >= center else "−")
-                 + format_us(abs(s.step_median_us - center)))
+                 lambda s: signed_us(s.step_median_us - center))
     folded = Table(columns=[model.columns[0], far, *model.columns[1:]], rows=outliers,
                    sort_column="from_median", noun="ranks")
     line = (f"{counted(len(alike), 'rank')} within ±{format_us(spread)} of the median step "

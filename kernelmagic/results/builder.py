@@ -91,7 +91,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     - ``views``: the deeper views asked for, any of ``VIEWS`` ("shapes" splits the op
       rows by input shapes; "memory" adds memory fields and peaks; "flops", "stack"
       (``source_file`` names the profiled code's file, listed first), "modules",
-      "timeline" (of the median iteration)), and "counters" (``TABLE_COUNTERS``).
+      "timeline" (of the median iteration)), "counters" (``TABLE_COUNTERS``) and the
+      options views declare themselves (``ViewSpec.flag``).
     - ``iterations``: (start, end) ns windows of the profiled iterations; default
       ``find_iterations(table, name)`` (``views/iterations.py``); ``timings``: wall
       seconds per iteration, default the windows' lengths.
@@ -110,7 +111,8 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     if device is None:
         device = "cuda" if device_work(table).any() else "cpu"
     on_device = device != "cpu"
-    wanted = [v for v in (*VIEWS, TABLE_COUNTERS) if v in views]
+    known = (*VIEWS, TABLE_COUNTERS)  # in their order; then the views with their own option
+    wanted = [v for v in known if v in views] + [v for v in views if v not in known]
     figures = Figures(table)
     median = median_index(timings)
     busy = gpu_busy(table, windows)  # the GPU line and the breakdown's idle: one figure

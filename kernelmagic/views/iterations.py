@@ -17,6 +17,9 @@ First match wins:
 
 Windows come in time order, as ``(start, end)`` ns from the trace's start. A live table
 always has its ``NAME/iter i`` ranges, so a live run's windows are those ranges.
+
+An iteration cut short by Ctrl-C is taken out of the table before any view
+(``without_range``).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.events import EventTable, Kind, Window
+from kernelmagic.core.events import EventTable, Kind, Window, select
 from kernelmagic.core.range_names import ITERATION_RANGE
+from kernelmagic.views.tree import nearest_ancestor
 
 
 @dataclass(frozen=True)
@@ -114,3 +118,26 @@ def _real_steps(table: EventTable, steps: np.ndarray) -> np.ndarray:
 def _windows(table: EventTable, rows: np.ndarray) -> list[Window]:
     order = rows[np.argsort(table.start[rows], kind="stable")]
     return [(int(table.start[i]), int(table.end[i])) for i in order]
+
+
+def without_range(table: EventTable, range_name: str) -> EventTable:
+    """``table`` less the range ``range_name`` and everything that ran in it.
+
+    Left out: the range itself, every CPU-side event under it (any depth), CPU-side
+    events of other threads and memory records that started inside its span
+    (autograd's backward threads), and the GPU work any of those launched. Everything else,
+    the completed iterations included, is unchanged.
+    """
+    if range_name not in table.names:
+        return table
+    ranges = (table.name == table.names.index(range_name)) & (table.kind == Kind.RANGE)
+    if not ranges.any():
+        return table
+    drop = ranges | (nearest_ancestor(table.parent, ranges) >= 0)
+    cpu_side = table.device < 0
+    for i in np.flatnonzero(ranges).tolist():
+        start, end = int(table.start[i]), int(table.end[i])
+        drop |= cpu_side & (table.start >= start) & (table.start < end)
+    launched = table.launcher >= 0
+    drop[launched] |= drop[table.launcher[launched]]
+    return select(table, ~drop)

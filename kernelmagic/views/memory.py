@@ -28,6 +28,7 @@ from kernelmagic.core.memory_rows import (
     MemoryPeakRow,
     MemoryPoint,
     block_spans,
+    by_category,
 )
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.views.memory_rules import BACKWARD_OP
@@ -222,11 +223,11 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
     hi = int(np.searchsorted(when, end, "right"))
     base = _levels_before(category, delta, lo)
     levels = _levels(category, delta, lo, hi)
-    pts = [MemoryPoint(label, i, 0.0, *base.tolist())]
-    pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, *row)
+    pts = [MemoryPoint(label, i, 0.0, **by_category(base.tolist()))]
+    pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, **by_category(row))
             for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]
     pts.append(MemoryPoint(label, i, (end - start) / 1000.0,
-                           *(levels[-1] if hi > lo else base).tolist()))
+                           **by_category((levels[-1] if hi > lo else base).tolist())))
     return _thin(pts, MAX_POINTS)
 
 
@@ -256,7 +257,7 @@ def _peak(table: EventTable, window: Window, i: int, label: str,
     length = end - start
     row = MemoryPeakRow(
         label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
-        length / 1000.0, op, scope, float(at.sum()), float(rise), *map(float, at.tolist()))
+        length / 1000.0, op, scope, float(at.sum()), float(rise), **by_category(at.tolist()))
     return row, k
 
 

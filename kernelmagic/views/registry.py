@@ -12,7 +12,11 @@ is drawn, so this module, below the results and the renderers, imports neither.
 
 The built-in views are declared in ``views/specs.py``, in the order the reports list them;
 a view of its own module registers on import (every module of ``kernelmagic.views`` is
-imported when the registry is first read) and comes after them, by ``order``.
+imported when the registry is first read) and comes after them, by ``order``. Such a view
+may declare its option here too (``flag``, ``help``): ``view_options`` gives it to the
+magic (its flag and its ``%%profile?`` line) and to ``profile()`` (its keyword), and
+``--nsight`` refuses it, like every view's option (a view is built from torch's profiler
+events, which an ``--nsight`` run does not record).
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-__all__ = ["Frame", "ViewInputs", "ViewSpec", "register", "view_spec", "view_specs"]
+from kernelmagic.core.options import Option
+
+__all__ = ["Frame", "ViewInputs", "ViewSpec", "register", "rows_record", "view_options",
+           "view_spec", "view_specs"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,15 @@ class Frame:
     name: str
     rows: str
     row: type
+
+
+def rows_record(name: str, row: type, doc: str, module: str = __name__) -> type:
+    """The record of a view that holds one list of ``row`` and nothing else: a frozen
+    dataclass ``name`` with one field, ``rows: list[row]`` (empty by default)."""
+    record = make_dataclass(name, [("rows", list[row], field(default_factory=list))],
+                            frozen=True, namespace={"__doc__": doc})
+    record.__module__ = module
+    return record
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,10 @@ class ViewSpec:
       for all: the default record is what a result without the view holds).
     - ``build``: the record from ``ViewInputs`` (None: another step sets it, as the live
       runner does for ``--roofline``, ``--counters`` and ``--try``).
-    - ``option``: the ``ProfileOptions`` field that asks for it ("" when it is always built).
+    - ``option``: the ``ProfileOptions`` field that asks for it ("" when it is always built),
+      or, with ``flag``, the name of the option the view declares itself.
+    - ``flag``, ``help``: the option's flag (``"--threads"``) and its one-line help, for a
+      view that declares its own option (no ``ProfileOptions`` field: ``more_views``).
     - ``frames``: its lists of rows for ``to_pandas``.
     - ``tables``: ``"module:function"`` of ``(result) -> [(title, Table or note)]``.
     - ``notes``: ``"module:function"`` of ``(result) -> [one-line notes]``.
@@ -81,6 +100,8 @@ class ViewSpec:
     record: type
     build: Callable[[ViewInputs], Any] | None = None
     option: str = ""
+    flag: str = ""
+    help: str = ""
     frames: tuple[Frame, ...] = ()
     tables: str = ""
     notes: str = ""
@@ -99,6 +120,8 @@ _loaded = False
 
 def register(spec: ViewSpec) -> ViewSpec:
     """Add ``spec`` (replacing one of the same name: a module imported again)."""
+    if spec.flag and not (spec.option and spec.help):
+        raise ValueError(f"view {spec.name}: a flag needs its option's name and help")
     _SPECS[spec.name] = spec
     return spec
 
@@ -127,3 +150,11 @@ def view_spec(name: str) -> ViewSpec | None:
     _load_view_modules()
     return _SPECS.get(name)
 
+
+
+def view_options() -> tuple[Option, ...]:
+    """The options the registered views declare themselves (``flag``), as the magic and
+    ``profile()`` read options: deeper views that need torch's profiler."""
+    return tuple(Option((spec.flag,), spec.help, view=True, needs_profiler=True,
+                        name=spec.option)
+                 for spec in view_specs() if spec.flag)

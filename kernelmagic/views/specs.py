@@ -51,7 +51,7 @@ from kernelmagic.views.python_lines import (
     split_top_level,
 )
 from kernelmagic.views.ranges import module_rows, user_ranges
-from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
+from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register, rows_record
 from kernelmagic.views.source_lines import source_rows
 from kernelmagic.views.steps import StepsView, steps_view
 from kernelmagic.views.timeline import peak_memory, timeline
@@ -61,47 +61,22 @@ __all__ = ["CountersView", "CriticalPathView", "ExperimentsView", "GpuIdleView",
            "UnplacedView"]
 
 
-@dataclass(frozen=True)
-class KernelsView:
-    """The GPU kernels (empty without a device: ``views/ops.py: kernel_rows``)."""
-
-    rows: list[KernelRow] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RangesView:
-    """The user's ``record_function`` ranges (``views/ranges.py: user_ranges``)."""
-
-    rows: list[RangeRow] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SourcesView:
-    """``--stack``: op time per Python function of yours, the cell's first."""
-
-    rows: list[SourceRow] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ModulesView:
-    """``--modules``: time per ``nn.Module`` call path, nested."""
-
-    rows: list[ModuleRow] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class TimelineView:
-    """``--timeline``: the median iteration's spans (the report's timeline picture)."""
-
-    rows: list[Span] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class UnplacedView:
-    """Events of categories kernelmagic does not know: counted, in no row
-    (``core/event_rules.py``), the most time first."""
-
-    rows: list[UnplacedCategory] = field(default_factory=list)
+# The views that hold one list of rows and nothing else (``registry.rows_record``).
+KernelsView = rows_record("KernelsView", KernelRow, "The GPU kernels (empty without a "
+                          "device: ``views/ops.py: kernel_rows``).", __name__)
+RangesView = rows_record("RangesView", RangeRow, "The user's ``record_function`` ranges "
+                         "(``views/ranges.py: user_ranges``).", __name__)
+SourcesView = rows_record("SourcesView", SourceRow, "``--stack``: op time per Python "
+                          "function of yours, the cell's first.", __name__)
+ModulesView = rows_record("ModulesView", ModuleRow, "``--modules``: time per ``nn.Module`` "
+                          "call path, nested.", __name__)
+TimelineView = rows_record("TimelineView", Span, "``--timeline``: the median iteration's "
+                           "spans (the report's timeline picture).", __name__)
+UnplacedView = rows_record("UnplacedView", UnplacedCategory, "Events of categories "
+                           "kernelmagic does not know: counted, in no row "
+                           "(``core/event_rules.py``), the most time first.", __name__)
+GpuIdleView = rows_record("GpuIdleView", GpuIdleRow, "Why the GPU waits: its idle time per "
+                          "cause (``views/gpu_idle.py``).", __name__)
 
 
 @dataclass(frozen=True)
@@ -114,13 +89,6 @@ class CriticalPathView:
     spans: list[Span] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)
     trust: TrustChecks | None = None
-
-
-@dataclass(frozen=True)
-class GpuIdleView:
-    """Why the GPU waits: its idle time per cause (``views/gpu_idle.py``)."""
-
-    rows: list[GpuIdleRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
