@@ -276,8 +276,9 @@ def test_magic_shows_the_memory_report_then_raises_out_of_memory(ip):
     with capture_output() as cap:
         res = ip.run_cell("%%profile -n 4 -w 1 --memory --name oom -o res\noom_fn()")
     assert isinstance(res.error_in_exec, torch.OutOfMemoryError)
-    assert len(cap.outputs) == 1
-    data = cap.outputs[0].data
+    assert len(cap.outputs) == 2  # the static report and its widget
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     assert "Memory: OutOfMemoryError in iteration 1" in data["text/plain"]
     assert "memory timeline" in data["text/html"]
     assert ip.user_ns["res"].memory_note
@@ -350,7 +351,8 @@ def test_magic_memory_report_shows_timeline_table_and_sentence(ip):
     ip.run_cell("import torch\nlin = torch.nn.Linear(64, 64)\nxx = torch.randn(8, 64)")
     with capture_output() as cap:
         ip.run_cell("%%profile -n 2 -w 1 --memory -o res\nlin(xx).sum().backward()")
-    data = cap.outputs[0].data
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     assert "CPU memory peak" in data["text/plain"]
     # Titled for what it lists in every renderer (#28): not a bare "[memory]".
     assert "[memory alive at the peak]" in data["text/plain"]
