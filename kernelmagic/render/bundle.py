@@ -74,19 +74,20 @@ LIVE_CLASS = "km-live"
 #: the static output's ``text/html``).
 WIDGET_TEXT = "(the report above as a widget: sortable tables, a view per tab)"
 
-#: The static output's CSS, in JupyterLab (and nbconvert's HTML) and the classic Notebook:
-#: in an output area holding a static report (``km-static``), a widget output that holds
-#: only text ("Loading widget...", or the missing-model message of a notebook saved
-#: without widget state) is hidden, and so is the static report once a live widget
-#: (``km-live``) has rendered there. A viewer without CSS (GitHub) shows the static
-#: report and the widget output's ``WIDGET_TEXT``.
-STATIC_CSS = (
-    ".jp-OutputArea:has(.km-static) > .jp-OutputArea-child:has(> [data-mime-type="
-    "'application/vnd.jupyter.widget-view+json']:not(:has(*))),"
-    ".output:has(.km-static) > .output_area:has(> .jupyter-widgets-view:not(:has(*))),"
-    ".jp-OutputArea:has(.km-live) > .jp-OutputArea-child:has(.km-static),"
-    ".output:has(.km-live) > .output_area:has(.km-static) {display: none}"
-)
+#: The static output's CSS, in JupyterLab and the classic Notebook (a rule each, as a
+#: browser drops a whole rule for one selector it rejects): in an output area holding a
+#: static report (``km-static``), a widget output that holds only text ("Loading
+#: widget...", or the missing-model message of a notebook saved without widget state) is
+#: hidden, and so is the static report once a live widget (``km-live``) has rendered
+#: there. A viewer without CSS (GitHub) shows the static report and the widget output's
+#: ``WIDGET_TEXT``. (``:has`` may not hold another ``:has``.)
+STATIC_CSS = "".join(selector + " {display: none}" for selector in (
+    ".jp-OutputArea:has(.km-static) > .jp-OutputArea-child"
+    " > .lm-Panel.jp-OutputArea-output:not(:has(*))",
+    ".output:has(.km-static) > .output_area > .jupyter-widgets-view:not(:has(*))",
+    ".jp-OutputArea:has(.km-live) > .jp-OutputArea-child:has(.km-static)",
+    ".output:has(.km-live) > .output_area:has(.km-static)",
+))
 
 
 def display_outputs(bundle: dict[str, Any]) -> list[dict[str, Any]]:
