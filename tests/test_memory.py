@@ -692,12 +692,28 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
     svg = memory_svg(result).decode()
     assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
     assert "iteration 2" not in svg and "iteration 0" not in svg
-    # The timeline picture names its own iteration, the median one by time (iteration 2).
-    from kernelmagic.render.timeline import timeline_svg
+    # The timeline picture names the iteration it draws, the median one by time (iteration
+    # 2), and the peak's beside it; its spans are iteration 2's: aten::empty at 10 µs and
+    # aten::free at 60 µs from the iteration's start.
+    from kernelmagic.render.timeline import timeline_svg, timeline_title
 
     timed = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu")
-    assert "run: iteration 2 (the median one)" in timeline_svg(timed).decode()
+    title = "run: iteration 2 (the median one; the CPU memory peak is in iteration 1)"
+    assert timeline_title(timed) == title
+    assert f">{title}</text>" in timeline_svg(timed).decode()
+    assert [(s.key, s.start, s.end) for s in timed.timeline] == [
+        ("aten::empty", 10.0, 12.0), ("aten::free", 60.0, 62.0)]
+    # Where the peak's iteration is the median one (timings 1, 2, 3 ms: iteration 1), the
+    # title says both are the one drawn.
+    same = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
+                        timings=[0.001, 0.002, 0.003], device="cpu")
+    assert timeline_title(same) == (
+        "run: iteration 1 (the median one, and the CPU memory peak's)")
+    # Without --memory, only the median.
+    plain = build_result(table, name="run", views=["timeline"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu")
+    assert timeline_title(plain) == "run: iteration 2 (the median one)"
     # --memory-all: every iteration, only the peak's titled as such.
     every = build_result(table, name="run", views=["memory"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu", memory_all=True)
