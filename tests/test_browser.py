@@ -713,6 +713,19 @@ def _check_widget_views(report: Any) -> None:
             shutil.copy2(shot, DOCS / shot.name)
 
 
+@contextlib.contextmanager
+def _kept_on_failure(page: Any, lab: Lab, name: str) -> Iterator[None]:
+    """On a failure inside: a screenshot (``<name>-failed.png``) and JupyterLab's log
+    (``jupyterlab-<name>.log``) in ``artifacts/browser/``."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
+        shutil.copy2(lab.log, ARTIFACTS / f"jupyterlab-{name}.log")
+        raise
+
+
 def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: Any) -> None:
     from playwright.sync_api import expect
 
@@ -720,7 +733,7 @@ def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
     try:
-        try:
+        with _kept_on_failure(page, lab, "views"):
             page.goto(lab.url("/lab/tree/showcase.ipynb?reset"))
             expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
                 timeout=60_000)
@@ -749,11 +762,6 @@ def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: 
             widget.evaluate("e => e.scrollIntoView({block: 'start'})")
             _check_widget_views(widget)
             page.screenshot(path=str(ARTIFACTS / "views-widget.png"))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / "views-failed.png"))
-            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-views.log")
-            raise
     finally:
         page.close()
 
@@ -817,7 +825,7 @@ def test_a_notebook_saved_without_widget_state_shows_the_static_report(lab: Lab,
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
     try:
-        try:
+        with _kept_on_failure(page, lab, "saved"):
             _open_and_wait_for_kernel(page, lab, "saved.ipynb")
             _menu(page, "Run", "runmenu:run-all")
             widget = page.locator(".jp-OutputArea-output").filter(
@@ -851,10 +859,5 @@ def test_a_notebook_saved_without_widget_state_shows_the_static_report(lab: Lab,
             expect(page.get_by_text("Error displaying widget")).to_be_hidden()
             expect(page.get_by_text("could not be displayed")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "saved-reopened.png"))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / "saved-failed.png"))
-            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-saved.log")
-            raise
     finally:
         page.close()

@@ -133,6 +133,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         proc.wait(timeout=30)
 
 
+def _wait_for_widget_manager(page: Any) -> None:
+    """Until the page's kernel is connected and has its widget manager."""
+    page.wait_for_function(
+        "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
+        " && Jupyter.notebook.kernel.is_connected()"
+        " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+
+
 @pytest.fixture(scope="module")
 def page(server: Server) -> Iterator[Any]:
     """The notebook, every cell run, in headless Chromium at 1280 px."""
@@ -148,10 +156,7 @@ def page(server: Server) -> Iterator[Any]:
             # its open comms and makes a model for each it lacks: cells run during that
             # round trip can get two models per widget, and a click's updates then reach
             # the one no view shows. A comm_info of ours queues behind the manager's.
-            shown.wait_for_function(
-                "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
-                " && Jupyter.notebook.kernel.is_connected()"
-                " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+            _wait_for_widget_manager(shown)
             shown.evaluate("() => new Promise(done => Jupyter.notebook.kernel.comm_info("
                            "'jupyter.widget', done))")
             shown.evaluate("() => Jupyter.notebook.execute_all_cells()")
@@ -237,10 +242,7 @@ def test_a_notebook_saved_without_widget_state_shows_the_static_report(
     fresh = page.context.browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
     try:
         fresh.goto(server.url("/notebooks/reopened.ipynb"))
-        fresh.wait_for_function(
-            "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
-            " && Jupyter.notebook.kernel.is_connected()"
-            " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+        _wait_for_widget_manager(fresh)
         missing = fresh.locator(".jupyter-widgets-view",
                                 has_text="widget state could not be found")
         expect(missing).to_have_count(2, timeout=CLICK_TIMEOUT)
