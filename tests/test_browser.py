@@ -6,7 +6,9 @@ outputs show the static report (with its chart), clears them and runs all cells,
 checks that the live report shows its chart and table, that the header buttons line up
 with the table's columns, and sorts the table by clicking a column header twice (descending,
 then ascending), comparing the rows with the order the table's own figures imply. This is the
-only test that proves sorting works in a front end.
+only test that proves sorting works in a front end. A notebook saved from JupyterLab without
+widget state and reopened in a new kernel shows the static report, not the widget's
+missing-model message (``test_a_notebook_saved_without_widget_state_shows_the_static_report``).
 
 Needs jupyterlab, playwright (Python) and Debian's chromium at /usr/bin/chromium (never run
 ``playwright install``). Without them the test is skipped, except in CI (``CI`` set), where

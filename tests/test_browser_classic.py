@@ -5,7 +5,9 @@ Runs a notebook of two reports in a classic Notebook server: a default report, w
 fit without the notebook folding it into a scroll box (well under ``FOLD_PX`` tall at 1280
 px: the detail sits behind the view selector and "show more"), and a report with several
 views, whose header sorts on a click and whose every view, once chosen, shows its table's
-header cells. The notebook is saved as a screenshot, ``artifacts/browser/classic.png``.
+header cells; live, the static reports beside the widgets are hidden, and the notebook saved
+without widget state and reopened shows them instead of "A Jupyter widget could not be
+displayed". The notebook is saved as a screenshot, ``artifacts/browser/classic.png``.
 
 Needs the classic Notebook 6.x (``notebook<7``), ipywidgets 7, playwright and Debian's
 chromium: CI's lowest-releases venv installs them (``.ci/run``) and sets
