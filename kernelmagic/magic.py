@@ -210,7 +210,7 @@ class ProfileMagics(Magics):
         from IPython.display import display
 
         from kernelmagic.live.progress import WidgetSink
-        from kernelmagic.render.bundle import mime_bundle
+        from kernelmagic.render.bundle import display_outputs, mime_bundle, show
 
         if args.gather:  # rank 0: all ranks; the other ranks: their one-line summary
             from kernelmagic.results.ranks import ManyRanksResult
@@ -218,13 +218,16 @@ class ProfileMagics(Magics):
             if isinstance(result, ManyRanksResult):
                 from kernelmagic.render.ranks import mime_bundle as ranks_bundle
 
-                display(ranks_bundle(result, findings=not args.no_findings), raw=True)
+                show(ranks_bundle(result, findings=not args.no_findings))
             else:
                 print(result.summary())
             return
-        bundle = mime_bundle(result, findings=not args.no_findings)
-        if not (isinstance(sink, WidgetSink) and sink.replace(bundle)):
-            display(bundle, raw=True)
+        # The first output in the progress bar's place, the widget's after it.
+        first, *rest = display_outputs(mime_bundle(result, findings=not args.no_findings))
+        if not (isinstance(sink, WidgetSink) and sink.replace(first)):
+            display(first, raw=True)
+        for output in rest:
+            display(output, raw=True)
         if baseline is not None:
             from kernelmagic.results.compare import compare
 

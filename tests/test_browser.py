@@ -6,7 +6,9 @@ outputs show the static report (with its chart), clears them and runs all cells,
 checks that the live report shows its chart and table, that the header buttons line up
 with the table's columns, and sorts the table by clicking a column header twice (descending,
 then ascending), comparing the rows with the order the table's own figures imply. This is the
-only test that proves sorting works in a front end.
+only test that proves sorting works in a front end. A notebook saved from JupyterLab without
+widget state and reopened in a new kernel shows the static report, not the widget's
+missing-model message (``test_a_notebook_saved_without_widget_state_shows_the_static_report``).
 
 Needs jupyterlab, playwright (Python) and Debian's chromium at /usr/bin/chromium (never run
 ``playwright install``). Without them the test is skipped, except in CI (``CI`` set), where
@@ -394,6 +396,8 @@ def _open_and_run_all(page: Any, lab: Lab) -> Any:
     report = page.locator(".jp-OutputArea-output").filter(
         has=page.locator("button.km-header")).first
     expect(report).to_be_visible(timeout=RUN_ALL_TIMEOUT)
+    # Live, the widget shows and its static report beside it does not (#46).
+    expect(page.locator(".km-static").first).to_be_hidden()
     # Clicks queue behind running cells in the kernel: wait until none is queued or running.
     expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
         0, timeout=RUN_ALL_TIMEOUT)
@@ -711,6 +715,19 @@ def _check_widget_views(report: Any) -> None:
             shutil.copy2(shot, DOCS / shot.name)
 
 
+@contextlib.contextmanager
+def _kept_on_failure(page: Any, lab: Lab, name: str) -> Iterator[None]:
+    """On a failure inside: a screenshot (``<name>-failed.png``) and JupyterLab's log
+    (``jupyterlab-<name>.log``) in ``artifacts/browser/``."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / f"{name}-failed.png"))
+        shutil.copy2(lab.log, ARTIFACTS / f"jupyterlab-{name}.log")
+        raise
+
+
 def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: Any) -> None:
     from playwright.sync_api import expect
 
@@ -718,7 +735,7 @@ def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
     try:
-        try:
+        with _kept_on_failure(page, lab, "views"):
             page.goto(lab.url("/lab/tree/showcase.ipynb?reset"))
             expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
                 timeout=60_000)
@@ -734,9 +751,12 @@ def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: 
                 0, timeout=RUN_ALL_TIMEOUT)
             widget = page.locator(".jp-OutputArea-output").filter(
                 has=page.locator("button.km-header")).first
+            # (the static report of the cell[0]'s display is hidden: the widget is live)
+            expect(page.locator(".km-static")).to_be_hidden()
             static = page.locator(".jp-OutputArea-output").filter(
                 has=page.locator(".kernelmagic-report")).filter(
-                has_not=page.locator("button.km-header")).first
+                has_not=page.locator("button.km-header")).filter(
+                has_not=page.locator(".km-static")).first
             expect(static.locator("svg.km-timeline")).to_be_visible(timeout=60_000)
             static.evaluate("e => e.scrollIntoView({block: 'start'})")
             page.screenshot(path=str(ARTIFACTS / "views-static.png"))
@@ -744,10 +764,102 @@ def test_every_view_fits_1280_px_with_the_file_browser_open(lab: Lab, chromium: 
             widget.evaluate("e => e.scrollIntoView({block: 'start'})")
             _check_widget_views(widget)
             page.screenshot(path=str(ARTIFACTS / "views-widget.png"))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / "views-failed.png"))
-            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-views.log")
-            raise
+    finally:
+        page.close()
+
+
+# --- a notebook saved without widget state, reopened (#46, Must 10) -----------------------
+
+#: A widget output that shows the missing-model message in JupyterLab (ipywidgets 8).
+WIDGET_OUTPUT = ".jp-OutputArea-output.jupyter-widgets"
+SAVE_TIMEOUT = 30.0  # seconds for JupyterLab to write the saved notebook
+
+
+def _write_saved_notebook(folder: Path) -> None:
+    """``saved.ipynb``: one cell showing a saved result (``fakes.cpu_result``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakes import cpu_result
+
+    cpu_result().save(folder / "saved.json")
+    cell = {"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {},
+            "outputs": [], "source": "import kernelmagic\nkernelmagic.load('saved.json')"}
+    _write_json(folder / "saved.ipynb", {
+        "cells": [cell], "metadata": {"kernelspec": {"name": "python3",
+                                                     "display_name": "Python 3"}},
+        "nbformat": 4, "nbformat_minor": 5})
+
+
+def _saved_outputs(path: Path, before: float) -> list[dict[str, Any]]:
+    """The outputs of the notebook's cell once JupyterLab has written them (after
+    ``before``, the file's time before the save)."""
+    deadline = time.monotonic() + SAVE_TIMEOUT
+    while time.monotonic() < deadline:
+        if path.stat().st_mtime > before:
+            with contextlib.suppress(json.JSONDecodeError):
+                nb = json.loads(path.read_text())
+                outputs = nb["cells"][0]["outputs"]
+                if outputs:
+                    assert "widgets" not in nb["metadata"], "saved with widget state"
+                    return outputs
+        time.sleep(0.1)
+    raise AssertionError(f"JupyterLab did not save {path.name} in {SAVE_TIMEOUT} s")
+
+
+def _open_and_wait_for_kernel(page: Any, lab: Lab, name: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(lab.url(f"/lab/tree/{name}?reset"))
+    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=60_000)
+    expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
+        timeout=60_000)
+
+
+def test_a_notebook_saved_without_widget_state_shows_the_static_report(lab: Lab,
+                                                                       chromium: Any) -> None:
+    """Live, the widget shows and its static report beside it is hidden; saved by
+    JupyterLab (no widget state, its default) and reopened in a new kernel, the static
+    report shows and the widget's missing-model message does not."""
+    from playwright.sync_api import expect
+
+    from kernelmagic.render.bundle import WIDGET_TEXT
+
+    _write_saved_notebook(lab.notebooks)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        with _kept_on_failure(page, lab, "saved"):
+            _open_and_wait_for_kernel(page, lab, "saved.ipynb")
+            _menu(page, "Run", "runmenu:run-all")
+            widget = page.locator(".jp-OutputArea-output").filter(
+                has=page.locator("button.km-header"))
+            expect(widget).to_be_visible(timeout=RUN_ALL_TIMEOUT)
+            # Live: one report shows, the widget; its static report is hidden.
+            expect(page.locator(".km-static")).to_have_count(1)
+            expect(page.locator(".km-static")).to_be_hidden()
+            expect(page.locator(".km-summary >> visible=true")).to_have_count(1)
+            expect(widget.locator(".km-summary")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "saved-live.png"))
+
+            path = lab.notebooks / "saved.ipynb"
+            before = path.stat().st_mtime
+            _menu(page, "File", "docmanager:save")
+            outputs = _saved_outputs(path, before)
+            assert [sorted(out["data"]) for out in outputs] == [
+                ["text/html", "text/plain"],
+                ["application/vnd.jupyter.widget-view+json", "text/plain"]]
+            assert "".join(outputs[1]["data"]["text/plain"]) == WIDGET_TEXT
+            # The same file opened afresh: a new kernel, which holds no widget models.
+            shutil.copy2(path, lab.notebooks / "reopened.ipynb")
+            _open_and_wait_for_kernel(page, lab, "reopened.ipynb")
+            missing = page.locator(WIDGET_OUTPUT, has_text="model not found")
+            expect(missing).to_have_count(1, timeout=60_000)
+            expect(missing).to_be_hidden()
+            static = page.locator(".km-static")
+            expect(static.locator(".km-summary")).to_be_visible()
+            expect(static.locator(".km-summary")).to_contain_text("cell[7] · CPU · 10 iterations")
+            expect(static.locator("img.km-chart")).to_be_visible()
+            expect(page.get_by_text("Error displaying widget")).to_be_hidden()
+            expect(page.get_by_text("could not be displayed")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "saved-reopened.png"))
     finally:
         page.close()

@@ -5,7 +5,9 @@ Runs a notebook of two reports in a classic Notebook server: a default report, w
 fit without the notebook folding it into a scroll box (well under ``FOLD_PX`` tall at 1280
 px: the detail sits behind the view selector and "show more"), and a report with several
 views, whose header sorts on a click and whose every view, once chosen, shows its table's
-header cells. The notebook is saved as a screenshot, ``artifacts/browser/classic.png``.
+header cells; live, the static reports beside the widgets are hidden, and the notebook saved
+without widget state and reopened shows them instead of "A Jupyter widget could not be
+displayed". The notebook is saved as a screenshot, ``artifacts/browser/classic.png``.
 
 Needs the classic Notebook 6.x (``notebook<7``), ipywidgets 7, playwright and Debian's
 chromium: CI's lowest-releases venv installs them (``.ci/run``) and sets
@@ -133,6 +135,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         proc.wait(timeout=30)
 
 
+def _wait_for_widget_manager(page: Any) -> None:
+    """Until the page's kernel is connected and has its widget manager."""
+    page.wait_for_function(
+        "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
+        " && Jupyter.notebook.kernel.is_connected()"
+        " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+
+
 @pytest.fixture(scope="module")
 def page(server: Server) -> Iterator[Any]:
     """The notebook, every cell run, in headless Chromium at 1280 px."""
@@ -148,10 +158,7 @@ def page(server: Server) -> Iterator[Any]:
             # its open comms and makes a model for each it lacks: cells run during that
             # round trip can get two models per widget, and a click's updates then reach
             # the one no view shows. A comm_info of ours queues behind the manager's.
-            shown.wait_for_function(
-                "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"
-                " && Jupyter.notebook.kernel.is_connected()"
-                " && Jupyter.notebook.kernel.widget_manager", timeout=90_000)
+            _wait_for_widget_manager(shown)
             shown.evaluate("() => new Promise(done => Jupyter.notebook.kernel.comm_info("
                            "'jupyter.widget', done))")
             shown.evaluate("() => Jupyter.notebook.execute_all_cells()")
@@ -207,3 +214,45 @@ def test_a_header_sorts_and_every_view_shows_its_table(page: Any) -> None:
         assert headers, f"the {view} view shows no table header"
         sizes = [_box(h) for h in headers]
         assert all(b["width"] > 0 and b["height"] > 0 for b in sizes), (view, sizes)
+
+
+def _saved_notebook(page: Any, server: Server) -> dict[str, Any]:
+    """The notebook as the classic Notebook saves it now."""
+    page.evaluate("() => Jupyter.notebook.save_notebook()")
+    page.wait_for_function("() => !Jupyter.notebook.dirty", timeout=CLICK_TIMEOUT)
+    return json.loads((server.notebooks / "reports.ipynb").read_text())
+
+
+def test_a_notebook_saved_without_widget_state_shows_the_static_report(
+        page: Any, server: Server) -> None:
+    """Live, each widget shows and its static report beside it does not; the notebook
+    saved without widget state (as Colab's does) and reopened in a new kernel shows each
+    static report, not "A Jupyter widget could not be displayed" (#46)."""
+    from playwright.sync_api import expect
+
+    statics = page.locator(".km-static")
+    expect(statics).to_have_count(2)
+    expect(page.locator(".km-static >> visible=true")).to_have_count(0)
+    nb = _saved_notebook(page, server)
+    nb["metadata"].pop("widgets", None)  # (none is kept unless asked: Widgets › Save)
+    reopened = server.notebooks / "reopened.ipynb"
+    reopened.write_text(json.dumps(nb))
+    # Signed (in the data folder the server shares), as the Notebook signs what it saves:
+    # its HTML keeps its CSS.
+    subprocess.run([sys.executable, "-m", "nbformat.sign", str(reopened)], check=True,
+                   capture_output=True)
+    fresh = page.context.browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        fresh.goto(server.url("/notebooks/reopened.ipynb"))
+        _wait_for_widget_manager(fresh)
+        missing = fresh.locator(".jupyter-widgets-view",
+                                has_text="widget state could not be found")
+        expect(missing).to_have_count(2, timeout=CLICK_TIMEOUT)
+        expect(fresh.locator(".jupyter-widgets-view >> visible=true")).to_have_count(0)
+        for n in range(2):
+            static = fresh.locator(".km-static").nth(n)
+            expect(static.locator(".km-summary")).to_be_visible()
+            expect(static.locator(".km-summary")).to_contain_text("3 iterations (+1 warm-up)")
+        fresh.screenshot(path=str(ARTIFACTS / "classic-reopened.png"), full_page=True)
+    finally:
+        fresh.close()

@@ -27,6 +27,20 @@ def run(ip, cell: str, store_history: bool = True):
     return result, cap
 
 
+def report_data(outputs: list) -> dict:
+    """A report's two outputs, the static report then its widget (``render/bundle.py:
+    display_outputs``), as the one bundle they were made from."""
+    from kernelmagic.render.bundle import WIDGET_TEXT
+
+    static, widget = outputs[-2].data, outputs[-1].data
+    assert set(widget) == {"text/plain", WIDGET_MIME}
+    assert widget["text/plain"] == WIDGET_TEXT
+    assert static["text/html"].startswith('<div class="km-static"><style>')
+    view = widget[WIDGET_MIME]
+    assert "km-live" in widget_of(widget)._dom_classes
+    return {**static, WIDGET_MIME: view}
+
+
 def widget_of(bundle: dict):
     import ipywidgets
 
@@ -86,8 +100,8 @@ def test_report_bundle_has_widget_and_fallbacks(ip):
     ip.run_cell(SETUP)
     res, cap = run(ip, "%%profile -n 3 -w 1\nc = a @ b\nd = torch.relu(c)")
     assert res.success
-    assert len(cap.outputs) == 1, "one report per run"
-    data = cap.outputs[0].data
+    assert len(cap.outputs) == 2, "one report per run: its static HTML and its widget"
+    data = report_data(cap.outputs)
     assert {"text/plain", "text/html", WIDGET_MIME} <= set(data)
     assert "aten::mm" in data["text/plain"] and "aten::relu" in data["text/plain"]
     assert 'src="data:image/svg+xml;base64,' in data["text/html"]  # the top-k chart
@@ -130,8 +144,8 @@ def test_freed_heap_goes_back_after_the_report_is_shown(ip, monkeypatch):
     ip.run_cell(SETUP)
     res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
     _trims_done()
-    assert res.success and len(cap.outputs) == 1
-    assert events == ["display", "trim"]  # once per run, never before the report
+    assert res.success and len(cap.outputs) == 2  # the static report and its widget
+    assert events == ["display", "display", "trim"]  # once per run, never before the report
     events.clear()
     res, _ = run(ip, "%%profile -n 2 -w 0 -q\nc = a @ b")
     _trims_done()
@@ -143,8 +157,8 @@ def test_freed_heap_goes_back_after_a_partial_report_not_after_a_failed_run(ip, 
     ip.run_cell("n = 0")
     res, cap = run(ip, "%%profile -n 5 -w 0\nn += 1\nif n == 3:\n    raise KeyboardInterrupt")
     _trims_done()
-    assert isinstance(res.error_in_exec, KeyboardInterrupt) and len(cap.outputs) == 1
-    assert events == ["display", "trim"]
+    assert isinstance(res.error_in_exec, KeyboardInterrupt) and len(cap.outputs) == 2
+    assert events == ["display", "display", "trim"]
     events.clear()
     res, _ = run(ip, "%%profile -n 2 -w 0\nraise ValueError('boom')")
     _trims_done()
@@ -197,7 +211,7 @@ def test_line_magic_keeps_statement_verbatim(ip):
     assert ip.user_ns["s"] == "x  -n 5"
     assert ip.user_ns["r"].iters == 2
     assert "aten::sum" in {row.key for row in ip.user_ns["r"].rows}
-    assert len(cap.outputs) == 1
+    assert len(cap.outputs) == 2  # the static report and its widget
 
 
 @pytest.mark.parametrize(
@@ -228,7 +242,7 @@ def test_sort_option_orders_table(ip):
 def test_header_click_sorts_and_second_click_flips(ip):
     ip.run_cell(SETUP)
     _, cap = run(ip, "%%profile -n 2 -w 0\nfor _ in range(20): c = a.add(b)\nd = a @ b")
-    box = widget_of(cap.outputs[0].data)
+    box = widget_of(report_data(cap.outputs))
     table = box.km_table
     headers = table.headers
     selfs = {r.key: r.self_cpu_time_total for r in table.table.rows}
@@ -380,7 +394,7 @@ def test_exception_in_cell_shows_cell_traceback_and_next_run_works(ip):
     assert "kernelmagic/live/runner.py" not in tb, "our frames are hidden"
     assert not torch_compat.profiler_running()
     res, cap = run(ip, "%%profile -n 2 -w 0\nc = a @ b")
-    assert res.success and len(cap.outputs) == 1
+    assert res.success and len(cap.outputs) == 2
 
 
 def test_keyboard_interrupt_cleans_up(ip):
@@ -454,11 +468,11 @@ def test_rerun_cell_closes_its_previous_report(ip, monkeypatch):
 
     run_as("run-1")
     _, first = run(ip, "%%profile -n 1 -w 0\nc = a + b")
-    old = widget_of(first.outputs[0].data)
+    old = widget_of(report_data(first.outputs))
     old_ids = (old.model_id, old.km_table.headers["calls"].model_id)
     run_as("run-2")
     _, second = run(ip, "%%profile -n 1 -w 0\nc = a + b")
-    new = widget_of(second.outputs[0].data)
+    new = widget_of(report_data(second.outputs))
     registry = _registry()
     assert not any(i in registry for i in old_ids), "the replaced report is closed, children too"
     assert new.model_id in registry
@@ -472,7 +486,7 @@ def test_live_reports_are_bounded(ip, monkeypatch):
     views = []
     for _ in range(5):
         _, cap = run(ip, "%%profile -n 1 -w 0\nc = a + b")
-        views.append(cap.outputs[0].data[WIDGET_MIME]["model_id"])
+        views.append(report_data(cap.outputs)[WIDGET_MIME]["model_id"])
     registry = _registry()
     assert [v in registry for v in views] == [False, False, True, True, True]
 
@@ -498,8 +512,8 @@ def test_save_then_compare_shows_report_and_comparison(ip, monkeypatch):
     res, cap = run(ip, "%%profile -n 3 -w 1 --compare slow --name fast -o f\n"
                        "c = a @ a\nclock.now += 2**-10")
     assert res.success
-    assert len(cap.outputs) == 2, "the report, then the comparison"
-    comparison = cap.outputs[1].data
+    assert len(cap.outputs) == 4, "the report, then the comparison (each static, then widget)"
+    comparison = report_data(cap.outputs)
     assert {"text/plain", "text/html", WIDGET_MIME} <= set(comparison)
     before, after = ip.user_ns["s"], ip.user_ns["f"]
     assert (before.timings, after.timings) == ([0.0625] * 3, [2**-10] * 3)
@@ -519,8 +533,8 @@ def test_compare_with_file(ip, tmp_path):
     cpu_result().save(path)
     ip.run_cell("a = torch.randn(16, 16)")
     res, cap = run(ip, f"%%profile -n 2 -w 0 --compare {path}\nc = a + a")
-    assert res.success and len(cap.outputs) == 2
-    assert "vs cell[7]" in cap.outputs[1].data["text/plain"]
+    assert res.success and len(cap.outputs) == 4
+    assert "vs cell[7]" in report_data(cap.outputs)["text/plain"]
 
 
 def test_compare_unknown_or_broken_is_usage_error(ip, tmp_path):
@@ -544,3 +558,28 @@ def test_no_findings_hides_them(ip):
     _, cap = run(ip, "%%profile -n 2 -w 0 --no-findings\nc = a @ a")
     assert "Findings:" not in cap.outputs[0].data["text/plain"]
     assert "km-findings" not in cap.outputs[0].data["text/html"]
+
+
+# --- a notebook saved without widget state (#46, Must 10) --------------------------------
+
+
+def test_a_shown_result_is_its_static_report_then_its_widget(ip):
+    """A result shown as a cell's last line is two outputs, as the magic's report is: the
+    static report (text and HTML, with the CSS that hides what should not show) and the
+    widget with a short text of its own; the one-bundle ``_repr_mimebundle_`` is unchanged."""
+    from fakes import cpu_result
+
+    from kernelmagic.render.bundle import STATIC_CSS, WIDGET_TEXT, display_outputs
+
+    ip.user_ns["shown"] = result = cpu_result()
+    _, cap = run(ip, "shown")
+    assert len(cap.outputs) == 2
+    data = report_data(cap.outputs)
+    bundle = result._repr_mimebundle_()
+    assert data["text/plain"] == bundle["text/plain"]
+    assert data["text/html"] == (f'<div class="km-static"><style>{STATIC_CSS}</style>'
+                                 f'{bundle["text/html"]}</div>')
+    assert cap.outputs[1].data["text/plain"] == WIDGET_TEXT
+    # Without a widget (terminal IPython, no ipywidgets) the bundle is the one output.
+    text_only = {"text/plain": "t", "text/html": "<b>t</b>"}
+    assert display_outputs(text_only) == [text_only]

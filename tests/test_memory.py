@@ -276,8 +276,9 @@ def test_magic_shows_the_memory_report_then_raises_out_of_memory(ip):
     with capture_output() as cap:
         res = ip.run_cell("%%profile -n 4 -w 1 --memory --name oom -o res\noom_fn()")
     assert isinstance(res.error_in_exec, torch.OutOfMemoryError)
-    assert len(cap.outputs) == 1
-    data = cap.outputs[0].data
+    assert len(cap.outputs) == 2  # the static report and its widget
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     assert "Memory: OutOfMemoryError in iteration 1" in data["text/plain"]
     assert "memory timeline" in data["text/html"]
     assert ip.user_ns["res"].memory_note
@@ -350,7 +351,8 @@ def test_magic_memory_report_shows_timeline_table_and_sentence(ip):
     ip.run_cell("import torch\nlin = torch.nn.Linear(64, 64)\nxx = torch.randn(8, 64)")
     with capture_output() as cap:
         ip.run_cell("%%profile -n 2 -w 1 --memory -o res\nlin(xx).sum().backward()")
-    data = cap.outputs[0].data
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     assert "CPU memory peak" in data["text/plain"]
     # Titled for what it lists in every renderer (#28): not a bare "[memory]".
     assert "[memory alive at the peak]" in data["text/plain"]
@@ -690,12 +692,28 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
     svg = memory_svg(result).decode()
     assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
     assert "iteration 2" not in svg and "iteration 0" not in svg
-    # The timeline picture names its own iteration, the median one by time (iteration 2).
-    from kernelmagic.render.timeline import timeline_svg
+    # The timeline picture names the iteration it draws, the median one by time (iteration
+    # 2), and the peak's beside it; its spans are iteration 2's: aten::empty at 10 µs and
+    # aten::free at 60 µs from the iteration's start.
+    from kernelmagic.render.timeline import timeline_svg, timeline_title
 
     timed = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu")
-    assert "run: iteration 2 (the median one)" in timeline_svg(timed).decode()
+    title = "run: iteration 2 (the median one; the CPU memory peak is in iteration 1)"
+    assert timeline_title(timed) == title
+    assert f">{title}</text>" in timeline_svg(timed).decode()
+    assert [(s.key, s.start, s.end) for s in timed.timeline] == [
+        ("aten::empty", 10.0, 12.0), ("aten::free", 60.0, 62.0)]
+    # Where the peak's iteration is the median one (timings 1, 2, 3 ms: iteration 1), the
+    # title says both are the one drawn.
+    same = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
+                        timings=[0.001, 0.002, 0.003], device="cpu")
+    assert timeline_title(same) == (
+        "run: iteration 1 (the median one, and the CPU memory peak's)")
+    # Without --memory, only the median.
+    plain = build_result(table, name="run", views=["timeline"], iterations=windows,
+                         timings=[0.001, 0.003, 0.002], device="cpu")
+    assert timeline_title(plain) == "run: iteration 2 (the median one)"
     # --memory-all: every iteration, only the peak's titled as such.
     every = build_result(table, name="run", views=["memory"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu", memory_all=True)

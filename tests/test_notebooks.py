@@ -40,6 +40,8 @@ need_modules("nbformat", "nbclient", "ipykernel",
 
 import nbformat  # noqa: E402
 
+from kernelmagic.render.bundle import WIDGET_TEXT  # noqa: E402
+
 
 def _load_execute() -> ModuleType:
     """``demo_notebooks/execute.py`` as a module (the folder is not a package)."""
@@ -70,17 +72,28 @@ def _reports(nb: Any) -> list[Any]:
     return [out for out in _outputs(nb) if WIDGET_MIME in out.get("data", {})]
 
 
+def _report_pairs(cell: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A cell's reports: each its static output's data and, right after it, its widget's
+    (``render/bundle.py: display_outputs``)."""
+    outputs = cell.get("outputs", [])
+    return [(outputs[i - 1].get("data", {}) if i else {}, out["data"])
+            for i, out in enumerate(outputs) if WIDGET_MIME in out.get("data", {})]
+
+
 def _check_reports(nb: Any, name: str) -> None:
-    """At least one report, and every report carries its static fallbacks and chart."""
-    reports = _reports(nb)
-    assert reports, f"{name}: no output carries the report widget ({WIDGET_MIME})"
-    for out in reports:
-        data = out["data"]
+    """At least one report, and every report's widget output follows its static output,
+    which carries the fallbacks and the chart (the widget's own says only WIDGET_TEXT)."""
+    pairs = [pair for cell in _code_cells(nb) for pair in _report_pairs(cell)]
+    assert pairs, f"{name}: no output carries the report widget ({WIDGET_MIME})"
+    for data, widget in pairs:
+        assert set(widget) == {WIDGET_MIME, "text/plain"}, sorted(widget)
+        assert widget["text/plain"] == WIDGET_TEXT, widget["text/plain"]
         assert "text/html" in data and "text/plain" in data, (
-            f"{name}: a widget view without text/html and text/plain in the same output: "
-            f"{sorted(data)}"
+            f"{name}: a widget view without a static output (text/html and text/plain) "
+            f"before it: {sorted(data)}"
         )
         html = data["text/html"]
+        assert html.startswith('<div class="km-static"><style>'), html[:80]
         assert "data:image/svg+xml;base64," in html and 'class="km-chart"' in html, (
             f"{name}: the static HTML report has no inline SVG chart"
         )
@@ -95,9 +108,9 @@ def _check_report_names(nb: Any, name: str) -> None:
         magic = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
         if not magic.startswith("%%profile") or "--name" in magic:
             continue
-        for out in cell.get("outputs", []):
-            if WIDGET_MIME in out.get("data", {}):
-                summary = out["data"]["text/plain"].splitlines()[0]
+        for data, _widget in _report_pairs(cell):
+            if "text/plain" in data:
+                summary = data["text/plain"].splitlines()[0]
                 expected = f"cell[{cell.execution_count}] ·"
                 assert summary.startswith(expected), (
                     f"{name}: In [{cell.execution_count}] reports {summary[:40]!r}")

@@ -7,6 +7,7 @@ import io
 import pytest
 import torch
 from IPython.utils.capture import capture_output
+from test_magic import report_data
 
 import kernelmagic
 from kernelmagic.core.options import ProfileOptions
@@ -149,15 +150,18 @@ def test_magic_progress_bar_is_replaced_by_the_report(ip, widget_bar):
     with capture_output() as cap:
         res = ip.run_cell("%%profile -n 3 -w 1 --name bar\ntorch.ones(8).add(1)")
     assert res.success
-    bar, report = cap.outputs[0], cap.outputs[-1]
+    bar, widget = cap.outputs[0], cap.outputs[-1]
     display_id = bar.transient["display_id"]
     assert bar.data["text/plain"] == "%%profile: running…"
-    # Every later output updates that same display: the report takes the bar's place.
-    assert all(o.update and o.transient["display_id"] == display_id for o in cap.outputs[1:])
-    assert report.data["text/plain"].startswith("bar · CPU · 3 iterations")
-    assert WIDGET_MIME in report.data
+    # Every later output but the widget's updates that same display: the static report
+    # takes the bar's place, its widget follows as an output of its own.
+    assert all(o.update and o.transient["display_id"] == display_id
+               for o in cap.outputs[1:-1])
+    assert not widget.update
+    report = report_data(cap.outputs)
+    assert report["text/plain"].startswith("bar · CPU · 3 iterations")
     # Text first (so no front end re-uses the bar's widget view for the report).
-    assert cap.outputs[-2].data == {"text/plain": report.data["text/plain"]}
+    assert cap.outputs[-3].data == {"text/plain": report["text/plain"]}
     registry = getattr(ipywidgets.widgets.widget, "_instances", None)
     if registry is None:  # ipywidgets 7
         registry = ipywidgets.Widget.widgets
@@ -186,8 +190,9 @@ def test_magic_fast_cell_shows_only_the_report(ip, monkeypatch):
     with capture_output() as cap:
         ip.run_cell("%%profile -n 2 -w 1\ntorch.ones(8).add(1)\nclock.now += 0.1")
     assert clock.now == pytest.approx(0.3)
-    assert len(cap.outputs) == 1 and not cap.outputs[0].update  # no bar for a fast cell
-    assert WIDGET_MIME in cap.outputs[0].data
+    # no bar for a fast cell: the static report and its widget
+    assert len(cap.outputs) == 2 and not any(o.update for o in cap.outputs)
+    assert WIDGET_MIME in report_data(cap.outputs)
 
 
 def test_magic_terminal_line_is_erased_before_the_report(ip, monkeypatch):
@@ -215,8 +220,9 @@ def test_magic_interrupt_puts_the_partial_report_in_the_bar_place(ip, widget_bar
                           "if n == 1 + 3:\n    raise KeyboardInterrupt")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     display_id = cap.outputs[0].transient["display_id"]
-    report = cap.outputs[-1]
-    assert report.update and report.transient["display_id"] == display_id
-    assert "interrupted after 2 of 5 iterations" in report.data["text/plain"]
-    assert WIDGET_MIME in report.data
+    static = cap.outputs[-2]
+    assert static.update and static.transient["display_id"] == display_id
+    report = report_data(cap.outputs)
+    assert "interrupted after 2 of 5 iterations" in report["text/plain"]
+    assert WIDGET_MIME in report
     assert widget_bar[0].handle is None

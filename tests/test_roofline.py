@@ -466,7 +466,8 @@ def test_magic_roofline_option(ip):
     with capture_output() as cap:
         res = ip.run_cell("%%profile -n 2 -w 1 --roofline -o r\nb = a @ a")
     assert res.success, res.error_in_exec
-    data = cap.outputs[0].data
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     assert "[roofline]" in data["text/plain"]
     assert data["text/html"].count("data:image/svg+xml;base64,") == 1, "the bars"
     assert data["text/html"].count("data:image/png;base64,") == 1, "the roofline"

@@ -285,14 +285,14 @@ def test_compare_after_save_is_headed_by_the_saved_names(ip):
     res, _ = run(ip, "%%profile -n 2 -w 0 -q --save eager\nc = a @ a")
     assert res.success
     res, cap = run(ip, "%%profile -n 2 -w 0 --compare eager\nc = a @ a")
-    assert res.success and len(cap.outputs) == 2
-    first = cap.outputs[1].data["text/plain"].splitlines()[0]
+    assert res.success and len(cap.outputs) == 4  # each: its static report, its widget
+    first = cap.outputs[2].data["text/plain"].splitlines()[0]
     assert first.startswith(f"cell[{res.execution_count}] vs eager: ")
     res, cap = run(ip, "%%profile -n 2 -w 0 --save compiled --compare eager\nc = a @ a")
-    assert cap.outputs[1].data["text/plain"].startswith("compiled vs eager: ")
+    assert cap.outputs[2].data["text/plain"].startswith("compiled vs eager: ")
     # An explicit --name names the run, as before.
     res, cap = run(ip, "%%profile -n 2 -w 0 --name fast --save f2 --compare eager\nc = a @ a")
-    assert cap.outputs[1].data["text/plain"].startswith("fast vs eager: ")
+    assert cap.outputs[2].data["text/plain"].startswith("fast vs eager: ")
 
 
 # --- 5d. show FOLDER --rank N -------------------------------------------------------------

@@ -229,7 +229,8 @@ def test_magic_views_in_report_and_selector(ip, tmp_path):
             f"%%profile -n 2 -w 1 --modules --stack --timeline --trace {trace}\n"
             "with torch.profiler.record_function('fwd'):\n    y = block(x)")
     assert res.success, res.error_in_exec
-    data = cap.outputs[0].data
+    from test_magic import report_data
+    data = report_data(cap.outputs)
     text = data["text/plain"]
     for heading in ("[ranges]", "[source]", "[modules]"):
         assert heading in text

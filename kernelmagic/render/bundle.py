@@ -4,6 +4,13 @@ Viewers pick the richest type they can show: JupyterLab, VS Code and Colab rende
 widget; nbconvert and GitHub show ``text/html``; terminal IPython prints ``text/plain``.
 ``display_bundle`` builds every bundle kernelmagic shows: a report's (``mime_bundle``
 here), a comparison's (``render/compare.py``) and a run of many ranks' (``render/ranks.py``).
+
+A notebook shows a bundle with a widget as two outputs (``display_outputs``, ``show``):
+a front end shows only the widget part of an output that has one, so a notebook saved
+without widget state would show "could not be displayed" where the report was. The static
+HTML is an output of its own, and its CSS hides what should not show: the widget's output
+while it holds only text (loading, or the missing-model message), and the static report
+itself once its live widget has rendered.
 """
 
 from __future__ import annotations
@@ -57,6 +64,50 @@ def widget_view(build: Callable[[], Any]) -> dict[str, Any] | None:
         return None
     _keep_live(view)
     return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
+
+
+#: The class of each widget kernelmagic shows (a report's, a comparison's, many ranks'),
+#: given as it is built: rendered, it hides the static report beside it.
+LIVE_CLASS = "km-live"
+
+#: The widget's own output says only this (GitHub and nbconvert show the report once:
+#: the static output's ``text/html``).
+WIDGET_TEXT = "(the report above as a widget: sortable tables, a view per tab)"
+
+#: The static output's CSS, in JupyterLab and the classic Notebook (a rule each, as a
+#: browser drops a whole rule for one selector it rejects): in an output area holding a
+#: static report (``km-static``), a widget output that holds only text ("Loading
+#: widget...", or the missing-model message of a notebook saved without widget state) is
+#: hidden, and so is the static report once a live widget (``km-live``) has rendered
+#: there. A viewer without CSS (GitHub) shows the static report and the widget output's
+#: ``WIDGET_TEXT``. (``:has`` may not hold another ``:has``.)
+STATIC_CSS = "".join(selector + " {display: none}" for selector in (
+    ".jp-OutputArea:has(.km-static) > .jp-OutputArea-child"
+    " > .lm-Panel.jp-OutputArea-output:not(:has(*))",
+    ".output:has(.km-static) > .output_area > .jupyter-widgets-view:not(:has(*))",
+    ".jp-OutputArea:has(.km-live) > .jp-OutputArea-child:has(.km-static)",
+    ".output:has(.km-live) > .output_area:has(.km-static)",
+))
+
+
+def display_outputs(bundle: dict[str, Any]) -> list[dict[str, Any]]:
+    """The outputs a notebook shows for ``bundle``: itself without a widget; with one, the
+    static report (``text/plain``, ``text/html`` with ``STATIC_CSS``) and then
+    the widget (its view and ``WIDGET_TEXT``)."""
+    view = bundle.get(WIDGET_MIME)
+    if view is None or "text/html" not in bundle:
+        return [bundle]
+    html = f'<div class="km-static"><style>{STATIC_CSS}</style>{bundle["text/html"]}</div>'
+    rest = {key: value for key, value in bundle.items() if key != WIDGET_MIME}
+    return [{**rest, "text/html": html}, {"text/plain": WIDGET_TEXT, WIDGET_MIME: view}]
+
+
+def show(bundle: dict[str, Any]) -> None:
+    """Display ``bundle`` as its outputs (``display_outputs``)."""
+    from IPython.display import display
+
+    for output in display_outputs(bundle):
+        display(output, raw=True)
 
 
 def display_bundle(text: str, include: Any, draw: Callable[[], Drawn],

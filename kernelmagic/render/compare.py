@@ -109,6 +109,7 @@ def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = ROWS
 def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
     import ipywidgets as w
 
+    from kernelmagic.render.bundle import LIVE_CLASS
     from kernelmagic.render.widget import SortableTable
 
     changes = changes_line(cmp)
@@ -119,7 +120,7 @@ def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     table = SortableTable(comparison_table(cmp))
     parts.append(table.widget)
-    box = w.VBox(parts)
+    box = w.VBox(parts, _dom_classes=(LIVE_CLASS,))
     box.km_table = table
     return box
 

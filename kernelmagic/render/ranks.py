@@ -331,7 +331,7 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
     rank to its button, ``.km_detail`` holds the report shown."""
     import ipywidgets as w
 
-    from kernelmagic.render.bundle import report_box
+    from kernelmagic.render.bundle import LIVE_CLASS, report_box
     from kernelmagic.render.widget import SortableTable
 
     table = SortableTable(ranks_table_model(result))
@@ -364,7 +364,7 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
         buttons[rank] = button
     parts += [w.HTML("<b>Ranks</b> (click one for its full report)"),
               w.HBox(list(buttons.values()), layout=w.Layout(flex_flow="row wrap")), detail]
-    box = w.VBox(parts)
+    box = w.VBox(parts, _dom_classes=(LIVE_CLASS,))
     box.km_rank_buttons = buttons
     box.km_detail = detail
     box.km_table = table

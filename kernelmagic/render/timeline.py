@@ -17,6 +17,7 @@ from html import escape
 
 from kernelmagic.core.rows import Span
 from kernelmagic.core.units import format_us
+from kernelmagic.render.memory import highest_peaks
 from kernelmagic.results.builder import median_index
 from kernelmagic.results.result import ProfileResult
 
@@ -116,9 +117,27 @@ def _legend(colour_of: dict[str, str], others: bool, width: int, y: float,
     return out, y + 8
 
 
+def timeline_title(result: ProfileResult) -> str:
+    """The iteration the timeline draws, the median one by time, and where ``--memory``
+    found a peak, that peak's iteration beside it (the memory chart and the peak note name
+    the peak's): ``cell[3]: iteration 2 (the median one, and the CPU memory peak's)``, or
+    ``cell[3]: iteration 2 (the median one; the CPU memory peak is in iteration 1)``."""
+    drawn = median_index(result.timings)
+    peaks = highest_peaks(result)
+    here = [p.device for p in peaks if p.iteration == drawn]
+    elsewhere = [f"the {p.device} memory peak is in iteration {p.iteration}"
+                 for p in peaks if p.iteration != drawn]
+    said = "the median one"
+    if here:
+        said += f", and the {' and '.join(here)} memory peak's"
+    if elsewhere:
+        said += "; " + ", ".join(elsewhere)
+    return f"{result.name}: iteration {drawn} ({said})"
+
+
 def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
-    """The median profiled iteration: a lane per CPU and stream, bars coloured by op, a
-    time axis, a legend of the colours and the lanes."""
+    """The median profiled iteration (its title: ``timeline_title``): a lane per CPU and
+    stream, bars coloured by op, a time axis, a legend of the colours and the lanes."""
     ops = list(result.timeline)
     path = list(getattr(result, "critical_spans", []))
     spans = ops + path
@@ -130,8 +149,7 @@ def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
     plot_w = width - LEFT - RIGHT
     scale = plot_w / end
     parts = [f'<text x="8" y="14" fill="currentColor" font-weight="bold">'
-             f"{escape(result.name)}: iteration {median_index(result.timings)} (the median "
-             "one)</text>"]
+             f"{escape(timeline_title(result))}</text>"]
     y = float(TOP)
     for lane in lanes:
         parts.append(f'<text x="{LEFT - 6}" y="{y + LANE / 2 + 4:.1f}" text-anchor="end" '

@@ -14,6 +14,7 @@ from typing import Any
 import ipywidgets as w
 
 from kernelmagic.core.units import counted
+from kernelmagic.render.bundle import LIVE_CLASS
 from kernelmagic.render.html import (
     findings_html,
     first_min_width,
@@ -256,7 +257,7 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     if empty:
         parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
                                          for n in empty)))
-    box = w.VBox(parts, layout=shared.plain)
+    box = w.VBox(parts, layout=shared.plain, _dom_classes=(LIVE_CLASS,))
     box.km_table = table
     box.km_views = views
     box.km_selector = selector

@@ -226,6 +226,13 @@ class ManyRanksResult:
 
         p.text(text_report(self))
 
+    def _ipython_display_(self) -> None:
+        """IPython's display (and a cell's last line): the static report and the widget as
+        outputs of their own (``render/bundle.py: display_outputs``)."""
+        from kernelmagic.render.bundle import show
+
+        show(self._repr_mimebundle_())
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from kernelmagic.render.ranks import mime_bundle
 
