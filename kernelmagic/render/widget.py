@@ -2,32 +2,57 @@
 
 Clicking a column header sorts by that column; clicking it again flips the order.
 Only the top rows are rendered (one HTML widget for the body), so a table of
-thousands of rows re-sorts as fast as a short one.
+thousands of rows re-sorts as fast as a short one. In the op table and the kernels tab,
+a ``▸`` button before each shown row opens the row's panel under the table (``RowPanel``:
+``result.explain`` of the row and a what-if control); the body stays one HTML widget,
+its rows of a fixed height so that the buttons line up with them.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
 import ipywidgets as w
 
 from kernelmagic.core.units import counted
+from kernelmagic.render.explain import (
+    PANEL_ROWS,
+    explanation_head,
+    explanation_lines,
+    explanation_tables,
+    iterations_svg,
+    what_if_text,
+)
 from kernelmagic.render.html import (
+    FG,
     findings_html,
     first_min_width,
     inline_svg,
+    static_table_html,
     summary_html,
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table, row_label
 from kernelmagic.render.views import Picture, view_reports
+from kernelmagic.results.explain import Explanation
 from kernelmagic.results.result import ProfileResult
 
 PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
 ARROWS = {True: " ▼", False: " ▲"}
+#: A clickable table's rows: each this many px high (its ``▸`` buttons too), in a column of
+#: buttons this wide before the table; the tabs whose rows open a panel besides the ops.
+ROW_PX, EXPANDER_PX = 22, 24
+EXPLAINED_TABS = ("kernels",)
+CLOSED, OPEN = "▸", "▾"
+#: The what-if control's factors (``inf``: the row gone) and sides.
+FACTORS = (("1x", 1.0), ("1.25x", 1.25), ("1.5x", 1.5), ("2x", 2.0), ("3x", 3.0),
+           ("5x", 5.0), ("10x", 10.0), ("gone", math.inf))
+SIDES = (("CPU", "cpu"), ("device", "device"), ("both", "both"))
 
 
 class Shared:
@@ -53,9 +78,11 @@ class Shared:
 
 
 class SortableTable:
-    """Header buttons over an HTML body; holds the sort state of one table."""
+    """Header buttons over an HTML body; holds the sort state of one table. With a
+    ``panel``, a ``▸`` button before each shown row opens that row in it."""
 
-    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None) -> None:
+    def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
+                 panel: RowPanel | None = None) -> None:
         self.full = table
         self.table = table.narrow  # the default columns; "more columns" shows them all
         self.page = page
@@ -64,6 +91,8 @@ class SortableTable:
         self.visible = page
         self._order = self.full.sorted_rows(self.column_id, self.descending)
         shared = shared or Shared()
+        self.shared = shared
+        self.panel = panel
         # Each widget is made in its final state (sorted, rendered): a change after it
         # is opened is one more message to the front end.
         self.headers: dict[str, w.Button] = {}
@@ -88,13 +117,22 @@ class SortableTable:
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
         self._extra_layouts = [lay for (_, _, hidden), lay in layouts.items() if hidden]
-        narrowest, widest = table_widths(self.table)
+        narrowest, widest = self._widths()
         # The header row and the body: as wide as the output area, between the two.
         self.fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
                             max_width=f"{widest}px")
         shown, status = self._page()
-        self.body = shared.html(table_html(self.table, shown, header=False, scroll=False),
-                                layout=self.fit)
+        self.expanders: list[w.Button] = []
+        body_layout = self.fit
+        if panel is not None:  # the body shares its row with the buttons
+            body_layout = w.Layout(margin="0", flex="1 1 0px")
+            self._expander_layout = w.Layout(margin="0", padding="0", flex="0 0 auto",
+                                             width=f"{EXPANDER_PX}px", height=f"{ROW_PX}px")
+            self._expander_style = w.ButtonStyle(button_color="transparent")
+            self._expander_box = w.VBox(self._expanders_for(len(shown)),
+                                        layout=w.Layout(margin="0", flex="0 0 auto"))
+            panel.on_change = self._mark
+        self.body = shared.html(self._body_html(shown), layout=body_layout)
         self.status = shared.html(status)
         # The two buttons show and hide together: one layout.
         more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
@@ -114,13 +152,18 @@ class SortableTable:
                                            _dom_classes=("km-more-columns",))
             self.columns_button.on_click(lambda _b: self.toggle_columns())
             controls.append(self.columns_button)
+        head: list[Any] = list(self.headers.values())
+        body: Any = self.body
+        if panel is not None:  # a gap over the buttons keeps the headers over their columns
+            head.insert(0, w.Box(layout=w.Layout(margin="0", flex="0 0 auto",
+                                                 width=f"{EXPANDER_PX}px")))
+            body = w.HBox([self._expander_box, self.body], layout=self.fit)
         # The table fits the output area down to its narrowest; below that, header and
         # body scroll together inside the output.
-        self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=self.fit),
-            self.body,
-            w.HBox(controls, layout=shared.plain),
-        ], layout=w.Layout(overflow="auto"))
+        parts = [w.HBox(head, layout=self.fit), body, w.HBox(controls, layout=shared.plain)]
+        if panel is not None:
+            parts.append(panel.widget)
+        self.widget = w.VBox(parts, layout=w.Layout(overflow="auto"))
 
     def toggle_columns(self) -> None:
         """Show every column ("more columns"), or the default ones again."""
@@ -134,7 +177,7 @@ class SortableTable:
         if not any(c.id == self.column_id for c in self.table.columns):
             self.column_id, self.descending = self.table.sort_column, True
             self._resort()  # (sorted by a column no longer shown)
-        narrowest, widest = table_widths(self.table)
+        narrowest, widest = self._widths()
         self.fit.min_width, self.fit.max_width = f"{narrowest}px", f"{widest}px"
         self._render()
 
@@ -151,10 +194,47 @@ class SortableTable:
         self.visible = max(self.page, n)
         self._render()
 
+    def open(self, position: int) -> None:
+        """A ``▸`` click: the shown row at ``position`` (0: the top) in the panel."""
+        if self.panel is not None:
+            self.panel.show(row_label(self._order[position]))
+
     @property
     def order(self) -> list[str]:
         """Keys of the rendered rows, top to bottom."""
         return [r.key for r in self._order[: self.visible]]
+
+    def _widths(self) -> tuple[int, int]:
+        """(narrowest, widest) px of the header row and the body (the buttons' column
+        included)."""
+        narrowest, widest = table_widths(self.table)
+        extra = EXPANDER_PX if self.panel is not None else 0
+        return narrowest + extra, widest + extra
+
+    def _body_html(self, shown: list[Any]) -> str:
+        row_px = ROW_PX if self.panel is not None else None
+        return table_html(self.table, shown, header=False, scroll=False, row_px=row_px)
+
+    def _expanders_for(self, n: int) -> list[w.Button]:
+        """The first ``n`` ``▸`` buttons, made as the shown rows first need them."""
+        while len(self.expanders) < n:
+            position = len(self.expanders)
+            button = w.Button(description=self._mark_of(position), tooltip="open this row",
+                              layout=self._expander_layout, style=self._expander_style,
+                              _dom_classes=("km-expander",))
+            button.on_click(lambda _b, i=position: self.open(i))
+            self.expanders.append(button)
+        return self.expanders[:n]
+
+    def _mark_of(self, position: int) -> str:
+        """``▾`` on the row the panel shows, ``▸`` on the others."""
+        shown = self.panel.name if self.panel is not None else None
+        here = position < len(self._order) and row_label(self._order[position]) == shown
+        return OPEN if here else CLOSED
+
+    def _mark(self) -> None:
+        for i, button in enumerate(self.expanders):
+            button.description = self._mark_of(i)
 
     def _title(self, column_id: str) -> str:
         """A header's text: the column's title, with an arrow on the sort column."""
@@ -177,9 +257,113 @@ class SortableTable:
 
     def _render(self) -> None:
         shown, status = self._page()
-        self.body.value = table_html(self.table, shown, header=False, scroll=False)
+        self.body.value = self._body_html(shown)
         self.status.value = status
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
+        if self.panel is not None:
+            self._mark()
+            buttons = self._expanders_for(len(shown))
+            if len(self._expander_box.children) != len(buttons):
+                self._expander_box.children = buttons
+
+
+class RowPanel:
+    """The panel under a table: one row taken apart (``result.explain``) and what making
+    it faster would buy (``result.what_if`` at a factor and on a side the user picks).
+
+    Nothing is built until a row is opened; the first opening makes its widgets, later
+    ones only change their values. ``name`` is the row shown (None: closed);
+    ``on_change`` is called when that changes (the table marks the row).
+    """
+
+    def __init__(self, result: ProfileResult, shared: Shared | None = None) -> None:
+        self.result = result
+        self.shared = shared or Shared()
+        self.name: str | None = None
+        self.explanation: Explanation | None = None
+        self.on_change: Callable[[], None] = lambda: None
+        self.widget = w.VBox([], layout=w.Layout(display="none", margin="6px 0 0 0"),
+                             _dom_classes=("km-panel",))
+
+    def show(self, name: str) -> None:
+        """Open the panel on row (or kernel) ``name``, replacing the row it showed."""
+        e = self.result.explain(name)
+        if not self.widget.children:
+            self._build()
+        self.explanation, self.name = e, name
+        self.detail.value = self._detail_html(e)
+        held = bool(e.what_ifs)
+        self.controls.layout.display = None if held else "none"
+        self.note.value = "" if held else self._no_what_if(e)
+        if held:
+            self._update()
+        self.widget.layout.display = None
+        self.on_change()
+
+    def close(self) -> None:
+        self.name = self.explanation = None
+        self.widget.layout.display = "none"
+        self.on_change()
+
+    @property
+    def answer_text(self) -> str:
+        """The what-if's line as shown ("" when the row has none)."""
+        return self.answer.value if self.widget.children else ""
+
+    def _build(self) -> None:
+        html = self.shared.html
+        self.detail = html()
+        self.slider = w.SelectionSlider(options=list(FACTORS), value=2.0,
+                                        description="faster by", _dom_classes=("km-factor",))
+        device = self.result.profiles_device
+        self.side = w.ToggleButtons(options=list(SIDES), value="both", description="on",
+                                    _dom_classes=("km-side",),
+                                    style=w.ToggleButtonsStyle(button_width="auto"),
+                                    layout=w.Layout(display=None if device else "none"))
+        self.answer = html(layout=w.Layout(margin="0"))
+        self.answer.add_class("km-what-if")
+        self.note = html()
+        self.slider.observe(lambda _c: self._update(), names="value")
+        self.side.observe(lambda _c: self._update(), names="value")
+        self.controls = w.VBox([w.HBox([self.slider, self.side]), self.answer])
+        close = w.Button(description="close", tooltip="close this panel",
+                         layout=w.Layout(width="auto"), _dom_classes=("km-panel-close",))
+        close.on_click(lambda _b: self.close())
+        self.widget.children = [self.detail, self.controls, self.note, close]
+
+    def _update(self) -> None:
+        """The what-if line for the slider's factor and side."""
+        e = self.explanation
+        if e is None or not e.what_ifs:
+            return
+        factor, side = self.slider.value, self.side.value
+        answer = next((a for k, a in e.what_ifs if k == factor and side == "both"), None)
+        if answer is None:
+            answer = self.result.what_if({e.key: factor}, side)
+        self.answer.value = (f'<span class="km-what-if-text">'
+                             f"{escape(what_if_text(factor, answer))}</span>")
+
+    @staticmethod
+    def _detail_html(e: Explanation) -> str:
+        parts = [f'<div class="km-explain" style="color:{FG}">'
+                 f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
+        for title, table in explanation_tables(e):
+            parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
+                         f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
+        parts.append(inline_svg(iterations_svg(e)))
+        parts += [f'<div class="km-note">{escape(line)}</div>'
+                  for line in explanation_lines(e, what_ifs=False)]
+        return "".join(parts) + "</div>"
+
+    @staticmethod
+    def _no_what_if(e: Explanation) -> str:
+        if e.kind == "kernel":
+            why = "a kernel is not a row of the dependency model: open the row that launches it"
+        elif any("what-if" in n for n in e.notes):
+            why = "no dependency model in this result"
+        else:
+            why = "the median iteration does not hold this row"
+        return f'<div class="km-note km-no-what-if">what-if: {escape(why)}</div>'
 
 
 def picture_widget(picture: Picture) -> w.Image:
@@ -216,7 +400,7 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                              layout=w.Layout(width="auto", max_width="100%")))
     if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
         parts.append(shared.html(inline_svg(timeline_svg)))
-    table = SortableTable(op_table(result), shared=shared)
+    table = SortableTable(op_table(result), shared=shared, panel=RowPanel(result, shared))
     views: dict[str, Any] = {"ops": table}
     box_of: dict[str, Any] = {"ops": table.widget}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
@@ -224,7 +408,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
         picture = view.picture
         for title, shown in view.tables:
             if isinstance(shown, Table) and shown.rows:
-                views[title] = SortableTable(shown, shared=shared)
+                panel = RowPanel(result, shared) if title in EXPLAINED_TABS else None
+                views[title] = SortableTable(shown, shared=shared, panel=panel)
                 above = [picture_widget(picture)] if picture is not None else []
                 box_of[title] = w.VBox([*above, views[title].widget],
                                        layout=w.Layout(display="none"))
