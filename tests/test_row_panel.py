@@ -226,7 +226,7 @@ def test_another_row_replaces_sorting_keeps_and_close_closes():
     assert [lab for lab, m in zip(labels, marks, strict=True) if m == OPEN] == (
         [second] if second in labels else [])
     # Close: hidden, no row marked.
-    close = table.panel.widget.children[-1]
+    close = table.panel.widget.children[0].children[0]
     assert close.description == "close"
     close.click()
     assert table.panel.name is None and table.panel.widget.layout.display == "none"

@@ -29,6 +29,7 @@ from kernelmagic.render.explain import (
 )
 from kernelmagic.render.html import (
     FG,
+    RULE,
     findings_html,
     first_min_width,
     inline_svg,
@@ -282,7 +283,9 @@ class RowPanel:
         self.name: str | None = None
         self.explanation: Explanation | None = None
         self.on_change: Callable[[], None] = lambda: None
-        self.widget = w.VBox([], layout=w.Layout(display="none", margin="6px 0 0 0"),
+        self.widget = w.VBox([], layout=w.Layout(display="none", margin="6px 0 0 0",
+                                                 border=f"1px solid {RULE}",
+                                                 padding="4px"),
                              _dom_classes=("km-panel",))
 
     def show(self, name: str) -> None:
@@ -316,20 +319,23 @@ class RowPanel:
         self.slider = w.SelectionSlider(options=list(FACTORS), value=2.0,
                                         description="faster by", _dom_classes=("km-factor",))
         device = self.result.profiles_device
-        self.side = w.ToggleButtons(options=list(SIDES), value="both", description="on",
+        self.side = w.ToggleButtons(options=list(SIDES), value="both",
+                                    tooltips=["its CPU time only", "its GPU work only",
+                                              "its CPU time and its GPU work"],
                                     _dom_classes=("km-side",),
                                     style=w.ToggleButtonsStyle(button_width="auto"),
-                                    layout=w.Layout(display=None if device else "none"))
+                                    layout=w.Layout(display=None if device else "none",
+                                                    width="auto", flex="0 0 auto"))
         self.answer = html(layout=w.Layout(margin="0"))
         self.answer.add_class("km-what-if")
         self.note = html()
         self.slider.observe(lambda _c: self._update(), names="value")
         self.side.observe(lambda _c: self._update(), names="value")
         self.controls = w.VBox([w.HBox([self.slider, self.side]), self.answer])
-        close = w.Button(description="close", tooltip="close this panel",
+        close = w.Button(description="close", tooltip="close this panel", icon="times",
                          layout=w.Layout(width="auto"), _dom_classes=("km-panel-close",))
         close.on_click(lambda _b: self.close())
-        self.widget.children = [self.detail, self.controls, self.note, close]
+        self.widget.children = [w.HBox([close]), self.detail, self.controls, self.note]
 
     def _update(self) -> None:
         """The what-if line for the slider's factor and side."""
@@ -340,12 +346,12 @@ class RowPanel:
         answer = next((a for k, a in e.what_ifs if k == factor and side == "both"), None)
         if answer is None:
             answer = self.result.what_if({e.key: factor}, side)
-        self.answer.value = (f'<span class="km-what-if-text">'
+        self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
                              f"{escape(what_if_text(factor, answer))}</span>")
 
     @staticmethod
     def _detail_html(e: Explanation) -> str:
-        parts = [f'<div class="km-explain" style="color:{FG}">'
+        parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
                  f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
         for title, table in explanation_tables(e):
             parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
