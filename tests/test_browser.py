@@ -771,10 +771,10 @@ def _write_explain_notebook(folder: Path) -> None:
         "nbformat": 4, "nbformat_minor": 5})
 
 
-def _check_expanders_line_up(report: Any) -> None:
-    """Each shown row's ``▸`` button spans its row: same top and bottom, within a few px."""
+def _check_pickers_line_up(report: Any) -> None:
+    """Each shown row's radio item spans its row: same top and bottom, within a few px."""
     rows = report.locator(".km-tab-ops tr.km-row")
-    buttons = report.locator(".km-tab-ops button.km-expander")
+    buttons = report.locator(".km-tab-ops .km-picker .widget-radio-box label")
     assert rows.count() == buttons.count() > 1
     for i in (0, 1, rows.count() - 1):
         row, button = _box(rows.nth(i)), _box(buttons.nth(i))
@@ -784,11 +784,22 @@ def _check_expanders_line_up(report: Any) -> None:
             assert abs(r - b) <= ALIGN_TOLERANCE, f"row {i}: {edge} {r:.0f}px, button {b:.0f}px"
 
 
-def _open_row(report: Any, name: str) -> None:
-    """Click the ``▸`` of the op table's row ``name`` (its cell's title: the whole name)."""
+def _open_row(report: Any, name: str) -> Any:
+    """Click the radio button of the op table's row ``name`` (its cell's title: the whole
+    name); returns the radio button."""
     titles = [report.locator(".km-tab-ops td.km-col-op").nth(i).get_attribute("title")
               for i in range(report.locator(".km-tab-ops td.km-col-op").count())]
-    report.locator(".km-tab-ops button.km-expander").nth(titles.index(name)).click()
+    radio = report.locator(".km-tab-ops .km-picker input[type=radio]").nth(titles.index(name))
+    radio.click()
+    return radio
+
+
+def _top(result: Any, column: str) -> list[str]:
+    """The op table's first page sorted by ``column``, largest first (its labels)."""
+    from kernelmagic.render.table import op_table, row_label
+    from kernelmagic.render.widget import PAGE
+
+    return [row_label(r) for r in op_table(result).sorted_rows(column)[:PAGE]]
 
 
 def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
@@ -816,7 +827,7 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
             _switch_theme(page, "JupyterLab Light", light=True)
             _menu(page, "Run", "runmenu:run-all")
             report = page.locator(".jp-OutputArea-output").filter(
-                has=page.locator("button.km-expander")).first
+                has=page.locator(".km-picker")).first
             expect(report).to_be_visible(timeout=RUN_ALL_TIMEOUT)
             expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
                 0, timeout=RUN_ALL_TIMEOUT)
@@ -824,15 +835,15 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
             panel = report.locator(".km-tab-ops .km-panel")
             expect(panel).to_be_hidden()
             _check_header_alignment(report.locator(".km-tab-ops"))
-            _check_expanders_line_up(report)
+            _check_pickers_line_up(report)
 
-            _open_row(report, "aten::addmm")
+            first = _open_row(report, "aten::addmm")
             head = panel.locator(".km-explain-head")
             expect(head).to_have_text(re.compile(r"^aten::addmm: "), timeout=CLICK_TIMEOUT)
             for k in addmm.kernels[:2]:  # its GPU work, whole in the cells' titles
                 expect(panel.locator(f"td[title={json.dumps(k.kernel)}]")).to_have_count(1)
             expect(panel.locator("td.km-col-shapes").first).to_have_text(addmm.shapes[0].shapes)
-            expect(report.locator(".km-tab-ops button.km-expander", has_text="▾")).to_have_count(1)
+            expect(first).to_be_checked()
 
             # The factor: one step right of 2x is 3x, as the live kernel answers it.
             answer = panel.locator(".km-what-if-text")
@@ -858,12 +869,20 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
                 FACTORS[-1][1], result.what_if({addmm.key: FACTORS[-1][1]}, "device")),
                 timeout=CLICK_TIMEOUT)
 
-            # Another row: the panel follows, the first row's ▾ goes back to ▸.
-            _open_row(report, "aten::copy_")
+            # Another row: the panel follows, only its radio button is checked.
+            second = _open_row(report, "aten::copy_")
             expect(head).to_have_text(re.compile(r"^aten::copy_: "), timeout=CLICK_TIMEOUT)
-            expect(report.locator(".km-tab-ops button.km-expander", has_text="▾")).to_have_count(1)
+            expect(second).to_be_checked()
+            expect(first).not_to_be_checked()
+            # Sorting keeps it; closing hides it and unchecks the row.
+            report.locator(".km-tab-ops button.km-header",
+                           has_text=re.compile(r"^calls/iter")).click()
+            expect(head).to_have_text(re.compile(r"^aten::copy_: "))
+            expect(report.locator(".km-tab-ops .km-picker input:checked")).to_have_count(
+                1 if "aten::copy_" in _top(result, "calls") else 0, timeout=CLICK_TIMEOUT)
             panel.locator("button.km-panel-close").click()
             expect(panel).to_be_hidden(timeout=CLICK_TIMEOUT)
+            expect(report.locator(".km-tab-ops .km-picker input:checked")).to_have_count(0)
         except BaseException:
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(ARTIFACTS / "panel-failed.png"))

@@ -1,5 +1,5 @@
-"""The widget's row panel (#47): a ``▸`` before each shown row of the op table and the
-kernels tab opens ``result.explain`` of that row under the table, with a what-if control
+"""The widget's row panel (#47): a radio button before each shown row of the op table and
+the kernels tab opens ``result.explain`` of that row under the table, with a what-if control
 whose numbers are ``result.what_if``'s. Widgets with dummy comms (no front end); the real
 browser's test is in ``tests/test_browser.py``."""
 
@@ -16,14 +16,7 @@ from loaded import loaded
 
 from kernelmagic.render.explain import explanation_head, what_if_text
 from kernelmagic.render.table import row_label
-from kernelmagic.render.widget import (
-    CLOSED,
-    FACTORS,
-    OPEN,
-    ROW_PX,
-    SortableTable,
-    report_widget,
-)
+from kernelmagic.render.widget import FACTORS, ROW_HEIGHT, SortableTable, report_widget
 
 DATA = Path(__file__).parent / "data"
 
@@ -33,11 +26,16 @@ def report(name: str):
     return result, report_widget(result, None)
 
 
+def pick(table: SortableTable, position: int) -> None:
+    """Click the radio button of the shown row at ``position`` (as the front end sets it)."""
+    table.picker.value = position
+
+
 def open_row(table: SortableTable, label: str) -> None:
-    """Click the ``▸`` of the shown row labelled ``label`` (shown all rows first)."""
+    """Click the radio button of the row labelled ``label`` (shown all rows first)."""
     table.all_button.click()
     labels = [row_label(r) for r in table._order]
-    table.expanders[labels.index(label)].click()
+    pick(table, labels.index(label))
 
 
 def text_of(html: str) -> str:
@@ -75,7 +73,7 @@ def test_an_op_row_shows_its_kernels_and_shapes():
 def test_the_iterations_picture():
     _result, box = report("v100_gpu_annotations.json.gz")
     table = box.km_table
-    table.expanders[0].click()
+    pick(table, 0)
     e = table.panel.explanation
     assert e is not None and e.series is not None and len(e.series.self_cpu_us) >= 2
     assert table.panel.detail.value.count("<rect") == len(e.series.self_cpu_us)
@@ -130,7 +128,7 @@ def test_a_kernel_row_shows_the_ops_that_launched_it_and_no_slider():
     _result, box = report("v100_gpu_annotations.json.gz")
     kernels = box.km_views["kernels"]
     assert kernels.panel is not None and kernels.panel is not box.km_table.panel
-    kernels.expanders[0].click()
+    pick(kernels, 0)
     top = kernels._order[0]
     assert kernels.panel.name == top.key
     shown = text_of(kernels.panel.detail.value)
@@ -146,7 +144,7 @@ def test_a_result_without_a_dependency_model_says_so():
 
     result = load(DATA / "saved_profile_v1.json")
     table = report_widget(result, None).km_table
-    table.expanders[0].click()
+    pick(table, 0)
     assert table.panel.controls.layout.display == "none"
     assert "no dependency model" in text_of(table.panel.note.value)
 
@@ -181,7 +179,7 @@ def test_the_slider_says_what_result_what_if_says(side):
     result, box = report("v100_gpu_annotations.json.gz")
     table = box.km_table
     label = row_label(table._order[0])
-    table.expanders[0].click()
+    pick(table, 0)
     panel = table.panel
     key = result.explain(label).key
     assert panel.side.layout.display is None  # a device run: the side is a choice
@@ -199,7 +197,7 @@ def test_the_slider_says_what_result_what_if_says(side):
 def test_the_first_answer_is_twice_as_fast():
     result, box = report("a100_nccl_rank.json.gz")
     table = box.km_table
-    table.expanders[1].click()
+    pick(table, 1)
     key = result.explain(row_label(table._order[1])).key
     assert text_of(table.panel.answer_text) == what_if_text(2.0, result.what_if({key: 2.0}))
 
@@ -211,30 +209,34 @@ def test_another_row_replaces_sorting_keeps_and_close_closes():
     _result, box = report("mi250_rocm.json.gz")
     table = box.km_table
     first, second = (row_label(r) for r in table._order[:2])
-    table.expanders[0].click()
+    assert table.panel.widget not in table.widget.children  # joins on the first click
+    pick(table, 0)
+    assert table.widget.children[-1] is table.panel.widget
     built = table.panel.widget.children
-    assert [b.description for b in table.expanders[:2]] == [OPEN, CLOSED]
-    table.expanders[1].click()
+    assert table.panel.name == first
+    pick(table, 1)
     assert table.panel.name == second and head_of(table).startswith(second + ":")
     assert table.panel.widget.children == built  # the same widgets, new values
-    assert [b.description for b in table.expanders[:2]] == [CLOSED, OPEN]
-    # Sorting keeps the panel; the ▾ follows its row.
+    assert table.picker.value == 1
+    # Sorting keeps the panel; the checked item follows its row.
     table.headers["op"].click()
     assert table.panel.name == second and table.panel.widget.layout.display is None
     labels = [row_label(r) for r in table._order[: table.visible]]
-    marks = [b.description for b in table.expanders[: len(labels)]]
-    assert [lab for lab, m in zip(labels, marks, strict=True) if m == OPEN] == (
-        [second] if second in labels else [])
+    assert table.picker.value == (labels.index(second) if second in labels else None)
+    table.all_button.click()
+    labels = [row_label(r) for r in table._order]
+    assert table.picker.value == labels.index(second)
     # Close: hidden, no row marked.
     close = table.panel.widget.children[0].children[0]
     assert close.description == "close"
     close.click()
     assert table.panel.name is None and table.panel.widget.layout.display == "none"
-    assert {b.description for b in table.expanders} == {CLOSED}
-    assert first != second
+    assert table.picker.value is None
+    pick(table, 0)  # the same row again, after a close: opens again
+    assert table.panel.name == labels[0] and table.panel.widget.layout.display is None
 
 
-def test_one_button_per_shown_row_in_rows_of_a_fixed_height():
+def test_one_radio_item_per_shown_row_in_rows_of_its_height():
     from fakes import cpu_result
 
     from kernelmagic.core.rows import OpRow
@@ -244,15 +246,16 @@ def test_one_button_per_shown_row_in_rows_of_a_fixed_height():
     result = cpu_result(rows=rows)
     table = SortableTable(report_widget(result, None).km_table.full, page=25,
                           panel=RowPanel(result))
-    assert len(table._expander_box.children) == 25
-    assert table.body.value.count(f'style="height:{ROW_PX}px') == 25
-    assert table.expanders[0].layout.height == f"{ROW_PX}px"
+    labels = table.picker._options_labels
+    assert len(labels) == 25 and len(set(labels)) == 25  # the front end finds items by label
+    assert not "".join(labels).strip("\u200b\u200c\u200d\u2060")  # and shows none
+    assert table.body.value.count(f'style="height:{ROW_HEIGHT};') == 25
     table.more_button.click()
-    assert len(table._expander_box.children) == 50 == table.body.value.count('class="km-row"')
-    table.expanders[49].click()
+    assert len(table.picker.options) == 50 == table.body.value.count('class="km-row"')
+    pick(table, 49)
     assert table.panel.name == "op0010"  # the 50th of 60, largest first
     table.all_button.click()
-    assert len(table._expander_box.children) == 60
+    assert len(table.picker.options) == 60 and table.picker.value == 49
 
 
 def test_a_table_without_a_panel_is_as_before():
@@ -262,7 +265,7 @@ def test_a_table_without_a_panel_is_as_before():
     from kernelmagic.render.table import op_table
 
     table = SortableTable(op_table(cpu_result()))
-    assert table.expanders == [] and f"height:{ROW_PX}px" not in table.body.value
+    assert table.picker is None and "height:var" not in table.body.value
     shown = table._order[: table.visible]
     assert table.body.value == table_html(table.table, shown, header=False, scroll=False)
 
@@ -272,4 +275,4 @@ def test_the_static_reports_have_no_fixed_rows():
 
     result = loaded(DATA / "mi250_rocm.json.gz")
     html = mime_bundle(result, include={"text/html"})["text/html"]
-    assert f"height:{ROW_PX}px" not in html and "km-expander" not in html
+    assert "height:var" not in html and "km-picker" not in html

@@ -3,9 +3,10 @@
 Clicking a column header sorts by that column; clicking it again flips the order.
 Only the top rows are rendered (one HTML widget for the body), so a table of
 thousands of rows re-sorts as fast as a short one. In the op table and the kernels tab,
-a ``▸`` button before each shown row opens the row's panel under the table (``RowPanel``:
-``result.explain`` of the row and a what-if control); the body stays one HTML widget,
-its rows of a fixed height so that the buttons line up with them.
+a radio button before each shown row (one ``RadioButtons`` widget for all of them) opens
+the row's panel under the table (``RowPanel``: ``result.explain`` of the row and a what-if
+control); the body stays one HTML widget, each of its rows as high as a radio item (the
+widgets' own CSS variable), so that the two line up in every front end.
 """
 
 from __future__ import annotations
@@ -45,11 +46,15 @@ from kernelmagic.results.result import ProfileResult
 
 PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
 ARROWS = {True: " ▼", False: " ▲"}
-#: A clickable table's rows: each this many px high (its ``▸`` buttons too), in a column of
-#: buttons this wide before the table; the tabs whose rows open a panel besides the ops.
-ROW_PX, EXPANDER_PX = 22, 24
+#: A clickable table's rows are as high as the widgets' radio items (the front end's CSS
+#: variable, 20 px in JupyterLab and the classic Notebook), in a column of radio buttons
+#: this wide before the table; the tabs whose rows open a panel besides the ops.
+ROW_HEIGHT = "var(--jp-widgets-radio-item-height, 20px)"
+PICKER_PX = 24
 EXPLAINED_TABS = ("kernels",)
-CLOSED, OPEN = "▸", "▾"
+#: Invisible characters that spell each radio item's label (the front end finds an item
+#: by its label: they must differ), in base 4.
+_INVISIBLE = "\u200b\u200c\u200d\u2060"
 #: The what-if control's factors (``inf``: the row gone) and sides.
 FACTORS = (("1x", 1.0), ("1.25x", 1.25), ("1.5x", 1.5), ("2x", 2.0), ("3x", 3.0),
            ("5x", 5.0), ("10x", 10.0), ("gone", math.inf))
@@ -69,6 +74,14 @@ class Shared:
         self.plain = w.Layout()
         self.button_style = w.ButtonStyle()
         self._html_style: Any = None
+        self._radio_style: Any = None
+
+    def radio(self, **kwargs: Any) -> w.RadioButtons:
+        """Radio buttons with the shared style (the first one's)."""
+        extra = {} if self._radio_style is None else {"style": self._radio_style}
+        widget = w.RadioButtons(**kwargs, **extra)
+        self._radio_style = widget.style
+        return widget
 
     def html(self, value: str = "", layout: w.Layout | None = None) -> w.HTML:
         """An HTML widget with the shared style (whichever class this ipywidgets uses)."""
@@ -110,7 +123,9 @@ class SortableTable:
                              min_width=f"{first_min_width(table)}px",
                              max_width=f"{col.width}px") if n == 0
                         else dict(width=f"{col.width}px", flex="0 0 auto"))
-                layout = layouts[key] = w.Layout(margin="0", padding="0 6px",
+                # A gap over the radio buttons keeps the headers over their columns.
+                gap = f"0 0 0 {PICKER_PX}px" if n == 0 and panel is not None else "0"
+                layout = layouts[key] = w.Layout(margin=gap, padding="0 6px",
                                                  display="none" if key[2] else None, **size)
             button = w.Button(description=self._title(col.id), tooltip=f"sort by {col.title}",
                               layout=layout, style=shared.button_style,
@@ -123,15 +138,17 @@ class SortableTable:
         self.fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
                             max_width=f"{widest}px")
         shown, status = self._page()
-        self.expanders: list[w.Button] = []
+        self.picker: w.RadioButtons | None = None
         body_layout = self.fit
-        if panel is not None:  # the body shares its row with the buttons
+        if panel is not None:  # the body shares its row with the radio buttons
             body_layout = w.Layout(margin="0", flex="1 1 0px")
-            self._expander_layout = w.Layout(margin="0", padding="0", flex="0 0 auto",
-                                             width=f"{EXPANDER_PX}px", height=f"{ROW_PX}px")
-            self._expander_style = w.ButtonStyle(button_color="transparent")
-            self._expander_box = w.VBox(self._expanders_for(len(shown)),
-                                        layout=w.Layout(margin="0", flex="0 0 auto"))
+            self._syncing = False
+            self.picker = shared.radio(options=self._picks(len(shown)), value=None,
+                                       layout=w.Layout(margin="0", flex="0 0 auto",
+                                                       width=f"{PICKER_PX}px",
+                                                       overflow="hidden"),
+                                       _dom_classes=("km-picker",))
+            self.picker.observe(self._picked, names="value")
             panel.on_change = self._mark
         self.body = shared.html(self._body_html(shown), layout=body_layout)
         self.status = shared.html(status)
@@ -153,18 +170,15 @@ class SortableTable:
                                            _dom_classes=("km-more-columns",))
             self.columns_button.on_click(lambda _b: self.toggle_columns())
             controls.append(self.columns_button)
-        head: list[Any] = list(self.headers.values())
         body: Any = self.body
-        if panel is not None:  # a gap over the buttons keeps the headers over their columns
-            head.insert(0, w.Box(layout=w.Layout(margin="0", flex="0 0 auto",
-                                                 width=f"{EXPANDER_PX}px")))
-            body = w.HBox([self._expander_box, self.body], layout=self.fit)
+        if self.picker is not None:
+            body = w.HBox([self.picker, self.body], layout=self.fit)
         # The table fits the output area down to its narrowest; below that, header and
-        # body scroll together inside the output.
-        parts = [w.HBox(head, layout=self.fit), body, w.HBox(controls, layout=shared.plain)]
-        if panel is not None:
-            parts.append(panel.widget)
-        self.widget = w.VBox(parts, layout=w.Layout(overflow="auto"))
+        # body scroll together inside the output. (The panel joins under it when a row is
+        # first opened.)
+        self.widget = w.VBox([w.HBox(list(self.headers.values()), layout=self.fit), body,
+                              w.HBox(controls, layout=shared.plain)],
+                             layout=w.Layout(overflow="auto"))
 
     def toggle_columns(self) -> None:
         """Show every column ("more columns"), or the default ones again."""
@@ -196,9 +210,12 @@ class SortableTable:
         self._render()
 
     def open(self, position: int) -> None:
-        """A ``▸`` click: the shown row at ``position`` (0: the top) in the panel."""
-        if self.panel is not None:
-            self.panel.show(row_label(self._order[position]))
+        """A row picked: the shown row at ``position`` (0: the top) in the panel."""
+        if self.panel is None:
+            return
+        if self.panel.widget not in self.widget.children:
+            self.widget.children = (*self.widget.children, self.panel.widget)
+        self.panel.show(row_label(self._order[position]))
 
     @property
     def order(self) -> list[str]:
@@ -206,36 +223,42 @@ class SortableTable:
         return [r.key for r in self._order[: self.visible]]
 
     def _widths(self) -> tuple[int, int]:
-        """(narrowest, widest) px of the header row and the body (the buttons' column
-        included)."""
+        """(narrowest, widest) px of the header row and the body (the radio buttons'
+        column included)."""
         narrowest, widest = table_widths(self.table)
-        extra = EXPANDER_PX if self.panel is not None else 0
+        extra = PICKER_PX if self.panel is not None else 0
         return narrowest + extra, widest + extra
 
     def _body_html(self, shown: list[Any]) -> str:
-        row_px = ROW_PX if self.panel is not None else None
-        return table_html(self.table, shown, header=False, scroll=False, row_px=row_px)
+        height = ROW_HEIGHT if self.panel is not None else None
+        return table_html(self.table, shown, header=False, scroll=False, row_height=height)
 
-    def _expanders_for(self, n: int) -> list[w.Button]:
-        """The first ``n`` ``▸`` buttons, made as the shown rows first need them."""
-        while len(self.expanders) < n:
-            position = len(self.expanders)
-            button = w.Button(description=self._mark_of(position), tooltip="open this row",
-                              layout=self._expander_layout, style=self._expander_style,
-                              _dom_classes=("km-expander",))
-            button.on_click(lambda _b, i=position: self.open(i))
-            self.expanders.append(button)
-        return self.expanders[:n]
+    @staticmethod
+    def _picks(n: int) -> list[tuple[str, int]]:
+        """The radio items of ``n`` shown rows: (an invisible label, the row's position)."""
+        digits = max(1, math.ceil(math.log(max(n, 2), 4)))
+        return [("".join(_INVISIBLE[i // 4 ** d % 4] for d in range(digits)), i)
+                for i in range(n)]
 
-    def _mark_of(self, position: int) -> str:
-        """``▾`` on the row the panel shows, ``▸`` on the others."""
-        shown = self.panel.name if self.panel is not None else None
-        here = position < len(self._order) and row_label(self._order[position]) == shown
-        return OPEN if here else CLOSED
+    def _picked(self, change: Any) -> None:
+        if not self._syncing and change["new"] is not None:
+            self.open(change["new"])
 
     def _mark(self) -> None:
-        for i, button in enumerate(self.expanders):
-            button.description = self._mark_of(i)
+        """Check the radio item of the row the panel shows (none when it is closed or the
+        row is not shown)."""
+        if self.picker is None or self.panel is None:
+            return
+        shown = [row_label(r) for r in self._order[: self.visible]]
+        n = len(shown)
+        name = self.panel.name
+        self._syncing = True
+        try:
+            if len(self.picker.options) != n:
+                self.picker.options = self._picks(n)
+            self.picker.value = shown.index(name) if name in shown else None
+        finally:
+            self._syncing = False
 
     def _title(self, column_id: str) -> str:
         """A header's text: the column's title, with an arrow on the sort column."""
@@ -261,11 +284,7 @@ class SortableTable:
         self.body.value = self._body_html(shown)
         self.status.value = status
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
-        if self.panel is not None:
-            self._mark()
-            buttons = self._expanders_for(len(shown))
-            if len(self._expander_box.children) != len(buttons):
-                self._expander_box.children = buttons
+        self._mark()
 
 
 class RowPanel:
