@@ -105,7 +105,9 @@ def first_display(name: str, result: Any, rounds: int) -> None:
                              pictures=pictures.views)
 
     def bundle() -> Any:
-        return mime_bundle(result)
+        made = mime_bundle(result)
+        assert "application/vnd.jupyter.widget-view+json" in made  # (``c.shell()``)
+        return made
 
     for what, fn, judged in (("widget", widget, False), ("mime bundle", bundle, True)):
         times = c.alternate({"after": built(fn), "before": built(without_panels(fn))},
@@ -159,6 +161,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     c.header("row panel (#47): first display before/after, opening a panel")
+    c.shell()  # an InteractiveShell: the mime bundle builds the widget (as in a notebook)
     for name, result in results().items():
         print(f"\n{name}: {len(result.rows):,} rows, {len(result.kernels):,} kernels")
         first_display(name, result, args.rounds)
