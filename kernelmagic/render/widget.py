@@ -75,6 +75,15 @@ class Shared:
         self.button_style = w.ButtonStyle()
         self._html_style: Any = None
         self._radio_style: Any = None
+        self._layouts: dict[str, w.Layout] = {}
+
+    def layout(self, name: str, **kwargs: Any) -> w.Layout:
+        """The report's one layout called ``name`` (made on first use with ``kwargs``),
+        for widgets whose layout never changes."""
+        found = self._layouts.get(name)
+        if found is None:
+            found = self._layouts[name] = w.Layout(**kwargs)
+        return found
 
     def radio(self, **kwargs: Any) -> w.RadioButtons:
         """Radio buttons with the shared style (the first one's)."""
@@ -141,12 +150,13 @@ class SortableTable:
         self.picker: w.RadioButtons | None = None
         body_layout = self.fit
         if panel is not None:  # the body shares its row with the radio buttons
-            body_layout = w.Layout(margin="0", flex="1 1 0px")
+            body_layout = shared.layout("grow", margin="0", flex="1 1 0px")
             self._syncing = False
             self.picker = shared.radio(options=self._picks(len(shown)), value=None,
-                                       layout=w.Layout(margin="0", flex="0 0 auto",
-                                                       width=f"{PICKER_PX}px",
-                                                       overflow="hidden"),
+                                       layout=shared.layout("picker", margin="0",
+                                                            flex="0 0 auto",
+                                                            width=f"{PICKER_PX}px",
+                                                            overflow="hidden"),
                                        _dom_classes=("km-picker",))
             self.picker.observe(self._picked, names="value")
             panel.on_change = self._mark
@@ -165,7 +175,7 @@ class SortableTable:
         self.columns_button: w.Button | None = None
         if self.table is not self.full:
             self.columns_button = w.Button(description=more_columns(self.full),
-                                           layout=w.Layout(width="auto"),
+                                           layout=shared.layout("auto", width="auto"),
                                            style=shared.button_style,
                                            _dom_classes=("km-more-columns",))
             self.columns_button.on_click(lambda _b: self.toggle_columns())
@@ -213,9 +223,9 @@ class SortableTable:
         """A row picked: the shown row at ``position`` (0: the top) in the panel."""
         if self.panel is None:
             return
+        self.panel.show(row_label(self._order[position]))
         if self.panel.widget not in self.widget.children:
             self.widget.children = (*self.widget.children, self.panel.widget)
-        self.panel.show(row_label(self._order[position]))
 
     @property
     def order(self) -> list[str]:
@@ -291,9 +301,10 @@ class RowPanel:
     """The panel under a table: one row taken apart (``result.explain``) and what making
     it faster would buy (``result.what_if`` at a factor and on a side the user picks).
 
-    Nothing is built until a row is opened; the first opening makes its widgets, later
-    ones only change their values. ``name`` is the row shown (None: closed);
-    ``on_change`` is called when that changes (the table marks the row).
+    Nothing is built until a row is opened; the first opening makes its widgets
+    (``widget``: None until then), later ones only change their values. ``name`` is the
+    row shown (None: closed); ``on_change`` is called when that changes (the table marks
+    the row).
     """
 
     def __init__(self, result: ProfileResult, shared: Shared | None = None) -> None:
@@ -302,16 +313,13 @@ class RowPanel:
         self.name: str | None = None
         self.explanation: Explanation | None = None
         self.on_change: Callable[[], None] = lambda: None
-        self.widget = w.VBox([], layout=w.Layout(display="none", margin="6px 0 0 0",
-                                                 border=f"1px solid {RULE}",
-                                                 padding="4px"),
-                             _dom_classes=("km-panel",))
+        self.widget: w.VBox | None = None  # made on the first ``show``
 
     def show(self, name: str) -> None:
         """Open the panel on row (or kernel) ``name``, replacing the row it showed."""
         e = self.result.explain(name)
-        if not self.widget.children:
-            self._build()
+        if self.widget is None:
+            self.widget = self._build()
         self.explanation, self.name = e, name
         self.detail.value = self._detail_html(e)
         held = bool(e.what_ifs)
@@ -324,15 +332,17 @@ class RowPanel:
 
     def close(self) -> None:
         self.name = self.explanation = None
-        self.widget.layout.display = "none"
+        if self.widget is not None:
+            self.widget.layout.display = "none"
         self.on_change()
 
     @property
     def answer_text(self) -> str:
         """The what-if's line as shown ("" when the row has none)."""
-        return self.answer.value if self.widget.children else ""
+        return self.answer.value if self.widget is not None else ""
 
-    def _build(self) -> None:
+    def _build(self) -> w.VBox:
+        """The panel's widgets (once: later rows change their values)."""
         html = self.shared.html
         self.detail = html()
         self.slider = w.SelectionSlider(options=list(FACTORS), value=2.0,
@@ -354,7 +364,10 @@ class RowPanel:
         close = w.Button(description="close", tooltip="close this panel", icon="times",
                          layout=w.Layout(width="auto"), _dom_classes=("km-panel-close",))
         close.on_click(lambda _b: self.close())
-        self.widget.children = [w.HBox([close]), self.detail, self.controls, self.note]
+        return w.VBox([w.HBox([close]), self.detail, self.controls, self.note],
+                      layout=w.Layout(margin="6px 0 0 0", border=f"1px solid {RULE}",
+                                      padding="4px"),
+                      _dom_classes=("km-panel",))
 
     def _update(self) -> None:
         """The what-if line for the slider's factor and side."""
