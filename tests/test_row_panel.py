@@ -275,3 +275,14 @@ def test_the_static_reports_have_no_fixed_rows():
     result = loaded(DATA / "mi250_rocm.json.gz")
     html = mime_bundle(result, include={"text/html"})["text/html"]
     assert "height:var" not in html and "km-picker" not in html
+
+
+def test_a_name_explain_does_not_know_says_so_in_the_panel():
+    from kernelmagic.render.widget import RowPanel
+
+    result = loaded(DATA / "mi250_rocm.json.gz")
+    panel = RowPanel(result)
+    panel.show("aten::addmn")
+    assert panel.widget.layout.display is None and panel.name == "aten::addmn"
+    assert "nearest: aten::addmm" in text_of(panel.detail.value)
+    assert panel.controls.layout.display == "none"

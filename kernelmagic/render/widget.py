@@ -317,14 +317,19 @@ class RowPanel:
 
     def show(self, name: str) -> None:
         """Open the panel on row (or kernel) ``name``, replacing the row it showed."""
-        e = self.result.explain(name)
+        try:
+            e = self.result.explain(name)
+        except LookupError as err:  # (every row the tables show has one: a safeguard)
+            e, detail = None, f'<div class="km-note">{escape(str(err))}</div>'
+        else:
+            detail = self._detail_html(e)
         if self.widget is None:
             self.widget = self._build()
         self.explanation, self.name = e, name
-        self.detail.value = self._detail_html(e)
-        held = bool(e.what_ifs)
+        self.detail.value = detail
+        held = e is not None and bool(e.what_ifs)
         self.controls.layout.display = None if held else "none"
-        self.note.value = "" if held else self._no_what_if(e)
+        self.note.value = "" if held or e is None else self._no_what_if(e)
         if held:
             self._update()
         self.widget.layout.display = None
