@@ -286,3 +286,17 @@ def test_a_name_explain_does_not_know_says_so_in_the_panel():
     assert panel.widget.layout.display is None and panel.name == "aten::addmn"
     assert "nearest: aten::addmm" in text_of(panel.detail.value)
     assert panel.controls.layout.display == "none"
+
+
+def test_memory_and_roofline_lines_where_those_views_ran():
+    from fakes import showcase_result
+
+    result = showcase_result()  # --memory and --roofline among its views
+    table = report_widget(result, None).km_table
+    open_row(table, "aten::addmm")
+    shown = text_of(table.panel.detail.value)
+    e = result.explain("aten::addmm")
+    assert e.roofline is not None and e.memory
+    assert f"roofline: {e.roofline.bound}-bound" in shown
+    assert "memory per iteration: self CPU memory" in shown
+    assert "input shapes: run with --shapes" in shown  # the flag that adds what is missing
