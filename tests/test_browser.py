@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -811,7 +812,7 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
     from playwright.sync_api import expect
 
     from kernelmagic.render.explain import what_if_text
-    from kernelmagic.render.widget import FACTORS
+    from kernelmagic.render.widget import SLIDER_FACTORS
 
     _write_explain_notebook(lab.notebooks)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -855,8 +856,10 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
             expect(answer).to_have_text(what_if_text(3.0, result.what_if({addmm.key: 3.0})),
                                         timeout=CLICK_TIMEOUT)
             handle.press("End")
-            gone = what_if_text(FACTORS[-1][1], result.what_if({addmm.key: FACTORS[-1][1]}))
-            expect(answer).to_have_text(gone, timeout=CLICK_TIMEOUT)
+            gone = math.inf  # the slider's last step
+            assert SLIDER_FACTORS[-1][1] == gone
+            expect(answer).to_have_text(what_if_text(gone, result.what_if({addmm.key: gone})),
+                                        timeout=CLICK_TIMEOUT)
             panel.evaluate("e => e.scrollIntoView({block: 'center'})")
             shot = _box(panel)
             area = _box(report)
@@ -866,8 +869,7 @@ def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
             # The side: the device only.
             panel.locator(".km-side button", has_text=re.compile("^device$")).click()
             expect(answer).to_have_text(what_if_text(
-                FACTORS[-1][1], result.what_if({addmm.key: FACTORS[-1][1]}, "device")),
-                timeout=CLICK_TIMEOUT)
+                gone, result.what_if({addmm.key: gone}, "device")), timeout=CLICK_TIMEOUT)
 
             # Another row: the panel follows, only its radio button is checked.
             second = _open_row(report, "aten::copy_")

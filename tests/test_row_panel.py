@@ -16,7 +16,7 @@ from loaded import loaded
 
 from kernelmagic.render.explain import explanation_head, what_if_text
 from kernelmagic.render.table import row_label
-from kernelmagic.render.widget import FACTORS, ROW_HEIGHT, SortableTable, report_widget
+from kernelmagic.render.widget import ROW_HEIGHT, SLIDER_FACTORS, SortableTable, report_widget
 
 DATA = Path(__file__).parent / "data"
 
@@ -183,7 +183,7 @@ def test_the_slider_says_what_result_what_if_says(side):
     key = result.explain(label).key
     assert panel.side.layout.display is None  # a device run: the side is a choice
     panel.side.value = side
-    for _, factor in FACTORS:
+    for _, factor in SLIDER_FACTORS:
         panel.slider.value = factor
         answer = result.what_if({key: factor}, side)
         assert text_of(panel.answer.value) == what_if_text(factor, answer)

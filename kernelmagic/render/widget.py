@@ -55,8 +55,8 @@ EXPLAINED_TABS = ("kernels",)
 #: Invisible characters that spell each radio item's label (the front end finds an item
 #: by its label: they must differ), in base 4.
 _INVISIBLE = "\u200b\u200c\u200d\u2060"
-#: The what-if control's factors (``inf``: the row gone) and sides.
-FACTORS = (("1x", 1.0), ("1.25x", 1.25), ("1.5x", 1.5), ("2x", 2.0), ("3x", 3.0),
+#: The what-if control's steps (``inf``: the row gone) and sides.
+SLIDER_FACTORS = (("1x", 1.0), ("1.25x", 1.25), ("1.5x", 1.5), ("2x", 2.0), ("3x", 3.0),
            ("5x", 5.0), ("10x", 10.0), ("gone", math.inf))
 SIDES = (("CPU", "cpu"), ("device", "device"), ("both", "both"))
 
@@ -102,7 +102,7 @@ class Shared:
 
 class SortableTable:
     """Header buttons over an HTML body; holds the sort state of one table. With a
-    ``panel``, a ``▸`` button before each shown row opens that row in it."""
+    ``panel``, a radio button before each shown row (``picker``) opens that row in it."""
 
     def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
                  panel: RowPanel | None = None) -> None:
@@ -114,8 +114,8 @@ class SortableTable:
         self.visible = page
         self._order = self.full.sorted_rows(self.column_id, self.descending)
         shared = shared or Shared()
-        self.shared = shared
         self.panel = panel
+        self._syncing = False  # (the picker's value set here, not by a click)
         # Each widget is made in its final state (sorted, rendered): a change after it
         # is opened is one more message to the front end.
         self.headers: dict[str, w.Button] = {}
@@ -151,7 +151,6 @@ class SortableTable:
         body_layout = self.fit
         if panel is not None:  # the body shares its row with the radio buttons
             body_layout = shared.layout("grow", margin="0", flex="1 1 0px")
-            self._syncing = False
             self.picker = shared.radio(options=self._picks(len(shown)), value=None,
                                        layout=shared.layout("picker", margin="0",
                                                             flex="0 0 auto",
@@ -343,14 +342,14 @@ class RowPanel:
 
     @property
     def answer_text(self) -> str:
-        """The what-if's line as shown ("" when the row has none)."""
+        """The what-if's line as shown, as HTML ("" before a row is opened)."""
         return self.answer.value if self.widget is not None else ""
 
     def _build(self) -> w.VBox:
         """The panel's widgets (once: later rows change their values)."""
         html = self.shared.html
         self.detail = html()
-        self.slider = w.SelectionSlider(options=list(FACTORS), value=2.0,
+        self.slider = w.SelectionSlider(options=list(SLIDER_FACTORS), value=2.0,
                                         description="faster by", _dom_classes=("km-factor",))
         device = self.result.profiles_device
         self.side = w.ToggleButtons(options=list(SIDES), value="both",
