@@ -36,6 +36,7 @@ SCRIPTS: dict[str, tuple[str, list[str]]] = {
     "event_model": ("bench_event_model.py", ["--rounds", "1", "--scale-rounds", "1"]),
     "trace_load": ("bench_trace_load.py", ["--rounds", "3"]),
     "what_if": ("bench_what_if.py", ["--rounds", "3"]),
+    "panel": ("bench_panel.py", ["--rounds", "5"]),
     "trace_memory": ("bench_trace_memory.py", ["--mb", "200"]),
     "ranks": ("bench_ranks.py", ["--copies", "16", "--rounds", "2", "--scale", "4"]),
     "ranks_scale": ("bench_ranks_scale.py", ["--ranks", "16", "64", "--size", "256kB"]),

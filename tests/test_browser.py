@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -863,3 +864,147 @@ def test_a_notebook_saved_without_widget_state_shows_the_static_report(lab: Lab,
             page.screenshot(path=str(ARTIFACTS / "saved-reopened.png"))
     finally:
         page.close()
+
+
+# --- a row's panel (#47) --------------------------------------------------------------------
+
+#: A ROCm trace whose rows have kernels and input shapes, shown as the live widget.
+EXPLAIN_TRACE = ROOT / "tests" / "data" / "mi250_rocm.json.gz"
+PANEL_SCREENSHOT = DOCS / "panel.png"
+PANEL_SCREENSHOT_BYTES = 150_000
+
+
+def _write_explain_notebook(folder: Path) -> None:
+    source = f"import kernelmagic\nresult = kernelmagic.load({str(EXPLAIN_TRACE)!r})\nresult"
+    cell = {"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {},
+            "outputs": [], "source": source}
+    _write_json(folder / "explain.ipynb", {
+        "cells": [cell], "metadata": {"kernelspec": {"name": "python3",
+                                                     "display_name": "Python 3"}},
+        "nbformat": 4, "nbformat_minor": 5})
+
+
+def _check_pickers_line_up(report: Any) -> None:
+    """Each shown row's radio item spans its row: same top and bottom, within a few px."""
+    rows = report.locator(".km-tab-ops tr.km-row")
+    buttons = report.locator(".km-tab-ops .km-picker .widget-radio-box label")
+    assert rows.count() == buttons.count() > 1
+    for i in (0, 1, rows.count() - 1):
+        row, button = _box(rows.nth(i)), _box(buttons.nth(i))
+        for edge, r, b in (("top", row["y"], button["y"]),
+                           ("bottom", row["y"] + row["height"],
+                            button["y"] + button["height"])):
+            assert abs(r - b) <= ALIGN_TOLERANCE, f"row {i}: {edge} {r:.0f}px, button {b:.0f}px"
+
+
+def _open_row(report: Any, name: str) -> Any:
+    """Click the radio button of the op table's row ``name`` (its cell's title: the whole
+    name); returns the radio button."""
+    titles = [report.locator(".km-tab-ops td.km-col-op").nth(i).get_attribute("title")
+              for i in range(report.locator(".km-tab-ops td.km-col-op").count())]
+    radio = report.locator(".km-tab-ops .km-picker input[type=radio]").nth(titles.index(name))
+    radio.click()
+    return radio
+
+
+def _top(result: Any, column: str) -> list[str]:
+    """The op table's first page sorted by ``column``, largest first (its labels)."""
+    from kernelmagic.render.table import op_table, row_label
+    from kernelmagic.render.widget import PAGE
+
+    return [row_label(r) for r in op_table(result).sorted_rows(column)[:PAGE]]
+
+
+def test_a_row_opens_its_panel_and_its_what_if_follows_the_slider(lab: Lab,
+                                                                   chromium: Any) -> None:
+    """Click a row: the panel under the table shows its kernels and input shapes; move the
+    factor: the saving the live kernel computes changes; click another row: the panel
+    follows."""
+    from loaded import loaded
+    from playwright.sync_api import expect
+
+    from kernelmagic.render.explain import what_if_text
+    from kernelmagic.render.widget import SLIDER_FACTORS
+
+    _write_explain_notebook(lab.notebooks)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    result = loaded(EXPLAIN_TRACE)
+    addmm = result.explain("aten::addmm")
+    assert addmm.kernels and addmm.shapes
+    page = chromium.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        try:
+            page.goto(lab.url("/lab/tree/explain.ipynb?reset"))
+            expect(page.locator(".jp-StatusBar-TextItem:has-text('| Idle')")).to_be_visible(
+                timeout=60_000)
+            _switch_theme(page, "JupyterLab Light", light=True)
+            _menu(page, "Run", "runmenu:run-all")
+            report = page.locator(".jp-OutputArea-output").filter(
+                has=page.locator(".km-picker")).first
+            expect(report).to_be_visible(timeout=RUN_ALL_TIMEOUT)
+            expect(page.locator(".jp-InputPrompt", has_text="[*]")).to_have_count(
+                0, timeout=RUN_ALL_TIMEOUT)
+            _wait_for_tab(report, "ops")
+            panel = report.locator(".km-tab-ops .km-panel")
+            expect(panel).to_be_hidden()
+            _check_header_alignment(report.locator(".km-tab-ops"))
+            _check_pickers_line_up(report)
+
+            first = _open_row(report, "aten::addmm")
+            head = panel.locator(".km-explain-head")
+            expect(head).to_have_text(re.compile(r"^aten::addmm: "), timeout=CLICK_TIMEOUT)
+            for k in addmm.kernels[:2]:  # its GPU work, whole in the cells' titles
+                expect(panel.locator(f"td[title={json.dumps(k.kernel)}]")).to_have_count(1)
+            expect(panel.locator("td.km-col-shapes").first).to_have_text(addmm.shapes[0].shapes)
+            expect(first).to_be_checked()
+
+            # The factor: one step right of 2x is 3x, as the live kernel answers it.
+            answer = panel.locator(".km-what-if-text")
+            expect(answer).to_have_text(what_if_text(2.0, result.what_if({addmm.key: 2.0})),
+                                        timeout=CLICK_TIMEOUT)
+            handle = panel.locator(".km-factor .noUi-handle, .km-factor .ui-slider-handle").first
+            handle.focus()
+            handle.press("ArrowRight")
+            expect(answer).to_have_text(what_if_text(3.0, result.what_if({addmm.key: 3.0})),
+                                        timeout=CLICK_TIMEOUT)
+            handle.press("End")
+            gone = math.inf  # the slider's last step
+            assert SLIDER_FACTORS[-1][1] == gone
+            expect(answer).to_have_text(what_if_text(gone, result.what_if({addmm.key: gone})),
+                                        timeout=CLICK_TIMEOUT)
+            panel.evaluate("e => e.scrollIntoView({block: 'center'})")
+            shot = _box(panel)
+            area = _box(report)
+            page.screenshot(path=str(ARTIFACTS / "panel.png"), clip={
+                "x": area["x"], "y": shot["y"] - 4, "width": area["width"],
+                "height": shot["height"] + 8})
+            # The side: the device only.
+            panel.locator(".km-side button", has_text=re.compile("^device$")).click()
+            expect(answer).to_have_text(what_if_text(
+                gone, result.what_if({addmm.key: gone}, "device")), timeout=CLICK_TIMEOUT)
+
+            # Another row: the panel follows, only its radio button is checked.
+            second = _open_row(report, "aten::copy_")
+            expect(head).to_have_text(re.compile(r"^aten::copy_: "), timeout=CLICK_TIMEOUT)
+            expect(second).to_be_checked()
+            expect(first).not_to_be_checked()
+            # Sorting keeps it; closing hides it and unchecks the row.
+            report.locator(".km-tab-ops button.km-header",
+                           has_text=re.compile(r"^calls/iter")).click()
+            expect(head).to_have_text(re.compile(r"^aten::copy_: "))
+            expect(report.locator(".km-tab-ops .km-picker input:checked")).to_have_count(
+                1 if "aten::copy_" in _top(result, "calls") else 0, timeout=CLICK_TIMEOUT)
+            panel.locator("button.km-panel-close").click()
+            expect(panel).to_be_hidden(timeout=CLICK_TIMEOUT)
+            expect(report.locator(".km-tab-ops .km-picker input:checked")).to_have_count(0)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "panel-failed.png"))
+            shutil.copy2(lab.log, ARTIFACTS / "jupyterlab-panel.log")
+            raise
+    finally:
+        page.close()
+    png = ARTIFACTS / "panel.png"
+    assert png.stat().st_size < PANEL_SCREENSHOT_BYTES, png.stat().st_size
+    if os.environ.get("KM_UPDATE_SCREENSHOT") == "1":
+        shutil.copy2(png, PANEL_SCREENSHOT)

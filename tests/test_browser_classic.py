@@ -40,6 +40,7 @@ from test_browser import (
     CLICK_TIMEOUT,
     _answers,
     _box,
+    _check_pickers_line_up,
     _free_port,
     _wait_for_tab,
 )
@@ -256,3 +257,25 @@ def test_a_notebook_saved_without_widget_state_shows_the_static_report(
         fresh.screenshot(path=str(ARTIFACTS / "classic-reopened.png"), full_page=True)
     finally:
         fresh.close()
+
+
+def test_a_row_opens_its_panel(page: Any) -> None:
+    """On Colab's widgets too (#47): the radio items line up with the op table's rows,
+    picking one opens the row's panel, and its what-if follows the factor."""
+    from playwright.sync_api import expect
+
+    report = _report(page, 0)
+    _check_pickers_line_up(report)
+    name = report.locator(".km-tab-ops td.km-col-op").nth(1).get_attribute("title") or ""
+    radio = report.locator(".km-tab-ops .km-picker input[type=radio]").nth(1)
+    radio.click()
+    panel = report.locator(".km-tab-ops .km-panel")
+    expect(panel.locator(".km-explain-head")).to_have_text(
+        re.compile("^" + re.escape(name) + ": "), timeout=CLICK_TIMEOUT)
+    expect(radio).to_be_checked()
+    answer = panel.locator(".km-what-if-text")
+    expect(answer).to_have_text(re.compile(r"^2x faster: saves "), timeout=CLICK_TIMEOUT)
+    handle = panel.locator(".km-factor .ui-slider-handle, .km-factor .noUi-handle").first
+    handle.focus()
+    handle.press("End")
+    expect(answer).to_have_text(re.compile(r"^gone: saves "), timeout=CLICK_TIMEOUT)

@@ -16,8 +16,8 @@ from kernelmagic.render.table import Column, Table
 from kernelmagic.render.text import render_table
 from kernelmagic.results.explain import Explanation
 
-__all__ = ["explanation_head", "explanation_html", "explanation_tables", "explanation_text",
-           "iterations_svg", "sparkline", "what_if_text"]
+__all__ = ["explanation_head", "explanation_html", "explanation_lines", "explanation_tables",
+           "explanation_text", "iterations_svg", "sparkline", "what_if_text"]
 
 #: Rows a panel table shows (the rest: ``to_pandas``).
 PANEL_ROWS = 8
@@ -187,10 +187,12 @@ def _roofline_line(e: Explanation) -> str:
             f"({format_count(r.flops)} FLOP and {format_bytes(r.bytes)} per call)")
 
 
-def explanation_lines(e: Explanation) -> list[str]:
-    """The one-line parts, in the panel's order (those the run has)."""
+def explanation_lines(e: Explanation, what_ifs: bool = True) -> list[str]:
+    """The one-line parts, in the panel's order (those the run has); ``what_ifs=False``
+    leaves out the fixed what-ifs (the widget's panel has its own control)."""
     lines = [iterations_line(e), _memory_line(e), _roofline_line(e)]
-    lines += [f"if it were {what_if_text(k, a)}" for k, a in e.what_ifs]
+    if what_ifs:
+        lines += [f"if it were {what_if_text(k, a)}" for k, a in e.what_ifs]
     if e.notes:
         lines.append("not recorded: " + "; ".join(e.notes))
     return [line for line in lines if line]

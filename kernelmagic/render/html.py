@@ -90,34 +90,41 @@ def table_widths(table: Table) -> tuple[int, int]:
     return fixed + first_min_width(table), fixed + table.columns[0].width
 
 
-def rows_html(table: Table, rows: list[Any]) -> str:
-    """``<tr>`` elements for ``rows``; every cell's text is HTML-escaped."""
+def rows_html(table: Table, rows: list[Any], row_height: str | None = None) -> str:
+    """``<tr>`` elements for ``rows``; every cell's text is HTML-escaped. ``row_height``
+    (a CSS length): every row that high, its text on one line (cut, whole on hover) with
+    no padding above or below, so that a widget beside the table lines up with its rows
+    (the widget's row pickers)."""
     out = []
+    height = "" if row_height is None else f"height:{row_height};"
+    fixed = "" if row_height is None else ";padding-top:0;padding-bottom:0"
     for i, r in enumerate(rows):
         cells = []
         for n, c in enumerate(table.columns):
             if c.numeric:
                 cells.append(f'<td class="km-cell km-col-{c.id}" style="text-align:right;'
-                             f'{CELL_STYLE}">{escape(c.show(r))}</td>')
+                             f'{CELL_STYLE}{fixed}">{escape(c.show(r))}</td>')
                 continue
             indent, text = _text_cell(c.show(r), first=c.width if n == 0 else None)
             # The names stay on one line (``CELL_STYLE``), whole in the hover title.
-            style = CELL_STYLE if n == 0 else NAME_STYLE
+            style = (CELL_STYLE if n == 0 or row_height is not None else NAME_STYLE) + fixed
             cells.append(f'<td class="km-cell km-col-{c.id}" '
                          f'title="{escape(str(c.value(r)))}" '
                          f'style="text-align:left;{style}{indent}">{text}</td>')
-        stripe = f' style="background:{STRIPE}"' if i % 2 else ""
-        out.append(f'<tr class="km-row"{stripe}>' + "".join(cells) + "</tr>")
+        stripe = f"background:{STRIPE}" if i % 2 else ""
+        style = f' style="{height}{stripe}"' if height or stripe else ""
+        out.append(f'<tr class="km-row"{style}>' + "".join(cells) + "</tr>")
     return "".join(out)
 
 
-def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool = True) -> str:
+def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool = True,
+               row_height: str | None = None) -> str:
     """A fixed-layout ``<table>`` of ``rows`` that fits its container.
 
     Every column but the first keeps its width (the widget's header buttons share
     them); the first takes the rest, between ``MIN_NAME_WIDTH`` and its own width. Wider
     than its container, it scrolls inside its own box (``scroll``; the widget scrolls its
-    header buttons and body together instead).
+    header buttons and body together instead). ``row_height``: ``rows_html``'s.
     """
     cols = '<col class="km-col-first">' + "".join(
         f'<col style="width:{c.width}px">' for c in table.columns[1:])
@@ -132,7 +139,8 @@ def table_html(table: Table, rows: list[Any], header: bool = True, scroll: bool 
     narrowest, widest = table_widths(table)
     html = (f'<table class="km-table" style="{TABLE_STYLE};width:100%;'
             f'min-width:{narrowest}px;max-width:{widest}px">'
-            f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows)}</tbody></table>")
+            f"<colgroup>{cols}</colgroup>{head}<tbody>{rows_html(table, rows, row_height)}</tbody>"
+            "</table>")
     return f"{SCROLL_BOX}{html}</div>" if scroll else html
 
 

@@ -2,12 +2,18 @@
 
 Clicking a column header sorts by that column; clicking it again flips the order.
 Only the top rows are rendered (one HTML widget for the body), so a table of
-thousands of rows re-sorts as fast as a short one.
+thousands of rows re-sorts as fast as a short one. In the op table and the kernels tab,
+a radio button before each shown row (one ``RadioButtons`` widget for all of them) opens
+the row's panel under the table (``RowPanel``: ``result.explain`` of the row and a what-if
+control); the body stays one HTML widget, each of its rows as high as a radio item (the
+widgets' own CSS variable), so that the two line up in every front end.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -15,20 +21,45 @@ import ipywidgets as w
 
 from kernelmagic.core.units import counted
 from kernelmagic.render.bundle import LIVE_CLASS
+from kernelmagic.render.explain import (
+    PANEL_ROWS,
+    explanation_head,
+    explanation_lines,
+    explanation_tables,
+    iterations_svg,
+    what_if_text,
+)
 from kernelmagic.render.html import (
+    FG,
+    RULE,
     findings_html,
     first_min_width,
     inline_svg,
+    static_table_html,
     summary_html,
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table
+from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table, row_label
 from kernelmagic.render.views import Picture, view_reports
+from kernelmagic.results.explain import Explanation
 from kernelmagic.results.result import ProfileResult
 
 PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
 ARROWS = {True: " ▼", False: " ▲"}
+#: A clickable table's rows are as high as the widgets' radio items (the front end's CSS
+#: variable, 20 px in JupyterLab and the classic Notebook), in a column of radio buttons
+#: this wide before the table; the tabs whose rows open a panel besides the ops.
+ROW_HEIGHT = "var(--jp-widgets-radio-item-height, 20px)"
+PICKER_PX = 24
+EXPLAINED_TABS = ("kernels",)
+#: Invisible characters that spell each radio item's label (the front end finds an item
+#: by its label: they must differ), in base 4.
+_INVISIBLE = "\u200b\u200c\u200d\u2060"
+#: The what-if control's steps (``inf``: the row gone) and sides.
+SLIDER_FACTORS = (("1x", 1.0), ("1.25x", 1.25), ("1.5x", 1.5), ("2x", 2.0), ("3x", 3.0),
+           ("5x", 5.0), ("10x", 10.0), ("gone", math.inf))
+SIDES = (("CPU", "cpu"), ("device", "device"), ("both", "both"))
 
 
 class Shared:
@@ -44,6 +75,23 @@ class Shared:
         self.plain = w.Layout()
         self.button_style = w.ButtonStyle()
         self._html_style: Any = None
+        self._radio_style: Any = None
+        self._layouts: dict[str, w.Layout] = {}
+
+    def layout(self, name: str, **kwargs: Any) -> w.Layout:
+        """The report's one layout called ``name`` (made on first use with ``kwargs``),
+        for widgets whose layout never changes."""
+        found = self._layouts.get(name)
+        if found is None:
+            found = self._layouts[name] = w.Layout(**kwargs)
+        return found
+
+    def radio(self, **kwargs: Any) -> w.RadioButtons:
+        """Radio buttons with the shared style (the first one's)."""
+        extra = {} if self._radio_style is None else {"style": self._radio_style}
+        widget = w.RadioButtons(**kwargs, **extra)
+        self._radio_style = widget.style
+        return widget
 
     def html(self, value: str = "", layout: w.Layout | None = None) -> w.HTML:
         """An HTML widget with the shared style (whichever class this ipywidgets uses)."""
@@ -54,10 +102,11 @@ class Shared:
 
 
 class SortableTable:
-    """Header buttons over an HTML body; holds the sort state of one table."""
+    """Header buttons over an HTML body; holds the sort state of one table. With a
+    ``panel``, a radio button before each shown row (``picker``) opens that row in it."""
 
     def __init__(self, table: Table, page: int = PAGE, shared: Shared | None = None,
-                 classes: tuple[str, ...] = ()) -> None:
+                 classes: tuple[str, ...] = (), panel: RowPanel | None = None) -> None:
         self.full = table
         self.table = table.narrow  # the default columns; "more columns" shows them all
         self.page = page
@@ -66,6 +115,8 @@ class SortableTable:
         self.visible = page
         self._order = self.full.sorted_rows(self.column_id, self.descending)
         shared = shared or Shared()
+        self.panel = panel
+        self._syncing = False  # (the picker's value set here, not by a click)
         # Each widget is made in its final state (sorted, rendered): a change after it
         # is opened is one more message to the front end.
         self.headers: dict[str, w.Button] = {}
@@ -82,7 +133,9 @@ class SortableTable:
                              min_width=f"{first_min_width(table)}px",
                              max_width=f"{col.width}px") if n == 0
                         else dict(width=f"{col.width}px", flex="0 0 auto"))
-                layout = layouts[key] = w.Layout(margin="0", padding="0 6px",
+                # A gap over the radio buttons keeps the headers over their columns.
+                gap = f"0 0 0 {PICKER_PX}px" if n == 0 and panel is not None else "0"
+                layout = layouts[key] = w.Layout(margin=gap, padding="0 6px",
                                                  display="none" if key[2] else None, **size)
             button = w.Button(description=self._title(col.id), tooltip=f"sort by {col.title}",
                               layout=layout, style=shared.button_style,
@@ -90,13 +143,24 @@ class SortableTable:
             button.on_click(lambda _b, cid=col.id: self.click(cid))
             self.headers[col.id] = button
         self._extra_layouts = [lay for (_, _, hidden), lay in layouts.items() if hidden]
-        narrowest, widest = table_widths(self.table)
+        narrowest, widest = self._widths()
         # The header row and the body: as wide as the output area, between the two.
         self.fit = w.Layout(margin="0", width="100%", min_width=f"{narrowest}px",
                             max_width=f"{widest}px")
         shown, status = self._page()
-        self.body = shared.html(table_html(self.table, shown, header=False, scroll=False),
-                                layout=self.fit)
+        self.picker: w.RadioButtons | None = None
+        body_layout = self.fit
+        if panel is not None:  # the body shares its row with the radio buttons
+            body_layout = shared.layout("grow", margin="0", flex="1 1 0px")
+            self.picker = shared.radio(options=self._picks(len(shown)), value=None,
+                                       layout=shared.layout("picker", margin="0",
+                                                            flex="0 0 auto",
+                                                            width=f"{PICKER_PX}px",
+                                                            overflow="hidden"),
+                                       _dom_classes=("km-picker",))
+            self.picker.observe(self._picked, names="value")
+            panel.on_change = self._mark
+        self.body = shared.html(self._body_html(shown), layout=body_layout)
         self.status = shared.html(status)
         # The two buttons show and hide together: one layout.
         more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
@@ -111,18 +175,20 @@ class SortableTable:
         self.columns_button: w.Button | None = None
         if self.table is not self.full:
             self.columns_button = w.Button(description=more_columns(self.full),
-                                           layout=w.Layout(width="auto"),
+                                           layout=shared.layout("auto", width="auto"),
                                            style=shared.button_style,
                                            _dom_classes=("km-more-columns",))
             self.columns_button.on_click(lambda _b: self.toggle_columns())
             controls.append(self.columns_button)
+        body: Any = self.body
+        if self.picker is not None:
+            body = w.HBox([self.picker, self.body], layout=self.fit)
         # The table fits the output area down to its narrowest; below that, header and
-        # body scroll together inside the output.
-        self.widget = w.VBox([
-            w.HBox(list(self.headers.values()), layout=self.fit),
-            self.body,
-            w.HBox(controls, layout=shared.plain),
-        ], layout=w.Layout(overflow="auto"), _dom_classes=classes)
+        # body scroll together inside the output. (The panel joins under it when a row is
+        # first opened.)
+        self.widget = w.VBox([w.HBox(list(self.headers.values()), layout=self.fit), body,
+                              w.HBox(controls, layout=shared.plain)],
+                             layout=w.Layout(overflow="auto"), _dom_classes=classes)
 
     def toggle_columns(self) -> None:
         """Show every column ("more columns"), or the default ones again."""
@@ -136,7 +202,7 @@ class SortableTable:
         if not any(c.id == self.column_id for c in self.table.columns):
             self.column_id, self.descending = self.table.sort_column, True
             self._resort()  # (sorted by a column no longer shown)
-        narrowest, widest = table_widths(self.table)
+        narrowest, widest = self._widths()
         self.fit.min_width, self.fit.max_width = f"{narrowest}px", f"{widest}px"
         self._render()
 
@@ -153,10 +219,56 @@ class SortableTable:
         self.visible = max(self.page, n)
         self._render()
 
+    def open(self, position: int) -> None:
+        """A row picked: the shown row at ``position`` (0: the top) in the panel."""
+        if self.panel is None:
+            return
+        self.panel.show(row_label(self._order[position]))
+        if self.panel.widget not in self.widget.children:
+            self.widget.children = (*self.widget.children, self.panel.widget)
+
     @property
     def order(self) -> list[str]:
         """Keys of the rendered rows, top to bottom."""
         return [r.key for r in self._order[: self.visible]]
+
+    def _widths(self) -> tuple[int, int]:
+        """(narrowest, widest) px of the header row and the body (the radio buttons'
+        column included)."""
+        narrowest, widest = table_widths(self.table)
+        extra = PICKER_PX if self.panel is not None else 0
+        return narrowest + extra, widest + extra
+
+    def _body_html(self, shown: list[Any]) -> str:
+        height = ROW_HEIGHT if self.panel is not None else None
+        return table_html(self.table, shown, header=False, scroll=False, row_height=height)
+
+    @staticmethod
+    def _picks(n: int) -> list[tuple[str, int]]:
+        """The radio items of ``n`` shown rows: (an invisible label, the row's position)."""
+        digits = max(1, math.ceil(math.log(max(n, 2), 4)))
+        return [("".join(_INVISIBLE[i // 4 ** d % 4] for d in range(digits)), i)
+                for i in range(n)]
+
+    def _picked(self, change: Any) -> None:
+        if not self._syncing and change["new"] is not None:
+            self.open(change["new"])
+
+    def _mark(self) -> None:
+        """Check the radio item of the row the panel shows (none when it is closed or the
+        row is not shown)."""
+        if self.picker is None or self.panel is None:
+            return
+        shown = [row_label(r) for r in self._order[: self.visible]]
+        n = len(shown)
+        name = self.panel.name
+        self._syncing = True
+        try:
+            if len(self.picker.options) != n:
+                self.picker.options = self._picks(n)
+            self.picker.value = shown.index(name) if name in shown else None
+        finally:
+            self._syncing = False
 
     def _title(self, column_id: str) -> str:
         """A header's text: the column's title, with an arrow on the sort column."""
@@ -179,9 +291,122 @@ class SortableTable:
 
     def _render(self) -> None:
         shown, status = self._page()
-        self.body.value = table_html(self.table, shown, header=False, scroll=False)
+        self.body.value = self._body_html(shown)
         self.status.value = status
         self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
+        self._mark()
+
+
+class RowPanel:
+    """The panel under a table: one row taken apart (``result.explain``) and what making
+    it faster would buy (``result.what_if`` at a factor and on a side the user picks).
+
+    Nothing is built until a row is opened; the first opening makes its widgets
+    (``widget``: None until then), later ones only change their values. ``name`` is the
+    row shown (None: closed); ``on_change`` is called when that changes (the table marks
+    the row).
+    """
+
+    def __init__(self, result: ProfileResult, shared: Shared | None = None) -> None:
+        self.result = result
+        self.shared = shared or Shared()
+        self.name: str | None = None
+        self.explanation: Explanation | None = None
+        self.on_change: Callable[[], None] = lambda: None
+        self.widget: w.VBox | None = None  # made on the first ``show``
+
+    def show(self, name: str) -> None:
+        """Open the panel on row (or kernel) ``name``, replacing the row it showed."""
+        try:
+            e = self.result.explain(name)
+        except LookupError as err:  # (every row the tables show has one: a safeguard)
+            e, detail = None, f'<div class="km-note">{escape(str(err))}</div>'
+        else:
+            detail = self._detail_html(e)
+        if self.widget is None:
+            self.widget = self._build()
+        self.explanation, self.name = e, name
+        self.detail.value = detail
+        held = e is not None and bool(e.what_ifs)
+        self.controls.layout.display = None if held else "none"
+        self.note.value = "" if held or e is None else self._no_what_if(e)
+        if held:
+            self._update()
+        self.widget.layout.display = None
+        self.on_change()
+
+    def close(self) -> None:
+        self.name = self.explanation = None
+        if self.widget is not None:
+            self.widget.layout.display = "none"
+        self.on_change()
+
+    @property
+    def answer_text(self) -> str:
+        """The what-if's line as shown, as HTML ("" before a row is opened)."""
+        return self.answer.value if self.widget is not None else ""
+
+    def _build(self) -> w.VBox:
+        """The panel's widgets (once: later rows change their values)."""
+        html = self.shared.html
+        self.detail = html()
+        self.slider = w.SelectionSlider(options=list(SLIDER_FACTORS), value=2.0,
+                                        description="faster by", _dom_classes=("km-factor",))
+        device = self.result.profiles_device
+        self.side = w.ToggleButtons(options=list(SIDES), value="both",
+                                    tooltips=["its CPU time only", "its GPU work only",
+                                              "its CPU time and its GPU work"],
+                                    _dom_classes=("km-side",),
+                                    style=w.ToggleButtonsStyle(button_width="auto"),
+                                    layout=w.Layout(display=None if device else "none",
+                                                    width="auto", flex="0 0 auto"))
+        self.answer = html(layout=w.Layout(margin="0"))
+        self.answer.add_class("km-what-if")
+        self.note = html()
+        self.slider.observe(lambda _c: self._update(), names="value")
+        self.side.observe(lambda _c: self._update(), names="value")
+        self.controls = w.VBox([w.HBox([self.slider, self.side]), self.answer])
+        close = w.Button(description="close", tooltip="close this panel", icon="times",
+                         layout=w.Layout(width="auto"), _dom_classes=("km-panel-close",))
+        close.on_click(lambda _b: self.close())
+        return w.VBox([w.HBox([close]), self.detail, self.controls, self.note],
+                      layout=w.Layout(margin="6px 0 0 0", border=f"1px solid {RULE}",
+                                      padding="4px"),
+                      _dom_classes=("km-panel",))
+
+    def _update(self) -> None:
+        """The what-if line for the slider's factor and side."""
+        e = self.explanation
+        if e is None or not e.what_ifs:
+            return
+        factor, side = self.slider.value, self.side.value
+        answer = next((a for k, a in e.what_ifs if k == factor and side == "both"), None)
+        if answer is None:
+            answer = self.result.what_if({e.key: factor}, side)
+        self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
+                             f"{escape(what_if_text(factor, answer))}</span>")
+
+    @staticmethod
+    def _detail_html(e: Explanation) -> str:
+        parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
+                 f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
+        for title, table in explanation_tables(e):
+            parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
+                         f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
+        parts.append(inline_svg(iterations_svg(e)))
+        parts += [f'<div class="km-note">{escape(line)}</div>'
+                  for line in explanation_lines(e, what_ifs=False)]
+        return "".join(parts) + "</div>"
+
+    @staticmethod
+    def _no_what_if(e: Explanation) -> str:
+        if e.kind == "kernel":
+            why = "a kernel is not a row of the dependency model: open the row that launches it"
+        elif any("what-if" in n for n in e.notes):
+            why = "no dependency model in this result"
+        else:
+            why = "the median iteration does not hold this row"
+        return f'<div class="km-note km-no-what-if">what-if: {escape(why)}</div>'
 
 
 def picture_widget(picture: Picture) -> w.Image:
@@ -224,7 +449,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                              layout=w.Layout(width="auto", max_width="100%")))
     if timeline_svg is not None:  # inline, for its hover titles (render/timeline.py)
         parts.append(shared.html(inline_svg(timeline_svg)))
-    table = SortableTable(op_table(result), shared=shared, classes=tab_classes("ops"))
+    table = SortableTable(op_table(result), shared=shared, classes=tab_classes("ops"),
+                          panel=RowPanel(result, shared))
     views: dict[str, Any] = {"ops": table}
     box_of: dict[str, Any] = {"ops": table.widget}
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
@@ -232,7 +458,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
         picture = view.picture
         for title, shown in view.tables:
             if isinstance(shown, Table) and shown.rows:
-                views[title] = SortableTable(shown, shared=shared)
+                panel = RowPanel(result, shared) if title in EXPLAINED_TABS else None
+                views[title] = SortableTable(shown, shared=shared, panel=panel)
                 above = [picture_widget(picture)] if picture is not None else []
                 box_of[title] = w.VBox([*above, views[title].widget],
                                        layout=w.Layout(display="none"),
