@@ -153,9 +153,9 @@ def test_a_live_cpu_run(ip):
     with capture_output() as cap:
         ip.run_cell("%%profile -n 3 -w 1 --shapes -o r\nfor _ in range(5): c = a.add(b)\n"
                     "d = a @ b")
-    from test_magic import widget_of
+    from test_magic import report_data, widget_of
 
-    box = widget_of(cap.outputs[0].data)
+    box = widget_of(report_data(cap.outputs))
     result = ip.user_ns["r"]
     table = box.km_table
     assert "kernels" not in box.km_views  # a CPU run: no kernels tab
