@@ -212,3 +212,8 @@ def test_a_cpu_run_shows_no_device_columns() -> None:
     cpu = dataclasses.replace(result, device="cpu")
     text = cpu.explain("aten::addmm").text()
     assert "self device" not in text
+
+
+def test_one_iteration_has_no_slowest_to_name() -> None:
+    e = loaded(DATA / "mi250_rocm.json.gz").explain("aten::addmm")
+    assert e.iters == 1 and "slowest" not in e.text() and "<svg" not in e.html()

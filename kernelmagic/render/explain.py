@@ -143,7 +143,7 @@ def iterations_line(e: Explanation) -> str:
     """The row's self time in each iteration, in words (and the slowest one)."""
     values = _iteration_values(e)
     slow = e.slowest_iteration
-    if not values or slow is None:
+    if len(values) < 2 or slow is None:  # (one iteration: nothing to compare)
         return ""
     return (f"self time per iteration: {sparkline(values)}  slowest: iteration {slow + 1} "
             f"({format_us(values[slow])}; median of {counted(len(values), 'iteration')} "
