@@ -121,11 +121,11 @@ def test_a_kernel_lists_the_rows_that_launched_it(result: ProfileResult) -> None
 
 def test_shapes_sites_and_iterations(result: ProfileResult) -> None:
     e = result.explain("aten::addmm")
-    assert [(s.shapes, s.calls, s.self_cpu_time_total, s.cpu_time_total) for s in e.shapes] == [
+    assert [(s.group, s.calls, s.self_cpu_time_total, s.cpu_time_total) for s in e.shapes] == [
         ("[[2, 3], [3, 4]]", 1, pytest.approx(20.0), pytest.approx(30.0)),
         ("[[4, 3], [3, 4]]", 1, pytest.approx(18.0), pytest.approx(20.0))]
     # only the first iteration's call ran under the user's frame
-    assert [(s.site, s.calls, s.self_cpu_time_total) for s in e.sites] == [
+    assert [(s.group, s.calls, s.self_cpu_time_total) for s in e.sites] == [
         ("/tmp/user_code.py:3 forward", 1, pytest.approx(20.0))]
     assert e.series is not None
     assert e.series.self_cpu_us == pytest.approx([20.0, 18.0])

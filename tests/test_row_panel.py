@@ -63,7 +63,7 @@ def test_an_op_row_shows_its_kernels_and_shapes():
     for k in e.kernels[:3]:  # cut in the middle in their cells, whole in their titles
         assert f'title="{escape(k.kernel)}"' in table.panel.detail.value
     for s in e.shapes[:3]:
-        assert s.shapes in shown
+        assert s.group in shown
     assert "GPU work" in shown and "input shapes" in shown
     assert "call sites: record the trace with with_stack=True" in shown  # what is missing
     assert "<svg" not in table.panel.detail.value  # one iteration: no picture

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.rows import KIND_MARKS, OpRow, RooflineRow
-from kernelmagic.views.row_detail import RowDetailView, RowKernel, RowSeries, RowShape, RowSite
+from kernelmagic.views.row_detail import RowDetailView, RowGroup, RowKernel, RowSeries
 
 if TYPE_CHECKING:
     import pandas
@@ -62,8 +62,8 @@ class Explanation:
     max_gain_us: float | None = 0.0
     kernels: list[RowKernel] = field(default_factory=list)  # its GPU work, largest first
     launched_by: list[RowKernel] = field(default_factory=list)  # a kernel's launching rows
-    shapes: list[RowShape] = field(default_factory=list)
-    sites: list[RowSite] = field(default_factory=list)
+    shapes: list[RowGroup] = field(default_factory=list)  # ``group``: the shapes' text
+    sites: list[RowGroup] = field(default_factory=list)  # ``group``: the call site
     series: RowSeries | None = None
     memory: list[tuple[str, float]] = field(default_factory=list)  # (what, bytes per iter)
     roofline: RooflineRow | None = None
@@ -98,7 +98,7 @@ class Explanation:
                                    for k in self.launched_by],
                                   ["row", "calls_per_iter", "device_us_per_iter"])
         if self.shapes:
-            out["shapes"] = ([{"shapes": s.shapes, "calls_per_iter": s.calls / per,
+            out["shapes"] = ([{"shapes": s.group, "calls_per_iter": s.calls / per,
                                "self_cpu_us_per_iter": s.self_cpu_time_total / per,
                                "cpu_us_per_iter": s.cpu_time_total / per,
                                "self_device_us_per_iter": s.self_device_time_total / per}
@@ -106,7 +106,7 @@ class Explanation:
                              ["shapes", "calls_per_iter", "self_cpu_us_per_iter",
                               "cpu_us_per_iter", "self_device_us_per_iter"])
         if self.sites:
-            out["sites"] = ([{"site": s.site, "calls_per_iter": s.calls / per,
+            out["sites"] = ([{"site": s.group, "calls_per_iter": s.calls / per,
                               "self_cpu_us_per_iter": s.self_cpu_time_total / per,
                               "self_device_us_per_iter": s.self_device_time_total / per}
                              for s in self.sites],

@@ -48,7 +48,7 @@ from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
 from kernelmagic.views.source_lines import user_frames
 from kernelmagic.views.tree import nearest_ancestor
 
-__all__ = ["RowDetailView", "RowKernel", "RowSeries", "RowShape", "RowSite", "row_detail"]
+__all__ = ["RowDetailView", "RowGroup", "RowKernel", "RowSeries", "row_detail"]
 
 #: At most this many (row, iteration) pairs keep their figures: beyond it, the series of the rows
 #: with the most self time (a 1M-event trace of 500 iterations would otherwise hold
@@ -69,25 +69,15 @@ class RowKernel(Record):
 
 
 @dataclass(frozen=True)
-class RowShape(Record):
-    """One row's calls with one set of input shapes."""
+class RowGroup(Record):
+    """One row's calls that share one thing: their input shapes (``shapes``: the shapes'
+    text) or their call site in the user's code (``sites``: ``cell[2]:5 forward``)."""
 
     row: str
-    shapes: str
+    group: str
     calls: int = unit("calls, summed over {over}")
     self_cpu_time_total: float = unit("µs, summed over {over}")
     cpu_time_total: float = unit("µs, summed over {over}")
-    self_device_time_total: float = unit("µs, summed over {over}", 0.0)
-
-
-@dataclass(frozen=True)
-class RowSite(Record):
-    """One row's calls from one function of the user's code (innermost)."""
-
-    row: str
-    site: str  # "cell[2]:5 forward" or "train.py:40 step"
-    calls: int = unit("calls, summed over {over}")
-    self_cpu_time_total: float = unit("µs, summed over {over}")
     self_device_time_total: float = unit("µs, summed over {over}", 0.0)
 
 
@@ -106,8 +96,8 @@ class RowDetailView:
     whether the run could fill ``shapes``/``sites``."""
 
     kernels: list[RowKernel] = field(default_factory=list)
-    shapes: list[RowShape] = field(default_factory=list)
-    sites: list[RowSite] = field(default_factory=list)
+    shapes: list[RowGroup] = field(default_factory=list)
+    sites: list[RowGroup] = field(default_factory=list)
     series: list[RowSeries] = field(default_factory=list)
     shapes_recorded: bool = False
     stack_recorded: bool = False
@@ -137,8 +127,9 @@ def row_detail(table: EventTable, windows: list[tuple[int, int]], self_cpu: np.n
     rows, calls = _op_events(table, window, name, ranges)
     work, own = _device_owners(table, rows, window, name)
     kernels = _kernels(table, rows, work, own, calls)
-    shapes = _shapes(table, rows, calls, self_cpu, cpu_total, self_device)
-    sites = _sites(table, rows, calls, self_cpu, self_device, cell_file, cell_label)
+    figures = (self_cpu, cpu_total, self_device)
+    shapes = _shapes(table, rows, calls, figures)
+    sites = _sites(table, rows, calls, figures, cell_file, cell_label)
     series = _series(table, rows, calls, work, own, windows, self_cpu)
     return RowDetailView(kernels=kernels, shapes=shapes, sites=sites, series=series,
                          shapes_recorded=bool(shapes),
@@ -249,29 +240,36 @@ def _kernels(table: EventTable, rows: _Rows, work: np.ndarray, own: np.ndarray,
     return sorted(out, key=lambda r: (r.row, -r.device_time_total, r.kernel))
 
 
-def _shapes(table: EventTable, rows: _Rows, calls: np.ndarray, self_cpu: np.ndarray,
-            cpu_total: np.ndarray, self_device: np.ndarray) -> list[RowShape]:
-    shape_ids = table.shapes[calls].astype(np.int64)
-    if not calls.size or not shape_ids.any():
-        return []
-    n_names = len(table.names)
-    found, inverse = unique(rows.of_event[calls] * n_names + shape_ids, return_inverse=True)
+def _groups(rows: _Rows, calls: np.ndarray, group: np.ndarray, texts: list[str],
+            figures: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[RowGroup]:
+    """The ``calls`` summed per (row, group): ``group`` is each call's index into
+    ``texts``; ``figures``: self CPU, total CPU and self device time per event."""
+    found, inverse = unique(rows.of_event[calls] * len(texts) + group, return_inverse=True)
     k = found.size
 
     def total(values: np.ndarray) -> list[float]:
         return np.bincount(inverse, weights=values[calls], minlength=k).tolist()
 
-    out = [RowShape(row=rows.labels[int(f // n_names)], shapes=table.names[int(f % n_names)],
-                    calls=int(c), self_cpu_time_total=s, cpu_time_total=t,
-                    self_device_time_total=d)
-           for f, c, s, t, d in zip(found.tolist(), np.bincount(inverse, minlength=k).tolist(),
-                                    total(self_cpu), total(cpu_total), total(self_device),
-                                    strict=True)]
-    return sorted(out, key=lambda r: (r.row, -r.cpu_time_total, r.shapes))
+    count = np.bincount(inverse, minlength=k).tolist()
+    out = [RowGroup(row=rows.labels[f // len(texts)], group=texts[f % len(texts)], calls=c,
+                    self_cpu_time_total=s, cpu_time_total=t, self_device_time_total=d)
+           for f, c, s, t, d in zip(found.tolist(), count, *map(total, figures), strict=True)]
+    return sorted(out, key=lambda r: (r.row, -r.cpu_time_total, r.group))
 
 
-def _sites(table: EventTable, rows: _Rows, calls: np.ndarray, self_cpu: np.ndarray,
-           self_device: np.ndarray, cell_file: str | None, cell_label: str) -> list[RowSite]:
+def _shapes(table: EventTable, rows: _Rows, calls: np.ndarray,
+            figures: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[RowGroup]:
+    """Each row's calls per input-shapes text (none where shapes were not recorded)."""
+    shape_ids = table.shapes[calls].astype(np.int64)
+    if not calls.size or not shape_ids.any():
+        return []
+    return _groups(rows, calls, shape_ids, table.names, figures)
+
+
+def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
+           figures: tuple[np.ndarray, np.ndarray, np.ndarray], cell_file: str | None,
+           cell_label: str) -> list[RowGroup]:
+    """Each row's calls per innermost frame of the user's code around them."""
     frames, frame_events = user_frames(table)
     if not frame_events.size or not calls.size:
         return []
@@ -279,20 +277,10 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray, self_cpu: np.ndarr
     is_frame[frame_events] = True
     owner = nearest_ancestor(table.parent, is_frame)[calls]
     has = owner >= 0
-    sel, frame_name = calls[has], table.name[owner[has]].astype(np.int64)
-    n_names = len(table.names)
-    found, inverse = unique(rows.of_event[sel] * n_names + frame_name, return_inverse=True)
-    k = found.size
-    count = np.bincount(inverse, minlength=k).tolist()
-    cpu = np.bincount(inverse, weights=self_cpu[sel], minlength=k).tolist()
-    dev = np.bincount(inverse, weights=self_device[sel], minlength=k).tolist()
-    out = []
-    for f, c, s, d in zip(found.tolist(), count, cpu, dev, strict=True):
-        file, line, func = frames[int(f % n_names)]
-        site = f"{label(file, line, cell_file, cell_label)} {func}"
-        out.append(RowSite(row=rows.labels[int(f // n_names)], site=site, calls=c,
-                           self_cpu_time_total=s, self_device_time_total=d))
-    return sorted(out, key=lambda r: (r.row, -r.self_cpu_time_total, r.site))
+    texts = [""] * len(table.names)
+    for i, (file, line, func) in frames.items():
+        texts[i] = f"{label(file, line, cell_file, cell_label)} {func}"
+    return _groups(rows, calls[has], table.name[owner[has]].astype(np.int64), texts, figures)
 
 
 def _iteration_of(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
@@ -345,5 +333,5 @@ def build_row_detail(inputs: ViewInputs) -> RowDetailView:
 
 DETAIL = register(ViewSpec(
     "detail", RowDetailView, build_row_detail, order=900,
-    frames=(Frame("row_kernels", "kernels", RowKernel), Frame("row_shapes", "shapes", RowShape),
-            Frame("row_sites", "sites", RowSite))))
+    frames=(Frame("row_kernels", "kernels", RowKernel), Frame("row_shapes", "shapes", RowGroup),
+            Frame("row_sites", "sites", RowGroup))))
