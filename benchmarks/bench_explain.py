@@ -102,8 +102,8 @@ def main() -> None:
             p = measure(n, steps)
             points.append(p)
             print(f"  {p['events']:>9,}  {p['load']:6.2f}s  {p['detail'] * 1000:6.1f}ms  "
-                  f"{p['detail'] / p['load']:5.1%}  {p['explain'] * 1000:5.1f}ms  "
-                  f"{p.get('kernel', 0) * 1000:5.1f}ms  {p['what_ifs'] * 1000:7.0f}ms",
+                  f"{p['detail'] / p['load']:5.1%}  {p['explain'] * 1e6:5.0f}µs  "
+                  f"{p.get('kernel', 0) * 1e6:5.0f}µs  {p['what_ifs'] * 1000:7.0f}ms",
                   flush=True)
     for shape, points in by_shape.items():
         share = max(p["detail"] / p["load"] for p in points)
