@@ -42,7 +42,7 @@ from kernelmagic.render.html import (
 )
 from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table, row_label
 from kernelmagic.render.views import Picture, view_reports
-from kernelmagic.results.explain import Explanation
+from kernelmagic.results.explain import Explanation, holds
 from kernelmagic.results.result import ProfileResult
 
 PAGE = ROWS_SHOWN  # the same first rows as the text and HTML reports
@@ -317,8 +317,8 @@ class RowPanel:
 
     def show(self, name: str) -> None:
         """Open the panel on row (or kernel) ``name``, replacing the row it showed."""
-        try:
-            e = self.result.explain(name)
+        try:  # the what-if: one replay of the model, for the slider's factor (_update)
+            e = self.result.explain(name, what_if=False)
         except LookupError as err:  # (every row the tables show has one: a safeguard)
             e, detail = None, f'<div class="km-note">{escape(str(err))}</div>'
         else:
@@ -327,7 +327,7 @@ class RowPanel:
             self.widget = self._build()
         self.explanation, self.name = e, name
         self.detail.value = detail
-        held = e is not None and bool(e.what_ifs)
+        held = e is not None and e.kind != "kernel" and holds(self.result, e.key)
         self.controls.layout.display = None if held else "none"
         self.note.value = "" if held or e is None else self._no_what_if(e)
         if held:
@@ -377,12 +377,10 @@ class RowPanel:
     def _update(self) -> None:
         """The what-if line for the slider's factor and side."""
         e = self.explanation
-        if e is None or not e.what_ifs:
+        if e is None or e.kind == "kernel" or not holds(self.result, e.key):
             return
         factor, side = self.slider.value, self.side.value
-        answer = next((a for k, a in e.what_ifs if k == factor and side == "both"), None)
-        if answer is None:
-            answer = self.result.what_if({e.key: factor}, side)
+        answer = self.result.what_if({e.key: factor}, side)
         self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
                              f"{escape(what_if_text(factor, answer))}</span>")
 
