@@ -140,12 +140,13 @@ def _iteration_values(e: Explanation) -> list[float]:
 
 
 def iterations_line(e: Explanation) -> str:
-    """The row's self time in each iteration, in words (and the slowest one)."""
+    """The row's self time in each iteration, in words (and the slowest one, numbered from
+    0 as the rest of the report numbers iterations: the memory peak's, the steps')."""
     values = _iteration_values(e)
     slow = e.slowest_iteration
     if len(values) < 2 or slow is None:  # (one iteration: nothing to compare)
         return ""
-    return (f"self time per iteration: {sparkline(values)}  slowest: iteration {slow + 1} "
+    return (f"self time per iteration: {sparkline(values)}  slowest: iteration {slow} "
             f"({format_us(values[slow])}; median of {counted(len(values), 'iteration')} "
             f"{format_us(sorted(values)[len(values) // 2])})")
 
@@ -164,7 +165,7 @@ def iterations_svg(e: Explanation) -> bytes | None:
         colour = "#1f4e9c" if i == slow else "#7da2d8"
         bars.append(f'<rect x="{i * bar:.1f}" y="{PICTURE_HEIGHT - h:.1f}" '
                     f'width="{max(1.0, bar - 1):.1f}" height="{h:.1f}" fill="{colour}">'
-                    f'<title>iteration {i + 1}: {escape(format_us(v))}</title></rect>')
+                    f'<title>iteration {i}: {escape(format_us(v))}</title></rect>')
     width = bar * len(values)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
             f'height="{PICTURE_HEIGHT}" viewBox="0 0 {width:.1f} {PICTURE_HEIGHT}">'
