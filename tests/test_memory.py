@@ -4,6 +4,7 @@ memory, trace files, and agreement with torch's own MemoryProfileTimeline."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import re
 
@@ -692,16 +693,19 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
     svg = memory_svg(result).decode()
     assert "CPU · iteration 1 (the peak's) · allocated memory by category" in svg
     assert "iteration 2" not in svg and "iteration 0" not in svg
-    # The timeline picture names the iteration it draws, the median one by time (iteration
-    # 2), and the peak's beside it; its spans are iteration 2's: aten::empty at 10 µs and
-    # aten::free at 60 µs from the iteration's start.
+    # The timeline draws the same iteration, the peak's (1), not the median one by time
+    # (2), and says so; its spans are iteration 1's (aten::empty at 10 µs and aten::free at
+    # 60 µs from its start); the critical path, the median iteration's, is not drawn over it.
     from kernelmagic.render.timeline import timeline_svg, timeline_title
 
     timed = build_result(table, name="run", views=["memory", "timeline"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu")
-    title = "run: iteration 2 (the median one; the CPU memory peak is in iteration 1)"
+    title = ("run: iteration 1 (the CPU memory peak's; the critical path is the median one's, "
+             "iteration 2)")
     assert timeline_title(timed) == title
-    assert f">{title}</text>" in timeline_svg(timed).decode()
+    drawn = timeline_svg(timed).decode()
+    assert f">{html.escape(title)}</text>" in drawn and ">critical path</text>" not in drawn
+    assert timed.view("timeline").iteration == 1
     assert [(s.key, s.start, s.end) for s in timed.timeline] == [
         ("aten::empty", 10.0, 12.0), ("aten::free", 60.0, 62.0)]
     # Where the peak's iteration is the median one (timings 1, 2, 3 ms: iteration 1), the
@@ -710,6 +714,8 @@ def test_the_memory_chart_and_the_peak_note_name_one_iteration():
                         timings=[0.001, 0.002, 0.003], device="cpu")
     assert timeline_title(same) == (
         "run: iteration 1 (the median one, and the CPU memory peak's)")
+    assert same.view("timeline").iteration == -1 and ">critical path</text>" in timeline_svg(
+        same).decode()
     # Without --memory, only the median.
     plain = build_result(table, name="run", views=["timeline"], iterations=windows,
                          timings=[0.001, 0.003, 0.002], device="cpu")

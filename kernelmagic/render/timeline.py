@@ -117,29 +117,41 @@ def _legend(colour_of: dict[str, str], others: bool, width: int, y: float,
     return out, y + 8
 
 
+def drawn_iteration(result: ProfileResult) -> int:
+    """The iteration the timeline draws: the memory peak's (``views/specs.py:
+    timeline_at_peak``) or the median one."""
+    at = getattr(result.view("timeline"), "iteration", -1)
+    return at if at >= 0 else median_index(result.timings)
+
+
 def timeline_title(result: ProfileResult) -> str:
-    """The iteration the timeline draws, the median one by time, and where ``--memory``
-    found a peak, that peak's iteration beside it (the memory chart and the peak note name
-    the peak's): ``cell[3]: iteration 2 (the median one, and the CPU memory peak's)``, or
-    ``cell[3]: iteration 2 (the median one; the CPU memory peak is in iteration 1)``."""
-    drawn = median_index(result.timings)
+    """The iteration the timeline draws and why: ``cell[3]: iteration 2 (the median one,
+    and the CPU memory peak's)``; with ``--memory`` and a peak elsewhere it draws the
+    peak's, the one the memory chart and the peak note name: ``cell[3]: iteration 1 (the
+    CPU memory peak's; the critical path is the median one's, iteration 2)``."""
+    median, drawn = median_index(result.timings), drawn_iteration(result)
     peaks = highest_peaks(result)
     here = [p.device for p in peaks if p.iteration == drawn]
     elsewhere = [f"the {p.device} memory peak is in iteration {p.iteration}"
                  for p in peaks if p.iteration != drawn]
-    said = "the median one"
+    said = "the median one" if drawn == median else ""
     if here:
-        said += f", and the {' and '.join(here)} memory peak's"
+        said += (", and the " if said else "the ") + f"{' and '.join(here)} memory peak's"
+    if drawn != median:
+        said += f"; the critical path is the median one's, iteration {median}"
     if elsewhere:
         said += "; " + ", ".join(elsewhere)
     return f"{result.name}: iteration {drawn} ({said})"
 
 
 def timeline_svg(result: ProfileResult, width: int = 900) -> bytes:
-    """The median profiled iteration (its title: ``timeline_title``): a lane per CPU and
-    stream, bars coloured by op, a time axis, a legend of the colours and the lanes."""
+    """One profiled iteration (``drawn_iteration``; its title: ``timeline_title``): a lane
+    per CPU and stream, bars coloured by op, a time axis, a legend of the colours and the
+    lanes, and the critical path's lane over the median iteration."""
     ops = list(result.timeline)
-    path = list(getattr(result, "critical_spans", []))
+    # The critical path is the median iteration's: drawn only over that iteration.
+    median = drawn_iteration(result) == median_index(result.timings)
+    path = list(getattr(result, "critical_spans", [])) if median else []
     spans = ops + path
     lanes = lane_order(spans)
     colour_of = colours(ops)

@@ -32,7 +32,7 @@ from kernelmagic.views.python_lines import (
     samples_from_trace,
 )
 from kernelmagic.views.registry import ViewInputs, view_specs
-from kernelmagic.views.specs import CriticalPathView
+from kernelmagic.views.specs import CriticalPathView, timeline_at_peak
 from kernelmagic.views.tree import Figures
 
 __all__ = ["TABLE_COUNTERS", "RunFacts", "build_result"]
@@ -131,6 +131,9 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                                "range_owners": owners,
                                "timed": bool(timings)})
     records = _view_records(inputs)
+    if "timeline" in records:  # one iteration named everywhere: the memory peak's, if any
+        records["timeline"] = timeline_at_peak(inputs, records.get("memory"),
+                                               records["timeline"])
     records["critical_path"] = CriticalPathView(
         path=model.path if model else [], spans=model.spans if model else [],
         model=model.model.to_dict() if model else {}, trust=TrustChecks(**trust_checks(table)))

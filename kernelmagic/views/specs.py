@@ -42,7 +42,14 @@ from kernelmagic.core.step_rows import StepGroupRow, StepRow
 from kernelmagic.views.compiled import CompiledView, compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
 from kernelmagic.views.gpu_idle import gpu_idle_rows
-from kernelmagic.views.memory import PEAK, MemoryViews, ledger_from_table, memory_views
+from kernelmagic.views.memory import (
+    PEAK,
+    MemoryViews,
+    device_label,
+    highest_peak,
+    ledger_from_table,
+    memory_views,
+)
 from kernelmagic.views.ops import kernel_rows
 from kernelmagic.views.python_lines import (
     TRACE_HINT,
@@ -70,8 +77,6 @@ SourcesView = rows_record("SourcesView", SourceRow, "``--stack``: op time per Py
                           "function of yours, the cell's first.", __name__)
 ModulesView = rows_record("ModulesView", ModuleRow, "``--modules``: time per ``nn.Module`` "
                           "call path, nested.", __name__)
-TimelineView = rows_record("TimelineView", Span, "``--timeline``: the median iteration's "
-                           "spans (the report's timeline picture).", __name__)
 UnplacedView = rows_record("UnplacedView", UnplacedCategory, "Events of categories "
                            "kernelmagic does not know: counted, in no row "
                            "(``core/event_rules.py``), the most time first.", __name__)
@@ -119,6 +124,36 @@ class ExperimentsView:
 
 def _extra(inputs: ViewInputs, key: str, default: Any = None) -> Any:
     return inputs.extra.get(key, default)
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """``--timeline``: one iteration's spans (the report's timeline picture): the median
+    iteration's (``iteration`` -1), or, with ``--memory``, the memory peak's
+    (``timeline_at_peak``), the iteration the memory chart and the peak note name."""
+
+    rows: list[Span] = field(default_factory=list)
+    iteration: int = -1  # the iteration drawn, when not the median one
+
+
+def timeline_at_peak(inputs: ViewInputs, memory: MemoryViews | None,
+                     drawn: TimelineView | None) -> TimelineView | None:
+    """The timeline redrawn at the iteration of the memory peak the report names (on a
+    device run the device's, else the CPU's) when that is not the median iteration."""
+    if drawn is None or memory is None:
+        return drawn
+    peaks = {}
+    for row in memory.peaks:
+        peaks.setdefault(row.device, []).append(row)
+    named = [highest_peak(sorted(rows, key=lambda r: r.iteration)) for rows in peaks.values()]
+    named = sorted((p for p in named if p is not None),
+                   key=lambda p: p.device == device_label(-1))
+    if not named or named[0].iteration == _median_shown(inputs):
+        return drawn
+    at = named[0].iteration
+    if not 0 <= at < len(inputs.windows):
+        return drawn
+    return TimelineView(timeline(inputs.table, inputs.windows[at]), iteration=at)
 
 
 def _median_shown(inputs: ViewInputs) -> int:
