@@ -413,6 +413,24 @@ def picture_widget(picture: Picture) -> w.Image:
                    layout=w.Layout(width="auto", max_width="100%"))
 
 
+def view_selector(views: dict[str, Any], box_of: dict[str, Any]) -> w.ToggleButtons | None:
+    """The tabs' selector, showing one tab's box and hiding the others; None for a lone
+    "ops" tab (no choice: not made at all, the first display's cheaper by three models)."""
+    if len(views) == 1:
+        return None
+    # Each tab's label whole: buttons as wide as their labels (ipywidgets' default cuts).
+    selector = w.ToggleButtons(options=list(views), value="ops", description="view",
+                               _dom_classes=("km-views",),
+                               style=w.ToggleButtonsStyle(button_width="auto"))
+
+    def show(change: Any = None) -> None:
+        for name, widget in box_of.items():
+            widget.layout.display = None if name == selector.value else "none"
+
+    selector.observe(show, names="value")
+    return selector
+
+
 def tab_slug(view: str) -> str:
     """A tab's name as a CSS class suffix: ``"python lines"`` -> ``"python-lines"``."""
     return re.sub(r"[^a-z0-9]+", "-", view.lower()).strip("-")
@@ -432,9 +450,10 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
 
     Each table with rows is a tab: a box of its view's picture (above the view's first
     table) and the table, both always shown within it; the selector shows one tab's box
-    and hides the others (hidden when the op table is the only tab). ``.km_table`` is the
+    and hides the others (none when the op table is the only tab). ``.km_table`` is the
     op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``,
-    ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab.
+    ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab (None
+    with the op table alone).
     ``pictures``: the views' pictures, drawn here when not given.
     """
     shared = Shared()
@@ -467,18 +486,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                 empty.append(f"{title}: {shown}")
         if picture is not None:  # no tab to show it in: on its own (a trace's memory)
             parts.append(picture_widget(picture))
-    # Each tab's label whole: buttons as wide as their labels (ipywidgets' default cuts).
-    selector = w.ToggleButtons(options=list(views), value="ops", description="view",
-                               _dom_classes=("km-views",),
-                               style=w.ToggleButtonsStyle(button_width="auto"),
-                               layout=w.Layout(display="none" if len(views) == 1 else None))
-
-    def show(change: Any = None) -> None:
-        for name, widget in box_of.items():
-            widget.layout.display = None if name == selector.value else "none"
-
-    selector.observe(show, names="value")
-    parts += [selector, *box_of.values()]
+    selector = view_selector(views, box_of)
+    parts += [*([selector] if selector is not None else []), *box_of.values()]
     if empty:
         parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
                                          for n in empty)))
