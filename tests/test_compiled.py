@@ -12,6 +12,7 @@ import json
 
 import pytest
 import torch
+from fakes import cpu_result, cuda_result, table_of
 
 import kernelmagic
 from kernelmagic.core.compiled_rows import PROFILED, WARMUP, CompileRow, GraphBreakRow
@@ -24,7 +25,6 @@ from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.compiled import compiled_view
 from kernelmagic.views.tree import Figures
-from tests.fakes import cpu_result, cuda_result, table_of
 
 
 def with_break(x: torch.Tensor) -> torch.Tensor:

@@ -15,16 +15,16 @@ import statistics
 
 import pytest
 import torch
+from fakes import cpu_result
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
+from workloads import block_and_input
 
 import kernelmagic
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
 from kernelmagic.live import experiments, interleaved, variants
 from kernelmagic.live.progress import CallbackSink, Progress, ProgressUpdate
 from kernelmagic.results.result import ProfileResult
-from tests.fakes import cpu_result
-from tests.workloads import block_and_input
 
 ITERS, WARMUP = 5, 1
 

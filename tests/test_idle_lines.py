@@ -12,6 +12,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 import torch
+from fakes import table_of
 from trace_json import write_trace
 
 import kernelmagic
@@ -20,7 +21,6 @@ from kernelmagic.core.python_samples import Frame, PythonSamples
 from kernelmagic.render.text import text_report
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.python_lines import frames_during, samples_from_trace
-from tests.fakes import table_of
 
 US = 1000
 BASE = Decimal("1700000000000000")  # µs since the epoch, as Kineto writes them

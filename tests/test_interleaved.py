@@ -27,6 +27,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from fakes import cpu_result
 
 import kernelmagic
 from kernelmagic.core.timing import (
@@ -39,7 +40,6 @@ from kernelmagic.core.timing import (
 from kernelmagic.live import experiments, interleaved, random_state
 from kernelmagic.live.progress import CallbackSink, Progress
 from kernelmagic.results.compare import compare
-from tests.fakes import cpu_result
 
 # --- the noise rule ------------------------------------------------------------------------
 

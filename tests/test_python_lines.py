@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from fakes import table_of
 from IPython.utils.capture import capture_output
 from pyline_helpers import HELPER_LINE, busy_python
 from torch_releases import needs_session_frames
@@ -27,7 +28,6 @@ from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.python_lines import TRACE_HINT, python_lines, samples_from_trace
-from tests.fakes import table_of
 
 US = 1000
 
