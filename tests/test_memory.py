@@ -371,6 +371,7 @@ def test_widget_shows_the_timeline_above_the_memory_table(training):
     result, _ = training
     box = report_widget(result, None)
     assert "memory alive at the peak" in box.km_views  # the view's title (#28)
+    box.km_selector.value = "memory alive at the peak"  # (made when shown)
     first = box.km_boxes["memory alive at the peak"].children[0]
     assert isinstance(first, w.Image) and first.format == "svg+xml"
     assert b"peak" in bytes(first.value)

@@ -115,6 +115,8 @@ def test_a_toy_view_shows_in_every_report_and_in_to_pandas(toy_view):
     assert view.index('alt="threads chart"') < view.index("thread 1")  # the picture above
     box = report_widget(result, None)
     assert "threads" in box.km_selector.options
+    assert box.km_boxes["threads"].children == ()  # made when the tab is first shown
+    box.km_selector.value = "threads"
     picture, table = box.km_boxes["threads"].children
     assert picture.format == "svg+xml" and table is box.km_views["threads"].widget
     assert box.km_views["threads"].order == ["thread 1", "thread 2"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from html import escape
 from typing import Any
 
@@ -413,9 +413,47 @@ def picture_widget(picture: Picture) -> w.Image:
                    layout=w.Layout(width="auto", max_width="100%"))
 
 
-def view_selector(views: dict[str, Any], box_of: dict[str, Any]) -> w.ToggleButtons | None:
-    """The tabs' selector, showing one tab's box and hiding the others; None for a lone
-    "ops" tab (no choice: not made at all, the first display's cheaper by three models)."""
+class Tabs(Mapping[str, "SortableTable"]):
+    """The report's tabs by title: each one's ``SortableTable``, made (with its picture,
+    into its box) when the tab is first shown or read; until then a tab is an empty box,
+    so a report's first display pays for the op table alone. ``boxes``: each tab's box,
+    the one the selector shows."""
+
+    def __init__(self, result: ProfileResult, shared: Shared, ops: SortableTable) -> None:
+        self._result, self._shared = result, shared
+        self._made: dict[str, SortableTable] = {"ops": ops}
+        self._pending: dict[str, tuple[Table, Picture | None]] = {}
+        self.boxes: dict[str, w.Box] = {"ops": ops.widget}
+
+    def add(self, title: str, table: Table, picture: Picture | None) -> None:
+        """A tab of ``table`` with ``picture`` above it, made when first needed."""
+        self._pending[title] = (table, picture)
+        self.boxes[title] = w.VBox([], layout=w.Layout(display="none"),
+                                   _dom_classes=tab_classes(title))
+
+    def __getitem__(self, title: str) -> SortableTable:
+        made = self._made.get(title)
+        if made is None:
+            table, picture = self._pending.pop(title)  # (KeyError: no such tab)
+            panel = RowPanel(self._result, self._shared) if title in EXPLAINED_TABS else None
+            made = self._made[title] = SortableTable(table, shared=self._shared, panel=panel)
+            above = [picture_widget(picture)] if picture is not None else []
+            self.boxes[title].children = [*above, made.widget]
+        return made
+
+    def __contains__(self, title: object) -> bool:
+        return title in self.boxes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.boxes)
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+
+def view_selector(views: Tabs) -> w.ToggleButtons | None:
+    """The tabs' selector, showing one tab's box (its table made then) and hiding the
+    others; None for a lone "ops" tab (no choice: not made at all)."""
     if len(views) == 1:
         return None
     # Each tab's label whole: buttons as wide as their labels (ipywidgets' default cuts).
@@ -424,8 +462,9 @@ def view_selector(views: dict[str, Any], box_of: dict[str, Any]) -> w.ToggleButt
                                style=w.ToggleButtonsStyle(button_width="auto"))
 
     def show(change: Any = None) -> None:
-        for name, widget in box_of.items():
-            widget.layout.display = None if name == selector.value else "none"
+        views[selector.value]  # (made on its first showing)
+        for name, box in views.boxes.items():
+            box.layout.display = None if name == selector.value else "none"
 
     selector.observe(show, names="value")
     return selector
@@ -451,7 +490,8 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     Each table with rows is a tab: a box of its view's picture (above the view's first
     table) and the table, both always shown within it; the selector shows one tab's box
     and hides the others (none when the op table is the only tab). ``.km_table`` is the
-    op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``,
+    op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``
+    (``Tabs``: each made when its tab is first shown or read),
     ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab (None
     with the op table alone).
     ``pictures``: the views' pictures, drawn here when not given.
@@ -468,26 +508,20 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
         parts.append(shared.html(inline_svg(timeline_svg)))
     table = SortableTable(op_table(result), shared=shared, classes=tab_classes("ops"),
                           panel=RowPanel(result, shared))
-    views: dict[str, Any] = {"ops": table}
-    box_of: dict[str, Any] = {"ops": table.widget}
+    views = Tabs(result, shared, table)
     empty: list[str] = []  # views asked for that found nothing: a note, not a tab
     for view in view_reports(result, pictures):
         picture = view.picture
         for title, shown in view.tables:
             if isinstance(shown, Table) and shown.rows:
-                panel = RowPanel(result, shared) if title in EXPLAINED_TABS else None
-                views[title] = SortableTable(shown, shared=shared, panel=panel)
-                above = [picture_widget(picture)] if picture is not None else []
-                box_of[title] = w.VBox([*above, views[title].widget],
-                                       layout=w.Layout(display="none"),
-                                       _dom_classes=tab_classes(title))
+                views.add(title, shown, picture)
                 picture = None
             elif not isinstance(shown, Table):
                 empty.append(f"{title}: {shown}")
         if picture is not None:  # no tab to show it in: on its own (a trace's memory)
             parts.append(picture_widget(picture))
-    selector = view_selector(views, box_of)
-    parts += [*([selector] if selector is not None else []), *box_of.values()]
+    selector = view_selector(views)
+    parts += [*([selector] if selector is not None else []), *views.boxes.values()]
     if empty:
         parts.append(shared.html("".join(f'<div class="km-note">{escape(n)}</div>'
                                          for n in empty)))
@@ -495,5 +529,5 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
     box.km_table = table
     box.km_views = views
     box.km_selector = selector
-    box.km_boxes = box_of  # what the selector shows per tab (a picture above some tables)
+    box.km_boxes = views.boxes  # what the selector shows per tab (a picture above some tables)
     return box
