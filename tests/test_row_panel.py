@@ -33,7 +33,8 @@ def pick(table: SortableTable, position: int) -> None:
 
 def open_row(table: SortableTable, label: str) -> None:
     """Click the radio button of the row labelled ``label`` (shown all rows first)."""
-    table.all_button.click()
+    if table.all_button is not None:
+        table.all_button.click()
     labels = [row_label(r) for r in table._order]
     pick(table, labels.index(label))
 

@@ -162,16 +162,20 @@ class SortableTable:
             panel.on_change = self._mark
         self.body = shared.html(self._body_html(shown), layout=body_layout)
         self.status = shared.html(status)
-        # The two buttons show and hide together: one layout.
-        more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
-                        else None)
-        self.more_button = w.Button(description=f"show {page} more", layout=more,
-                                    style=shared.button_style)
-        self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
-        self.all_button = w.Button(description="show all", layout=more,
-                                   style=shared.button_style)
-        self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
-        controls = [self.status, self.more_button, self.all_button]
+        controls: list[w.Widget] = [self.status]
+        self.more_button: w.Button | None = None
+        self.all_button: w.Button | None = None
+        if len(self._order) > page:  # (a table that fits one page never needs them)
+            # The two buttons show and hide together: one layout.
+            more = w.Layout(width="auto", display="none" if len(shown) >= len(self._order)
+                            else None)
+            self.more_button = w.Button(description=f"show {page} more", layout=more,
+                                        style=shared.button_style)
+            self.more_button.on_click(lambda _b: self.show(self.visible + self.page))
+            self.all_button = w.Button(description="show all", layout=more,
+                                       style=shared.button_style)
+            self.all_button.on_click(lambda _b: self.show(len(self.table.rows)))
+            controls += [self.more_button, self.all_button]
         self.columns_button: w.Button | None = None
         if self.table is not self.full:
             self.columns_button = w.Button(description=more_columns(self.full),
@@ -293,7 +297,9 @@ class SortableTable:
         shown, status = self._page()
         self.body.value = self._body_html(shown)
         self.status.value = status
-        self.more_button.layout.display = "none" if len(shown) >= len(self._order) else None
+        if self.more_button is not None:
+            self.more_button.layout.display = ("none" if len(shown) >= len(self._order)
+                                               else None)
         self._mark()
 
 
