@@ -144,11 +144,16 @@ def test_a_pure_python_helper_is_named_with_its_measured_share():
     elsewhere = (sum(r.share for r in result.python_lines[1:])
                  + result.python_unattributed / result.breakdown.wall)
     assert abs(top.share - measured) < 0.10 + elsewhere, (top.share, measured, elsewhere)
-    # ops + Python lines + unattributed = the iteration, unattributed under 10% of it
+    # ops + Python lines + unattributed = the iteration, unattributed under 10% of it; on a
+    # machine other processes crowd (fewer free cores than torch's threads, or a fifth of
+    # the cores taken), under 20%: the sampler's thread waits for a core, and what its
+    # samples miss is no line's (CI's lowest-releases run beside another test worker: 10.7%).
     parts = result.breakdown
     python = sum(r.self_us for r in result.python_lines)
     assert parts.compute + python + result.python_unattributed == pytest.approx(parts.wall)
-    assert result.python_unattributed < 0.10 * parts.wall
+    load = result.cpu_load
+    crowded = load is not None and (load.crowded or load.other_share > 0.2)
+    assert result.python_unattributed < (0.20 if crowded else 0.10) * parts.wall
 
 
 def test_a_sleep_in_a_cell_is_named_by_its_cell_line(ip):
