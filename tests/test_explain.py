@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import torch
 from fakes import table_of
 from loaded import loaded
 
@@ -37,9 +38,9 @@ def two_iterations(views: tuple[str, ...] = ()) -> ProfileResult:
     """Two ProfilerSteps of 100 µs.
 
     1: a frame of the user's code (0-45) around aten::linear (0-40) around aten::addmm
-       (5-35, shapes A) whose launches (10-15, 20-25) start gemm (20-50) and reduce (50-55);
-       nccl:all_reduce (50-60) launches (52-54) ncclKernel (60-80) on another stream; a
-       Memcpy HtoD (85-90) whose launch is not recorded.
+       (5-35, shapes A, dtypes float, float) whose launches (10-15, 20-25) start gemm
+       (20-50) and reduce (50-55); nccl:all_reduce (50-60) launches (52-54) ncclKernel
+       (60-80) on another stream; a Memcpy HtoD (85-90) whose launch is not recorded.
     2: aten::linear (100-130) around aten::addmm (105-125, shapes B) whose launch
        (110-112) starts gemm (115-135).
     """
@@ -47,7 +48,8 @@ def two_iterations(views: tuple[str, ...] = ()) -> ProfileResult:
         (Kind.STEP, "ProfilerStep#1", 0, 100, 1),
         (Kind.PYTHON, FRAME, 0, 45, 1),
         (Kind.OP, "aten::linear", 0, 40, 1),
-        (Kind.OP, "aten::addmm", 5, 35, 1, {"shapes": "[[2, 3], [3, 4]]"}),
+        (Kind.OP, "aten::addmm", 5, 35, 1, {"shapes": "[[2, 3], [3, 4]]",
+                                            "dtypes": "float, float"}),
         launch(10, 15, 1), kernel("gemm", 20, 50, 1),
         launch(20, 25, 2), kernel("reduce", 50, 55, 2),
         (Kind.RANGE, "nccl:all_reduce", 50, 60, 1),
@@ -121,8 +123,9 @@ def test_a_kernel_lists_the_rows_that_launched_it(result: ProfileResult) -> None
 
 def test_shapes_sites_and_iterations(result: ProfileResult) -> None:
     e = result.explain("aten::addmm")
+    # (the first call's dtypes recorded beside its shapes, the second's not)
     assert [(s.group, s.calls, s.self_cpu_time_total, s.cpu_time_total) for s in e.shapes] == [
-        ("[[2, 3], [3, 4]]", 1, pytest.approx(20.0), pytest.approx(30.0)),
+        ("[[2, 3], [3, 4]] (float, float)", 1, pytest.approx(20.0), pytest.approx(30.0)),
         ("[[4, 3], [3, 4]]", 1, pytest.approx(18.0), pytest.approx(20.0))]
     # only the first iteration's call ran under the user's frame
     assert [(s.group, s.calls, s.self_cpu_time_total) for s in e.sites] == [
@@ -217,3 +220,12 @@ def test_a_cpu_run_shows_no_device_columns() -> None:
 def test_one_iteration_has_no_slowest_to_name() -> None:
     e = loaded(DATA / "mi250_rocm.json.gz").explain("aten::addmm")
     assert e.iters == 1 and "slowest" not in e.text() and "<svg" not in e.html()
+
+
+def test_a_live_run_with_shapes_records_the_dtypes_beside_them() -> None:
+    a, b = torch.randn(64, 64), torch.randn(64, 64, dtype=torch.float64)
+    result = kernelmagic.profile(lambda: (a @ a, b @ b), iters=2, warmup=1, shapes=True)
+    assert sorted(s.group for s in result.explain("aten::mm").shapes) == [
+        "[64, 64], [64, 64] (double, double)", "[64, 64], [64, 64] (float, float)"]
+    # the op table's rows stay split by shapes alone, as torch's key_averages() groups them
+    assert {r.input_shapes for r in result.rows if r.key == "aten::mm"} == {"[64, 64], [64, 64]"}

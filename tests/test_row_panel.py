@@ -63,8 +63,9 @@ def test_an_op_row_shows_its_kernels_and_shapes():
     assert e.kernels and e.shapes  # a ROCm trace with shapes recorded
     for k in e.kernels[:3]:  # cut in the middle in their cells, whole in their titles
         assert f'title="{escape(k.kernel)}"' in table.panel.detail.value
-    for s in e.shapes[:3]:
-        assert s.group in shown
+    for s in e.shapes[:3]:  # shapes and dtypes: cut in the middle, whole in their titles
+        assert f'title="{escape(s.group)}"' in table.panel.detail.value
+    assert "Scalar, Scalar)" in shown  # the dtypes beside the shapes (the end of the text)
     assert "GPU work" in shown and "input shapes" in shown
     assert "call sites: record the trace with with_stack=True" in shown  # what is missing
     assert "<svg" not in table.panel.detail.value  # one iteration: no picture

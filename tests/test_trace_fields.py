@@ -72,10 +72,12 @@ def test_a_new_field_is_one_line_in_the_spec_and_both_readers_read_it(tmp_path):
     # Everything else is what the real spec reads, column for column.
     plain = trace_fast.read_table(path)
     for column in ("kind", "name", "start", "end", "tid", "device", "correlation", "flops",
-                   "shapes", "nbytes"):
+                   "shapes", "nbytes", "dtypes"):
         assert fast.column(column).tolist() == plain.column(column).tolist(), column
         assert slow.column(column).tolist() == plain.column(column).tolist(), column
-    assert plain.extra == {} and set(fast.extra) == set(slow.extra) == {"sequence", "share"}
+    # (dtypes: the one rule field's column the table does not name, #47)
+    assert set(plain.extra) == {"dtypes"}
+    assert set(fast.extra) == set(slow.extra) == {"dtypes", "sequence", "share"}
 
 
 def test_the_new_column_survives_links_and_selection(tmp_path):
@@ -128,4 +130,4 @@ def test_the_real_spec_matches_the_event_table():
     table = trace_fast.read_table(Path(__file__).parent / "data" / "cpu_only.json.gz")
     for f in TRACE_FIELDS:
         assert table.column(f.column).dtype == np.dtype(f.dtype), f.name
-    assert table.extra == {}
+    assert set(table.extra) == {"dtypes"}  # the input dtypes' column, read by a rule

@@ -88,6 +88,8 @@ TRACE_FIELDS: tuple[TraceField, ...] = (
                rule="a number (none, 0 or an empty value: 0.0)"),
     TraceField("dims", "Input Dims", "shapes", "int32", None,
                rule="the shapes as text (`[8, 16], [16, 4]`), interned in names"),
+    TraceField("types", "Input type", "dtypes", "int32", None,
+               rule="the inputs' dtypes as text (`float, float, Scalar`), interned in names"),
     TraceField("nbytes", "Bytes", "nbytes", "int64", 0, on="memory",
                rule="an allocation's (+) or free's (-) size: an integer"),
     TraceField("device_type", "Device Type", "device", "int16", 0, on="memory",
@@ -127,6 +129,8 @@ class EventTable:
     - ``flops`` (float64), ``shapes`` (int32 index into ``names``; the empty string when
       shapes were not recorded)
     - ``nbytes`` (int64): MEMORY events' signed size; 0 elsewhere
+    - ``extra["dtypes"]`` (int32 index into ``names``), where the source recorded them: each
+      op's input dtypes as text (``float, float, Scalar``; the empty string: none)
     - ``extra``: the columns of ``TRACE_FIELDS`` not named above, by column name
       (``column(name)`` reads any column)
     """
@@ -219,12 +223,13 @@ class TableBuilder:
 
     def add(self, kind: Kind, name: str, start: int, end: int, tid: int, device: int = -1,
             correlation: int = 0, flops: float = 0.0, shapes: str = "", nbytes: int = 0,
-            **values: Any) -> None:
+            dtypes: str = "", **values: Any) -> None:
         """One event; the columns of fields without a rule from ``values`` by column name,
         their defaults where not given."""
         given = {"kind": kind, "name": self.intern(name), "start": start, "end": end,
                  "tid": tid, "device": device, "correlation": correlation, "flops": flops,
-                 "shapes": self.intern(shapes) if shapes else 0, "nbytes": nbytes}
+                 "shapes": self.intern(shapes) if shapes else 0, "nbytes": nbytes,
+                 "dtypes": self.intern(dtypes) if dtypes else 0}
         for f in plain_fields(self.fields):
             given[f.column] = values.pop(f.column, f.default)
         if values:

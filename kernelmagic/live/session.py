@@ -217,6 +217,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                          else np.zeros(raw.n, dtype=np.float64)),
                "shapes": (_shape_ids(raw, kind, distinct) if shapes
                           else np.zeros(raw.n, np.int32))}
+    if shapes:  # torch records the inputs' dtypes with their shapes
+        columns["dtypes"] = _text_ids(raw, kind, distinct, _dtypes_text)
     # The columns of the trace fields without a rule (``core/events.py``: ``TRACE_FIELDS``)
     # hold their defaults: a live event has no ``args``.
     table = table_of_columns(distinct, columns, origin, {
@@ -319,14 +321,31 @@ def _device_work(raw: _RawEvents, on_gpu: np.ndarray, kind: np.ndarray, device: 
 def _shape_ids(raw: _RawEvents, kind: np.ndarray, distinct: list[str]) -> np.ndarray:
     """Each op's input shapes as an id into ``distinct`` (the texts are appended to it;
     0: none)."""
-    shapes_col = np.zeros(raw.n, dtype=np.int32)
-    text_ids: dict[str, int] = {"": 0}
+    return _text_ids(raw, kind, distinct, lambda e: _shapes_text(e.shapes()))
+
+
+def _dtypes_text(event: Any) -> str:
+    """An op's input dtypes as a trace's ``Input type`` reads: ``float, float, Scalar``."""
+    return ", ".join(event.dtypes())
+
+
+def _text_ids(raw: _RawEvents, kind: np.ndarray, distinct: list[str],
+              text_of: Any) -> np.ndarray:
+    """Each op's ``text_of(event)`` as an id into ``distinct`` (new texts are appended to
+    it; 0: none, or not an op)."""
+    col = np.zeros(raw.n, dtype=np.int32)
+    known = {t: i for i, t in enumerate(distinct)}
     op_idx = np.flatnonzero(kind == Kind.OP).tolist()
-    texts = [_shapes_text(raw.events[i].shapes()) for i in op_idx]
-    shapes_col[op_idx] = [text_ids.setdefault(t, len(distinct) + len(text_ids) - 1)
-                          for t in texts]
-    distinct.extend(t for t in text_ids if t)
-    return shapes_col
+    ids = []
+    for i in op_idx:
+        text = text_of(raw.events[i])
+        found = known.get(text) if text else 0
+        if found is None:
+            found = known[text] = len(distinct)
+            distinct.append(text)
+        ids.append(found)
+    col[op_idx] = ids
+    return col
 
 
 def _kinds(events: list[Any], activity_ids: dict[str, int], activity: np.ndarray,

@@ -85,7 +85,7 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
             "device_us_per_iter", "ops")))
     if "shapes" in tables:
         rows, _ = tables["shapes"]
-        out.append(("input shapes", _table(rows, "shapes", [
+        out.append(("input shapes and dtypes", _table(rows, "shapes", [
             _name("shapes", "input shapes"), _calls(),
             _us("self_cpu_us_per_iter", "self CPU/iter"),
             _us("cpu_us_per_iter", "total CPU/iter"),

@@ -129,9 +129,9 @@ class Columns(TableBuilder):
         """
         ids, intern, columns = self.ids, self.intern, self.columns
         kinds, names, starts, ends, tids, devices, correlations, flops_col, shapes_col, \
-            nbytes_col = (columns[c].append for c in (
+            nbytes_col, dtypes_col = (columns[c].append for c in (
                 "kind", "name", "start", "end", "tid", "device", "correlation", "flops",
-                "shapes", "nbytes"))
+                "shapes", "nbytes", "dtypes"))
         tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
         categories, rule_of, unplaced = self.categories, self._rule, self.unplaced
         by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
@@ -173,7 +173,8 @@ class Columns(TableBuilder):
                 if type(name) is not str:
                     raise TypeError
                 name_id = intern(name)
-            device, stream, correlation, flops, dims = args if op_exact else args[:op_rules]
+            device, stream, correlation, flops, dims, types = (args if op_exact
+                                                               else args[:op_rules])
             if on_device:
                 if type(device) is not int:
                     device = id_of(device)
@@ -213,6 +214,7 @@ class Columns(TableBuilder):
             flops_col(float(flops) if flops else 0.0)
             shapes_col(intern(_shapes_text(dims)) if dims else 0)
             nbytes_col(0)
+            dtypes_col(intern(_types_text(types)) if types else 0)
             if op_plain:  # the fields without a rule
                 for append, cast, default, at in op_plain:
                     value = args[at] if at >= 0 else None
@@ -233,6 +235,7 @@ class Columns(TableBuilder):
             flops_col(0.0)
             shapes_col(0)
             nbytes_col(nbytes)
+            dtypes_col(0)
             if memory_plain:
                 for append, cast, default, at in memory_plain:
                     value = args[at] if at >= 0 else None
@@ -313,7 +316,7 @@ def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
 
 #: The fields the rules of ``add_op`` and ``add_memory`` read, by name, in the order they
 #: take them (``Columns.op_fields`` and ``memory_fields`` begin with them).
-OP_RULES = ("device", "stream", "correlation", "flops", "dims")
+OP_RULES = ("device", "stream", "correlation", "flops", "dims", "types")
 MEMORY_RULES = ("nbytes", "device_type", "device_id")
 
 
@@ -342,6 +345,14 @@ def _int_value(value: Any) -> int:
 #: How a field without a rule becomes its column's value, by the column's type.
 _CASTS = {"int8": _int_value, "int16": _int_value, "int32": _int_value,
           "int64": _int_value, "float64": float}
+
+
+def _types_text(types: Any) -> str:
+    """``Input type`` as the live source writes dtypes: ``float, float, Scalar`` (an input
+    with none: the empty string between commas)."""
+    if not isinstance(types, list):
+        return str(types)
+    return ", ".join(t if isinstance(t, str) else str(t) for t in types)
 
 
 def _shapes_text(dims: Any) -> str:

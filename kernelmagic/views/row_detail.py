@@ -11,8 +11,8 @@ without a new profile or a trace re-read. Per row of the op table (its label, as
   the op table); the rest ran under it (launched by an op inside it, or, for a runtime
   call, launched by that call), so a row's ``calls``/``time`` over every name add up to
   its inclusive device time and its own ones to its self device time.
-- **Input shapes** (``shapes``): calls and times per input-shapes text, where the run
-  recorded shapes (``--shapes``; a trace's ``Input Dims``).
+- **Input shapes and dtypes** (``shapes``): calls and times per input shapes and dtypes,
+  where the run recorded them (``--shapes``; a trace's ``Input Dims`` and ``Input type``).
 - **Call sites** (``sites``): the innermost frame of the user's own code around each call
   (``with_stack``: ``--stack``), labelled ``cell[n]:line`` for the profiled cell.
 - **Per iteration** (``series``): the row's self CPU and self device time in each
@@ -70,8 +70,9 @@ class RowKernel(Record):
 
 @dataclass(frozen=True)
 class RowGroup(Record):
-    """One row's calls that share one thing: their input shapes (``shapes``: the shapes'
-    text) or their call site in the user's code (``sites``: ``cell[2]:5 forward``)."""
+    """One row's calls that share one thing: their input shapes and dtypes (``shapes``:
+    ``[64, 256], [256, 512] (float, float)``) or their call site in the user's code
+    (``sites``: ``cell[2]:5 forward``)."""
 
     row: str
     group: str
@@ -259,11 +260,27 @@ def _groups(rows: _Rows, calls: np.ndarray, group: np.ndarray, texts: list[str],
 
 def _shapes(table: EventTable, rows: _Rows, calls: np.ndarray,
             figures: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[RowGroup]:
-    """Each row's calls per input-shapes text (none where shapes were not recorded)."""
-    shape_ids = table.shapes[calls].astype(np.int64)
-    if not calls.size or not shape_ids.any():
+    """Each row's calls per input shapes and dtypes (``[64, 256], [256, 512] (float,
+    float)``; none where neither was recorded)."""
+    if not calls.size:
         return []
-    return _groups(rows, calls, shape_ids, table.names, figures)
+    shape_ids = table.shapes[calls].astype(np.int64)
+    dtypes = table.extra.get("dtypes")
+    type_ids = (dtypes[calls].astype(np.int64) if dtypes is not None
+                else np.zeros(calls.size, dtype=np.int64))
+    if not shape_ids.any() and not type_ids.any():
+        return []
+    n_names = len(table.names)
+    found, group = unique(shape_ids * n_names + type_ids, return_inverse=True)
+    texts = [_shapes_and_types(table.names[f // n_names], table.names[f % n_names])
+             for f in found.tolist()]
+    return _groups(rows, calls, group, texts, figures)
+
+
+def _shapes_and_types(shapes: str, types: str) -> str:
+    if not types:
+        return shapes
+    return f"{shapes} ({types})" if shapes else f"({types})"
 
 
 def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
