@@ -312,33 +312,43 @@ def _iteration_of(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarr
 def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
             own: np.ndarray, windows: list[tuple[int, int]],
             self_cpu: np.ndarray) -> list[RowSeries]:
+    """Each row's self CPU and self device time per iteration: summed per (row, iteration)
+    pair that has any (at most one pair per event), then laid out densely for the rows
+    kept alone (every row, or the ``SERIES_CELLS // iterations`` with the most time), so
+    the work follows the events, not rows x iterations."""
     n_rows, n_iters = len(rows.labels), len(windows)
     if not n_iters or not n_rows:
         return []
     windows = sorted(windows)
-    cpu = np.zeros(n_rows * n_iters)
     it = _iteration_of(table.start[calls], windows)
-    row = rows.of_event[calls]
     ok = it >= 0
-    cpu += np.bincount(row[ok] * n_iters + it[ok], weights=self_cpu[calls][ok],
-                       minlength=n_rows * n_iters)
-    dev = np.zeros(n_rows * n_iters)
+    cpu_cells, cpu_us = rows.of_event[calls][ok] * n_iters + it[ok], self_cpu[calls][ok]
+    dev_cells, dev_us = np.zeros(0, dtype=np.int64), np.zeros(0)
     if work.size:
         launched = table.launcher[work]
         when = np.where(launched != NO_PARENT, table.start[np.maximum(launched, 0)],
                         table.start[work])
         it = _iteration_of(when, windows)
         ok = (it >= 0) & (own >= 0)
-        duration = (table.end[work] - table.start[work]) / 1000.0
-        dev += np.bincount(own[ok] * n_iters + it[ok], weights=duration[ok],
-                           minlength=n_rows * n_iters)
-    cpu, dev = cpu.reshape(n_rows, n_iters), dev.reshape(n_rows, n_iters)
+        dev_cells = own[ok] * n_iters + it[ok]
+        dev_us = ((table.end[work] - table.start[work]) / 1000.0)[ok]
+    cells, inverse = unique(np.concatenate([cpu_cells, dev_cells]), return_inverse=True)
+    cpu = np.bincount(inverse[:cpu_cells.size], weights=cpu_us, minlength=cells.size)
+    dev = np.bincount(inverse[cpu_cells.size:], weights=dev_us, minlength=cells.size)
+    row, at = cells // n_iters, cells % n_iters
     kept = np.arange(n_rows)
     if n_rows * n_iters > SERIES_CELLS:
-        weight = cpu.sum(axis=1) + dev.sum(axis=1)
+        weight = np.bincount(row, weights=cpu + dev, minlength=n_rows)
         kept = np.sort(np.argsort(-weight, kind="stable")[: max(1, SERIES_CELLS // n_iters)])
-    return [RowSeries(row=rows.labels[r], self_cpu_us=cpu[r].tolist(),
-                      self_device_us=dev[r].tolist()) for r in kept.tolist()]
+    place = np.full(n_rows, -1)
+    place[kept] = np.arange(kept.size)
+    sel = place[row] >= 0
+    dense_cpu, dense_dev = np.zeros((kept.size, n_iters)), np.zeros((kept.size, n_iters))
+    dense_cpu[place[row[sel]], at[sel]] = cpu[sel]
+    dense_dev[place[row[sel]], at[sel]] = dev[sel]
+    return [RowSeries(row=rows.labels[r], self_cpu_us=dense_cpu[i].tolist(),
+                      self_device_us=dense_dev[i].tolist())
+            for i, r in enumerate(kept.tolist())]
 
 
 def build_row_detail(inputs: ViewInputs) -> RowDetailView:
