@@ -19,18 +19,14 @@ from kernelmagic.render.chart import INK
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.memory import highest_peak
+from kernelmagic.views.memory import named_peaks
 
 
 def highest_peaks(result: ProfileResult) -> list[MemoryPeakRow]:
     """Per device, the peak the note names (``views.memory.highest_peak``: the largest
     rise, on the CPU not the first of several iterations'): the iteration the memory
     chart shows and the alive table is taken at."""
-    by_device: dict[str, list[MemoryPeakRow]] = {}
-    for row in result.memory_peaks:
-        by_device.setdefault(row.device, []).append(row)
-    found = (highest_peak(sorted(rows, key=lambda r: r.iteration)) for rows in by_device.values())
-    return [row for row in found if row is not None]
+    return named_peaks(result.memory_peaks)
 
 
 #: The make-up's unit: the largest the largest category fills at least once.

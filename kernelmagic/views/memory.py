@@ -171,6 +171,16 @@ def highest_peak(rows: list[MemoryPeakRow]) -> MemoryPeakRow | None:
     return max(rows[len(rows) - kept:], key=lambda r: r.rise, default=None)
 
 
+def named_peaks(rows: list[MemoryPeakRow]) -> list[MemoryPeakRow]:
+    """Per device, the peak the report names (``highest_peak``): the iteration the memory
+    chart shows, the peak note names and the timeline draws."""
+    by_device: dict[str, list[MemoryPeakRow]] = {}
+    for row in rows:
+        by_device.setdefault(row.device, []).append(row)
+    found = (highest_peak(sorted(rows, key=lambda r: r.iteration)) for rows in by_device.values())
+    return [row for row in found if row is not None]
+
+
 def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
                  show: int | None = PEAK, name: str | None = None) -> MemoryViews:
     """The memory rows of a run: timeline points of iteration ``show`` (``PEAK``: each

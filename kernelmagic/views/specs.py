@@ -46,9 +46,9 @@ from kernelmagic.views.memory import (
     PEAK,
     MemoryViews,
     device_label,
-    highest_peak,
     ledger_from_table,
     memory_views,
+    named_peaks,
 )
 from kernelmagic.views.ops import kernel_rows
 from kernelmagic.views.python_lines import (
@@ -142,12 +142,7 @@ def timeline_at_peak(inputs: ViewInputs, memory: MemoryViews | None,
     device run the device's, else the CPU's) when that is not the median iteration."""
     if drawn is None or memory is None:
         return drawn
-    peaks = {}
-    for row in memory.peaks:
-        peaks.setdefault(row.device, []).append(row)
-    named = [highest_peak(sorted(rows, key=lambda r: r.iteration)) for rows in peaks.values()]
-    named = sorted((p for p in named if p is not None),
-                   key=lambda p: p.device == device_label(-1))
+    named = sorted(named_peaks(memory.peaks), key=lambda p: p.device == device_label(-1))
     if not named or named[0].iteration == _median_shown(inputs):
         return drawn
     at = named[0].iteration
