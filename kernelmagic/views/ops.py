@@ -38,7 +38,7 @@ from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.tree import Figures
 
 __all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
-           "outer_window", "range_owners", "under_our_sync"]
+           "outer_window", "range_owners", "row_events", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
@@ -164,13 +164,22 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     """
     order = figures.order
     ranges = range_owners(table, name) if ranges is None else ranges
-    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
-    if window is not None:
-        wanted &= (table.start >= window[0]) & (table.start <= window[1])
+    wanted = row_events(table, ranges, window)
     sel = order[wanted[order]]
     rows = _grouped_rows(table, figures, sel, ranges[sel], shapes=shapes, memory=memory,
                          flops=flops)
     return rows + _marker_rows(table, window, name) + _unlaunched_rows(table, window)
+
+
+def row_events(table: EventTable, ranges: np.ndarray,
+               window: tuple[int, int] | None) -> np.ndarray:
+    """Per event: whether it is counted in an op or range row (``op_rows``): an op, a
+    runtime call or a range that owns time (``ranges``: ``range_owners``), not under
+    kernelmagic's own synchronize, starting inside ``window`` when one is given."""
+    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
+    if window is not None:
+        wanted &= (table.start >= window[0]) & (table.start <= window[1])
+    return wanted
 
 
 def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range: np.ndarray,

@@ -37,11 +37,10 @@ from kernelmagic.views.ops import (
     NO_OP,
     RANGE,
     UNLAUNCHED,
-    is_op,
     marker_work,
     outer_window,
     range_owners,
-    under_our_sync,
+    row_events,
 )
 from kernelmagic.views.python_lines import label
 from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
@@ -141,10 +140,7 @@ def _op_events(table: EventTable, window: tuple[int, int] | None, name: str | No
                ranges: np.ndarray | None) -> tuple[_Rows, np.ndarray]:
     """The events that are op-table rows (as ``op_rows`` picks them) and their labels."""
     ranges = range_owners(table, name) if ranges is None else ranges
-    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
-    if window is not None:
-        wanted &= (table.start >= window[0]) & (table.start <= window[1])
-    calls = np.flatnonzero(wanted)
+    calls = np.flatnonzero(row_events(table, ranges, window))
     keys = table.name[calls].astype(np.int64) * 2 + ranges[calls]
     found, inverse = unique(keys, return_inverse=True)
     labels = [KIND_MARKS[RANGE] * int(k % 2) + table.names[int(k // 2)]
