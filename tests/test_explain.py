@@ -229,3 +229,19 @@ def test_a_live_run_with_shapes_records_the_dtypes_beside_them() -> None:
         "[64, 64], [64, 64] (double, double)", "[64, 64], [64, 64] (float, float)"]
     # the op table's rows stay split by shapes alone, as torch's key_averages() groups them
     assert {r.input_shapes for r in result.rows if r.key == "aten::mm"} == {"[64, 64], [64, 64]"}
+
+
+def test_work_a_marker_launched_outside_the_run_is_no_rows() -> None:
+    # The run's range "t" (0-100) holds ProfilerStep#1, which launches a kernel itself; a
+    # ProfilerStep#2 after the run (200-300) launches one too: the op table leaves it out
+    # (views/ops.py: _marker_rows), and so does the row's detail.
+    result = build_result(table_of(
+        (Kind.RANGE, "t", 0, 100, 1),
+        (Kind.STEP, "ProfilerStep#1", 0, 100, 1), launch(10, 12, 1), kernel("k", 20, 30, 1),
+        (Kind.STEP, "ProfilerStep#2", 200, 300, 1), launch(210, 212, 2),
+        kernel("k", 220, 260, 2),
+    ), name="t")
+    (marker,) = [r for r in result.rows if r.kind == "no op"]
+    assert (marker.count, marker.self_device_time_total) == (1, pytest.approx(10.0))
+    assert by_kernel(result.explain("[no op] ProfilerStep").kernels) == {
+        "k": (1, pytest.approx(10.0), 1, pytest.approx(10.0))}
