@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -168,31 +169,44 @@ def _stream_ratios(m: Model, dur: np.ndarray) -> np.ndarray:
 def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     """Every scenario's schedule; ``cpu_f``/``gpu_f``: (S, R+1) multipliers per row (the
     last column, 1, is for time that belongs to no row). One sweep through the graph in
-    an order that respects every edge (``_Sweep``): time linear in the model's size."""
+    an order that respects every edge (``_Sweep``): time linear in the model's size.
+    Arrays of node x scenario are few and reused in place: their memory is most of the
+    replay's cost."""
     r = len(m.row_key)
     g = _graph(m)
-    irow = np.where(m.item_row >= 0, m.item_row, r)
     d = _stretches(m, cpu_f)
-    dur = m.item_dur[:, None] * gpu_f.T[irow]
+    dur = gpu_f.T[np.where(m.item_row >= 0, m.item_row, r)]
+    dur *= m.item_dur[:, None]
     ratio = _stream_ratios(m, dur)
-    backlog = m.item_backlog[:, None] * ratio[g.item_stream]
-    ianchor = (_f(m.item_anchor) - m.item_backlog)[:, None] + backlog
     sync_scale = cpu_f.T[np.where(m.sync_row >= 0, m.sync_row, r)]
     fixed = np.repeat(_f(m.sync_fixed)[:, None], cpu_f.shape[0], axis=1)
     scaled = np.flatnonzero((m.sync_stream >= 0) & (m.sync_fixed != NONE))
     if scaled.size:
         fixed[scaled] = m.sync_fixed[scaled, None] * ratio[m.sync_stream[scaled]]
-    sweep = _Sweep(m, g, d, dur, ianchor, fixed, m.sync_post[:, None] * sync_scale,
+    walked = (d[:, :1].copy(), dur[:, :1].copy(),  # (the walk reads scenario 0 only)
+              (m.item_backlog * ratio[g.item_stream, 0])[:, None])
+    sweep = _Sweep(m, g, d, dur, _anchors(m, g, dur, ratio), fixed,
+                   m.sync_post[:, None] * sync_scale,
                    sync_scale == 0)  # a blocking call removed altogether no longer waits
-    del ianchor
-    d, backlog = d[:, :1].copy(), backlog[:, :1].copy()  # (the walk reads scenario 0 only)
+    del d, dur
     sweep.run()
-    return _Schedule(sweep.t, sweep.end, d, sweep.dur[:, :1].copy(), sweep.sync_c, cpu_f,
-                     sweep.cross_c, backlog)
+    return _Schedule(sweep.t, sweep.end, walked[0], walked[1], sweep.sync_c, cpu_f,
+                     sweep.cross_c, walked[2])
 
 
-@dataclass(frozen=True)
-class _Segment:
+def _anchors(m: Model, g: _Graph, dur: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """(A, S): what the start of each item with an anchor asks, plus its duration (items in
+    order; ``_Graph.anchored`` counts them): its measured start, the carried-in backlog it
+    waits behind scaled as its stream's work is."""
+    at = np.flatnonzero(m.item_anchor != NONE)
+    backlog = m.item_backlog[at]
+    out = ratio[g.item_stream[at]] * backlog[:, None]
+    out += (m.item_anchor[at] - backlog).astype(np.float64)[:, None]
+    out += dur[at]
+    return out
+
+
+class _Segment(NamedTuple):
     """Nodes ``lo:hi`` of one domain (local indices: positions, or items), computed in one
     go; ``a:b`` and ``c:e`` index what ends in it in ``_Graph``'s sorted arrays."""
 
@@ -223,63 +237,83 @@ def _groups(off: np.ndarray, dep: np.ndarray,
 def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], bool]:
     """The order the sweep computes the model in, once per model (it does not depend on
     the durations): each domain advanced as far as the nodes whose needs from other
-    domains are computed, found by galloping over ``_Graph.need_of``. True as well when
-    no such order exists (never with measured times: then the sweep relaxes after)."""
+    domains are computed, found by galloping over ``_Graph.need_of``; a domain waits,
+    untried, until the node that stopped it is computed. True as well when no such order
+    exists (never with measured times: then the sweep relaxes after)."""
     cached = m.__dict__.get("_plan")
     if cached is not None:
         return cached
-    p = m.pos_anchor.size
-    n_chains = m.chain_off.size - 1
     progress = g.dom_off[:-1].copy()
-    stop = g.dom_off[1:]
-    plan: list[_Segment] = []
+    stop = g.dom_off[1:].tolist()
+    blocker = [-1] * progress.size  # the node each domain waits for (-1: none)
+    need_dom = g.dom_of[g.need_node]
+    runs: list[tuple[int, int, int]] = []  # (domain, lo, hi) in the order computed
     cyclic = False
-    while (progress < stop).any():
+    open_ = [k for k in range(progress.size) if progress[k] < stop[k]]
+    while open_:
         moved = False
-        for k in np.flatnonzero(progress < stop).tolist():
+        for k in open_:
+            wait = blocker[k]
+            if wait >= 0 and progress[g.dom_of[wait]] <= wait:
+                continue  # (still not computed)
             lo = int(progress[k])
-            hi = _reachable(g, progress, lo, int(stop[k]))
+            hi, blocker[k] = _reachable(g, need_dom, progress, lo, stop[k])
             if hi > lo:
-                plan.append(_segment(m, g, k, lo, hi, n_chains, p))
+                runs.append((k, lo, hi))
                 progress[k] = hi
                 moved = True
-        if not moved and (progress < stop).any():
-            k = int(np.flatnonzero(progress < stop)[0])
-            lo = int(progress[k])
-            plan.append(_segment(m, g, k, lo, lo + 1, n_chains, p))
+        open_ = [k for k in open_ if progress[k] < stop[k]]
+        if not moved and open_:
+            k = open_[0]
+            runs.append((k, int(progress[k]), int(progress[k]) + 1))
             progress[k] += 1
+            blocker[k] = -1
             cyclic = True
+    plan = _segments(m, g, np.asarray(runs, np.int64).reshape(-1, 3))
     m.__dict__["_plan"] = (plan, cyclic)
     return plan, cyclic
 
 
-def _reachable(g: _Graph, progress: np.ndarray, lo: int, hi: int) -> int:
-    """The end of the run of nodes from ``lo`` whose needs are all computed."""
+def _reachable(g: _Graph, need_dom: np.ndarray, progress: np.ndarray, lo: int,
+               hi: int) -> tuple[int, int]:
+    """The end of the run of nodes from ``lo`` whose needs are all computed, and the first
+    need not computed yet (-1: none)."""
     at, size = lo, 64
+    need_of = g.need_of
     while at < hi:
         upto = min(hi, at + size)
-        a, b = np.searchsorted(g.need_of, (at, upto))
+        a, b = need_of.searchsorted((at, upto)).tolist()
         if b > a:
             need = g.need_node[a:b]
-            bad = need >= progress[g.dom_of[need]]
+            bad = need >= progress[need_dom[a:b]]
             if bad.any():
-                return int(g.need_of[a + int(np.argmax(bad))])
+                first = a + int(bad.argmax())
+                return int(need_of[first]), int(g.need_node[first])
         at = upto
         size *= 2
-    return hi
+    return hi, -1
 
 
-def _segment(m: Model, g: _Graph, k: int, lo: int, hi: int, n_chains: int,
-             p: int) -> _Segment:
-    if k < n_chains:
-        a, b = np.searchsorted(g.sync_at, (lo, hi)).tolist()
-        c, e = np.searchsorted(g.sync_full, (a, b)).tolist()
-        x, y = np.searchsorted(g.cross_at, (lo, hi)).tolist()
-        return _Segment(True, lo, hi, lo > m.chain_off[k], a, b, c, e, x, y)
-    lo, hi = lo - p, hi - p
-    a, b = np.searchsorted(g.waiting, (lo, hi)).tolist()
-    anchored = int(g.anchored[hi] > g.anchored[lo])
-    return _Segment(False, lo, hi, lo > m.stream_off[k - n_chains], a, b, anchored, 0, 0, 0)
+def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
+    """The plan's runs ``(domain, lo, hi)`` as segments, every lookup done at once."""
+    k, lo, hi = runs.T
+    n_chains, p = m.chain_off.size - 1, m.pos_anchor.size
+    cpu = k < n_chains
+    first = np.where(cpu, m.chain_off[np.minimum(k, n_chains)],
+                     p + m.stream_off[np.maximum(k - n_chains, 0)])
+    carry = lo > first
+    a, b, c, e, x, y = (np.zeros(k.size, np.int64) for _ in range(6))
+    on = np.flatnonzero(cpu)
+    a[on], b[on] = g.sync_at.searchsorted(lo[on]), g.sync_at.searchsorted(hi[on])
+    c[on], e[on] = g.sync_full.searchsorted(a[on]), g.sync_full.searchsorted(b[on])
+    x[on], y[on] = g.cross_at.searchsorted(lo[on]), g.cross_at.searchsorted(hi[on])
+    on = np.flatnonzero(~cpu)
+    lo[on] -= p
+    hi[on] -= p
+    a[on], b[on] = g.waiting.searchsorted(lo[on]), g.waiting.searchsorted(hi[on])
+    c[on] = g.anchored[hi[on]] > g.anchored[lo[on]]
+    columns = (cpu, lo, hi, carry, a, b, c, e, x, y)
+    return list(map(_Segment._make, zip(*(col.tolist() for col in columns), strict=True)))
 
 
 class _Sweep:
@@ -289,8 +323,10 @@ class _Sweep:
     ready[i]) + dur[i]``). Each node is computed once: time linear in the model."""
 
     def __init__(self, m: Model, g: _Graph, d: np.ndarray, dur: np.ndarray,
-                 ianchor: np.ndarray, fixed: np.ndarray, post: np.ndarray,
+                 anchors: np.ndarray, fixed: np.ndarray, post: np.ndarray,
                  dropped: np.ndarray) -> None:
+        """``d`` and ``dur`` (node x scenario) are used up: they become the running sums
+        and the launched items' durations plus latency, in place."""
         self.m, self.g = m, g
         s, p, w = d.shape[1], m.pos_anchor.size, m.item_dur.size
         self.plan, self.cyclic = _plan(m, g)
@@ -302,12 +338,16 @@ class _Sweep:
         self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
         self.cpu_run = _running(d, m.chain_off)
-        self.gpu_run = _running(m.item_gap[:, None] + dur, m.stream_off)
+        self.gpu_run = _running(np.add(dur, m.item_gap[:, None]), m.stream_off)
         self.anchor = _f(m.pos_anchor)
-        # What each item's start asks, plus its duration: its anchor, its launch (+ latency)
-        self.anchored = ianchor + dur
-        self.launched = dur + m.item_lat[:, None]
-        self.dur = dur
+        self.anchors, self.anchored_at = anchors, np.flatnonzero(m.item_anchor != NONE)
+        self.wait_dur = dur[g.waiting]  # the waiting items' durations, in ``waiting``'s order
+        # a stream wait of one item on one item, the common case, read by plain indexing
+        self.wait_item = g.waiting.tolist()
+        self.wait_dep = m.wait_dep[m.wait_off[g.waiting]].tolist() if g.wait_single else []
+        # what each item's start asks of its launch, plus its duration: latency + duration
+        dur += m.item_lat[:, None]
+        self.launched = dur
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -319,7 +359,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
-        del self.anchored, self.launched, self.cpu_run, self.gpu_run
+        del self.anchors, self.launched, self.cpu_run, self.gpu_run
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
@@ -366,15 +406,20 @@ class _Sweep:
         ready = self.t[g.launch[lo:hi]]
         ready += self.launched[lo:hi]
         if seg.c:
-            np.maximum(ready, self.anchored[lo:hi], out=ready)
-        if seg.b > seg.a:
+            first, last = int(g.anchored[lo]), int(g.anchored[hi])
+            at = self.anchored_at[first:last] - lo
+            ready[at] = np.maximum(ready[at], self.anchors[first:last])
+        if seg.b == seg.a + 1 and self.wait_dep:
+            row = ready[self.wait_item[seg.a] - lo]
+            np.maximum(row, self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a], out=row)
+        elif seg.b > seg.a:
             items = g.waiting[seg.a:seg.b]
             deps = m.wait_dep[m.wait_off[items[0]]:m.wait_off[items[-1] + 1]]
             waited = self.end[deps]
             if not g.wait_single:
                 waited = np.maximum.reduceat(waited, m.wait_off[items] - m.wait_off[items[0]],
                                              axis=0)
-            waited += self.dur[items]
+            waited += self.wait_dur[seg.a:seg.b]
             at = items - lo
             ready[at] = np.maximum(ready[at], waited)
         _carry(ready, self.gpu_run, self.end, lo, hi, seg.carry)
@@ -441,11 +486,10 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
 
 
 def _running(d: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """Running sums of ``d`` down each chain (rows ``off[k]:off[k+1]``)."""
-    run = np.empty_like(d)
+    """Running sums of ``d`` down each chain (rows ``off[k]:off[k+1]``), in place."""
     for lo, hi in zip(off[:-1].tolist(), off[1:].tolist(), strict=True):
-        np.cumsum(d[lo:hi], axis=0, out=run[lo:hi])
-    return run
+        np.add.accumulate(d[lo:hi], axis=0, out=d[lo:hi])
+    return d
 
 
 def _span(m: Model, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
