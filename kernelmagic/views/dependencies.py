@@ -188,10 +188,11 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     keep[model.cross_target] = True
     keep[model.cross_source] = True
     kept = np.flatnonzero(keep)
-    block = np.searchsorted(kept, np.arange(cpu.dur.size))
-    has = cpu.dur != 0
+    running = np.cumsum(keep)  # kept positions up to each one (its block: those before it)
+    has = np.flatnonzero(cpu.dur != 0)
     ncat = len(CATEGORY_NAMES)
-    key = (block[has] * (len(model.row_key) + 1) + (cpu.row[has] + 1)) * ncat + cpu.cat[has]
+    key = ((running[has] - keep[has]) * (len(model.row_key) + 1)
+           + (cpu.row[has] + 1)) * ncat + cpu.cat[has]
     found, inverse = unique(key, return_inverse=True)
     model.part_dur = np.bincount(inverse, weights=cpu.dur[has]).astype(np.int64)
     model.part_cat = found % ncat
@@ -200,13 +201,12 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     model.part_off = np.searchsorted(part_block, np.arange(kept.size + 1)).astype(np.int64)
     model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
     model.pos_anchor = cpu.anchor[kept]
-    new_index = np.cumsum(keep) - 1
     launched = model.item_launch >= 0  # (GPU work with no launch, or no CPU event at all)
     model.item_launch = model.item_launch.copy()
-    model.item_launch[launched] = new_index[model.item_launch[launched]]
-    model.sync_pos = new_index[model.sync_pos]
-    model.cross_target = new_index[model.cross_target]
-    model.cross_source = new_index[model.cross_source]
+    model.item_launch[launched] = running[model.item_launch[launched]] - 1
+    model.sync_pos = running[model.sync_pos] - 1
+    model.cross_target = running[model.cross_target] - 1
+    model.cross_source = running[model.cross_source] - 1
 
 
 def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
@@ -350,39 +350,51 @@ class _Chains:
 
 
 def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Chains:
-    """Every CPU thread's positions in the window, one sort for all threads."""
+    """Every CPU thread's positions in the window, one sort for all threads. (Two positions
+    per event: each array here is as long as that, so few are made, in small types.)"""
     on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
     ev = np.flatnonzero(on_tree & (((table.start < we) & (table.end > ws))
                                    | ((table.start >= ws) & (table.start <= we))))
-    depth = depth_of(table.parent)[ev]
     n = ev.size
-    tid = np.concatenate((table.tid[ev], table.tid[ev]))
-    time = np.concatenate((np.maximum(table.start[ev], ws), np.minimum(table.end[ev], we))) - ws
-    is_start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
+    start, end = np.maximum(table.start[ev], ws) - ws, np.minimum(table.end[ev], we) - ws
     # Ends before starts at one instant; the deeper end first, the shallower start first;
     # an event of no length starts and ends after them (else its end would come before its
     # start, and the stretch after it would be its own).
-    zero = time[n:] <= time[:n]
-    rank = np.concatenate((np.where(zero, 2, 1), np.where(zero, 3, 0)))
-    tie = np.concatenate((depth, -depth))
-    order = np.lexsort((tie, rank, time, tid))
-    event = np.concatenate((ev, ev))[order]
-    tid, time, is_start = tid[order], time[order], is_start[order]
-    parent = _open_ancestor(table, table.parent[event], time + ws)
-    owner = np.where(is_start, event, parent)  # what runs after the position
+    zero = (end <= start).view(np.int8)
+    depth = depth_of(table.parent)[ev].astype(np.int32)
+    tid = table.tid[ev]
+    times = np.concatenate((start, end))
+    del start, end
+    order = np.lexsort((np.concatenate((depth, -depth)), np.concatenate((zero + 1, zero * 3)),
+                        times, np.concatenate((tid, tid))))
+    del depth, zero
+    time = times[order]
+    del times
+    is_start = order < n
+    order[~is_start] -= n  # (now each position's event, in ``ev``)
+    tid, event = tid[order], ev[order]
+    del order
+    owner = event.copy()  # what runs after the position: the event started, or ...
+    ends = np.flatnonzero(~is_start)  # ... after an end, its innermost open ancestor
+    owner[ends] = _open_ancestor(table, table.parent[event[ends]], time[ends] + ws)
+    del ends
     new_chain = np.ones(tid.size, bool)
     new_chain[1:] = tid[1:] != tid[:-1]
-    chain_off = np.concatenate((np.flatnonzero(new_chain), [tid.size])).astype(np.int64)
-    prev_owner = np.concatenate(([-1], owner[:-1]))
+    chain_off = np.append(np.flatnonzero(new_chain), tid.size).astype(np.int64)
+    prev_owner = np.empty_like(owner)
+    prev_owner[0] = -1
+    prev_owner[1:] = owner[:-1]
     prev_owner[new_chain] = -1
-    dur = np.diff(time, prepend=0)
+    dur = np.empty_like(time)
+    dur[0] = 0
+    np.subtract(time[1:], time[:-1], out=dur[1:])
     dur[new_chain] = 0
     anchor = np.full(tid.size, NONE, np.int64)
     anchor[new_chain] = time[new_chain]
-    row = np.where(prev_owner >= 0, row_of[np.maximum(prev_owner, 0)], -1)
+    row = np.append(row_of, -1)[prev_owner]  # (-1: no owner, no row)
     cat = _categories(table, prev_owner)
-    return _Chains(chain_off, dur.astype(np.int64), anchor, row, cat, time, event, owner,
-                   is_start, tid[new_chain])
+    return _Chains(chain_off, dur, anchor, row, cat, time, event, owner, is_start,
+                   tid[new_chain])
 
 
 def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> np.ndarray:
@@ -390,7 +402,7 @@ def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> n
     parent, unless the trace nests them badly (a child that outlives its parent, as CUDA's
     start-up calls do in ``a100_alexnet.json.gz``); then the stretch is not the ended
     parent's, whose self time torch counts without it."""
-    owner = parent.copy()
+    owner = parent.astype(np.int64)
     while True:
         ended = np.flatnonzero((owner >= 0) & (table.end[np.maximum(owner, 0)] <= time))
         if not ended.size:
@@ -399,19 +411,18 @@ def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> n
 
 
 def _categories(table: EventTable, owner: np.ndarray) -> np.ndarray:
-    """What each stretch of a thread is, by the kind and name of the event that owns it."""
-    cat = np.full(owner.size, IDLE, np.int64)
-    has = owner >= 0
-    kind = table.kind[owner[has]]
+    """What each stretch of a thread is, by the kind and name of the event that owns it
+    (``owner`` -1: none, idle)."""
     blocking = np.fromiter((n in BLOCKING_CALLS for n in table.names), bool,
                            count=len(table.names))
-    sub = np.full(kind.size, OUTSIDE_OPS, np.int64)
-    sub[kind == Kind.OP] = CPU_OP
-    runtime = kind == Kind.RUNTIME
-    sub[runtime] = LAUNCH
-    sub[runtime & blocking[table.name[owner[has]]]] = SYNC
-    cat[has] = sub
-    return cat
+    # per event, then read per stretch (the last entry: no owner)
+    of_event = np.full(table.n + 1, OUTSIDE_OPS, np.int8)
+    of_event[-1] = IDLE
+    of_event[:-1][table.kind == Kind.OP] = CPU_OP
+    runtime = table.kind == Kind.RUNTIME
+    of_event[:-1][runtime] = LAUNCH
+    of_event[:-1][runtime & blocking[table.name]] = SYNC
+    return of_event[owner]
 
 
 def launch_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
