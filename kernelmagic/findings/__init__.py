@@ -21,7 +21,6 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   (``gpu_idle``, ``idle_causes``), launch-bound, host-device syncs, float32 matmuls
 - ``python``: on the CPU, most of the iteration outside any op (``python_between_ops``),
   named by line with the ``python`` view
-- ``communication``: communication not hidden by compute
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops,
   dropout (or CUDA batch norm) in training mode with no backward pass
 - ``measurement``: a busy machine (other processes competing for the CPU), a slow first
@@ -33,8 +32,9 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
-- ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
-  of ``RankSummary`` objects with their own ``find``
+- ``ranks``: communication not hidden by compute (``communication_bound``); across the
+  ranks of a distributed run (straggler, collective skew, communication-bound), rules of
+  ``RankSummary`` objects with their own ``find``
 
 After ``--try``, ``find`` has the findings whose advice a variant tried quote what was
 measured (``with_measurements``, below): a finding names the variants its suggestion tries
@@ -52,7 +52,6 @@ from collections.abc import Callable
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.units import format_error, speedup_text
 from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding, bound_by
-from kernelmagic.findings.communication import communication_bound
 from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.device import fp32_conv
@@ -61,6 +60,7 @@ from kernelmagic.findings.measurement import busy_machine, noisy, slow_warmup
 from kernelmagic.findings.memory import memory_growth
 from kernelmagic.findings.ops import dominant_op, fusable_elementwise, train_mode_under_no_grad
 from kernelmagic.findings.python import python_between_ops
+from kernelmagic.findings.ranks import communication_bound
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.findings.steps import (
