@@ -23,7 +23,7 @@ from ranks_data import (
 )
 
 import kernelmagic
-from kernelmagic.core.errors import TraceFileError
+from kernelmagic.core.records import TraceFileError
 from kernelmagic.findings.ranks import (
     COMM_BOUND_SHARE,
     communication_bound_across_ranks,

@@ -71,7 +71,7 @@ def parse_rank(path: str, full: bool = False) -> Parsed:
     """
     source = Path(path)
     try:
-        from kernelmagic.core.errors import NotATrace
+        from kernelmagic.core.records import NotATrace
         from kernelmagic.io.traces import read_trace, trace_result
 
         try:
@@ -109,7 +109,7 @@ def report_of(path: str) -> ProfileResult:
 
 def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files a folder, a file or a list of them names (folders: ``*.json[.gz]`` inside)."""
-    from kernelmagic.core.errors import TraceFileError
+    from kernelmagic.core.records import TraceFileError
     from kernelmagic.sources.trace_file import find_traces
 
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
