@@ -10,8 +10,7 @@ import math
 from kernelmagic.core.timing import NOISY_BEST
 from kernelmagic.core.units import counted, format_ratio, format_seconds, percent
 from kernelmagic.findings.base import Finding
-from kernelmagic.results.advice import more_iterations
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, more_iterations
 
 SLOW_WARMUP_RATIO = 5.0       # first warm-up run vs steady median
 # What is noisy is core/timing.py's rule (TimingStats.noisy), as for --compare and --try.

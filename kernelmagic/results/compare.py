@@ -160,8 +160,8 @@ class Comparison(Record):
 
     def _more_iterations(self) -> str:
         """How to get ``MIN_UNPAIRED`` iterations into each run that has fewer (a trace is
-        re-recorded, a live run re-run: ``kernelmagic/results/advice.py``)."""
-        from kernelmagic.results.advice import at_least_iterations
+        re-recorded, a live run re-run: ``kernelmagic/results/result.py``)."""
+        from kernelmagic.results.result import at_least_iterations
 
         short = [r for r in (self.after, self.before) if r.stats.n < MIN_UNPAIRED]
         advice = list(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
