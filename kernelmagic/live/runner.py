@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from kernelmagic.core.events import EventTable
+from kernelmagic.core.events import EventTable, PythonSamples
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import ProfileOptions
-from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import cpu_load, memory_categories, memory_owners, torch_compat
