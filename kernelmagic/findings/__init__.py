@@ -24,8 +24,7 @@ One module per subject, each importing only ``base`` and the subjects it defers 
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops,
   dropout (or CUDA batch norm) in training mode with no backward pass
 - ``measurement``: a busy machine (other processes competing for the CPU), a slow first
-  run, a noisy measurement
-- ``memory``: memory every iteration keeps (``--memory``)
+  run, a noisy measurement; memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
 - ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
   between the steps
@@ -56,8 +55,7 @@ from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompi
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.device import fp32_conv
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
-from kernelmagic.findings.measurement import busy_machine, noisy, slow_warmup
-from kernelmagic.findings.memory import memory_growth
+from kernelmagic.findings.measurement import busy_machine, memory_growth, noisy, slow_warmup
 from kernelmagic.findings.ops import dominant_op, fusable_elementwise, train_mode_under_no_grad
 from kernelmagic.findings.python import python_between_ops
 from kernelmagic.findings.ranks import communication_bound
