@@ -122,8 +122,21 @@ def with_legacy(records: dict[str, Any], values: dict[str, Any]) -> dict[str, An
     return out
 
 
+class Shown:
+    """IPython's display (and a cell's last line) of a result with a ``_repr_mimebundle_``
+    (``ProfileResult``, ``Comparison``, ``ManyRanksResult``): the static report and the
+    widget as outputs of their own (``render/bundle.py: display_outputs``)."""
+
+    __slots__ = ()
+
+    def _ipython_display_(self) -> None:
+        from kernelmagic.render.bundle import show
+
+        show(self._repr_mimebundle_())  # type: ignore[attr-defined]
+
+
 @dataclass(eq=False)
-class ProfileResult:
+class ProfileResult(Shown):
     """Where the time of a profiled block went.
 
     ``rows`` are operators and runtime calls, plus the ranges that own time directly and
@@ -428,13 +441,6 @@ class ProfileResult:
         from kernelmagic.render.text import text_report
 
         p.text(text_report(self))
-
-    def _ipython_display_(self) -> None:
-        """IPython's display (and a cell's last line): the static report and the widget as
-        outputs of their own (``render/bundle.py: display_outputs``)."""
-        from kernelmagic.render.bundle import show
-
-        show(self._repr_mimebundle_())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from kernelmagic.render.bundle import mime_bundle
