@@ -16,6 +16,7 @@ file name (``rank3.json``, ``worker_rank-3...``), else its position among the fi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -216,7 +217,7 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     fixed: list[tuple[str, RankSummary]] = []
     for path, summary in sorted(parts, key=lambda p: p[1].file):
         if summary.rank < 0:
-            summary = _with_rank(summary, next(free))
+            summary = dataclasses.replace(summary, rank=next(free))
         fixed.append((path, summary))
     seen: dict[int, RankSummary] = {}
     for _, summary in fixed:
@@ -227,9 +228,3 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     ordered = sorted(fixed, key=lambda p: p[1].rank)
     return ManyRanksResult(ranks=RankReports({s.rank: f for f, s in ordered}, report_of),
                            summaries={s.rank: s for _, s in ordered})
-
-
-def _with_rank(summary: RankSummary, rank: int) -> RankSummary:
-    from dataclasses import replace
-
-    return replace(summary, rank=rank)
