@@ -54,7 +54,7 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext kernelmagic``: registers ``%%profile`` and ``%profile``."""
-    from kernelmagic.live.kineto_env import quiet_kineto_logs
+    from kernelmagic.live import quiet_kineto_logs
     from kernelmagic.magic import ProfileMagics
 
     # Kineto reads its log level at the process's first profile: set it now.

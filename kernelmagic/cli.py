@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from kernelmagic.api import load
-    from kernelmagic.core.errors import ProfileFileError
+    from kernelmagic.core.records import ProfileFileError
     from kernelmagic.results.result import ProfileResult
 
     if getattr(args, "limit", 1) < 1:

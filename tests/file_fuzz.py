@@ -25,7 +25,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import kernelmagic
-from kernelmagic.core.errors import ProfileFileError
+from kernelmagic.core.records import ProfileFileError
 from kernelmagic.results.ranks import ManyRanksResult
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources import trace_fast

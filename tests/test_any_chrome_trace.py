@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from trace_json import DATA, dumps, raw
 
 import kernelmagic
-from kernelmagic.core.errors import TraceFileError
+from kernelmagic.core.records import TraceFileError
 from kernelmagic.sources import trace_fast
 from kernelmagic.sources.trace_file import read_table
 

@@ -7,7 +7,7 @@ from cli_run import run_cli
 from fakes import cpu_result
 
 import kernelmagic
-from kernelmagic.core.errors import ProfileFileError
+from kernelmagic.core.records import ProfileFileError
 from kernelmagic.core.rows import OpRow
 from kernelmagic.results.compare import OpDelta
 

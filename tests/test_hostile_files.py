@@ -18,7 +18,7 @@ from ci_gate import need_modules
 from cli_run import run_cli
 
 import kernelmagic
-from kernelmagic.core.errors import ProfileFileError, TraceFileError
+from kernelmagic.core.records import ProfileFileError, TraceFileError
 from kernelmagic.sources import trace_fast, trace_stream, trace_text
 from kernelmagic.sources.trace_stream import StreamReader
 

@@ -16,8 +16,7 @@ from fakes import table_of
 from trace_json import write_trace
 
 import kernelmagic
-from kernelmagic.core.events import Kind
-from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.events import Frame, Kind, PythonSamples
 from kernelmagic.render.text import text_report
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.python_lines import frames_during, samples_from_trace

@@ -1,7 +1,7 @@
 """Numbers a user can act on (#44): the one noise rule (``core/timing.py``), the interleaved
 rounds of ``--try`` (``live/interleaved.py``), the same random numbers for every run
-(``live/random_state.py``), and A/A tests under a CPU hog that the test starts itself
-part-way through the measurement.
+(``live/interleaved.py: capture_random_state``), and A/A tests under a CPU hog that the
+test starts itself part-way through the measurement.
 
 The A/A tests assert what holds on a loaded machine as on a quiet one: a variant that
 changes nothing is never "beyond the noise", and its 95% interval holds 1. With eight
@@ -37,7 +37,7 @@ from kernelmagic.core.timing import (
     paired_speedup,
     unpaired_speedup,
 )
-from kernelmagic.live import experiments, interleaved, random_state
+from kernelmagic.live import experiments, interleaved
 from kernelmagic.live.progress import CallbackSink, Progress
 from kernelmagic.results.compare import compare
 
@@ -178,9 +178,9 @@ def test_every_run_draws_the_same_random_numbers_and_the_users_state_comes_back(
     torch.manual_seed(7)
     random.seed(7)
     np.random.seed(7)
-    before = random_state.capture()
+    before = interleaved.capture_random_state()
     expected = torch.randn(64, 32)
-    random_state.restore(before)
+    interleaved.restore_random_state(before)
     drawn: list[tuple[float, float]] = []
 
     def cell():
@@ -199,7 +199,7 @@ def test_every_run_draws_the_same_random_numbers_and_the_users_state_comes_back(
     assert len(set(drawn)) <= same_row.batch
     # the user's generators are where they were before the cell
     assert torch.equal(torch.randn(64, 32), expected)
-    random_state.restore(before)
+    interleaved.restore_random_state(before)
     assert (random.random(), float(np.random.rand())) == drawn[0]
 
 

@@ -19,7 +19,7 @@ import kernelmagic
 from kernelmagic.core.events import Kind
 from kernelmagic.core.memory_rows import BEFORE, CATEGORIES, NEVER, MemoryBlock, MemoryLedger
 from kernelmagic.core.units import format_bytes
-from kernelmagic.findings.memory import memory_growth
+from kernelmagic.findings.measurement import memory_growth
 from kernelmagic.live import memory_categories, torch_compat
 from kernelmagic.render.memory import highest_peaks, memory_svg, peak_sentence
 from kernelmagic.render.text import text_report

@@ -20,8 +20,7 @@ from pyline_helpers import HELPER_LINE, busy_python
 from torch_releases import needs_session_frames
 
 import kernelmagic
-from kernelmagic.core.events import Kind
-from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.events import Frame, Kind, PythonSamples
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.python import between_detail
 from kernelmagic.render.text import text_report

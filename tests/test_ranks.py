@@ -23,9 +23,13 @@ from ranks_data import (
 )
 
 import kernelmagic
-from kernelmagic.core.errors import TraceFileError
-from kernelmagic.findings.communication import COMM_BOUND_SHARE
-from kernelmagic.findings.ranks import communication_bound, straggler, straggler_spread
+from kernelmagic.core.records import TraceFileError
+from kernelmagic.findings.ranks import (
+    COMM_BOUND_SHARE,
+    communication_bound_across_ranks,
+    straggler,
+    straggler_spread,
+)
 from kernelmagic.io.ranks import (
     DuplicateRank,
     RanksError,
@@ -196,7 +200,7 @@ def test_straggler_names_the_ops_that_differ_most_from_the_median_rank():
 def test_communication_bound_threshold(overlap, fires):
     # communication 30 ms of a 100 ms step: exposed 15 %, 24 %, 30 % (CPU: no overlap)
     ranks = [_s(r, 100e3, communication_us=30e3, overlap=overlap) for r in range(3)]
-    f = communication_bound(ranks)
+    f = communication_bound_across_ranks(ranks)
     assert (f is not None) is fires
     if fires:
         share = 0.3 * (1 - (overlap or 0))

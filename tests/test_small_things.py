@@ -19,15 +19,15 @@ from ranks_data import RANKS, expected_breakdown
 
 import kernelmagic
 from kernelmagic.render.names import ELLIPSIS, NAME_WIDTH, short_names, simplify, tell_apart
-from kernelmagic.results.advice import (
+from kernelmagic.results.compare import compare
+from kernelmagic.results.result import (
+    ProfileResult,
     at_least_iterations,
     more_iterations,
     record,
     timing_warning,
     warm_up,
 )
-from kernelmagic.results.compare import compare
-from kernelmagic.results.result import ProfileResult
 
 DATA = Path(__file__).parent / "data"
 MI250 = DATA / "mi250_rocm.json.gz"
@@ -86,7 +86,7 @@ def test_advice_for_a_trace_says_what_to_change_in_the_recording():
 
 
 def test_noisy_finding_on_a_trace_advises_recording_more_steps():
-    # Needs findings.noisy to word its advice with advice.more_iterations.
+    # Needs findings.noisy to word its advice with result.more_iterations.
     (noisy,) = [f for f in loaded(V100).findings() if f.rule == "noisy"]
     assert noisy.suggestion == ("record more steps (torch.profiler.schedule(active=50), "
                                 "prof.step() after each) and keep other work off the machine")
@@ -118,7 +118,7 @@ def test_html_summary_warning_fits_the_source():
 
 
 def test_text_report_warning_fits_the_source():
-    # Needs render/text.py's text_report to take its warning from advice.timing_warning.
+    # Needs render/text.py's text_report to take its warning from result.timing_warning.
     from kernelmagic.render.text import text_report
 
     text = text_report(cpu_result(timings=SPIKY, source="trace"))

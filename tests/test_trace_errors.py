@@ -11,7 +11,7 @@ import pytest
 from cli_run import run_cli
 
 import kernelmagic
-from kernelmagic.core.errors import ProfileFileError, TraceFileError
+from kernelmagic.core.records import ProfileFileError, TraceFileError
 from kernelmagic.sources.trace_file import read_table
 
 DATA = Path(__file__).parent / "data"

@@ -46,7 +46,7 @@ from trace_strategies import (
 )
 
 import kernelmagic
-from kernelmagic.core.errors import TraceFileError
+from kernelmagic.core.records import TraceFileError
 
 _names = itertools.count()
 

@@ -16,7 +16,7 @@ import pytest
 from ci_gate import need_modules
 from trace_json import DATA, dumps
 
-from kernelmagic.core.errors import TraceFileError
+from kernelmagic.core.records import TraceFileError
 from kernelmagic.sources import trace_fast, trace_text
 from kernelmagic.sources.trace_file import read_table, start_reading
 from kernelmagic.sources.trace_numbers import ns_of_text

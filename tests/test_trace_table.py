@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from trace_json import dumps, raw, write_trace
 
-from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.events import Kind
+from kernelmagic.core.records import TraceFileError
 from kernelmagic.sources import json_scanner
 from kernelmagic.sources.trace_file import read_table
 

@@ -9,6 +9,11 @@ event survives parsing: names are interned once, everything else is a numpy arra
 Times are integer nanoseconds from the trace's start (``EventTable.origin_ns`` is that
 start on the source's own clock), so float rounding never depends on how large the
 absolute timestamps of a trace are.
+
+Beside the events, on the same clock: ``PythonSamples``, the profiled thread's Python stack
+sampled while the iterations ran. The sampler (``kernelmagic/live/python_sampler.py``)
+fills it; the ``python`` view (``kernelmagic/views/python_lines.py``) joins it by time to
+the table's ops. Plain arrays and tuples, so that views never see a frame object.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from array import array
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -444,3 +449,35 @@ def select(table: EventTable, keep: np.ndarray) -> EventTable:
         flops=table.flops[keep], shapes=table.shapes[keep], nbytes=table.nbytes[keep],
         origin_ns=table.origin_ns, meta=table.meta,
         extra={name: column[keep] for name, column in table.extra.items()})
+
+
+# --- samples of the profiled thread's Python stack ---------------------------------------
+
+
+class Frame(NamedTuple):
+    """Where a sample's time goes: the user's line. ``top_level`` is True for code at the
+    top level of a cell or script (``<module>``); ``loading`` when the line was waiting
+    for a DataLoader (a ``torch/utils/data/`` frame above it: the sample goes to the user
+    line that asked for the batch, not to the dataset's own code)."""
+
+    file: str
+    line: int
+    function: str
+    top_level: bool
+    loading: bool = False
+
+
+@dataclass(eq=False)
+class PythonSamples:
+    """One entry per sample: ``t_ns`` its time on the profiler's clock (Unix ns, as
+    ``EventTable.origin_ns``), ``frame`` an index into ``frames`` (-1: no user frame was
+    running, e.g. kernelmagic's own loop between iterations)."""
+
+    t_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    frame: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    frames: list[Frame] = field(default_factory=list)
+    interval_s: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return int(self.t_ns.size)

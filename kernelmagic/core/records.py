@@ -18,6 +18,11 @@ The rules, for files written before a field existed or by a newer kernelmagic:
 * numbers must be finite (no NaN or Infinity) and integers fit in 64 bits; an integer is
   accepted where a float is declared (JSON writes ``2.0`` as ``2.0``, but hand-made files
   may write ``2``), never the other way round; ``true``/``false`` are not numbers.
+
+The errors a file can raise on the way in are here too: ``ProfileFileError`` (a
+ValueError) is any file ``kernelmagic.load`` cannot open; ``TraceFileError`` is one of
+them, for torch's trace files; ``NotATrace`` tells the trace reader's caller that the JSON
+is a kernelmagic profile, not a trace. Each message is one line naming the file.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is
 
 from kernelmagic.core.units import counted
 
-__all__ = ["Record", "RecordError", "fields_from_json", "fields_json", "from_json", "to_json",
-           "unit"]
+__all__ = ["NotATrace", "ProfileFileError", "Record", "RecordError", "TraceFileError",
+           "fields_from_json", "fields_json", "from_json", "to_json", "unit"]
 
 _R = TypeVar("_R", bound="Record")
 #: The largest integer a field takes (int64, as numpy keeps them).
@@ -42,6 +47,18 @@ _NONE = type(None)
 
 class RecordError(ValueError):
     """A JSON value that does not fit the declared type; the message starts with its path."""
+
+
+class ProfileFileError(ValueError):
+    """A profile file that is missing, not JSON, or of another format or version."""
+
+
+class TraceFileError(ProfileFileError):
+    """A trace file that cannot be read: its one-line message names the file and the fault."""
+
+
+class NotATrace(Exception):
+    """The JSON has a top-level ``format`` key and no ``traceEvents``: a profile, not a trace."""
 
 
 class Record:

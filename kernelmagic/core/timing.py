@@ -95,7 +95,7 @@ class TimingStats:
 
     def warning(self, advice: str = "Consider more --warmup or --iters.") -> str | None:
         """A one-line warning when the slowest iteration is far slower than the rest,
-        ending in ``advice`` (``kernelmagic/results/advice.py`` words it for a trace file)."""
+        ending in ``advice`` (``kernelmagic/results/result.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
         return (

@@ -21,22 +21,26 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   (``gpu_idle``, ``idle_causes``), launch-bound, host-device syncs, float32 matmuls
 - ``python``: on the CPU, most of the iteration outside any op (``python_between_ops``),
   named by line with the ``python`` view
-- ``communication``: communication not hidden by compute
-- ``training``: dropout (or CUDA batch norm) in training mode with no backward pass
-- ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops
+- ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops,
+  dropout (or CUDA batch norm) in training mode with no backward pass
 - ``measurement``: a busy machine (other processes competing for the CPU), a slow first
-  run, a noisy measurement
-- ``memory``: memory every iteration keeps (``--memory``)
+  run, a noisy measurement; memory every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
 - ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
   between the steps
 - ``roofline``: the roofline's regimes (``--roofline``), listed by ``find`` with the rest
 - ``counters``: measured DRAM traffic (``--counters``): near the peak, or far above the
   roofline's modelled bytes (poor reuse)
-- ``experiments``: not a rule: after ``--try``, the suggestions a variant tried quote
-  what was measured, and advice measured slower is withdrawn
-- ``ranks``: across the ranks of a distributed run (straggler, communication-bound), rules
-  of ``RankSummary`` objects with their own ``find``
+- ``ranks``: communication not hidden by compute (``communication_bound``); across the
+  ranks of a distributed run (straggler, collective skew, communication-bound), rules of
+  ``RankSummary`` objects with their own ``find``
+
+After ``--try``, ``find`` has the findings whose advice a variant tried quote what was
+measured (``with_measurements``, below): a finding names the variants its suggestion tries
+(``Finding.variants``: ``bf16``, ``compile``, ``threads=1``) and those it advises against
+(``Finding.against``); one that names a variant measured gets its speed-up and numerical
+error after the suggestion, and advice measured slower, beyond the noise, is withdrawn with
+its figure, so the report never recommends what this very run showed to be slower.
 """
 
 from __future__ import annotations
@@ -44,17 +48,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from kernelmagic.core.experiment_rows import ExperimentRow
+from kernelmagic.core.units import format_error, speedup_text
 from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding, bound_by
-from kernelmagic.findings.communication import communication_bound
 from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.device import fp32_conv
-from kernelmagic.findings.experiments import with_measurements
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
-from kernelmagic.findings.measurement import busy_machine, noisy, slow_warmup
-from kernelmagic.findings.memory import memory_growth
-from kernelmagic.findings.ops import dominant_op, fusable_elementwise
+from kernelmagic.findings.measurement import busy_machine, memory_growth, noisy, slow_warmup
+from kernelmagic.findings.ops import dominant_op, fusable_elementwise, train_mode_under_no_grad
 from kernelmagic.findings.python import python_between_ops
+from kernelmagic.findings.ranks import communication_bound
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.findings.steps import (
@@ -63,7 +67,6 @@ from kernelmagic.findings.steps import (
     steps_slow_down,
     time_between_steps,
 )
-from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 
 __all__ = ["RULES", "SILENT_WHEN_NEGLIGIBLE", "find", "priced", "weighed"]
@@ -122,3 +125,41 @@ def weighed(result: ProfileResult, finding: Finding) -> Finding | None:
     if finding.rule in SILENT_WHEN_NEGLIGIBLE:
         return None
     return dataclasses.replace(finding, bound=bound_by(result, finding))
+
+
+def measured_text(row: ExperimentRow) -> str:
+    """``bf16 autocast: measured 1.90x faster, max rel error 3.1e-03`` (with "within
+    the noise" when its interval is not beyond 1 ± 3%, and the tolerance when it is
+    exceeded)."""
+    text = f"{row.title}: measured {speedup_text(row.speedup)}"
+    if not row.beyond_noise:
+        text += " (within the noise)"
+    if row.numerics and row.max_rel_error is None and "baseline" in row.numerics:
+        text += "; numerical error not measured (the baseline's own value moves)"
+    if row.max_rel_error is not None:
+        text += f", max rel error {format_error(row.max_rel_error)}"
+        if row.within_tolerance is False:
+            text += f", above {row.tolerance} tolerance"
+    return text
+
+
+def tried_rows(finding: Finding, result: ProfileResult) -> list[ExperimentRow]:
+    """The measured variants ``finding`` names (``Finding.variants`` and ``against``)."""
+    named = (*finding.variants, *finding.against)
+    return [r for r in result.experiments if r.ran and r.speedup > 0 and r.variant in named]
+
+
+def with_measurements(found: list[Finding], result: ProfileResult) -> list[Finding]:
+    """``found`` with each tried suggestion followed by what was measured; a suggestion
+    measured slower says it is withdrawn."""
+    out = []
+    for finding in found:
+        rows = tried_rows(finding, result)
+        if not rows:
+            out.append(finding)
+            continue
+        kept = [measured_text(r) for r in rows if not r.slower]
+        withdrawn = [f"{measured_text(r)}: withdrawn" for r in rows if r.slower]
+        suggestion = f"{finding.suggestion} [{'; '.join(withdrawn + kept)}]"
+        out.append(dataclasses.replace(finding, suggestion=suggestion))
+    return out

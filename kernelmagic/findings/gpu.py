@@ -32,8 +32,7 @@ from kernelmagic.findings.base import (
 )
 from kernelmagic.findings.device import TF32, precision
 from kernelmagic.findings.startup import setup, unexplained_idle
-from kernelmagic.results.advice import record
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, record
 from kernelmagic.views.gpu_idle import BETWEEN_OPS, EDGE, HTOD_COPY, LAUNCH_GAP, SYNC
 
 GPU_IDLE_SHARE = 0.5          # GPU idle (beyond set-up) above this fraction of the iteration

@@ -1,11 +1,18 @@
 """Where the op time goes: one op dominating (``dominant_op``), many small elementwise ops
-(``fusable_elementwise``). A compiled graph is never "one op": when one dominates,
+(``fusable_elementwise``), training-mode layers in a run with no backward pass
+(``train_mode_under_no_grad``). A compiled graph is never "one op": when one dominates,
 ``dominant_graph`` names its heaviest fused kernels, or how to see them."""
 
 from __future__ import annotations
 
 from kernelmagic.core.compiled_rows import UNTIMED_HOW, CompiledRegionRow
-from kernelmagic.core.op_names import DROPOUT_OPS, DROPOUT_TRAINING, ELEMENTWISE_OPS, MATMUL_OPS
+from kernelmagic.core.op_names import (
+    BATCH_NORM_TRAINING,
+    DROPOUT_OPS,
+    DROPOUT_TRAINING,
+    ELEMENTWISE_OPS,
+    MATMUL_OPS,
+)
 from kernelmagic.core.rows import KIND_MARKS, OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import counted, format_us, percent
@@ -20,7 +27,6 @@ from kernelmagic.findings.base import (
 from kernelmagic.findings.device import cheaper_matmuls, precision
 from kernelmagic.findings.gpu import GPU_IDLE_SHARE
 from kernelmagic.findings.startup import setup, startup_in_window, unexplained_idle
-from kernelmagic.findings.training import train_mode_under_no_grad
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
@@ -31,6 +37,7 @@ DOMINANT_SHARE = 0.5          # one op's share of self time
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
 ELEMENTWISE_SHARE = 0.25      # their share of self time
 ELEMENTWISE_AVG_US = 50.0     # mean self time per call below this is "small"
+TRAIN_MODE_SHARE = 0.1        # training-mode dropout/batch norm above this fraction
 
 
 def dominant_op(result: ProfileResult) -> Finding | None:
@@ -150,3 +157,54 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
         f"{percent(share)} of self time",
         "fuse them with torch.compile (one kernel instead of many)", of_wall(result, per_iter),
         rows=tuple(r.key for r in ops), change="fusing them", variants=("compile",))
+
+
+# --- training-mode layers with no backward pass: dropout (or CUDA batch norm) in training
+# mode where the profile holds no backward ops, i.e. inference with the model still in
+# training mode. ``dominant_op`` does not point at the ops this rule explains.
+
+
+def _has_backward(result: ProfileResult) -> bool:
+    return (any("backward" in r.key.lower() for r in result.op_totals if r.count)
+            or any("backward" in g.key.lower() for g in result.ranges))
+
+
+def train_mode_under_no_grad(result: ProfileResult) -> Finding | None:
+    """Dropout (or CUDA batch norm) in training mode, in a profile with no backward pass."""
+    rows = {r.key: r for r in result.op_totals if r.count}
+    if _has_backward(result) or wall_us(result) <= 0:
+        return None
+    n = result.iters
+    dropout = 0.0
+    if any(k in rows for k in DROPOUT_TRAINING):
+        outer = [rows[k] for k in DROPOUT_OPS if k in rows] or \
+            [rows[k] for k in DROPOUT_TRAINING if k in rows]
+        # Inclusive time; on a GPU the larger of its kernels' and its CPU's (launches).
+        dropout = max(sum(r.cpu_time_total for r in outer),
+                      sum(r.device_time_total for r in outer)) / n
+    norms = [k for k in result.kernels if BATCH_NORM_TRAINING.search(k.key)]
+    norm = sum(k.device_time_total for k in norms) / n
+    share = of_wall(result, dropout + norm)
+    if share < TRAIN_MODE_SHARE:
+        return None
+    said = []
+    if dropout:
+        mask = [f"{rows[k].key} ×{rows[k].count / n:g}" for k in DROPOUT_TRAINING if k in rows]
+        said.append(f"dropout takes {format_us(dropout)} per iteration "
+                    f"({percent(of_wall(result, dropout))} of the iteration; random masks: "
+                    f"{', '.join(mask)})")
+        bn = rows.get("aten::native_batch_norm") or rows.get("aten::cudnn_batch_norm")
+        if bn is not None and not norms:
+            said.append(f"batch norm ({bn.key}, {format_us(bn.cpu_time_total / n)}) "
+                        "computes batch statistics in training mode too")
+    if norms:
+        said.append(f"batch norm computes batch statistics ({norms[0].key[:60]}): "
+                    f"{format_us(norm)} per iteration")
+    return Finding(
+        "train_mode_under_no_grad", "Training-mode layers in a run with no backward pass",
+        "; ".join(said) + "; the profile has no backward ops, so this looks like inference "
+        "with the model in training mode",
+        "call model.eval() for inference (dropout becomes the identity, batch norm uses its "
+        "running statistics), with torch.no_grad() or torch.inference_mode()", share,
+        rows=tuple(k for k in (*DROPOUT_OPS, *DROPOUT_TRAINING) if k in rows),
+        change="eval mode")

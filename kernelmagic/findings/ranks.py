@@ -1,7 +1,9 @@
 """Findings across ranks: a straggler, a rank the collectives wait for, and communication
-that compute does not hide.
+that compute does not hide; and the one-result rule for the last, ``communication_bound``
+(one of ``RULES``), with the same threshold and advice.
 
-Pure functions of the ranks' ``RankSummary`` objects; thresholds are module constants.
+The many-ranks rules are pure functions of the ranks' ``RankSummary`` objects, with their
+own ``find``; thresholds are module constants.
 
 **Straggler.** With at least two ranks, take the rank S with the slowest median step
 (ties: the lowest rank) and the others O. Let ``center`` be the median of O's median
@@ -37,13 +39,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kernelmagic.core.units import counted, format_us, percent, signed_us
-from kernelmagic.findings.base import Finding
-from kernelmagic.findings.communication import COMM_BOUND_ADVICE, COMM_BOUND_SHARE
+from kernelmagic.findings.base import Finding, per_iter_self
+from kernelmagic.results.result import ProfileResult
+from kernelmagic.views.breakdown import is_comm_op
 
 if TYPE_CHECKING:
     from kernelmagic.core.collective_rows import Collective
     from kernelmagic.results.rank_summary import RankSummary
 
+COMM_BOUND_SHARE = 0.2        # exposed communication above this fraction of the iteration
+#: What to do about it (the advice of ``communication_bound`` and of its many-ranks rule).
+COMM_BOUND_ADVICE = ("overlap collectives with compute (DDP gradient buckets, FSDP prefetch, "
+                     "async collectives), or communicate less per step (larger local "
+                     "batches, gradient accumulation, compression)")
 STRAGGLER_IQR_FACTOR = 1.5
 STRAGGLER_MIN_SHARE = 0.05
 STRAGGLER_TOP_OPS = 3
@@ -99,6 +107,32 @@ def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     )
 
 
+def communication_bound(result: ProfileResult) -> Finding | None:
+    """Communication not hidden by compute above ``COMM_BOUND_SHARE`` of the iteration."""
+    parts = result.breakdown
+    if parts is None or parts.wall <= 0 or parts.communication <= 0:
+        return None
+    exposed = parts.exposed_communication
+    share = parts.share("exposed_communication")
+    if share <= COMM_BOUND_SHARE:
+        return None
+    where = "GPU" if parts.device != "cpu" else "CPU"
+    hidden = ("none of it overlapped by compute" if not parts.overlap
+              else f"{percent(parts.overlap)} of its {format_us(parts.communication)} "
+                   "overlapped by compute")
+    comm_rows = sorted((r for r in result.op_totals if is_comm_op(r.key)),
+                       key=lambda r: -per_iter_self(result, r))[:2]
+    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in comm_rows)
+    return Finding(
+        "communication_bound", "Communication-bound",
+        f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
+        f"({percent(share)}) on the {where}, {hidden}"
+        + (f"; largest: {biggest} per iteration" if biggest else ""),
+        COMM_BOUND_ADVICE, share,
+        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)),
+        change="hiding or shrinking the communication")
+
+
 def exposed_share(summary: RankSummary) -> float:
     """Communication not hidden by compute, as a fraction of the median step."""
     if summary.step_median_us <= 0:
@@ -106,7 +140,7 @@ def exposed_share(summary: RankSummary) -> float:
     return summary.exposed_communication_us / summary.step_median_us
 
 
-def communication_bound(summaries: Sequence[RankSummary]) -> Finding | None:
+def communication_bound_across_ranks(summaries: Sequence[RankSummary]) -> Finding | None:
     """Exposed communication above ``COMM_BOUND_SHARE`` of the step (median over ranks)."""
     if not summaries:
         return None
@@ -185,5 +219,5 @@ def find(summaries: Sequence[RankSummary],
          collectives: Sequence[Collective] = ()) -> list[Finding]:
     """Every rule that fires, straggler first."""
     found = [straggler(summaries), collective_skew(summaries, collectives),
-             communication_bound(summaries)]
+             communication_bound_across_ranks(summaries)]
     return [f for f in found if f is not None]

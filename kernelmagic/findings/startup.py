@@ -17,8 +17,7 @@ from kernelmagic.core.op_names import ALLOCATOR_CALLS, LAUNCH_CALLS, SETUP_CALLS
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.units import format_seconds, format_us, percent
 from kernelmagic.findings.base import NAMED, Finding, wall_us
-from kernelmagic.results.advice import warm_up
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, warm_up
 
 STARTUP_SHARE = 0.2           # set-up inside the window above this fraction of the iteration
 SETUP_LAUNCH_US = 100.0       # a kernel launch averaging this long is a first launch

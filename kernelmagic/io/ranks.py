@@ -16,6 +16,7 @@ file name (``rank3.json``, ``worker_rank-3...``), else its position among the fi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -71,7 +72,7 @@ def parse_rank(path: str, full: bool = False) -> Parsed:
     """
     source = Path(path)
     try:
-        from kernelmagic.core.errors import NotATrace
+        from kernelmagic.core.records import NotATrace
         from kernelmagic.io.traces import read_trace, trace_result
 
         try:
@@ -109,7 +110,7 @@ def report_of(path: str) -> ProfileResult:
 
 def trace_files(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files a folder, a file or a list of them names (folders: ``*.json[.gz]`` inside)."""
-    from kernelmagic.core.errors import TraceFileError
+    from kernelmagic.core.records import TraceFileError
     from kernelmagic.sources.trace_file import find_traces
 
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
@@ -216,7 +217,7 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     fixed: list[tuple[str, RankSummary]] = []
     for path, summary in sorted(parts, key=lambda p: p[1].file):
         if summary.rank < 0:
-            summary = _with_rank(summary, next(free))
+            summary = dataclasses.replace(summary, rank=next(free))
         fixed.append((path, summary))
     seen: dict[int, RankSummary] = {}
     for _, summary in fixed:
@@ -227,9 +228,3 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     ordered = sorted(fixed, key=lambda p: p[1].rank)
     return ManyRanksResult(ranks=RankReports({s.rank: f for f, s in ordered}, report_of),
                            summaries={s.rank: s for _, s in ordered})
-
-
-def _with_rank(summary: RankSummary, rank: int) -> RankSummary:
-    from dataclasses import replace
-
-    return replace(summary, rank=rank)

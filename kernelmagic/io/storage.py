@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.errors import NotATrace, ProfileFileError
+from kernelmagic.core.records import NotATrace, ProfileFileError
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor

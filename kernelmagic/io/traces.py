@@ -21,12 +21,12 @@ from typing import NamedTuple
 import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
-from kernelmagic.core.errors import TraceFileError
 from kernelmagic.core.event_rules import BACKEND_KEY
 from kernelmagic.core.events import EventTable, Kind, device_work, select
 from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.op_names import is_fp32_gemm
 from kernelmagic.core.options import trace_views
+from kernelmagic.core.records import TraceFileError
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import start_reading

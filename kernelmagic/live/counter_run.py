@@ -24,7 +24,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from kernelmagic.core.events import EventTable, derive_links
-from kernelmagic.live.kineto_env import quiet_kineto_logs
+from kernelmagic.live import quiet_kineto_logs
 from kernelmagic.sources.trace_file import read_table
 
 #: What to do where the driver forbids counters to ordinary users (``ERR_NVGPUCTRPERM``).

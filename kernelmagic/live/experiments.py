@@ -28,7 +28,7 @@ from typing import Any
 
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
 from kernelmagic.core.timing import paired_speedup
-from kernelmagic.live import interleaved, random_state, runner, variants
+from kernelmagic.live import interleaved, runner, variants
 from kernelmagic.live.progress import Progress
 from kernelmagic.results.result import ProfileResult
 
@@ -245,18 +245,19 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     every variant's Python rows alike.
 
     Every call of the cell, baseline and variants alike, starts from the random state
-    taken here (``live/random_state.py``), and that state is the user's again at the end.
+    taken here (``interleaved.capture_random_state``), and that state is the user's again
+    at the end.
     The baseline and each variant are profiled (the breakdown), then timed together in
     interleaved rounds, unprofiled (``live/interleaved.py``): the speed-ups come from
     those."""
     __tracebackhide__ = True
-    state = random_state.capture()
+    state = interleaved.capture_random_state()
     try:
         return _run_with_variants(cell, dataclasses.replace(
-            run, before_each=lambda: random_state.restore(state)), names, source_file,
+            run, before_each=lambda: interleaved.restore_random_state(state)), names, source_file,
             progress, free_memory, cell_label)
     finally:
-        random_state.restore(state)
+        interleaved.restore_random_state(state)
 
 
 def _run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str],

@@ -16,12 +16,22 @@ A sample is one call of the cell, or a fixed batch of calls for a cell faster th
 every callable and every round. There are at least ``MIN_ROUNDS`` rounds, then more, up to
 ``max_rounds``, while ``decided`` says the intervals are not yet decided and the rounds
 have taken under ``BUDGET_S``.
+
+Every run of ``--try`` draws the same random numbers: the state of torch's CPU and CUDA
+generators, Python's ``random`` and ``numpy.random`` is taken once
+(``capture_random_state``) and put back before each call of the cell
+(``restore_random_state``), then the user's own state restored at the end. A cell that
+draws its inputs (``z = torch.randn(256, 1024)``) then draws the same ones in the baseline
+and in every variant, so the numerical error measures the variant, not the random numbers.
+CUDA's generators are read only where CUDA is already initialised (reading them would
+initialise it); numpy's only when numpy is imported.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -123,3 +133,38 @@ def time_rounds(fns: Sequence[Callable[[], Any]], batch: int, most: int, *,
     if on_round is not None:
         on_round(out.count, most)
     return out
+
+
+@dataclass(frozen=True)
+class RandomState:
+    """Every generator's state at one moment (``capture_random_state``), to restore later."""
+
+    torch_cpu: Any
+    torch_cuda: list[Any] | None
+    python: Any
+    numpy: Any | None
+
+
+def capture_random_state() -> RandomState:
+    """The generators' state now."""
+    import torch
+
+    cuda = (torch.cuda.get_rng_state_all()
+            if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+    numpy = sys.modules.get("numpy")
+    return RandomState(torch_cpu=torch.get_rng_state(), torch_cuda=cuda,
+                       python=random.getstate(),
+                       numpy=numpy.random.get_state() if numpy is not None else None)
+
+
+def restore_random_state(state: RandomState) -> None:
+    """Put every generator back to ``state`` (a few tens of µs; never inside a timed
+    span of the interleaved rounds)."""
+    import torch
+
+    torch.set_rng_state(state.torch_cpu)
+    if state.torch_cuda is not None:
+        torch.cuda.set_rng_state_all(state.torch_cuda)
+    random.setstate(state.python)
+    if state.numpy is not None:
+        sys.modules["numpy"].random.set_state(state.numpy)

@@ -22,7 +22,7 @@ from types import CodeType, FrameType
 
 import numpy as np
 
-from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.events import Frame, PythonSamples
 from kernelmagic.views.source_lines import is_data_loading_file, is_library_file
 
 #: Seconds between samples: 1 kHz, about 36 samples in an iteration of the seed's Block.

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from kernelmagic.core.events import EventTable
+from kernelmagic.core.events import EventTable, PythonSamples
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import ProfileOptions
-from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.range_names import iteration_range, warmup_range
 from kernelmagic.core.step_rows import RepeatedCall
 from kernelmagic.live import cpu_load, memory_categories, memory_owners, torch_compat
@@ -37,7 +36,7 @@ from kernelmagic.live.session import table_from_session
 from kernelmagic.live.steps import RepeatedCalls, StepRanges
 from kernelmagic.results.builder import RunFacts, build_result
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.iterations import without_range
+from kernelmagic.views.iterations import iteration_windows, without_range
 
 
 class ProfilerBusyError(RuntimeError):
@@ -52,7 +51,8 @@ class Plan:
     profiles_device: bool
     sort: str
     #: Called before each run of the code (warm-up and timed), outside the timed span:
-    #: ``--try`` puts the random generators back there (``live/random_state.py``).
+    #: ``--try`` puts the random generators back there
+    #: (``live/interleaved.py: restore_random_state``).
     before_each: Callable[[], None] | None = None
 
 
@@ -60,8 +60,6 @@ def plan(options: ProfileOptions) -> Plan:
     """Resolve options against the machine; ValueError or ProfilerBusyError if impossible."""
     profiles_device = not options.cpu_only and torch_compat.cuda_available()
     if options.gather:
-        from kernelmagic.live.gather import check_process_group
-
         check_process_group()
     sort = options.resolve_sort(profiles_device)
     for flag, on in (("--counters", options.counters), ("--nsight", options.nsight)):
@@ -219,11 +217,54 @@ def _execute(fn: Callable[[], Any], run: Plan,
         if free_memory:
             torch_compat.return_freed_memory()
     _raise_if_cut_short(result, interrupt, timed.out_of_memory)
-    if opts.gather:  # rank 0 gets a ManyRanksResult (kernelmagic/live/gather.py)
-        from kernelmagic.live.gather import gather
-
+    if opts.gather:  # rank 0 gets a ManyRanksResult
         return gather(result, table)  # type: ignore[no-any-return]
     return result
+
+
+# --- ``gather=True`` / ``--gather``: every rank profiles, rank 0 gets the many-ranks report.
+# After the profiled run, each rank summarises its own result (``results/rank_summary.py``:
+# no second parse) and sends ``(ProfileResult, RankSummary)`` to rank 0 with
+# ``torch.distributed.gather_object``. Rank 0 returns a ``ManyRanksResult``, every other rank
+# its own ``ProfileResult``. Every rank of the group must run the same profiled code (the
+# gather is a collective). With NCCL, ``gather_object`` sends through the current CUDA
+# device: call ``torch.cuda.set_device(local_rank)`` first.
+
+NO_GROUP = ("--gather needs an initialised torch.distributed process group "
+            "(call torch.distributed.init_process_group first)")
+
+
+def check_process_group() -> None:
+    """ValueError (one line) unless torch.distributed is initialised in this process."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError(NO_GROUP)
+
+
+def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
+    """Send this rank's result and summary to rank 0; rank 0 returns them all together.
+    With the ``table`` the result was built from, the summary holds each step's
+    communication time and the rank's collectives too."""
+    import torch.distributed as dist
+
+    from kernelmagic.results.rank_summary import summarize, summarize_with_events
+    from kernelmagic.results.ranks import ManyRanksResult
+
+    check_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    backend = str(dist.get_backend())
+    if table is None:
+        summary = summarize(result, rank=rank, world_size=world, backend=backend, file="live")
+    else:
+        summary = summarize_with_events(result, table, iteration_windows(table, result.name),
+                                        rank=rank, world_size=world, backend=backend,
+                                        file="live")
+    received: list[Any] | None = [None] * world if rank == 0 else None
+    dist.gather_object((result, summary), received, dst=0)
+    if received is None:
+        return result
+    return ManyRanksResult.from_parts([tuple(item) for item in received])  # type: ignore[misc]
 
 
 @dataclass

@@ -16,7 +16,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from kernelmagic.core.range_names import SYNC_RANGE
-from kernelmagic.live.kineto_env import quiet_kineto_logs
+from kernelmagic.live import quiet_kineto_logs
 
 __all__ = [
     "cuda_available", "device_name", "device_peak", "export_trace", "gpu_runtime",

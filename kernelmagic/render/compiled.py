@@ -14,7 +14,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.units import counted, format_fixed, format_us, percent_of
 from kernelmagic.findings.base import wall_us  # the findings' iteration: the same shares
-from kernelmagic.render.table import Column, Table, summed, time_column
+from kernelmagic.render.table import Column, Table, summed, text_column, time_column
 from kernelmagic.results.result import ProfileResult
 
 __all__ = ["compiled_note", "compiled_tables"]
@@ -61,8 +61,7 @@ def break_table(result: ProfileResult) -> Table:
     n = max(result.iters, 1)
     wall = wall_us(result)
     cols = [
-        Column("op", "region", lambda b: b.compile_id, lambda b: b.compile_id,
-               numeric=False, width=100),
+        text_column("op", "region", lambda b: b.compile_id, width=100),
         Column("where", "line", lambda b: _where(b.file, b.line),
                lambda b: f"{_where(b.file, b.line)} {b.code}".strip(), numeric=False,
                width=300),
@@ -71,11 +70,9 @@ def break_table(result: ProfileResult) -> Table:
                width=144),
         Column("pct", "% iteration", lambda b: b.gap_time_total,
                lambda b: percent_of(b.gap_time_total / n, wall) if b.count else ""),
-        Column("reason", "reason", lambda b: b.reason, lambda b: b.reason, numeric=False,
-               width=360),
-        Column("hint", "hint", lambda b: b.hint, lambda b: b.hint, numeric=False, width=360),
-        Column("top_ops", "in the gap (self CPU / it.)", lambda b: b.top_ops, lambda b: b.top_ops,
-               numeric=False, width=360),
+        text_column("reason", "reason", lambda b: b.reason, width=360),
+        text_column("hint", "hint", lambda b: b.hint, width=360),
+        text_column("top_ops", "in the gap (self CPU / it.)", lambda b: b.top_ops, width=360),
     ]
     if result.profiles_device:
         cols.insert(3, time_column("gpu_idle", "GPU idle in it / it.",
@@ -97,15 +94,13 @@ def kernel_table(result: ProfileResult) -> Table:
     """Each kernel inductor generated, its time and the aten ops it fused."""
     n = max(result.iters, 1)
     cols = [
-        Column("op", "kernel", lambda k: k.key, lambda k: k.key, numeric=False, width=360),
-        Column("region", "region", lambda k: k.compile_id, lambda k: k.compile_id,
-               numeric=False, width=100),
+        text_column("op", "kernel", lambda k: k.key, width=360),
+        text_column("region", "region", lambda k: k.compile_id, width=100),
         Column("calls", "calls", lambda k: k.count,
                lambda k: f"{k.count:,}" if k.timed else UNRECORDED),
         _untimed(time_column("time", summed("time", result.iters), lambda k: k.time_total)),
         _untimed(time_column("time_iter", "per iteration", lambda k: k.time_total / n)),
-        Column("aten", "aten ops fused", lambda k: k.aten_ops, lambda k: k.aten_ops,
-               numeric=False, width=360),
+        text_column("aten", "aten ops fused", lambda k: k.aten_ops, width=360),
         Column("source", "from your lines", lambda k: k.source, _lines, numeric=False,
                width=260),
     ]
@@ -119,7 +114,7 @@ def compile_table(result: ProfileResult) -> Table:
         Column("op", "compile id", lambda c: c.compile_id,
                lambda c: c.compile_id + (" backward" if c.backward else ""),
                numeric=False, width=100),
-        Column("phase", "when", lambda c: c.phase, lambda c: c.phase, numeric=False),
+        text_column("phase", "when", lambda c: c.phase),
         Column("frame", "frame", lambda c: c.function,
                lambda c: f"{c.function} {_where(c.file, c.line)}".strip(), numeric=False,
                width=300),

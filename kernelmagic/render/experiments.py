@@ -20,7 +20,7 @@ from kernelmagic.core.units import (
     speedup_text,
 )
 from kernelmagic.render.chart import INK
-from kernelmagic.render.table import Column, Table
+from kernelmagic.render.table import Column, Table, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
@@ -84,8 +84,7 @@ def _error(read: str) -> Column:
 def experiments_table(result: ProfileResult) -> Table:
     """The Experiments table, fastest variant first; per-iteration times (medians)."""
     cols = [
-        Column("op", "variant", lambda r: r.variant, lambda r: r.variant, numeric=False,
-               width=140),
+        text_column("op", "variant", lambda r: r.variant, width=140),
         Column("median", "per call (unprofiled)", lambda r: r.median_us,
                lambda r: format_us(r.median_us) if r.ran else "—"),
         Column("predicted", "predicted", lambda r: r.predicted_speedup or 0.0, predicted_cell,

@@ -183,7 +183,7 @@ def inline_svg(svg: bytes | None) -> str:
 
 def summary_html(result: ProfileResult) -> str:
     from kernelmagic.render.views import view_notes
-    from kernelmagic.results.advice import timing_warning
+    from kernelmagic.results.result import timing_warning
 
     warning = timing_warning(result)
     warn = (f'<div class="km-warning" style="color:{WARN}">⚠ {escape(warning)}</div>'

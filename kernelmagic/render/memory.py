@@ -16,7 +16,7 @@ from kernelmagic.core.memory_rows import (
 )
 from kernelmagic.core.units import format_bytes, format_us, percent
 from kernelmagic.render.chart import INK
-from kernelmagic.render.table import Column, Table
+from kernelmagic.render.table import Column, Table, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.memory import named_peaks
@@ -88,17 +88,14 @@ def alive_table(result: ProfileResult) -> Table:
         Column("bytes", "size", lambda r: r.nbytes, lambda r: format_bytes(r.nbytes), width=90),
         Column("category", "category", lambda r: r.category,
                lambda r: CATEGORY_WORDS.get(r.category, r.category), numeric=False, width=130),
-        Column("shape", "shape", lambda r: r.shape, lambda r: r.shape, numeric=False,
-               width=150),
-        Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
+        text_column("shape", "shape", lambda r: r.shape, width=150),
+        text_column("dtype", "dtype", lambda r: r.dtype, width=80),
         Column("created", "allocated (into the iteration)", _created, _created_text,
                width=220),
-        Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
-               width=70),
+        text_column("device", "device", lambda r: r.device, width=70),
     ]
     if any(r.source for r in result.memory_alive):
-        cols.insert(5, Column("source", "line", lambda r: r.source, lambda r: r.source,
-                              numeric=False, width=160))
+        cols.insert(5, text_column("source", "line", lambda r: r.source, width=160))
     return Table(cols, list(result.memory_alive), "bytes", noun="allocations")
 
 
@@ -107,16 +104,14 @@ def growth_table(result: ProfileResult) -> Table:
     cols = [
         Column("op", "allocated by", lambda r: r.op, lambda r: r.op or "?", numeric=False,
                width=220),
-        Column("source", "line", lambda r: r.source, lambda r: r.source, numeric=False,
-               width=160),
+        text_column("source", "line", lambda r: r.source, width=160),
         Column("per_iter", "kept per iteration (mean)", lambda r: r.per_iter,
                lambda r: format_bytes(r.per_iter), width=150),
         Column("least", "least", lambda r: r.least, lambda r: format_bytes(r.least), width=90),
         Column("most", "most", lambda r: r.most, lambda r: format_bytes(r.most), width=90),
         Column("blocks", "allocations (all iterations)", lambda r: r.blocks,
                lambda r: f"{r.blocks:,}", width=170),
-        Column("device", "device", lambda r: r.device, lambda r: r.device, numeric=False,
-               width=70),
+        text_column("device", "device", lambda r: r.device, width=70),
     ]
     return Table(cols, list(result.memory_growth), "per_iter", noun="sources")
 

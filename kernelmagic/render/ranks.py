@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kernelmagic.core.units import counted, format_us, percent, signed_us
 from kernelmagic.render.chart import figure_png
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
-from kernelmagic.render.table import Column, Table, time_column
+from kernelmagic.render.table import Column, Table, text_column, time_column
 from kernelmagic.render.text import findings_text, render_table
 from kernelmagic.results.rank_summary import RankSummary
 
@@ -54,8 +54,7 @@ def ranks_table_model(result: ManyRanksResult) -> Table:
     if gpu:
         columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0, _overlap,
                               width=90))
-    columns.append(Column("file", "file", lambda s: s.file, lambda s: s.file, numeric=False,
-                          width=240))
+    columns.append(text_column("file", "file", lambda s: s.file, width=240))
     return Table(columns=columns, rows=list(result.summaries.values()), sort_column="rank",
                  noun="ranks")
 

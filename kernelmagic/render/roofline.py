@@ -7,7 +7,7 @@ from typing import Any
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import counted, format_count, format_us, percent, si
 from kernelmagic.render.chart import INK
-from kernelmagic.render.table import Column, Table, name_column, summed
+from kernelmagic.render.table import Column, Table, name_column, summed, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
 
@@ -32,7 +32,7 @@ def roofline_table(result: ProfileResult) -> Table:
     cols = [
         name_column(width=300),
         Column("calls", "calls", lambda r: r.count, lambda r: f"{r.count:,}", width=64),
-        Column("dtype", "dtype", lambda r: r.dtype, lambda r: r.dtype, numeric=False, width=80),
+        text_column("dtype", "dtype", lambda r: r.dtype, width=80),
         Column("flops", "FLOP/call", lambda r: r.flops, lambda r: format_count(r.flops)),
         Column("bytes", "bytes/call", lambda r: r.bytes, lambda r: si(r.bytes, "B")),
         Column("intensity", "FLOP/byte", lambda r: r.intensity,

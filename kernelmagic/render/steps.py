@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kernelmagic.core.step_rows import StepGroupRow, StepRow
 from kernelmagic.core.units import counted, format_bytes, format_us
-from kernelmagic.render.table import Column, Table, time_column
+from kernelmagic.render.table import Column, Table, text_column, time_column
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.steps import REPEAT_HINT_CALLS
 
@@ -72,9 +72,8 @@ def group_table(result: ProfileResult) -> Table:
     """The groups of steps, in the order they first ran."""
     order = {g.group: i for i, g in enumerate(result.step_groups)}
     cols = [
-        Column("op", "group", lambda g: g.group, lambda g: g.group, numeric=False, width=140),
-        Column("inputs", "inputs", lambda g: g.inputs, lambda g: g.inputs, numeric=False,
-               width=240),
+        text_column("op", "group", lambda g: g.group, width=140),
+        text_column("inputs", "inputs", lambda g: g.inputs, width=240),
         Column("count", "steps per iteration", lambda g: g.count, lambda g: f"{g.count:,}"),
         time_column("median", "median step", lambda g: g.median_us),
         Column("rate", "steps/s (profiled)", lambda g: g.steps_per_s,
@@ -117,7 +116,7 @@ def step_table(result: ProfileResult) -> Table:
 
     cols = [
         Column("step", "step", lambda s: -s.index, lambda s: str(s.index), width=60),
-        Column("op", "group", lambda s: s.group, lambda s: s.group, numeric=False, width=140),
+        text_column("op", "group", lambda s: s.group, width=140),
         time_column("wall", "time", lambda s: s.wall_us),
         time_column("cpu", "in ops (CPU)", lambda s: s.cpu_us),
     ]

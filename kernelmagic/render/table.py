@@ -123,6 +123,12 @@ def time_column(id_: str, title: str, read: Callable[[Any], float],
     return Column(id_, title, read, lambda r: format_us(read(r)), width=96, extra=extra)
 
 
+def text_column(id_: str, title: str, read: Callable[[Any], str], width: int = 104,
+                extra: bool = False) -> Column:
+    """A column of text, sorted and shown as it reads."""
+    return Column(id_, title, read, read, numeric=False, width=width, extra=extra)
+
+
 def per_iteration_title(what: str) -> str:
     """A column title for a mean per iteration: ``self CPU/iter`` (the table's first
     column says what the mean is over: ``mean_name_title``)."""

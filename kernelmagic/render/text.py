@@ -14,8 +14,7 @@ from kernelmagic.render.table import (
     more_columns,
     op_table,
 )
-from kernelmagic.results.advice import timing_warning
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
     from kernelmagic.results.ranks import ManyRanksResult

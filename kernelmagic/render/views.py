@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from kernelmagic.core.event_rules import NO_CATEGORY
 from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
-from kernelmagic.render.table import Column, Table, name_column, summed, time_column
+from kernelmagic.render.table import Column, Table, name_column, summed, text_column, time_column
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.registry import view_specs
 
@@ -37,8 +37,7 @@ def kernel_table(result: ProfileResult) -> Table:
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
                lambda k: percent_of(k.device_time_total, total)),
-        Column("launched_by", "launched by", lambda k: k.launched_by, lambda k: k.launched_by,
-               numeric=False, width=220),
+        text_column("launched_by", "launched by", lambda k: k.launched_by, width=220),
     ]
     return Table(cols, list(result.kernels), "device", noun="kernels")
 
@@ -47,7 +46,7 @@ def source_table(result: ProfileResult) -> Table:
     total = result.self_cpu_time_total
     cols = [
         name_column("file:line function", width=300),
-        Column("code", "code", lambda s: s.code, lambda s: s.code, numeric=False, width=300),
+        text_column("code", "code", lambda s: s.code, width=300),
         time_column("self_cpu", summed("self CPU", result.iters), lambda s: s.self_cpu_time_total),
         Column("pct", "% self CPU", lambda s: s.self_cpu_time_total,
                lambda s: percent_of(s.self_cpu_time_total, total)),
@@ -68,13 +67,11 @@ def gpu_idle_table(result: ProfileResult) -> Table:
     with the line behind each cause when the run or trace named any."""
     lines = any(r.location for r in result.gpu_idle)  # no samples or frames: no lines
     cols = [
-        Column("op", "cause", lambda r: r.cause, lambda r: r.cause, numeric=False, width=160),
+        text_column("op", "cause", lambda r: r.cause, width=160),
         Column("detail", "op" if lines else "op or line", lambda r: r.detail,
                lambda r: r.detail, numeric=False, width=220 if lines else 260),
-        *([Column("location", "line", lambda r: r.location, lambda r: r.location,
-                  numeric=False, width=160),
-           Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False,
-                  width=240)] if lines else []),
+        *([text_column("location", "line", lambda r: r.location, width=160),
+           text_column("code", "code", lambda r: r.code, width=240)] if lines else []),
         time_column("idle_us", "idle per iteration", lambda r: r.idle_us),
         Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
         Column("stretches", "stretches", lambda r: r.stretches, lambda r: f"{r.stretches:,}"),
@@ -85,10 +82,9 @@ def gpu_idle_table(result: ProfileResult) -> Table:
 def python_table(result: ProfileResult) -> Table:
     """``--python``: the time no op covered, per user line, per iteration."""
     cols = [
-        Column("op", "line", lambda r: r.key, lambda r: r.key, numeric=False, width=260),
-        Column("function", "function", lambda r: r.function, lambda r: r.function,
-               numeric=False, width=140),
-        Column("code", "code", lambda r: r.code, lambda r: r.code, numeric=False, width=300),
+        text_column("op", "line", lambda r: r.key, width=260),
+        text_column("function", "function", lambda r: r.function, width=140),
+        text_column("code", "code", lambda r: r.code, width=300),
         time_column("self_us", "self per iteration", lambda r: r.self_us),
         Column("share", "% of iteration", lambda r: r.share, lambda r: percent(r.share)),
         Column("samples", "samples", lambda r: r.samples, lambda r: f"{r.samples:,}"),
@@ -110,8 +106,7 @@ def module_table(result: ProfileResult) -> Table:
     cols = [
         Column("op", "module", lambda m: m.key,
                lambda m: "  " * m.depth + m.key, numeric=False, width=260),
-        Column("type", "type", lambda m: m.module_type, lambda m: m.module_type,
-               numeric=False, width=180),
+        text_column("type", "type", lambda m: m.module_type, width=180),
         Column("calls", "calls", lambda m: m.count, lambda m: f"{m.count:,}"),
         time_column("cpu", summed("total CPU", result.iters), lambda m: m.cpu_time_total),
         time_column("self_cpu", summed("self CPU", result.iters),

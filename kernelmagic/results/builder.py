@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.core.events import EventTable, Window, device_work
+from kernelmagic.core.events import EventTable, PythonSamples, Window, device_work
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import MemoryLedger
 from kernelmagic.core.options import VIEWS
-from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.rows import OpRow, TrustChecks
 from kernelmagic.core.sorting import default_sort
 from kernelmagic.core.step_rows import RepeatedCall

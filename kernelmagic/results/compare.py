@@ -10,7 +10,7 @@ from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.core.timing import LOAD_DIFFERS, MIN_UNPAIRED, SpeedUp, unpaired_speedup
 from kernelmagic.core.units import speedup_text
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, Shown
 
 if TYPE_CHECKING:
     import pandas
@@ -38,7 +38,7 @@ class OpDelta(Record):
 
 
 @dataclass(eq=False)
-class Comparison(Record):
+class Comparison(Shown, Record):
     """``after`` against ``before``: self times per iteration, so iteration counts may differ.
 
     Ops are compared on device self time when both runs profiled the device, on CPU
@@ -160,8 +160,8 @@ class Comparison(Record):
 
     def _more_iterations(self) -> str:
         """How to get ``MIN_UNPAIRED`` iterations into each run that has fewer (a trace is
-        re-recorded, a live run re-run: ``kernelmagic/results/advice.py``)."""
-        from kernelmagic.results.advice import at_least_iterations
+        re-recorded, a live run re-run: ``kernelmagic/results/result.py``)."""
+        from kernelmagic.results.result import at_least_iterations
 
         short = [r for r in (self.after, self.before) if r.stats.n < MIN_UNPAIRED]
         advice = list(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
@@ -181,13 +181,6 @@ class Comparison(Record):
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.table())
-
-    def _ipython_display_(self) -> None:
-        """IPython's display (and a cell's last line): the static report and the widget as
-        outputs of their own (``render/bundle.py: display_outputs``)."""
-        from kernelmagic.render.bundle import show
-
-        show(self._repr_mimebundle_())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from kernelmagic.render.compare import comparison_bundle

@@ -44,7 +44,7 @@ from kernelmagic.core.collective_rows import Arrival, Collective
 from kernelmagic.core.records import RecordError, from_json, to_json
 from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.results.result import ProfileResult, Shown
 
 if TYPE_CHECKING:  # the convenience methods' return types
     import pandas
@@ -138,7 +138,7 @@ class _RanksFile:
 
 
 @dataclass(eq=False)
-class ManyRanksResult:
+class ManyRanksResult(Shown):
     """A distributed run: ``ranks`` maps each rank to its ``ProfileResult``, ``summaries``
     to its ``RankSummary`` (step time and its breakdown, ``kernelmagic/results/rank_summary.py``).
 
@@ -225,13 +225,6 @@ class ManyRanksResult:
         from kernelmagic.render.ranks import text_report
 
         p.text(text_report(self))
-
-    def _ipython_display_(self) -> None:
-        """IPython's display (and a cell's last line): the static report and the widget as
-        outputs of their own (``render/bundle.py: display_outputs``)."""
-        from kernelmagic.render.bundle import show
-
-        show(self._repr_mimebundle_())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from kernelmagic.render.ranks import mime_bundle

@@ -4,6 +4,14 @@ Operator rows (``kernelmagic/core/rows.py``) mirror the field names of torch's
 ``FunctionEventAvg`` (``key``, ``count``, ``self_cpu_time_total``, ...; microseconds
 summed over the profiled iterations), so what you know from ``prof.key_averages()``
 carries over.
+
+What to change in the recording is worded here too, for where the result came from
+(``more_iterations``, ``warm_up``, ``record``, ...): a result profiled here
+(``source == "live"``) is changed with a ``%%profile`` option (``--iters 50``); one read
+from a trace file (``source == "trace"``) by changing how ``torch.profiler`` recorded it
+(``schedule(active=N)``, ``record_shapes=True``, a warm-up before ``start()``). Findings,
+warnings and comparisons take their advice from here, so neither kind of result is told to
+do what only the other can.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from kernelmagic.core.event_rules import BACKEND_LABELS
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.machine import CpuLoad, DeviceInfo
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.options import RECORDING
 from kernelmagic.core.records import RecordError, fields_from_json, fields_json, from_json
 from kernelmagic.core.rows import (
     Breakdown,
@@ -113,8 +122,21 @@ def with_legacy(records: dict[str, Any], values: dict[str, Any]) -> dict[str, An
     return out
 
 
+class Shown:
+    """IPython's display (and a cell's last line) of a result with a ``_repr_mimebundle_``
+    (``ProfileResult``, ``Comparison``, ``ManyRanksResult``): the static report and the
+    widget as outputs of their own (``render/bundle.py: display_outputs``)."""
+
+    __slots__ = ()
+
+    def _ipython_display_(self) -> None:
+        from kernelmagic.render.bundle import show
+
+        show(self._repr_mimebundle_())  # type: ignore[attr-defined]
+
+
 @dataclass(eq=False)
-class ProfileResult:
+class ProfileResult(Shown):
     """Where the time of a profiled block went.
 
     ``rows`` are operators and runtime calls, plus the ranges that own time directly and
@@ -420,13 +442,6 @@ class ProfileResult:
 
         p.text(text_report(self))
 
-    def _ipython_display_(self) -> None:
-        """IPython's display (and a cell's last line): the static report and the widget as
-        outputs of their own (``render/bundle.py: display_outputs``)."""
-        from kernelmagic.render.bundle import show
-
-        show(self._repr_mimebundle_())
-
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from kernelmagic.render.bundle import mime_bundle
 
@@ -563,3 +578,53 @@ def _inner(cls: type[ProfileResult], inner: Any, path: str) -> Any:
     if inner is None or isinstance(inner, ProfileResult):
         return inner
     return cls.from_json_value(inner, path)
+
+
+# --- advice that fits the source ------------------------------------------------------
+
+
+def more_iterations(result: ProfileResult, n: int) -> str:
+    """Advice to measure ``n`` iterations: ``run more iterations (--iters 50)`` live,
+    ``record more steps (torch.profiler.schedule(active=50), prof.step() after each)``
+    for a trace."""
+    if result.from_trace:
+        return (f"record more steps (torch.profiler.schedule(active={n}), "
+                "prof.step() after each)")
+    return f"run more iterations (--iters {n})"
+
+
+def at_least_iterations(result: ProfileResult, n: int) -> str:
+    """``use --iters 5 or more`` live, ``record 5 or more steps: ...`` for a trace."""
+    if result.from_trace:
+        return f"record {n} or more steps: torch.profiler.schedule(active={n})"
+    return f"use --iters {n} or more"
+
+
+def warm_up(result: ProfileResult) -> str:
+    """What leaves the first, slow runs out of the measurement, as a clause
+    (``profile steady state: {warm_up(result)}, and ...``)."""
+    if result.from_trace:
+        return ("a warm-up before the profiler records (torch.profiler.schedule(wait=1, "
+                "warmup=1, active=N), or a few steps before prof.start())")
+    return "more warm-up runs (--warmup)"
+
+
+def record(result: ProfileResult, option: str) -> str:
+    """How to record what ``%%profile`` option ``option`` adds (``--shapes``...):
+    the option itself live, ``torch.profiler.profile(record_shapes=True)`` for a trace."""
+    if option not in RECORDING:
+        raise ValueError(f"unknown recording option {option!r}; expected one of "
+                         f"{', '.join(RECORDING)}")
+    if result.from_trace:
+        return f"torch.profiler.profile({RECORDING[option]})"
+    return option
+
+
+def timing_warning(result: ProfileResult) -> str | None:
+    """The summary's warning about one slow iteration, with advice that fits the source
+    (``TimingStats.warning`` with a trace's own advice in place of ``--warmup``/``--iters``)."""
+    if result.from_trace:
+        return result.stats.warning(
+            advice="Warm up before the profiler records (torch.profiler.schedule(wait=1, "
+                   "warmup=1, active=N)) and record more steps.")
+    return result.stats.warning()

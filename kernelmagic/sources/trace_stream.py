@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from kernelmagic.core.counter_metrics import COUNTER_CATEGORY
-from kernelmagic.core.errors import NotATrace, TraceFileError
 from kernelmagic.core.event_rules import MEMORY_NAME
 from kernelmagic.core.events import TRACE_FIELDS, EventTable, TraceField
+from kernelmagic.core.records import NotATrace, TraceFileError
 from kernelmagic.core.units import format_bytes, format_us
 from kernelmagic.sources.json_scanner import BufferedText, JsonFault, Scanner, json_type
 from kernelmagic.sources.trace_columns import META_KEYS, Columns, trace_meta

@@ -88,20 +88,25 @@ class Intervals:
     that can reach it (a binary search, not a pass over every event per step)."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
-        order = np.argsort(table.start[rows], kind="stable")
-        self.starts = table.start[rows][order]
-        self.ends = table.end[rows][order]
+        self.rows = rows[np.argsort(table.start[rows], kind="stable")]
+        self.starts = table.start[self.rows]
+        self.ends = table.end[self.rows]
         self.longest = int((self.ends - self.starts).max()) if rows.size else 0
 
     def clip(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
         """The intervals cut to ``window`` (empty ones dropped)."""
+        _, s, e = self.clip_rows(window)
+        return s, e
+
+    def clip_rows(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``clip``, with the rows of the table whose intervals they are, first."""
         lo, hi = window
         first = np.searchsorted(self.starts, lo - self.longest, "left")
         last = np.searchsorted(self.starts, hi, "left")
         s = np.maximum(self.starts[first:last], lo)
         e = np.minimum(self.ends[first:last], hi)
         keep = e > s
-        return s[keep], e[keep]
+        return self.rows[first:last][keep], s[keep], e[keep]
 
     def covered(self, window: Window) -> int:
         """Time within ``window`` during which at least one of the intervals runs."""

@@ -32,7 +32,7 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
-from kernelmagic.views.breakdown import is_comm_kernel, is_comm_op, name_mask
+from kernelmagic.views.breakdown import Intervals, is_comm_kernel, is_comm_op, name_mask
 
 __all__ = ["BUSY_NAME_CHARS", "BUSY_TOP", "COLLECTIVES_KEPT", "COLLECTIVE_PREFIXES",
            "collective_arrivals"]
@@ -54,27 +54,19 @@ def _is_collective_range(name: str) -> bool:
     return name.startswith(COLLECTIVE_PREFIXES)
 
 
-class _Work:
+class _Work(Intervals):
     """The events whose self time ``busy`` shares out, sorted by start once."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
-        order = np.argsort(table.start[rows], kind="stable")
+        super().__init__(table, rows)
         self.table = table
-        self.rows = rows[order]
-        self.starts = table.start[self.rows]
-        self.ends = table.end[self.rows]
-        self.longest = int((self.ends - self.starts).max()) if rows.size else 0
 
     def top(self, lo: int, hi: int, n: int) -> list[tuple[str, float]]:
         """The ``n`` names with the most self time (µs) within [lo, hi]."""
         if hi <= lo or not self.rows.size:
             return []
-        first = np.searchsorted(self.starts, lo - self.longest, "left")
-        last = np.searchsorted(self.starts, hi, "left")
-        s = np.maximum(self.starts[first:last], lo)
-        e = np.minimum(self.ends[first:last], hi)
-        keep = e > s
-        rows, clipped = self.rows[first:last][keep], (e - s)[keep].astype(np.float64)
+        rows, s, e = self.clip_rows((lo, hi))
+        clipped = (e - s).astype(np.float64)
         if not rows.size:
             return []
         own = clipped.copy()

@@ -28,9 +28,8 @@ import linecache
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
-from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
 from kernelmagic.views.breakdown import merge
 from kernelmagic.views.python_lines import SampleIndex, frame_owner, label

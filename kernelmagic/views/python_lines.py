@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kernelmagic.core.events import EventTable, Kind, Window
-from kernelmagic.core.python_samples import Frame, PythonSamples
+from kernelmagic.core.events import EventTable, Frame, Kind, PythonSamples, Window
 from kernelmagic.core.rows import DATA_LOADING, PythonLineRow, SourceRow
 from kernelmagic.views.breakdown import cpu_busy, merge
 from kernelmagic.views.source_lines import is_data_loading_file, user_frames

@@ -21,9 +21,9 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.event_rules import UNPLACED_KEY
+from kernelmagic.core.events import PythonSamples
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
-from kernelmagic.core.python_samples import PythonSamples
 from kernelmagic.core.rows import (
     CriticalPathRow,
     GpuIdleRow,

@@ -29,7 +29,7 @@ from kernelmagic.core.op_names import is_compile_event
 from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
 from kernelmagic.views.ops import is_op
-from kernelmagic.views.tree import Figures, nearest_ancestor
+from kernelmagic.views.tree import Figures, memory_running, nearest_ancestor
 
 __all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
 
@@ -137,14 +137,10 @@ def _labels(steps: _Steps, keys: list[str], shown: dict[str, str]) -> dict[str, 
 def _memory_levels(table: EventTable, on_device: bool):  # type: ignore[no-untyped-def]
     """``level(t)``: the bytes allocated (on the GPU, or the CPU) since the table began,
     at each time of the array ``t``; None when the table holds no memory records."""
-    mem = (table.kind == Kind.MEMORY) & ((table.device >= 0) if on_device else
-                                         (table.device < 0))
-    if not mem.any():
+    records = memory_running(table, on_device)
+    if records is None:
         return None
-    when = table.start[mem]
-    order = np.argsort(when, kind="stable")
-    when = when[order]
-    running = np.concatenate(([0], np.cumsum(table.nbytes[mem][order])))
+    when, running = records
     return lambda t: running[np.searchsorted(when, t, side="right")].astype(np.float64)
 
 

@@ -159,14 +159,11 @@ class Figures:
 
     def _memory_total(self, on_device: bool) -> np.ndarray:
         t = self.table
-        mem = (t.kind == Kind.MEMORY) & ((t.device >= 0) if on_device else (t.device < 0))
         out = np.zeros(t.n, dtype=np.int64)
-        if not mem.any():
+        records = memory_running(t, on_device)
+        if records is None:
             return out
-        when = t.start[mem]
-        by_time = np.argsort(when, kind="stable")
-        when = when[by_time]
-        running = np.concatenate(([0], np.cumsum(t.nbytes[mem][by_time])))
+        when, running = records
         cpu = np.flatnonzero((t.device < 0) & (t.kind != Kind.MEMORY))
         lo = np.searchsorted(when, t.start[cpu], side="left")
         hi = np.searchsorted(when, t.end[cpu], side="right")
@@ -196,3 +193,16 @@ class Figures:
     @cached_property
     def self_device_memory(self) -> np.ndarray:
         return self._self_memory(self.device_memory)
+
+
+def memory_running(table: EventTable, on_device: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """The memory records (on the GPU, or the CPU) in time order: their times, and the
+    bytes allocated since the table began before each (``running[k]``: the first ``k``
+    records' sum; one entry more than the times); None when the table holds none."""
+    mem = (table.kind == Kind.MEMORY) & ((table.device >= 0) if on_device else
+                                         (table.device < 0))
+    if not mem.any():
+        return None
+    when = table.start[mem]
+    by_time = np.argsort(when, kind="stable")
+    return when[by_time], np.concatenate(([0], np.cumsum(table.nbytes[mem][by_time])))
