@@ -382,11 +382,11 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     new_chain[1:] = tid[1:] != tid[:-1]
     chain_off = np.append(np.flatnonzero(new_chain), tid.size).astype(np.int64)
     prev_owner = np.empty_like(owner)
-    prev_owner[0] = -1
+    prev_owner[:1] = -1
     prev_owner[1:] = owner[:-1]
     prev_owner[new_chain] = -1
     dur = np.empty_like(time)
-    dur[0] = 0
+    dur[:1] = 0
     np.subtract(time[1:], time[:-1], out=dur[1:])
     dur[new_chain] = 0
     anchor = np.full(tid.size, NONE, np.int64)
