@@ -50,7 +50,6 @@ from kernelmagic.views.ops import (
     range_owners,
     under_our_sync,
 )
-from kernelmagic.views.tree import depth_of
 
 JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
 OVERLAP_NS = 0  # work may start this long before the previous work on its stream ends
@@ -200,7 +199,8 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     part_block = found // ncat // (len(model.row_key) + 1)
     model.part_off = np.searchsorted(part_block, np.arange(kept.size + 1)).astype(np.int64)
     model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
-    model.pos_anchor = cpu.anchor[kept]
+    model.pos_anchor = np.full(kept.size, NONE, np.int64)
+    model.pos_anchor[model.chain_off[:-1]] = cpu.chain_anchor
     launched = model.item_launch >= 0  # (GPU work with no launch, or no CPU event at all)
     model.item_launch = model.item_launch.copy()
     model.item_launch[launched] = running[model.item_launch[launched]] - 1
@@ -235,7 +235,7 @@ def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
             targets.append(b0)
             sources.append(q)
             offsets.append(int(cpu.time[b0] - cpu.time[q]))
-            cpu.anchor[b0] = NONE
+            cpu.chain_anchor[k] = NONE
         idle = b0 + np.flatnonzero(cpu.owner[b0:b1] < 0)
         at = lo + np.searchsorted(a_time, cpu.time[idle], "left")
         ok = (at < hi) & (at > lo)
@@ -306,7 +306,7 @@ class _Chains:
 
     chain_off: np.ndarray
     dur: np.ndarray
-    anchor: np.ndarray
+    chain_anchor: np.ndarray  # each thread's first position's time (NONE: none)
     row: np.ndarray
     cat: np.ndarray
     time: np.ndarray  # measured ns from the window start
@@ -361,7 +361,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     # an event of no length starts and ends after them (else its end would come before its
     # start, and the stretch after it would be its own).
     zero = (end <= start).view(np.int8)
-    depth = depth_of(table.parent)[ev].astype(np.int32)
+    depth = _depth(table.parent, ev)
     tid = table.tid[ev]
     times = np.concatenate((start, end))
     del start, end
@@ -389,12 +389,27 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     dur[:1] = 0
     np.subtract(time[1:], time[:-1], out=dur[1:])
     dur[new_chain] = 0
-    anchor = np.full(tid.size, NONE, np.int64)
-    anchor[new_chain] = time[new_chain]
-    row = np.append(row_of, -1)[prev_owner]  # (-1: no owner, no row)
+    row = row_of[prev_owner]
+    row[prev_owner < 0] = -1
     cat = _categories(table, prev_owner)
-    return _Chains(chain_off, dur, anchor, row, cat, time, event, owner, is_start,
+    del prev_owner
+    return _Chains(chain_off, dur, time[new_chain], row, cat, time, event, owner, is_start,
                    tid[new_chain])
+
+
+def _depth(parent: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """Each of ``events``' number of ancestors (``depth_of`` for these events alone: one
+    step up the tree per level, over the events that have one more)."""
+    depth = np.zeros(events.size, np.int32)
+    up = parent[events]
+    live = np.flatnonzero(up >= 0)
+    up = up[live]
+    while live.size:
+        depth[live] += 1
+        up = parent[up]
+        more = up >= 0
+        live, up = live[more], up[more]
+    return depth
 
 
 def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> np.ndarray:
