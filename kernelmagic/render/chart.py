@@ -11,16 +11,13 @@ from typing import Any
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
 from kernelmagic.core.units import counted, format_us, percent
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.
 MAX_NAME = 40
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
     """A bar's length: the row's figure for ``key`` as the op table shows it, per iteration
@@ -61,14 +58,14 @@ def _texts(result: ProfileResult, key: str,
            rows: list[OpRow]) -> tuple[str, list[tuple[str, str]]]:
     """The title (what the bars measure: the sort key's ``measure``, as the chart has no x
     axis), and each bar's (name, figures)."""
-    name = _short(result.name, MAX_NAME)
+    name = cut_end(result.name, MAX_NAME)
     sort = sort_key(key)
     if not rows:
         return f"{name}: ops by {sort.measure}", []
     title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
         title += f", {percent(result.share_of(rows, device=sort.device))} of self time"
-    return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
+    return title, [(cut_end(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 
 
 def chart_texts(result: ProfileResult, by: str | None = None,

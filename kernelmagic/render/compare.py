@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
 
@@ -78,7 +79,7 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
             color="#B0B0B0", label=f"before: {cmp.before_name}")
     ax.barh([y - bar / 2 for y in ys], [d.after / 1e3 for d in rows], height=bar,
             color="#4C72B0", label=f"after: {cmp.after_name}")
-    names = [d.key if len(d.key) <= 40 else d.key[:39] + "…" for d in rows]
+    names = [cut_end(d.key, 40) for d in rows]
     ax.set_yticks(ys)
     ax.set_yticklabels(names, fontsize=9)
     for y, d in zip(ys, rows, strict=True):
