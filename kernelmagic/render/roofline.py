@@ -7,6 +7,7 @@ from typing import Any
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import counted, format_count, format_us, percent, si
 from kernelmagic.render.chart import INK
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
@@ -80,11 +81,6 @@ def verdict_line(result: ProfileResult) -> str:
     return f"{line} · {note}" if note else line
 
 
-def _label(key: str) -> str:
-    name = key.replace("aten::", "")
-    return name if len(name) <= MAX_LABEL else name[: MAX_LABEL - 1] + "…"
-
-
 #: Offsets (px) tried around a point for its number, nearest first: 8 directions per ring.
 _RINGS = (7, 13, 21, 31, 44)
 _DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1))
@@ -99,31 +95,30 @@ def place_numbers(ax: Any, points: list[tuple[float, float]], labels: list[str],
     """Write each label near its point where it overlaps no text already on the chart
     (the roofs' names, labels placed before it) and stays inside the axes; a label with no
     free place within ``_RINGS`` is left out. Returns which were placed."""
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()
+    renderer = ax.figure.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
     taken = [t.get_window_extent(renderer) for t in ax.texts]
+
+    def free_box(text: Any, spot: tuple[float, float]) -> Any:
+        """The box of ``text`` moved to ``spot`` (px) when it is free there, else None."""
+        text.set_position(ax.transData.inverted().transform(spot))
+        box = text.get_window_extent(renderer).expanded(1.1, 1.15)
+        fits = (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
+                and box.y1 <= inside.y1 and not any(_overlaps(box, t) for t in taken))
+        return box if fits else None
+
     placed = []
     for (x, y), label in zip(points, labels, strict=True):
         px, py = ax.transData.transform((x, y))
         text = ax.text(x, y, label, fontsize=8, fontweight="bold", color=color,
                        ha="center", va="center")
-        done = False
-        for ring in _RINGS:
-            for dx, dy in _DIRECTIONS:
-                text.set_position(ax.transData.inverted().transform(
-                    (px + dx * ring, py + dy * ring)))
-                box = text.get_window_extent(renderer).expanded(1.1, 1.15)
-                if (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
-                        and box.y1 <= inside.y1 and not any(_overlaps(box, t) for t in taken)):
-                    taken.append(box)
-                    done = True
-                    break
-            if done:
-                break
-        if not done:
+        spots = ((px + dx * ring, py + dy * ring) for ring in _RINGS for dx, dy in _DIRECTIONS)
+        box = next(filter(None, (free_box(text, spot) for spot in spots)), None)
+        if box is None:
             text.remove()
-        placed.append(done)
+        else:
+            taken.append(box)
+        placed.append(box is not None)
     return placed
 
 
@@ -232,8 +227,9 @@ def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
     key's lines, saying which numbers found no free place."""
     numbers = [str(i + 1) for i in range(len(plotted))]
     placed = place_numbers(ax, [(r.intensity, r.flops_per_s) for r in plotted], numbers)
-    entries = [(n, f"{_label(r.key)} · {percent(r.time / total)}"
-                + ("" if ok else " (no room for its number)"), COLORS.get(r.bound, "#8C8C8C"))
+    entries = [(n, f"{cut_end(r.key.replace('aten::', ''), MAX_LABEL)} · "
+                f"{percent(r.time / total)}" + ("" if ok else " (no room for its number)"),
+                COLORS.get(r.bound, "#8C8C8C"))
                for n, r, ok in zip(numbers, plotted, placed, strict=True)]
     if measured:
         from kernelmagic.render.counters import MEASURED_COLOR
