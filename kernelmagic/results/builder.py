@@ -193,15 +193,9 @@ def median_index(timings: Sequence[float]) -> int:
 
 
 def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
-    """``facts`` as result fields."""
-    return {
-        "warmup": facts.warmup, "warmup_timings": list(facts.warmup_timings),
-        "device_name": facts.device_name,
-        "sort": facts.sort or default_sort(on_device),
-        "topk": facts.topk, "matmul_precision": facts.matmul_precision,
-        "torch_version": facts.torch_version, "trace_path": facts.trace_path,
-        "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,
-        "capture": facts.capture, "planned_iters": facts.planned_iters,
-        "distributed": dict(facts.distributed), "repeated_call": facts.repeated_call,
-        "device_info": facts.device_info, "cpu_load": facts.cpu_load,
-    }
+    """``facts`` as result fields (each ``RunFacts`` field is the result's of its name)."""
+    copied = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
+    return {**copied, "warmup_timings": list(facts.warmup_timings),
+            "sort": facts.sort or default_sort(on_device),
+            "gpu_runtime": facts.gpu_runtime if on_device else "",
+            "distributed": dict(facts.distributed)}
