@@ -163,7 +163,6 @@ def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
             f"{table_html(table, shown)}</details>" + more)
 
 
-
 def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
     """An ``<img>`` holding the image (a data URL: nothing to fetch, works offline)."""
     if png is None:
