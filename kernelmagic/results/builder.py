@@ -27,9 +27,7 @@ from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.ops import op_rows, outer_window, range_owners
-from kernelmagic.views.python_lines import (
-    samples_from_trace,
-)
+from kernelmagic.views.python_lines import samples_from_trace
 from kernelmagic.views.registry import ViewInputs, view_specs
 from kernelmagic.views.specs import CriticalPathView, timeline_at_peak
 from kernelmagic.views.tree import Figures
@@ -121,7 +119,11 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline,
                                   statistics.median(timings) * 1e6 if timings else None,
                                   owners)
-    lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
+    # The Python samples that name lines (the python view's, gpu_idle's): the live
+    # sampler's, else those made from a trace's with_stack frames.
+    lines = python_samples
+    if lines is None and ("python" in wanted or on_device):
+        lines = samples_from_trace(table, windows)
     inputs = ViewInputs(table, figures, windows, name, views=wanted, on_device=on_device,
                         median=median, source_file=source_file, cell_label=cell_label,
                         extra={"steps_target": steps_target, "memory_ledger": memory_ledger,
@@ -168,15 +170,6 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
     model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
                             ranges=owners, median_us=median_us) if shown is not None else None)
     return _with_gains(rows, model.gains_us if model else {}), model
-
-
-def _line_samples(table: EventTable, windows: list[Window], samples: PythonSamples | None,
-                  wanted: bool) -> PythonSamples | None:
-    """The Python samples that name lines (the ``python`` view's, ``gpu_idle``'s): the live
-    sampler's, else those made from a trace's ``with_stack`` frames (when ``wanted``)."""
-    if samples is not None or not wanted:
-        return samples
-    return samples_from_trace(table, windows)
 
 
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
