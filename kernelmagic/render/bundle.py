@@ -160,11 +160,9 @@ def mime_bundle(result: ProfileResult, include: Any = None,
         return html_report(result, drawn.chart, findings=findings,
                            timeline_svg=drawn.timeline, pictures=drawn.views)
 
-    def widget(drawn: ReportPictures) -> Any:
-        return report_box(result, findings=findings, pictures=drawn)
-
     return display_bundle(text_report(result, findings=findings), include,
-                          lambda: report_pictures(result), html, widget)
+                          lambda: report_pictures(result), html,
+                          lambda drawn: report_box(result, findings=findings, pictures=drawn))
 
 
 def report_box(result: ProfileResult, findings: bool = True,
