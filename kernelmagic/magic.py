@@ -316,7 +316,6 @@ def split_line(line: str) -> tuple[str, str]:
     Options come first; the statement starts at the first token that is not an option
     or an option's value (``--`` ends the options explicitly).
     """
-    takes_value = TAKES_VALUE
     expect_value = False
     for match in _TOKEN.finditer(line):
         token = match.group()
@@ -328,9 +327,9 @@ def split_line(line: str) -> tuple[str, str]:
         if not token.startswith("-") or token == "-":
             return line[: match.start()], line[match.start():].strip()
         option = token.split("=", 1)[0]
-        if option in takes_value:
-            expect_value = takes_value[option] and "=" not in token
-        elif not option.startswith("--") and option[:2] in takes_value:
+        if option in TAKES_VALUE:
+            expect_value = TAKES_VALUE[option] and "=" not in token
+        elif not option.startswith("--") and option[:2] in TAKES_VALUE:
             expect_value = False  # a short option with its value attached, e.g. -n5
         else:
             return line[: match.start()], line[match.start():].strip()
