@@ -4,6 +4,7 @@ of its own (``render/timeline.py``)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 from typing import Any
@@ -258,16 +259,9 @@ class _BarsLayout:
         return _figure_svg(self.fig, self.canvas)
 
 
-_LAYOUTS: dict[int, _BarsLayout] = {}
-
-
+@functools.lru_cache(maxsize=8)  # a handful of --topk values in one session at most
 def _bars_layout(n: int) -> _BarsLayout:
-    layout = _LAYOUTS.get(n)
-    if layout is None:
-        if len(_LAYOUTS) >= 8:  # a handful of --topk values in one session at most
-            _LAYOUTS.pop(next(iter(_LAYOUTS)))
-        layout = _LAYOUTS[n] = _BarsLayout(n)
-    return layout
+    return _BarsLayout(n)
 
 
 def _figure_svg(fig: Any, canvas: Any) -> bytes:
