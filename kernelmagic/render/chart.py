@@ -196,16 +196,14 @@ class _BarsLayout:
     """
 
     def __init__(self, n: int) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.collections import PolyCollection
-        from matplotlib.figure import Figure
         from matplotlib.font_manager import FontProperties
         from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
         self.n = n
         self.height = PAD_INCHES + ROW_INCHES * max(n, 1)
-        self.fig = Figure(figsize=(WIDTH_INCHES, self.height), dpi=DPI)
-        self.canvas = FigureCanvasAgg(self.fig)
+        self.fig = new_figure((WIDTH_INCHES, self.height))
+        self.canvas = self.fig.canvas
         ax = self.ax = self.fig.add_subplot()
         ys = list(range(n))[::-1]
         # One collection of n rectangles: one draw call, where n bar patches take n.
@@ -302,6 +300,16 @@ def _for_any_theme(fig: Any) -> None:
             legend.get_frame().set_alpha(0.0)
             for text in legend.get_texts():
                 text.set_color(INK)
+
+
+def new_figure(figsize: tuple[float, float], dpi: int = DPI, **kwargs: Any) -> Any:
+    """A matplotlib ``Figure`` on its own Agg canvas (no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi, **kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def figure_png(fig: Any) -> bytes:

@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
+from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.results.compare import Comparison, OpDelta
@@ -65,13 +66,9 @@ def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
 
 def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     """Paired horizontal bars (before, after) of the ``k`` ops with the most time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     rows = sorted(cmp.rows, key=lambda d: (-max(d.before, d.after), d.key))[:k]
     height = 1.2 + 0.45 * max(len(rows), 1)
-    fig = Figure(figsize=(8, height), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((8, height), dpi)
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
     bar = 0.38
@@ -92,8 +89,6 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     longest = max((len(n) for n in names), default=10)
     fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
                         top=1 - 0.42 / height, bottom=0.62 / height)
-    from kernelmagic.render.chart import figure_png
-
     return figure_png(fig)
 
 

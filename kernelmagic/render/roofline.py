@@ -6,7 +6,7 @@ from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import counted, format_count, format_us, percent, si
-from kernelmagic.render.chart import INK
+from kernelmagic.render.chart import INK, figure_png, new_figure
 from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column
 from kernelmagic.render.views import Picture
@@ -165,9 +165,6 @@ def _roofs(ax: Any, flops_peaks: dict[str, float], bandwidth: float, used: set[s
 def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100) -> Any:
     """Log-log roofline: intensity vs FLOP/s, both roofs, the top ops sized by their time,
     each numbered where it sits (never over another label) with a key beside the axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     peaks = result.roofline_peaks
     bandwidth = float(peaks.get("bytes_per_s", 0.0)) or 1.0
     flops_peaks = {dt: float(v) for dt, v in peaks.get("flops_per_s", {}).items() if v}
@@ -177,8 +174,7 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
     plotted = plotted[:k]  # rows come most time first
     left_out = [r for r in result.roofline if r not in plotted]
 
-    fig = Figure(figsize=(10.5, 4.8), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((10.5, 4.8), dpi)
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -244,8 +240,6 @@ def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
 
 def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) -> bytes:
     """``roofline_figure`` as PNG."""
-    from kernelmagic.render.chart import figure_png
-
     return figure_png(roofline_figure(result, k, dpi))
 
 
