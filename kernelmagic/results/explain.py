@@ -153,11 +153,9 @@ def _label(row: OpRow) -> str:
 
 def _names(result: ProfileResult, detail: RowDetailView) -> list[str]:
     """Every name ``explain`` knows: the rows' labels and keys, and the kernels' names."""
-    found = dict.fromkeys(_label(r) for r in result.rows)
-    found.update(dict.fromkeys(r.key for r in result.rows))
-    found.update(dict.fromkeys(k.kernel for k in detail.kernels))
-    found.update(dict.fromkeys(k.key for k in result.view("kernels").rows))
-    return list(found)
+    return list(dict.fromkeys([*map(_label, result.rows), *(r.key for r in result.rows),
+                               *(k.kernel for k in detail.kernels),
+                               *(k.key for k in result.view("kernels").rows)]))
 
 
 def unknown(name: str, known: list[str]) -> UnknownRow:
