@@ -40,12 +40,9 @@ def rich_types(include: Any = None) -> tuple[bool, bool]:
 
     The widget needs IPython (a comm); outside IPython only HTML is built.
     """
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency
-        shell = None
-    else:
-        shell = get_ipython()
+    from IPython import get_ipython  # (a dependency: outside IPython, no shell)
+
+    shell = get_ipython()
     if include:
         wanted = set(include)
     elif shell is not None:
