@@ -178,8 +178,7 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]
-    parts.append("")
-    parts.append(text_table(result, limit=limit))
+    parts += ["", text_table(result, limit=limit)]
     for title, view in view_tables(result):
         body = render_table(view, limit) if isinstance(view, Table) else str(view)
         parts += ["", f"[{title}]", body]
