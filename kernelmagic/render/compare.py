@@ -6,9 +6,12 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
+from kernelmagic.render.bundle import display_bundle
 from kernelmagic.render.chart import figure_png, new_figure
+from kernelmagic.render.html import image_tag, static_table_html
 from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
+from kernelmagic.render.text import render_table
 from kernelmagic.results.compare import Comparison, OpDelta
 
 
@@ -54,8 +57,6 @@ def changes_line(cmp: Comparison) -> str:
 
 
 def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
-    from kernelmagic.render.text import render_table
-
     parts = [headline(cmp)]
     changes = changes_line(cmp)
     if changes:
@@ -93,8 +94,6 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
 
 
 def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = ROWS_SHOWN) -> str:
-    from kernelmagic.render.html import image_tag, static_table_html
-
     changes = changes_line(cmp)
     extra = f'<div class="km-changes">{escape(changes)}</div>' if changes else ""
     return (f'<div class="kernelmagic-compare"><div class="km-summary"><b>'
@@ -123,8 +122,6 @@ def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
 
 def comparison_bundle(cmp: Comparison, include: Any = None) -> dict[str, Any]:
     """Widget view with ``text/html`` and ``text/plain`` fallbacks, as for a report."""
-    from kernelmagic.render.bundle import display_bundle
-
     return display_bundle(comparison_text(cmp), include, lambda: comparison_png(cmp),
                           lambda png: comparison_html(cmp, png),
                           lambda png: comparison_widget(cmp, png))

@@ -12,6 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.units import counted, format_us, percent, signed_us
+from kernelmagic.render.bundle import display_bundle
 from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, text_column, time_column
@@ -365,8 +366,6 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
 def mime_bundle(result: ManyRanksResult, include: Any = None,
                 findings: bool = True) -> dict[str, Any]:
     """``text/plain`` always; HTML with the chart, and the widget, where they can be shown."""
-    from kernelmagic.render.bundle import display_bundle
-
     return display_bundle(text_report(result, findings=findings), include,
                           lambda: chart_png(result),
                           lambda png: html_report(result, png, findings=findings),

@@ -14,6 +14,7 @@ from kernelmagic.render.table import (
     more_columns,
     op_table,
 )
+from kernelmagic.render.views import view_notes, view_tables
 from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
@@ -168,8 +169,6 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                 findings: bool = True) -> str:
     """Summary, warning, notes, findings (what to do first), op table and deeper views:
     ``text/plain``."""
-    from kernelmagic.render.views import view_notes, view_tables
-
     parts = [summary_line(result)]
     warning = timing_warning(result)
     if warning:
