@@ -12,6 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.units import counted, format_us, percent, signed_us
+from kernelmagic.findings.ranks import straggler_spread
 from kernelmagic.render.bundle import display_bundle
 from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
@@ -83,8 +84,6 @@ def alike_ranks(result: ManyRanksResult) -> tuple[list[int], float, float]:
     over ranks (``kernelmagic/findings/ranks.py: straggler_spread``), that median and that
     spread (µs):
     ranks that behave alike, by the same rule that says which one straggles."""
-    from kernelmagic.findings.ranks import straggler_spread
-
     summaries = list(result.summaries.values())
     center, spread = straggler_spread(summaries)
     alike = [s.rank for s in summaries if abs(s.step_median_us - center) <= spread]
