@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
+from kernelmagic.render.chart import chart_svg
+from kernelmagic.render.html import html_report
 from kernelmagic.render.text import text_report
 from kernelmagic.render.views import Picture, view_pictures
 from kernelmagic.results.result import ProfileResult
@@ -137,8 +139,6 @@ class ReportPictures(NamedTuple):
 
 def report_pictures(result: ProfileResult) -> ReportPictures:
     """Draw the report's pictures, once for its HTML and its widget."""
-    from kernelmagic.render.chart import chart_svg
-
     timeline = None
     if "timeline" in result.views:
         from kernelmagic.render.timeline import timeline_svg
@@ -150,16 +150,11 @@ def report_pictures(result: ProfileResult) -> ReportPictures:
 def mime_bundle(result: ProfileResult, include: Any = None,
                 findings: bool = True) -> dict[str, Any]:
     """The report: ``text/plain`` always; HTML, chart and widget where they can be shown."""
-
-    def html(drawn: ReportPictures) -> str:
-        from kernelmagic.render.html import html_report
-
-        return html_report(result, drawn.chart, findings=findings,
-                           timeline_svg=drawn.timeline, pictures=drawn.views)
-
-    return display_bundle(text_report(result, findings=findings), include,
-                          lambda: report_pictures(result), html,
-                          lambda drawn: report_box(result, findings=findings, pictures=drawn))
+    return display_bundle(
+        text_report(result, findings=findings), include, lambda: report_pictures(result),
+        lambda drawn: html_report(result, drawn.chart, findings=findings,
+                                  timeline_svg=drawn.timeline, pictures=drawn.views),
+        lambda drawn: report_box(result, findings=findings, pictures=drawn))
 
 
 def report_box(result: ProfileResult, findings: bool = True,
