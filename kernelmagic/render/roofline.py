@@ -132,7 +132,7 @@ def _key(fig: Any, entries: list[tuple[str, str, str]]) -> None:
                  color=color, family="monospace")
 
 
-def _limits(result: ProfileResult, plotted: list[RooflineRow], bandwidth: float,
+def _limits(plotted: list[RooflineRow], bandwidth: float,
             flops_peaks: dict[str, float]) -> tuple[float, float, float, float]:
     """(x low, x high, y low, y high) that hold the points and both roofs."""
     xs = [r.intensity for r in plotted]
@@ -178,7 +178,7 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
-    x_lo, x_hi, y_lo, y_hi = _limits(result, plotted, bandwidth, flops_peaks)
+    x_lo, x_hi, y_lo, y_hi = _limits(plotted, bandwidth, flops_peaks)
     _roofs(ax, flops_peaks, bandwidth, {r.dtype for r in plotted}, x_lo, x_hi)
     for r in plotted:
         ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * r.time / total, alpha=0.75,
