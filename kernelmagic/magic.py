@@ -114,7 +114,8 @@ class ProfileMagics(Magics):
         if not source.strip():
             raise UsageError("nothing to profile: the cell is empty" if cell is not None
                              else "nothing to profile: usage is %profile [options] statement")
-        name = args.name if args.name is not None else f"cell[{cell_number(self.shell)}]"
+        label = f"cell[{cell_number(self.shell)}]"  # how the Python rows name its lines
+        name = args.name if args.name is not None else label
         try:
             if args.steps is not None:  # --steps NAME: the object it names, checked
                 args.steps = StepTarget.named(args.steps, self.shell.user_ns)
@@ -125,7 +126,10 @@ class ProfileMagics(Magics):
                 check_variable_name("-o/--out", args.out)
             if args.save is not None and not args.save.strip():
                 raise ValueError("--save needs a non-empty NAME")
-            _check_variants(options.variants)
+            if options.variants is not None:  # (live/variants.py imports no torch)
+                from kernelmagic.live.variants import parse
+
+                parse(options.variants)  # ValueError naming the valid ones, before any run
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         baseline = self._baseline(args.compare) if args.compare is not None else None
@@ -151,7 +155,7 @@ class ProfileMagics(Magics):
                 # The freed heap goes back to the OS after the report is shown, not before.
                 result = run(fn, plan, cell=lambda: self._cell(source, code, fn),
                              source_file=code.co_filename, progress=progress,
-                             free_memory=False, cell_label=self._cell_label())
+                             free_memory=False, cell_label=label)
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)
@@ -186,10 +190,6 @@ class ProfileMagics(Magics):
         return experiments.cell_of_source(
             self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
             self.shell.user_global_ns, self.shell.user_ns)
-
-    def _cell_label(self) -> str:
-        """``cell[n]``: how the Python rows name the profiled cell's lines."""
-        return f"cell[{cell_number(self.shell)}]"
 
     def _cell_files(self) -> dict[str, str]:
         """Each earlier cell's file, as IPython compiled it, to ``cell[n]`` (IPython 8 and
@@ -274,15 +274,6 @@ class ProfileMagics(Magics):
             raise UsageError("the cell has a syntax error (shown above)") from None
 
 
-def _check_variants(text: str | None) -> None:
-    """``--try``'s variants checked before anything runs (``live/variants.py`` imports no
-    torch): ValueError naming the valid ones."""
-    if text is not None:
-        from kernelmagic.live.variants import parse
-
-        parse(text)
-
-
 def _compile_awaiting(shell: Any, source: str, filename: str) -> Any:
     """The cell compiled with top-level ``await`` (as IPython compiles such a cell), when
     that is what made it invalid; None when it has another syntax error. A one-line
@@ -325,7 +316,6 @@ def split_line(line: str) -> tuple[str, str]:
     Options come first; the statement starts at the first token that is not an option
     or an option's value (``--`` ends the options explicitly).
     """
-    takes_value = TAKES_VALUE
     expect_value = False
     for match in _TOKEN.finditer(line):
         token = match.group()
@@ -337,9 +327,9 @@ def split_line(line: str) -> tuple[str, str]:
         if not token.startswith("-") or token == "-":
             return line[: match.start()], line[match.start():].strip()
         option = token.split("=", 1)[0]
-        if option in takes_value:
-            expect_value = takes_value[option] and "=" not in token
-        elif not option.startswith("--") and option[:2] in takes_value:
+        if option in TAKES_VALUE:
+            expect_value = TAKES_VALUE[option] and "=" not in token
+        elif not option.startswith("--") and option[:2] in TAKES_VALUE:
             expect_value = False  # a short option with its value attached, e.g. -n5
         else:
             return line[: match.start()], line[match.start():].strip()

@@ -110,3 +110,24 @@ def test_one_noise_rule():
             found += [f"{name}:{node.lineno}: {t.id}" for t in targets
                       if isinstance(t, ast.Name) and ("NOIS" in t.id or t.id in NOISE_RULE)]
     assert not found, "the noise rule lives in core/timing.py:\n" + "\n".join(found)
+
+
+def test_one_home_for_matplotlib_figures():
+    # The bar chart, comparison, ranks and roofline charts each made their Figure and its Agg
+    # canvas: render/chart.py's new_figure makes them now (and figure_png writes them).
+    makers = sorted({f"{name}:{node.lineno}" for name, tree in _modules()
+                     for node in ast.walk(tree)
+                     if isinstance(node, ast.Name) and node.id in ("Figure", "FigureCanvasAgg")
+                     and name != "render/chart.py"})
+    assert not makers, "figures are made by render/chart.py: new_figure\n" + "\n".join(makers)
+
+
+def test_one_home_for_cutting_a_label_at_its_end():
+    # Four renderers cut a label with "…" by hand: render/names.py's cut_end does it.
+    cut = sorted(f"{name}:{node.lineno}" for name, tree in _modules()
+                 if name.startswith("render/") and name != "render/names.py"
+                 for node in ast.walk(tree)
+                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
+                 and isinstance(node.left, ast.Subscript)  # text[: width - 1] + "…"
+                 and isinstance(node.right, ast.Constant) and node.right.value == "…")
+    assert not cut, "render/names.py: cut_end cuts a label at its end\n" + "\n".join(cut)

@@ -42,11 +42,8 @@ TIMING_UNITS = {"seconds": "seconds", "gpu_busy_us": "µs"}
 #: (``OpRow.gain_per_iteration``). The summed columns stay, saying so in their units.
 PER_ITERATION = {
     "calls_per_iter": ("count", "calls per iteration (mean over {over})"),
-    "self_cpu_us_per_iter": ("self_cpu_time_total", "µs per iteration (mean over {over})"),
-    "cpu_us_per_iter": ("cpu_time_total", "µs per iteration (mean over {over})"),
-    "self_device_us_per_iter": ("self_device_time_total",
-                                "µs per iteration (mean over {over})"),
-    "device_us_per_iter": ("device_time_total", "µs per iteration (mean over {over})"),
+    **{f"{time}_us_per_iter": (f"{time}_time_total", "µs per iteration (mean over {over})")
+       for time in ("self_cpu", "cpu", "self_device", "device")},
 }
 GAIN_PER_ITER = ("max_gain_per_iter_us", "µs per iteration: max_gain_us, at most the row's "
                  "total time per iteration (mean over {over}, CPU or device)")

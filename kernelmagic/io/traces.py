@@ -103,12 +103,8 @@ def inferred_matmul_precision(table: EventTable) -> str:
     major = table.meta.get("compute_major")
     if not isinstance(major, int) or major < 8:
         return ""
-    kernel_names = unique(table.name[table.kind == Kind.KERNEL])
-    for name_id in kernel_names:
-        text = table.names[name_id]
-        if is_fp32_gemm(text):
-            return "highest"
-    return ""
+    kernels = unique(table.name[table.kind == Kind.KERNEL])
+    return "highest" if any(is_fp32_gemm(table.names[i]) for i in kernels) else ""
 
 
 class TraceParts(NamedTuple):

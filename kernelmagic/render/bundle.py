@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
+from kernelmagic.render.chart import chart_svg
+from kernelmagic.render.html import html_report
 from kernelmagic.render.text import text_report
 from kernelmagic.render.views import Picture, view_pictures
 from kernelmagic.results.result import ProfileResult
@@ -40,12 +42,9 @@ def rich_types(include: Any = None) -> tuple[bool, bool]:
 
     The widget needs IPython (a comm); outside IPython only HTML is built.
     """
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency
-        shell = None
-    else:
-        shell = get_ipython()
+    from IPython import get_ipython  # (a dependency: outside IPython, no shell)
+
+    shell = get_ipython()
     if include:
         wanted = set(include)
     elif shell is not None:
@@ -140,8 +139,6 @@ class ReportPictures(NamedTuple):
 
 def report_pictures(result: ProfileResult) -> ReportPictures:
     """Draw the report's pictures, once for its HTML and its widget."""
-    from kernelmagic.render.chart import chart_svg
-
     timeline = None
     if "timeline" in result.views:
         from kernelmagic.render.timeline import timeline_svg
@@ -153,18 +150,11 @@ def report_pictures(result: ProfileResult) -> ReportPictures:
 def mime_bundle(result: ProfileResult, include: Any = None,
                 findings: bool = True) -> dict[str, Any]:
     """The report: ``text/plain`` always; HTML, chart and widget where they can be shown."""
-
-    def html(drawn: ReportPictures) -> str:
-        from kernelmagic.render.html import html_report
-
-        return html_report(result, drawn.chart, findings=findings,
-                           timeline_svg=drawn.timeline, pictures=drawn.views)
-
-    def widget(drawn: ReportPictures) -> Any:
-        return report_box(result, findings=findings, pictures=drawn)
-
-    return display_bundle(text_report(result, findings=findings), include,
-                          lambda: report_pictures(result), html, widget)
+    return display_bundle(
+        text_report(result, findings=findings), include, lambda: report_pictures(result),
+        lambda drawn: html_report(result, drawn.chart, findings=findings,
+                                  timeline_svg=drawn.timeline, pictures=drawn.views),
+        lambda drawn: report_box(result, findings=findings, pictures=drawn))
 
 
 def report_box(result: ProfileResult, findings: bool = True,

@@ -4,6 +4,7 @@ of its own (``render/timeline.py``)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 from typing import Any
@@ -11,16 +12,13 @@ from typing import Any
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
 from kernelmagic.core.units import counted, format_us, percent
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
 MAX_LABEL = 40
 #: The most characters of a result's name in a chart's title.
 MAX_NAME = 40
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
     """A bar's length: the row's figure for ``key`` as the op table shows it, per iteration
@@ -61,14 +59,14 @@ def _texts(result: ProfileResult, key: str,
            rows: list[OpRow]) -> tuple[str, list[tuple[str, str]]]:
     """The title (what the bars measure: the sort key's ``measure``, as the chart has no x
     axis), and each bar's (name, figures)."""
-    name = _short(result.name, MAX_NAME)
+    name = cut_end(result.name, MAX_NAME)
     sort = sort_key(key)
     if not rows:
         return f"{name}: ops by {sort.measure}", []
     title = f"{name}: top {counted(len(rows), 'op')} by {sort.measure}"
     if sort.is_self_time:
         title += f", {percent(result.share_of(rows, device=sort.device))} of self time"
-    return title, [(_short(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
+    return title, [(cut_end(row_label(r), MAX_LABEL), _figures(result, key, r)) for r in rows]
 
 
 def chart_texts(result: ProfileResult, by: str | None = None,
@@ -198,16 +196,14 @@ class _BarsLayout:
     """
 
     def __init__(self, n: int) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.collections import PolyCollection
-        from matplotlib.figure import Figure
         from matplotlib.font_manager import FontProperties
         from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
         self.n = n
         self.height = PAD_INCHES + ROW_INCHES * max(n, 1)
-        self.fig = Figure(figsize=(WIDTH_INCHES, self.height), dpi=DPI)
-        self.canvas = FigureCanvasAgg(self.fig)
+        self.fig = new_figure((WIDTH_INCHES, self.height))
+        self.canvas = self.fig.canvas
         ax = self.ax = self.fig.add_subplot()
         ys = list(range(n))[::-1]
         # One collection of n rectangles: one draw call, where n bar patches take n.
@@ -261,16 +257,9 @@ class _BarsLayout:
         return _figure_svg(self.fig, self.canvas)
 
 
-_LAYOUTS: dict[int, _BarsLayout] = {}
-
-
+@functools.lru_cache(maxsize=8)  # a handful of --topk values in one session at most
 def _bars_layout(n: int) -> _BarsLayout:
-    layout = _LAYOUTS.get(n)
-    if layout is None:
-        if len(_LAYOUTS) >= 8:  # a handful of --topk values in one session at most
-            _LAYOUTS.pop(next(iter(_LAYOUTS)))
-        layout = _LAYOUTS[n] = _BarsLayout(n)
-    return layout
+    return _BarsLayout(n)
 
 
 def _figure_svg(fig: Any, canvas: Any) -> bytes:
@@ -311,6 +300,16 @@ def _for_any_theme(fig: Any) -> None:
             legend.get_frame().set_alpha(0.0)
             for text in legend.get_texts():
                 text.set_color(INK)
+
+
+def new_figure(figsize: tuple[float, float], dpi: int = DPI, **kwargs: Any) -> Any:
+    """A matplotlib ``Figure`` on its own Agg canvas (no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi, **kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def figure_png(fig: Any) -> bytes:

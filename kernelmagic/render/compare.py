@@ -6,7 +6,12 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
+from kernelmagic.render.bundle import display_bundle
+from kernelmagic.render.chart import figure_png, new_figure
+from kernelmagic.render.html import image_tag, static_table_html
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
+from kernelmagic.render.text import render_table
 from kernelmagic.results.compare import Comparison, OpDelta
 
 
@@ -52,8 +57,6 @@ def changes_line(cmp: Comparison) -> str:
 
 
 def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
-    from kernelmagic.render.text import render_table
-
     parts = [headline(cmp)]
     changes = changes_line(cmp)
     if changes:
@@ -64,13 +67,9 @@ def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
 
 def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     """Paired horizontal bars (before, after) of the ``k`` ops with the most time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     rows = sorted(cmp.rows, key=lambda d: (-max(d.before, d.after), d.key))[:k]
     height = 1.2 + 0.45 * max(len(rows), 1)
-    fig = Figure(figsize=(8, height), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((8, height), dpi)
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
     bar = 0.38
@@ -78,7 +77,7 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
             color="#B0B0B0", label=f"before: {cmp.before_name}")
     ax.barh([y - bar / 2 for y in ys], [d.after / 1e3 for d in rows], height=bar,
             color="#4C72B0", label=f"after: {cmp.after_name}")
-    names = [d.key if len(d.key) <= 40 else d.key[:39] + "…" for d in rows]
+    names = [cut_end(d.key, 40) for d in rows]
     ax.set_yticks(ys)
     ax.set_yticklabels(names, fontsize=9)
     for y, d in zip(ys, rows, strict=True):
@@ -91,14 +90,10 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     longest = max((len(n) for n in names), default=10)
     fig.subplots_adjust(left=min(0.55, (0.35 + 0.07 * longest) / 8), right=0.97,
                         top=1 - 0.42 / height, bottom=0.62 / height)
-    from kernelmagic.render.chart import figure_png
-
     return figure_png(fig)
 
 
 def comparison_html(cmp: Comparison, png: bytes | None, limit: int | None = ROWS_SHOWN) -> str:
-    from kernelmagic.render.html import image_tag, static_table_html
-
     changes = changes_line(cmp)
     extra = f'<div class="km-changes">{escape(changes)}</div>' if changes else ""
     return (f'<div class="kernelmagic-compare"><div class="km-summary"><b>'
@@ -127,8 +122,6 @@ def comparison_widget(cmp: Comparison, png: bytes | None) -> Any:
 
 def comparison_bundle(cmp: Comparison, include: Any = None) -> dict[str, Any]:
     """Widget view with ``text/html`` and ``text/plain`` fallbacks, as for a report."""
-    from kernelmagic.render.bundle import display_bundle
-
     return display_bundle(comparison_text(cmp), include, lambda: comparison_png(cmp),
                           lambda png: comparison_html(cmp, png),
                           lambda png: comparison_widget(cmp, png))

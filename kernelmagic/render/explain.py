@@ -69,34 +69,25 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
     """The panel's tables, in order: GPU work (or, for a kernel, the rows that launch it),
     input shapes, call sites."""
     tables = e.tables()
-    out: list[tuple[str, Table]] = []
-    if "kernels" in tables:
-        rows, _ = tables["kernels"]
-        for r in rows:
-            r["launched"] = "itself" if r["own"] else "under it"
-        out.append(("GPU work", _table(rows, "kernel", [
-            _name("kernel", "kernel"), _calls(), _us("device_us_per_iter", "device/iter"),
-            _share(), _name("launched", "launched", width=96)], "device_us_per_iter",
-            "kernels")))
-    if "launched_by" in tables:
-        rows, _ = tables["launched_by"]
-        out.append(("launched by", _table(rows, "row", [
-            _name("row", "op"), _calls(), _us("device_us_per_iter", "device/iter")],
-            "device_us_per_iter", "ops")))
-    if "shapes" in tables:
-        rows, _ = tables["shapes"]
-        out.append(("input shapes and dtypes", _table(rows, "shapes", [
+    for r in tables.get("kernels", ([], []))[0]:
+        r["launched"] = "itself" if r["own"] else "under it"
+    device = "device_us_per_iter"
+    shown = [  # (title, table, the rows' key, columns, sorted by, noun)
+        ("GPU work", "kernels", "kernel", [
+            _name("kernel", "kernel"), _calls(), _us(device, "device/iter"), _share(),
+            _name("launched", "launched", width=96)], device, "kernels"),
+        ("launched by", "launched_by", "row", [
+            _name("row", "op"), _calls(), _us(device, "device/iter")], device, "ops"),
+        ("input shapes and dtypes", "shapes", "shapes", [
             _name("shapes", "input shapes"), _calls(),
-            _us("self_cpu_us_per_iter", "self CPU/iter"),
-            _us("cpu_us_per_iter", "total CPU/iter"),
-            *_device(e, "self_device_us_per_iter")], "cpu_us_per_iter", "shapes")))
-    if "sites" in tables:
-        rows, _ = tables["sites"]
-        out.append(("call sites", _table(rows, "site", [
-            _name("site", "your code"), _calls(),
-            _us("self_cpu_us_per_iter", "self CPU/iter"),
-            *_device(e, "self_device_us_per_iter")], "self_cpu_us_per_iter", "sites")))
-    return out
+            _us("self_cpu_us_per_iter", "self CPU/iter"), _us("cpu_us_per_iter", "total CPU/iter"),
+            *_device(e, "self_device_us_per_iter")], "cpu_us_per_iter", "shapes"),
+        ("call sites", "sites", "site", [
+            _name("site", "your code"), _calls(), _us("self_cpu_us_per_iter", "self CPU/iter"),
+            *_device(e, "self_device_us_per_iter")], "self_cpu_us_per_iter", "sites"),
+    ]
+    return [(title, _table(tables[name][0], key, columns, sort, noun))
+            for title, name, key, columns, sort, noun in shown if name in tables]
 
 
 def explanation_head(e: Explanation) -> str:

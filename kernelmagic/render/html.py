@@ -17,8 +17,8 @@ from kernelmagic.render.table import (
     title_width,
 )
 from kernelmagic.render.text import summary_line
-from kernelmagic.render.views import Picture, view_reports
-from kernelmagic.results.result import ProfileResult
+from kernelmagic.render.views import Picture, view_notes, view_reports
+from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
     from kernelmagic.results.ranks import ManyRanksResult
@@ -163,7 +163,6 @@ def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
             f"{table_html(table, shown)}</details>" + more)
 
 
-
 def image_tag(png: bytes | None, alt: str, mime: str = "image/png") -> str:
     """An ``<img>`` holding the image (a data URL: nothing to fetch, works offline)."""
     if png is None:
@@ -182,9 +181,6 @@ def inline_svg(svg: bytes | None) -> str:
 
 
 def summary_html(result: ProfileResult) -> str:
-    from kernelmagic.render.views import view_notes
-    from kernelmagic.results.result import timing_warning
-
     warning = timing_warning(result)
     warn = (f'<div class="km-warning" style="color:{WARN}">⚠ {escape(warning)}</div>'
             if warning else "")

@@ -151,8 +151,7 @@ def memory_svg(result: ProfileResult, width: int = 720, height: int = 220) -> by
             above = [b + getattr(p, c) for b, p in zip(below, pts, strict=True)]
             if above == below:
                 continue
-            upper = []
-            lower = []
+            upper, lower = [], []
             for i, p in enumerate(pts):  # steps: the level holds until the next change
                 nxt = pts[i + 1].t_us if i + 1 < len(pts) else p.t_us
                 upper += [(x(p.t_us), y(above[i])), (x(nxt), y(above[i]))]

@@ -12,7 +12,9 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.units import counted, format_us, percent, signed_us
-from kernelmagic.render.chart import figure_png
+from kernelmagic.findings.ranks import straggler_spread
+from kernelmagic.render.bundle import display_bundle
+from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, text_column, time_column
 from kernelmagic.render.text import findings_text, render_table
@@ -82,8 +84,6 @@ def alike_ranks(result: ManyRanksResult) -> tuple[list[int], float, float]:
     over ranks (``kernelmagic/findings/ranks.py: straggler_spread``), that median and that
     spread (µs):
     ranks that behave alike, by the same rule that says which one straggles."""
-    from kernelmagic.findings.ranks import straggler_spread
-
     summaries = list(result.summaries.values())
     center, spread = straggler_spread(summaries)
     alike = [s.rank for s in summaries if abs(s.step_median_us - center) <= spread]
@@ -209,13 +209,9 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     rank's median step marked; past it, ``heatmap_png`` (bars no longer read)."""
     if len(result.summaries) > BARS_UP_TO:
         return heatmap_png(result, dpi)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     summaries = list(result.summaries.values())
     n = max(len(summaries), 1)
-    fig = Figure(figsize=(min(16.0, max(6.0, 0.35 * n + 2)), 3.6), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((min(16.0, max(6.0, 0.35 * n + 2)), 3.6), dpi)
     ax = fig.add_subplot()
     xs = list(range(len(summaries)))
     bottom = [0.0] * len(summaries)
@@ -285,15 +281,11 @@ def heatmap_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     slow step a bright column, at any number of ranks; beside it the same grid of
     communication time, where the ranks that wait are the bright rows (and the slow rank
     a dark one)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     ranks = [s.rank for s in result.summaries.values()]
     comm = comm_grid(result)
     panels = 2 if any(v is not None for row in comm for v in row) else 1
-    fig = Figure(figsize=(7.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))),
-                 dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((7.0 * panels, min(12.0, max(3.6, 0.012 * len(ranks) + 3))), dpi,
+                     layout="constrained")
     axes = fig.subplots(1, panels, squeeze=False)[0]
     _heat_panel(fig, axes[0], step_grid(result), ranks, "step time by rank and step",
                 "step time (ms)")
@@ -373,8 +365,6 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
 def mime_bundle(result: ManyRanksResult, include: Any = None,
                 findings: bool = True) -> dict[str, Any]:
     """``text/plain`` always; HTML with the chart, and the widget, where they can be shown."""
-    from kernelmagic.render.bundle import display_bundle
-
     return display_bundle(text_report(result, findings=findings), include,
                           lambda: chart_png(result),
                           lambda png: html_report(result, png, findings=findings),

@@ -6,7 +6,8 @@ from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.core.units import counted, format_count, format_us, percent, si
-from kernelmagic.render.chart import INK
+from kernelmagic.render.chart import INK, figure_png, new_figure
+from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult
@@ -80,11 +81,6 @@ def verdict_line(result: ProfileResult) -> str:
     return f"{line} · {note}" if note else line
 
 
-def _label(key: str) -> str:
-    name = key.replace("aten::", "")
-    return name if len(name) <= MAX_LABEL else name[: MAX_LABEL - 1] + "…"
-
-
 #: Offsets (px) tried around a point for its number, nearest first: 8 directions per ring.
 _RINGS = (7, 13, 21, 31, 44)
 _DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1))
@@ -99,31 +95,30 @@ def place_numbers(ax: Any, points: list[tuple[float, float]], labels: list[str],
     """Write each label near its point where it overlaps no text already on the chart
     (the roofs' names, labels placed before it) and stays inside the axes; a label with no
     free place within ``_RINGS`` is left out. Returns which were placed."""
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()
+    renderer = ax.figure.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
     taken = [t.get_window_extent(renderer) for t in ax.texts]
+
+    def free_box(text: Any, spot: tuple[float, float]) -> Any:
+        """The box of ``text`` moved to ``spot`` (px) when it is free there, else None."""
+        text.set_position(ax.transData.inverted().transform(spot))
+        box = text.get_window_extent(renderer).expanded(1.1, 1.15)
+        fits = (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
+                and box.y1 <= inside.y1 and not any(_overlaps(box, t) for t in taken))
+        return box if fits else None
+
     placed = []
     for (x, y), label in zip(points, labels, strict=True):
         px, py = ax.transData.transform((x, y))
         text = ax.text(x, y, label, fontsize=8, fontweight="bold", color=color,
                        ha="center", va="center")
-        done = False
-        for ring in _RINGS:
-            for dx, dy in _DIRECTIONS:
-                text.set_position(ax.transData.inverted().transform(
-                    (px + dx * ring, py + dy * ring)))
-                box = text.get_window_extent(renderer).expanded(1.1, 1.15)
-                if (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0
-                        and box.y1 <= inside.y1 and not any(_overlaps(box, t) for t in taken)):
-                    taken.append(box)
-                    done = True
-                    break
-            if done:
-                break
-        if not done:
+        spots = ((px + dx * ring, py + dy * ring) for ring in _RINGS for dx, dy in _DIRECTIONS)
+        box = next(filter(None, (free_box(text, spot) for spot in spots)), None)
+        if box is None:
             text.remove()
-        placed.append(done)
+        else:
+            taken.append(box)
+        placed.append(box is not None)
     return placed
 
 
@@ -137,7 +132,7 @@ def _key(fig: Any, entries: list[tuple[str, str, str]]) -> None:
                  color=color, family="monospace")
 
 
-def _limits(result: ProfileResult, plotted: list[RooflineRow], bandwidth: float,
+def _limits(plotted: list[RooflineRow], bandwidth: float,
             flops_peaks: dict[str, float]) -> tuple[float, float, float, float]:
     """(x low, x high, y low, y high) that hold the points and both roofs."""
     xs = [r.intensity for r in plotted]
@@ -170,9 +165,6 @@ def _roofs(ax: Any, flops_peaks: dict[str, float], bandwidth: float, used: set[s
 def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100) -> Any:
     """Log-log roofline: intensity vs FLOP/s, both roofs, the top ops sized by their time,
     each numbered where it sits (never over another label) with a key beside the axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     peaks = result.roofline_peaks
     bandwidth = float(peaks.get("bytes_per_s", 0.0)) or 1.0
     flops_peaks = {dt: float(v) for dt, v in peaks.get("flops_per_s", {}).items() if v}
@@ -182,12 +174,11 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
     plotted = plotted[:k]  # rows come most time first
     left_out = [r for r in result.roofline if r not in plotted]
 
-    fig = Figure(figsize=(10.5, 4.8), dpi=dpi)
-    FigureCanvasAgg(fig)
+    fig = new_figure((10.5, 4.8), dpi)
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
-    x_lo, x_hi, y_lo, y_hi = _limits(result, plotted, bandwidth, flops_peaks)
+    x_lo, x_hi, y_lo, y_hi = _limits(plotted, bandwidth, flops_peaks)
     _roofs(ax, flops_peaks, bandwidth, {r.dtype for r in plotted}, x_lo, x_hi)
     for r in plotted:
         ax.scatter([r.intensity], [r.flops_per_s], s=30 + 900 * r.time / total, alpha=0.75,
@@ -232,8 +223,9 @@ def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
     key's lines, saying which numbers found no free place."""
     numbers = [str(i + 1) for i in range(len(plotted))]
     placed = place_numbers(ax, [(r.intensity, r.flops_per_s) for r in plotted], numbers)
-    entries = [(n, f"{_label(r.key)} · {percent(r.time / total)}"
-                + ("" if ok else " (no room for its number)"), COLORS.get(r.bound, "#8C8C8C"))
+    entries = [(n, f"{cut_end(r.key.replace('aten::', ''), MAX_LABEL)} · "
+                f"{percent(r.time / total)}" + ("" if ok else " (no room for its number)"),
+                COLORS.get(r.bound, "#8C8C8C"))
                for n, r, ok in zip(numbers, plotted, placed, strict=True)]
     if measured:
         from kernelmagic.render.counters import MEASURED_COLOR
@@ -248,8 +240,6 @@ def _number_points(ax: Any, plotted: list[RooflineRow], total: float,
 
 def roofline_png(result: ProfileResult, k: int | None = None, dpi: int = 100) -> bytes:
     """``roofline_figure`` as PNG."""
-    from kernelmagic.render.chart import figure_png
-
     return figure_png(roofline_figure(result, k, dpi))
 
 

@@ -98,17 +98,12 @@ def group_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.step_groups), "order", noun="groups")
 
 
-def median_steps(result: ProfileResult) -> list[StepRow]:
-    """The steps of the median iteration, in order."""
-    summary = result.steps_summary
-    it = summary.median_iteration if summary is not None else 0
-    return [s for s in result.steps if s.iteration == it]
-
-
 def step_table(result: ProfileResult) -> Table:
     """The median iteration's steps in order, each with a bar as long as its time (the
     summary line names the iteration)."""
-    rows = median_steps(result)
+    summary = result.steps_summary
+    median = summary.median_iteration if summary is not None else 0
+    rows = [s for s in result.steps if s.iteration == median]
     longest = max((s.wall_us for s in rows), default=0.0)
 
     def bar(s: StepRow) -> str:

@@ -102,7 +102,6 @@ class Table:
         return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
 
 
-
 def row_label(row: Any) -> str:
     """The row's name as shown: ``[range] nccl:all_reduce`` for a range row."""
     return KIND_MARKS.get(getattr(row, "kind", "op"), "") + row.key

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, format_seconds, format_us, percent
-from kernelmagic.render.names import cut_middle
+from kernelmagic.render.names import cut_end, cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,
@@ -14,6 +14,7 @@ from kernelmagic.render.table import (
     more_columns,
     op_table,
 )
+from kernelmagic.render.views import view_notes, view_tables
 from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
@@ -115,9 +116,7 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
 def _cut(text: str, first: bool) -> str:
     """A cell at most ``MAX_NAME_WIDTH`` characters: a name (the first column) cut in its
     middle, where names differ most; other text (lists, reasons) at its end."""
-    if first or len(text) <= MAX_NAME_WIDTH:
-        return cut_middle(text, MAX_NAME_WIDTH)
-    return text[: MAX_NAME_WIDTH - 1] + "…"
+    return cut_middle(text, MAX_NAME_WIDTH) if first else cut_end(text, MAX_NAME_WIDTH)
 
 
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
@@ -170,8 +169,6 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
                 findings: bool = True) -> str:
     """Summary, warning, notes, findings (what to do first), op table and deeper views:
     ``text/plain``."""
-    from kernelmagic.render.views import view_notes, view_tables
-
     parts = [summary_line(result)]
     warning = timing_warning(result)
     if warning:
@@ -180,8 +177,7 @@ def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
     notes = findings_text(result) if findings else ""
     if notes:
         parts += ["", notes]
-    parts.append("")
-    parts.append(text_table(result, limit=limit))
+    parts += ["", text_table(result, limit=limit)]
     for title, view in view_tables(result):
         body = render_table(view, limit) if isinstance(view, Table) else str(view)
         parts += ["", f"[{title}]", body]

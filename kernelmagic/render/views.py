@@ -92,15 +92,6 @@ def python_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.python_lines), "self_us", noun="Python lines")
 
 
-def python_view(result: ProfileResult) -> object:
-    """The ``python`` view: its table, or the one line that says why there is none."""
-    if result.python_note:
-        return result.python_note
-    if not result.python_lines:
-        return "No Python line of yours ran outside the ops."
-    return python_table(result)
-
-
 def module_table(result: ProfileResult) -> Table:
     order = {m.key: i for i, m in enumerate(result.modules)}
     cols = [
@@ -159,7 +150,12 @@ def source_tables(result: ProfileResult) -> list[tuple[str, object]]:
 
 
 def python_tables(result: ProfileResult) -> list[tuple[str, object]]:
-    return [("python", python_view(result))] if "python" in result.views else []
+    """The ``python`` view: its table, or the one line that says why there is none."""
+    if "python" not in result.views:
+        return []
+    if result.python_note or not result.python_lines:
+        return [("python", result.python_note or "No Python line of yours ran outside the ops.")]
+    return [("python", python_table(result))]
 
 
 def module_tables(result: ProfileResult) -> list[tuple[str, object]]:

@@ -27,9 +27,7 @@ from kernelmagic.views.critical_path import IterationView, iteration_view
 from kernelmagic.views.dependencies import trust_checks
 from kernelmagic.views.iterations import find_iterations
 from kernelmagic.views.ops import op_rows, outer_window, range_owners
-from kernelmagic.views.python_lines import (
-    samples_from_trace,
-)
+from kernelmagic.views.python_lines import samples_from_trace
 from kernelmagic.views.registry import ViewInputs, view_specs
 from kernelmagic.views.specs import CriticalPathView, timeline_at_peak
 from kernelmagic.views.tree import Figures
@@ -121,7 +119,11 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     rows, model = _rows_and_model(table, figures, name, wanted, shown, in_timeline,
                                   statistics.median(timings) * 1e6 if timings else None,
                                   owners)
-    lines = _line_samples(table, windows, python_samples, "python" in wanted or on_device)
+    # The Python samples that name lines (the python view's, gpu_idle's): the live
+    # sampler's, else those made from a trace's with_stack frames.
+    lines = python_samples
+    if lines is None and ("python" in wanted or on_device):
+        lines = samples_from_trace(table, windows)
     inputs = ViewInputs(table, figures, windows, name, views=wanted, on_device=on_device,
                         median=median, source_file=source_file, cell_label=cell_label,
                         extra={"steps_target": steps_target, "memory_ledger": memory_ledger,
@@ -170,15 +172,6 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
     return _with_gains(rows, model.gains_us if model else {}), model
 
 
-def _line_samples(table: EventTable, windows: list[Window], samples: PythonSamples | None,
-                  wanted: bool) -> PythonSamples | None:
-    """The Python samples that name lines (the ``python`` view's, ``gpu_idle``'s): the live
-    sampler's, else those made from a trace's ``with_stack`` frames (when ``wanted``)."""
-    if samples is not None or not wanted:
-        return samples
-    return samples_from_trace(table, windows)
-
-
 def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
     """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
     return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
@@ -193,15 +186,9 @@ def median_index(timings: Sequence[float]) -> int:
 
 
 def _copied(facts: RunFacts, on_device: bool) -> dict[str, Any]:
-    """``facts`` as result fields."""
-    return {
-        "warmup": facts.warmup, "warmup_timings": list(facts.warmup_timings),
-        "device_name": facts.device_name,
-        "sort": facts.sort or default_sort(on_device),
-        "topk": facts.topk, "matmul_precision": facts.matmul_precision,
-        "torch_version": facts.torch_version, "trace_path": facts.trace_path,
-        "gpu_runtime": facts.gpu_runtime if on_device else "", "source": facts.source,
-        "capture": facts.capture, "planned_iters": facts.planned_iters,
-        "distributed": dict(facts.distributed), "repeated_call": facts.repeated_call,
-        "device_info": facts.device_info, "cpu_load": facts.cpu_load,
-    }
+    """``facts`` as result fields (each ``RunFacts`` field is the result's of its name)."""
+    copied = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
+    return {**copied, "warmup_timings": list(facts.warmup_timings),
+            "sort": facts.sort or default_sort(on_device),
+            "gpu_runtime": facts.gpu_runtime if on_device else "",
+            "distributed": dict(facts.distributed)}

@@ -10,7 +10,7 @@ from kernelmagic.core.records import Record
 from kernelmagic.core.sorting import self_time, self_time_label
 from kernelmagic.core.timing import LOAD_DIFFERS, MIN_UNPAIRED, SpeedUp, unpaired_speedup
 from kernelmagic.core.units import speedup_text
-from kernelmagic.results.result import ProfileResult, Shown
+from kernelmagic.results.result import ProfileResult, Shown, at_least_iterations
 
 if TYPE_CHECKING:
     import pandas
@@ -148,24 +148,16 @@ class Comparison(Shown, Record):
     def verdict(self) -> str:
         """e.g. ``1.84x faster, 95% interval 1.80-1.88x: beyond the noise``."""
         change = speedup_text(self.speedup)
-        if not self.enough_iterations:
-            return (f"{change}, too few iterations to judge the noise "
-                    f"({self._more_iterations()})")
+        if not self.enough_iterations:  # how to get MIN_UNPAIRED into each run short of it
+            short = [r for r in (self.after, self.before) if r.stats.n < MIN_UNPAIRED]
+            advice = "; ".join(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
+            return f"{change}, too few iterations to judge the noise ({advice})"
         interval = self.interval
         head = f"{change}, {interval.interval_text()}"
         if self.load_differs:
             return (f"{head}: not judged, {self.load_differs}; --try times them "
                     "interleaved")
         return f"{head}: {interval.noise_text()}"
-
-    def _more_iterations(self) -> str:
-        """How to get ``MIN_UNPAIRED`` iterations into each run that has fewer (a trace is
-        re-recorded, a live run re-run: ``kernelmagic/results/result.py``)."""
-        from kernelmagic.results.result import at_least_iterations
-
-        short = [r for r in (self.after, self.before) if r.stats.n < MIN_UNPAIRED]
-        advice = list(dict.fromkeys(at_least_iterations(r, MIN_UNPAIRED) for r in short))
-        return "; ".join(advice)
 
     def to_pandas(self) -> pandas.DataFrame:
         """The ops as a ``pandas.DataFrame``: self µs per iteration ``before`` and ``after``,

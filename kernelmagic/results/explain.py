@@ -81,44 +81,34 @@ class Explanation:
         return max(range(len(both)), key=both.__getitem__) if both else None
 
     def tables(self) -> dict[str, tuple[list[dict[str, Any]], list[str]]]:
-        """Each table's rows and columns: ``kernels``, ``launched_by``, ``shapes``,
-        ``sites``, ``iterations`` (the ones with rows)."""
-        out: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+        """Each table's rows and columns (the rows' keys, in order): ``kernels``,
+        ``launched_by``, ``shapes``, ``sites``, ``iterations`` (the ones with rows)."""
         per = max(1, self.iters)
-        if self.kernels:
-            out["kernels"] = ([{"kernel": k.kernel, "calls_per_iter": k.calls / per,
-                                "device_us_per_iter": k.device_time_total / per,
-                                "own": k.own_calls > 0,
-                                "share": _of(k.device_time_total, self.device_us * per)}
-                               for k in self.kernels],
-                              ["kernel", "calls_per_iter", "device_us_per_iter", "own", "share"])
-        if self.launched_by:
-            out["launched_by"] = ([{"row": k.row, "calls_per_iter": k.own_calls / per,
-                                    "device_us_per_iter": k.own_device_time_total / per}
-                                   for k in self.launched_by],
-                                  ["row", "calls_per_iter", "device_us_per_iter"])
-        if self.shapes:
-            out["shapes"] = ([{"shapes": s.group, "calls_per_iter": s.calls / per,
-                               "self_cpu_us_per_iter": s.self_cpu_time_total / per,
-                               "cpu_us_per_iter": s.cpu_time_total / per,
-                               "self_device_us_per_iter": s.self_device_time_total / per}
-                              for s in self.shapes],
-                             ["shapes", "calls_per_iter", "self_cpu_us_per_iter",
-                              "cpu_us_per_iter", "self_device_us_per_iter"])
-        if self.sites:
-            out["sites"] = ([{"site": s.group, "calls_per_iter": s.calls / per,
-                              "self_cpu_us_per_iter": s.self_cpu_time_total / per,
-                              "self_device_us_per_iter": s.self_device_time_total / per}
-                             for s in self.sites],
-                            ["site", "calls_per_iter", "self_cpu_us_per_iter",
-                             "self_device_us_per_iter"])
-        if self.series is not None:
-            out["iterations"] = ([{"iteration": i, "self_cpu_us": c, "self_device_us": d}
-                                  for i, (c, d) in enumerate(zip(self.series.self_cpu_us,
-                                                                 self.series.self_device_us,
-                                                                 strict=True))],
-                                 ["iteration", "self_cpu_us", "self_device_us"])
-        return out
+        series = self.series
+        rows = {
+            "kernels": [{"kernel": k.kernel, "calls_per_iter": k.calls / per,
+                         "device_us_per_iter": k.device_time_total / per,
+                         "own": k.own_calls > 0,
+                         "share": _of(k.device_time_total, self.device_us * per)}
+                        for k in self.kernels],
+            "launched_by": [{"row": k.row, "calls_per_iter": k.own_calls / per,
+                             "device_us_per_iter": k.own_device_time_total / per}
+                            for k in self.launched_by],
+            "shapes": [{"shapes": s.group, "calls_per_iter": s.calls / per,
+                        "self_cpu_us_per_iter": s.self_cpu_time_total / per,
+                        "cpu_us_per_iter": s.cpu_time_total / per,
+                        "self_device_us_per_iter": s.self_device_time_total / per}
+                       for s in self.shapes],
+            "sites": [{"site": s.group, "calls_per_iter": s.calls / per,
+                       "self_cpu_us_per_iter": s.self_cpu_time_total / per,
+                       "self_device_us_per_iter": s.self_device_time_total / per}
+                      for s in self.sites],
+            "iterations": [{"iteration": i, "self_cpu_us": c, "self_device_us": d}
+                           for i, (c, d) in enumerate(zip(series.self_cpu_us,
+                                                          series.self_device_us, strict=True))]
+                          if series is not None else [],
+        }
+        return {name: (found, list(found[0])) for name, found in rows.items() if found}
 
     def to_pandas(self, table: str = "kernels") -> pandas.DataFrame:
         """One of ``tables()`` as a ``pandas.DataFrame`` (an empty one for a table the row
@@ -163,11 +153,9 @@ def _label(row: OpRow) -> str:
 
 def _names(result: ProfileResult, detail: RowDetailView) -> list[str]:
     """Every name ``explain`` knows: the rows' labels and keys, and the kernels' names."""
-    found = dict.fromkeys(_label(r) for r in result.rows)
-    found.update(dict.fromkeys(r.key for r in result.rows))
-    found.update(dict.fromkeys(k.kernel for k in detail.kernels))
-    found.update(dict.fromkeys(k.key for k in result.view("kernels").rows))
-    return list(found)
+    return list(dict.fromkeys([*map(_label, result.rows), *(r.key for r in result.rows),
+                               *(k.kernel for k in detail.kernels),
+                               *(k.key for k in result.view("kernels").rows)]))
 
 
 def unknown(name: str, known: list[str]) -> UnknownRow:

@@ -69,12 +69,10 @@ class RankSummary(Record):
 
     @property
     def label(self) -> str:
+        """``rank N``: the rank as the report names it, and the row's name in tables."""
         return f"rank {self.rank}"
 
-    @property
-    def key(self) -> str:
-        """The row's name in tables (``rank N``)."""
-        return self.label
+    key = label
 
 
 def summarize(result: ProfileResult, *, rank: int, world_size: int | None = None,

@@ -1,16 +1,12 @@
 """``ManyRanksResult``: one report for a distributed run, one ``ProfileResult`` per rank.
 
-The report (summary, table, findings) reads only each rank's ``RankSummary``. Loaded from
-trace files, ``ranks`` is a ``RankReports`` (below): rank n's full report is parsed again
-when asked for, a handful kept, so the client's memory does not grow with the traces; made
-in memory (``--gather``, a saved file) it is a plain dict.
-
-**Rank reports on demand.** A job of a thousand ranks does not fit its ranks' full reports
-in a notebook: the client of ``kernelmagic.load(folder)`` keeps only each rank's
-``RankSummary`` (a few kB) and, in ``RankReports``, the file each rank came from.
-``reports[n]`` parses rank n's file again (with the ``parse`` function the loader gives, so
-this layer imports no reader) and keeps the last ``keep`` reports asked for, least recently
-used first out: memory bounded in ranks and independent of the traces' size.
+The report (summary, table, findings) reads only each rank's ``RankSummary`` (a few kB).
+**Rank reports on demand**: a job of a thousand ranks does not fit its ranks' full reports
+in a notebook, so loaded from trace files, ``ranks`` is a ``RankReports`` holding the file
+each rank came from: ``reports[n]`` parses rank n's file again (with the ``parse`` function
+the loader gives, so this layer imports no reader) and keeps the last ``keep`` reports
+asked for, least recently used first out: memory bounded in ranks and independent of the
+traces' size. Made in memory (``--gather``, a saved file), ``ranks`` is a plain dict.
 
 **Each collective across ranks** (``match_collectives``): the ranks' ``Arrival`` rows
 (``RankSummary.collectives``) matched by (step, name, index) into ``Collective`` rows: by

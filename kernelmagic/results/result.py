@@ -463,12 +463,8 @@ class ProfileResult(Shown):
 
     def _kept_records(self) -> dict[str, Any]:
         """The records that hold something (an empty record reads the same as none)."""
-        kept = {}
-        for name, record in self.view_records.items():
-            spec = view_spec(name)
-            if spec is None or record != spec.record():
-                kept[name] = record
-        return kept
+        return {name: record for name, record in self.view_records.items()
+                if (spec := view_spec(name)) is None or record != spec.record()}
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this result as JSON (``kernelmagic.load(path)`` reads it back)."""
