@@ -80,10 +80,6 @@ def _demangle(name: str) -> str:
     return torch._C._demangle(name) if len(name) > 1 else name
 
 
-def _shapes_text(shapes: Any) -> str:
-    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
-
-
 def _thread_ids(raw: np.ndarray) -> np.ndarray:
     """Thread ids as int64; ids past 2**63 (seen on some frames) become small codes."""
     if not raw.size or int(raw.max()) < 2**62:
@@ -215,7 +211,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                "nbytes": nbytes,
                "flops": (raw.column("flops", np.float64) if flops
                          else np.zeros(raw.n, dtype=np.float64)),
-               "shapes": (_shape_ids(raw, kind, distinct) if shapes
+               "shapes": (_text_ids(raw, kind, distinct, _shapes_text) if shapes
                           else np.zeros(raw.n, np.int32))}
     if shapes:  # torch records the inputs' dtypes with their shapes
         columns["dtypes"] = _text_ids(raw, kind, distinct, _dtypes_text)
@@ -318,10 +314,9 @@ def _device_work(raw: _RawEvents, on_gpu: np.ndarray, kind: np.ndarray, device: 
     return launcher
 
 
-def _shape_ids(raw: _RawEvents, kind: np.ndarray, distinct: list[str]) -> np.ndarray:
-    """Each op's input shapes as an id into ``distinct`` (the texts are appended to it;
-    0: none)."""
-    return _text_ids(raw, kind, distinct, lambda e: _shapes_text(e.shapes()))
+def _shapes_text(event: Any) -> str:
+    """An op's input shapes: ``[8, 16], [16, 4]`` (``[]``: no tensor)."""
+    return ", ".join(str(list(s)) if s else "[]" for s in event.shapes())
 
 
 def _dtypes_text(event: Any) -> str:
