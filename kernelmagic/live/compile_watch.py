@@ -83,13 +83,18 @@ _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
 
 
-def _metrics() -> list[Any]:
-    """Dynamo's compilation metrics, oldest first (none when dynamo was never imported)."""
+def _dynamo_utils() -> Any:
+    """``torch._dynamo.utils``, or None when dynamo was never imported."""
     if _DYNAMO not in sys.modules:
-        return []
+        return None
     from torch._dynamo import utils
 
-    get = getattr(utils, "get_compilation_metrics", None)
+    return utils
+
+
+def _metrics() -> list[Any]:
+    """Dynamo's compilation metrics, oldest first (none when dynamo was never imported)."""
+    get = getattr(_dynamo_utils(), "get_compilation_metrics", None)
     return list(get()) if get is not None else []
 
 
@@ -100,11 +105,7 @@ def _compiles() -> list[Any]:
 
 
 def _break_records() -> list[Any]:
-    if _DYNAMO not in sys.modules:
-        return []
-    from torch._dynamo import utils
-
-    return list(getattr(utils, "graph_break_reasons", []))
+    return list(getattr(_dynamo_utils(), "graph_break_reasons", []))
 
 
 class _Mark:
@@ -335,18 +336,13 @@ def kernel_origins() -> dict[str, str]:
     out: dict[str, str] = {}
     for path in _generated_files():
         if path not in _scanned:
-            _scanned[path] = _scan(path)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    _scanned[path] = scan_code(f.read())
+            except OSError:
+                _scanned[path] = {}
         out.update(_scanned[path])
     return out
-
-
-def _scan(path: str) -> dict[str, str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return {}
-    return scan_code(text)
 
 
 def scan_code(text: str) -> dict[str, str]:
