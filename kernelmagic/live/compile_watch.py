@@ -336,13 +336,17 @@ def kernel_origins() -> dict[str, str]:
     out: dict[str, str] = {}
     for path in _generated_files():
         if path not in _scanned:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    _scanned[path] = scan_code(f.read())
-            except OSError:
-                _scanned[path] = {}
+            _scanned[path] = _scan(path)
         out.update(_scanned[path])
     return out
+
+
+def _scan(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return scan_code(f.read())
+    except OSError:
+        return {}
 
 
 def scan_code(text: str) -> dict[str, str]:
