@@ -17,11 +17,13 @@ from __future__ import annotations
 import inspect
 import keyword
 import os
+import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from kernelmagic.core.range_names import MODULE_RANGE, STEP_RANGE
 from kernelmagic.core.sorting import SORT_KEYS, resolve_sort, sort_help
 
 if TYPE_CHECKING:
@@ -66,16 +68,10 @@ def _holds_flops(table: EventTable) -> bool:
     return bool(table.flops.any())
 
 
-def _holds_module_ranges(table: EventTable) -> bool:
-    from kernelmagic.core.range_names import MODULE_RANGE
-
-    return any(MODULE_RANGE.match(x) for x in table.names)
-
-
-def _holds_step_ranges(table: EventTable) -> bool:
-    from kernelmagic.core.range_names import STEP_RANGE
-
-    return any(STEP_RANGE.match(x) for x in table.names)
+def _holds_range(pattern: re.Pattern[str]) -> Callable[[EventTable], bool]:
+    def holds(table: EventTable) -> bool:
+        return any(pattern.match(x) for x in table.names)
+    return holds
 
 
 def _always(table: EventTable) -> bool:
@@ -176,7 +172,7 @@ class ProfileOptions:
                                "default: up to 1.6x per iteration on a cell of small ops "
                                "on a loaded machine (docs/views.md)")
     modules: bool = option("--modules", view=True, recording="with_modules=True",
-                           needs_profiler=True, in_trace=_holds_module_ranges,
+                           needs_profiler=True, in_trace=_holds_range(MODULE_RANGE),
                            help="time per nn.Module call path (e.g. ff.0), nested")
     timeline: bool = option("--timeline", view=True, needs_profiler=True, in_trace=_always,
                             help="a picture of one profiled iteration: CPU ops and GPU "
@@ -212,7 +208,7 @@ class ProfileOptions:
              "and the numerical error of the cell's value")
     steps: StepTarget | None = option(  # noqa: RUF009 (option() is a dataclasses.field)
         "--steps", default=None, metavar="TARGET", view=True, needs_profiler=True,
-        in_trace=_holds_step_ranges,
+        in_trace=_holds_range(STEP_RANGE),
         help="each call of TARGET (an nn.Module or a function in your namespace) during a "
              "profiled iteration is a step: time per step, steps grouped by their inputs' "
              "shapes (prefill, decode), time between steps (API: steps=model)")
@@ -338,7 +334,5 @@ def check_trace_path(path: str, force: bool) -> None:
 
 
 def _check_int(option: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{option} must be an integer >= {minimum}; got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{option} must be an integer >= {minimum}; got {value}")
