@@ -50,6 +50,7 @@ from kernelmagic.core.events import (
     Kind,
     TableBuilder,
     derive_links,
+    key_finder,
     table_of_columns,
 )
 from kernelmagic.core.op_names import is_runtime_call
@@ -383,21 +384,14 @@ def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[
     frontend = np.flatnonzero(cpu & (linked == 0) & (tid >= 0) & launches)
     if not frontend.size:
         return
-    ids = correlation[frontend]
-    by_id = np.argsort(ids, kind="stable")
-    ids = ids[by_id]
-
-    def find(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        at = np.minimum(np.searchsorted(ids, keys), ids.size - 1)
-        hit = (keys > 0) & (ids[at] == keys)
-        return hit, frontend[by_id[at]]
-
+    find = key_finder(correlation[frontend])
     # Runtime calls (CPU, linked) run on the thread of the op they are linked to.
     runtime = np.flatnonzero(cpu & (linked > 0) & (tid >= 0))
     if runtime.size:
-        hit, owner = find(linked[runtime])
-        tid[runtime[hit]] = tid[owner[hit]]
+        hit, at = find(linked[runtime])
+        tid[runtime[hit]] = tid[frontend[at[hit]]]
     work = np.asarray([i for i in gpu_idx if device_types[i] in _GPU_WORK], dtype=np.int64)
     if work.size:
-        hit, owner = find(linked[work])
-        launcher[work[hit]] = owner[hit]
+        hit, at = find(linked[work])
+        hit &= linked[work] > 0
+        launcher[work[hit]] = frontend[at[hit]]
