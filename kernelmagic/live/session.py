@@ -175,7 +175,6 @@ class _RawEvents:
 
 
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
-                       meta: dict[str, Any] | None = None,
                        on_events: Callable[[int], Any] | None = None,
                        python: bool = True) -> EventTable:
     """The session's events as an ``EventTable`` with parents and launchers derived.
@@ -191,7 +190,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     if on_events is not None:
         on_events(len(events))
     if not events:
-        return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
+        return derive_links(TableBuilder().freeze(origin_ns=origin))
     raw = _RawEvents(events)
     del events
     raw.drop_ignored()
@@ -218,8 +217,8 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
         columns["dtypes"] = _text_ids(raw, kind, distinct, _dtypes_text)
     # The columns of the trace fields without a rule (``core/events.py``: ``TRACE_FIELDS``)
     # hold their defaults: a live event has no ``args``.
-    table = table_of_columns(distinct, columns, origin, {
-        **(meta or {}), **_categories_meta(raw, end - start, is_memory)})
+    table = table_of_columns(distinct, columns, origin,
+                             _categories_meta(raw, end - start, is_memory))
     keep = device != -2  # memory records of other devices count nowhere
     if not python:
         keep &= kind != Kind.PYTHON
