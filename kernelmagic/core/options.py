@@ -64,18 +64,10 @@ def _holds_kind(kind: str) -> Callable[[EventTable], bool]:
     return holds
 
 
-def _holds_flops(table: EventTable) -> bool:
-    return bool(table.flops.any())
-
-
 def _holds_range(pattern: re.Pattern[str]) -> Callable[[EventTable], bool]:
     def holds(table: EventTable) -> bool:
         return any(pattern.match(x) for x in table.names)
     return holds
-
-
-def _always(table: EventTable) -> bool:
-    return True
 
 
 def _is_module(obj: object) -> bool:
@@ -158,7 +150,7 @@ class ProfileOptions:
     shapes: bool = option("--shapes", view=True, recording="record_shapes=True",
                           needs_profiler=True, help="split op rows by input shapes")
     flops: bool = option("--flops", view=True, recording="with_flops=True",
-                         needs_profiler=True, in_trace=_holds_flops,
+                         needs_profiler=True, in_trace=lambda table: bool(table.flops.any()),
                          help="FLOPs per op where torch can count them, and the achieved "
                               "FLOP/s")
     stack: bool = option("--stack", view=True, recording="with_stack=True",
@@ -174,7 +166,8 @@ class ProfileOptions:
     modules: bool = option("--modules", view=True, recording="with_modules=True",
                            needs_profiler=True, in_trace=_holds_range(MODULE_RANGE),
                            help="time per nn.Module call path (e.g. ff.0), nested")
-    timeline: bool = option("--timeline", view=True, needs_profiler=True, in_trace=_always,
+    timeline: bool = option("--timeline", view=True, needs_profiler=True,
+                            in_trace=lambda table: True,  # any trace has a timeline
                             help="a picture of one profiled iteration: CPU ops and GPU "
                                  "kernels per stream")
     roofline: bool = option(

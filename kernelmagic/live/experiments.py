@@ -252,39 +252,31 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     those."""
     __tracebackhide__ = True
     state = interleaved.capture_random_state()
+    run = dataclasses.replace(run, before_each=lambda: interleaved.restore_random_state(state))
     try:
-        return _run_with_variants(cell, dataclasses.replace(
-            run, before_each=lambda: interleaved.restore_random_state(state)), names, source_file,
-            progress, free_memory, cell_label)
+        recorder = LastValue(cell.run)
+        baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
+                                  free_memory=free_memory, cell_label=cell_label)
+        base_value = snapshot(recorder.value)
+        recorder.value = None
+        chosen, note = resolve(names, baseline, run.profiles_device)
+        tried: list[Tried] = []
+        began = time.perf_counter() if progress is None else progress.clock()
+        try:
+            for i, name in enumerate(chosen):
+                label = f"variant {i + 1}/{len(chosen)} {name}"
+                tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
+                                     source_file, progress, label, began, free_memory,
+                                     cell_label))
+        except KeyboardInterrupt as exc:
+            rows = [t.row for t in tried]
+            rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
+                                      "variants before it are kept, without their speed-ups"))
+            exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
+            raise
+        return _interleaved(baseline, tried, recorder, base_value, run, progress, note)
     finally:
         interleaved.restore_random_state(state)
-
-
-def _run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str],
-                       source_file: str | None, progress: Progress | None,
-                       free_memory: bool, cell_label: str) -> ProfileResult:
-    __tracebackhide__ = True
-    recorder = LastValue(cell.run)
-    baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
-                              free_memory=free_memory, cell_label=cell_label)
-    base_value = snapshot(recorder.value)
-    recorder.value = None
-    chosen, note = resolve(names, baseline, run.profiles_device)
-    tried: list[Tried] = []
-    began = time.perf_counter() if progress is None else progress.clock()
-    try:
-        for i, name in enumerate(chosen):
-            label = f"variant {i + 1}/{len(chosen)} {name}"
-            tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                 source_file, progress, label, began, free_memory,
-                                 cell_label))
-    except KeyboardInterrupt as exc:
-        rows = [t.row for t in tried]
-        rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
-                                  "variants before it are kept, without their speed-ups"))
-        exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
-        raise
-    return _interleaved(baseline, tried, recorder, base_value, run, progress, note)
 
 
 def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValue,

@@ -164,7 +164,7 @@ class StreamReader:
                 from None
         except OSError as exc:
             raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
-        return self.cols.freeze_relative(self._meta())
+        return self.cols.freeze_relative(trace_meta(self.path, self.meta))
 
     # -- document structure --
 
@@ -357,6 +357,3 @@ class StreamReader:
             if key in read and type(value) is NonFinite:
                 return f"{where}: args '{key}' is {value.text}, expected a finite number"
         return f"{where}: cannot read this event (an id or count out of range?)"
-
-    def _meta(self) -> dict[str, Any]:
-        return trace_meta(self.path, self.meta)
