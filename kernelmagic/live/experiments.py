@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import statistics
 import symtable
 import time
@@ -297,10 +298,10 @@ def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValu
     # the first, the cell's value moves by itself, and no error can be put on a variant.
     differs = not same_value(base_value, snapshot(recorder.value))
     batch = interleaved.calls_per_sample(baseline.unprofiled_s or baseline.stats.median)
-    shown = _RoundsProgress(progress) if progress is not None else None
     rounds = interleaved.time_rounds(
         fns, batch, interleaved.max_rounds(run.options.iters), before_each=run.before_each,
-        decided=_decided, on_round=shown.round if shown is not None else None)
+        decided=_decided,
+        on_round=functools.partial(_show_round, progress) if progress is not None else None)
     rows = {t.row.variant: t.row for t in tried}
     predicted = predictions(baseline)
     for i, t in enumerate(ran, start=1):
@@ -329,16 +330,10 @@ def predictions(baseline: ProfileResult) -> dict[str, float]:
     return out
 
 
-class _RoundsProgress:
+def _show_round(progress: Progress, done: int, most: int) -> None:
     """The rounds on the progress line: ``interleaved timing: round 3/24``."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-
-    def round(self, done: int, most: int) -> None:
-        self.progress.label = "interleaved timing"
-        self.progress.note = ""
-        self.progress.rounds(done, most)
+    progress.label, progress.note = "interleaved timing", ""
+    progress.rounds(done, most)
 
 
 def _decided(samples: list[list[float]]) -> bool:
