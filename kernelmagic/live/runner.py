@@ -215,16 +215,13 @@ def execute(fn: Callable[[], Any], run: Plan,
 # gather is a collective). With NCCL, ``gather_object`` sends through the current CUDA
 # device: call ``torch.cuda.set_device(local_rank)`` first.
 
-NO_GROUP = ("--gather needs an initialised torch.distributed process group "
-            "(call torch.distributed.init_process_group first)")
-
-
 def check_process_group() -> None:
     """ValueError (one line) unless torch.distributed is initialised in this process."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
-        raise ValueError(NO_GROUP)
+        raise ValueError("--gather needs an initialised torch.distributed process group "
+                         "(call torch.distributed.init_process_group first)")
 
 
 def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
