@@ -70,8 +70,8 @@ class GraphBreakRow(_NamedByCompileId, Record):
     line: int = 0
     code: str = ""
     top_ops: str = unit("op -> µs", "")
-    gpu_idle_total: float = unit(
-        "µs, summed over {over}", 0.0)  # the GPU idle during the gaps (profiled GPU only)
+    # the GPU idle during the gaps (profiled GPU only)
+    gpu_idle_total: float = unit("µs, summed over {over}", 0.0)
 
 
 @dataclass(frozen=True)
