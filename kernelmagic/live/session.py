@@ -34,13 +34,10 @@ import numpy as np
 import torch
 
 from kernelmagic.core.event_rules import (
-    BACKEND_KEY,
     MEMORY_NAME,
     NAMED_KINDS,
-    UNPLACED_KEY,
-    backend_of,
+    categories_meta,
     category_kind,
-    category_label,
     known_category,
     name_kind,
 )
@@ -231,25 +228,18 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
 def _categories_meta(raw: _RawEvents, duration: np.ndarray,
                      is_memory: np.ndarray) -> dict[str, Any]:
-    """What the activity types say, as the trace readers put it in ``meta``: the backend
-    they name, and the events and time (ns) of each type no rule knows, ``{type: [events,
-    ns]}`` (those with time only)."""
-    meta: dict[str, Any] = {}
-    backend = backend_of(raw.activity_ids)
-    if backend:
-        meta[BACKEND_KEY] = backend
+    """What the activity types say, as the trace readers put it in ``meta``
+    (``event_rules.categories_meta``): the backend they name, and the events and time (ns)
+    of each type no rule knows."""
     unknown = {i: text for text, i in raw.activity_ids.items() if not known_category(text)}
     if not unknown:
-        return meta
+        return categories_meta(raw.activity_ids, ())
     size = len(raw.activity_ids)
     counted = ~is_memory
     events = np.bincount(raw.activity[counted], minlength=size)
     ns = np.bincount(raw.activity[counted], weights=duration[counted], minlength=size)
-    unplaced = {category_label(text): [int(events[i]), int(ns[i])]
-                for i, text in unknown.items() if ns[i] > 0}
-    if unplaced:
-        meta[UNPLACED_KEY] = unplaced
-    return meta
+    return categories_meta(raw.activity_ids, ((text, int(events[i]), int(ns[i]))
+                                              for i, text in unknown.items()))
 
 
 def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:
