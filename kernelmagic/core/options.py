@@ -258,16 +258,12 @@ _VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "s
                                         "StepTarget | None": str}  # --steps NAME
 
 
-def _declared() -> tuple[Option, ...]:
-    """Each field's ``Option``, completed with the field's name, default and value type."""
-    return tuple(
-        replace(f.metadata["option"], name=f.name, default=f.default,
-                value_type=_VALUE_TYPES[str(f.type)])
-        for f in fields(ProfileOptions) if "option" in f.metadata)
-
-
-#: Every option of a run, in the order ``%%profile?`` lists them.
-OPTIONS: tuple[Option, ...] = _declared()
+#: Every option of a run, in the order ``%%profile?`` lists them: each field's ``Option``,
+#: completed with the field's name, default and value type.
+OPTIONS: tuple[Option, ...] = tuple(
+    replace(f.metadata["option"], name=f.name, default=f.default,
+            value_type=_VALUE_TYPES[str(f.type)])
+    for f in fields(ProfileOptions) if "option" in f.metadata)
 
 #: The deeper views ``build_result`` knows, in the order results list them.
 VIEWS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.view)
