@@ -12,8 +12,19 @@ from kernelmagic.core.records import Record, unit
 BEFORE, WARMUP, PROFILED = "before", "warmup", "profiled"
 
 
+class _NamedByCompileId:
+    """A row whose name in tables (``key``) is its compile id."""
+
+    __slots__ = ()
+    compile_id: str
+
+    @property
+    def key(self) -> str:
+        return self.compile_id
+
+
 @dataclass(frozen=True)
-class CompiledRegionRow(Record):
+class CompiledRegionRow(_NamedByCompileId, Record):
     """One compiled region (``Torch-Compiled Region: <compile id>``) over the iterations;
     compile id ``backward``: the compiled graphs autograd ran outside any region (a
     compiled function's backward), its time that of their autograd nodes
@@ -35,14 +46,9 @@ class CompiledRegionRow(Record):
     file: str = ""
     line: int = 0
 
-    @property
-    def key(self) -> str:
-        """The row's name in tables: its compile id."""
-        return self.compile_id
-
 
 @dataclass(frozen=True)
-class GraphBreakRow(Record):
+class GraphBreakRow(_NamedByCompileId, Record):
     """A graph break and the gap it leaves: the time between one compiled graph's end and
     the next graph's start inside the same call (eager ops and Python). ``count`` 0: a
     break after the frame's last graph, no gap between two graphs to measure.
@@ -64,17 +70,12 @@ class GraphBreakRow(Record):
     line: int = 0
     code: str = ""
     top_ops: str = unit("op -> µs", "")
-    gpu_idle_total: float = unit(
-        "µs, summed over {over}", 0.0)  # the GPU idle during the gaps (profiled GPU only)
-
-    @property
-    def key(self) -> str:
-        """The row's name in tables: its compile id."""
-        return self.compile_id
+    # the GPU idle during the gaps (profiled GPU only)
+    gpu_idle_total: float = unit("µs, summed over {over}", 0.0)
 
 
 @dataclass(frozen=True)
-class CompileRow(Record):
+class CompileRow(_NamedByCompileId, Record):
     """One compile dynamo did (its compilation metrics): before this run (shown for the
     regions the profile holds), in the warm-up, or inside the profiled iterations.
 
@@ -93,11 +94,6 @@ class CompileRow(Record):
     recompile_reason: str = ""
     graph_break: str = ""
     backward: bool = False
-
-    @property
-    def key(self) -> str:
-        """The row's name in tables: its compile id."""
-        return self.compile_id
 
 
 @dataclass(frozen=True)

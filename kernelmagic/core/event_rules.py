@@ -26,6 +26,7 @@ through all three):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from kernelmagic.core.events import Kind
 from kernelmagic.core.op_names import DATA_LOADER
@@ -112,6 +113,27 @@ def backend_of(categories: Iterable[object]) -> str:
         if type(category) is str and category.lower() in BACKENDS:
             return BACKENDS[category.lower()]
     return ""
+
+
+def categories_meta(categories: Iterable[object],
+                    unplaced: Iterable[tuple[object, int, int]]) -> dict[str, Any]:
+    """The table's ``meta`` entries the categories a source read give it: the backend they
+    name (``BACKEND_KEY``) and, from ``unplaced`` (category, events, ns) of the categories
+    no rule knows, their events and time (``UNPLACED_KEY``: ``{category: [events, ns]}``,
+    those with time only)."""
+    meta: dict[str, Any] = {}
+    backend = backend_of(categories)
+    if backend:
+        meta[BACKEND_KEY] = backend
+    counts: dict[str, list[int]] = {}
+    for category, events, ns in unplaced:
+        if ns > 0:
+            tally = counts.setdefault(category_label(category), [0, 0])
+            tally[0] += events
+            tally[1] += ns
+    if counts:
+        meta[UNPLACED_KEY] = counts
+    return meta
 
 
 def category_kind(category: object) -> tuple[Kind, bool]:

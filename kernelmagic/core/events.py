@@ -19,6 +19,7 @@ the table's ops. Plain arrays and tuples, so that views never see a frame object
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from enum import IntEnum
@@ -350,13 +351,8 @@ def _derive_launchers(table: EventTable) -> None:
     runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
     if not gpu.size or not runtime.size:
         return
-    keys = table.correlation[runtime]
-    by_key = np.argsort(keys, kind="stable")
-    keys = keys[by_key]
-    at = np.searchsorted(keys, table.correlation[gpu])
-    at = np.minimum(at, keys.size - 1)
-    hit = keys[at] == table.correlation[gpu]
-    calls = runtime[by_key[at[hit]]]
+    hit, first = key_finder(table.correlation[runtime])(table.correlation[gpu])
+    calls = runtime[first[hit]]
     owner = table.parent[calls].astype(np.int64)
     # Python frames are not RecordFunctions: the work belongs to the op around them.
     while True:
@@ -369,6 +365,19 @@ def _derive_launchers(table: EventTable) -> None:
     launcher = table.launcher.copy()
     launcher[gpu[hit]] = owner
     table.launcher = launcher
+
+
+def key_finder(keys: np.ndarray) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``find(wanted)``: per element of ``wanted``, whether ``keys`` (not empty) holds it,
+    and the first index of ``keys`` that does (meaningless where it does not)."""
+    by_key = np.argsort(keys, kind="stable")
+    ordered = keys[by_key]
+
+    def find(wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(ordered, wanted), ordered.size - 1)
+        return ordered[at] == wanted, by_key[at]
+
+    return find
 
 
 def _grouped(keys: np.ndarray, n: int):  # type: ignore[no-untyped-def]
@@ -441,13 +450,10 @@ def select(table: EventTable, keep: np.ndarray) -> EventTable:
         out = np.full(kept.shape, NO_PARENT, dtype=np.int32)
         out[ok] = new_index[kept[ok]]
         return out
+    kept = {name: getattr(table, name)[keep] for name in _COLUMNS - {"parent", "launcher"}}
     return EventTable(
-        names=table.names, kind=table.kind[keep], name=table.name[keep],
-        start=table.start[keep], end=table.end[keep], tid=table.tid[keep],
-        device=table.device[keep], correlation=table.correlation[keep],
-        parent=renumber(table.parent), launcher=renumber(table.launcher),
-        flops=table.flops[keep], shapes=table.shapes[keep], nbytes=table.nbytes[keep],
-        origin_ns=table.origin_ns, meta=table.meta,
+        names=table.names, **kept, parent=renumber(table.parent),
+        launcher=renumber(table.launcher), origin_ns=table.origin_ns, meta=table.meta,
         extra={name: column[keep] for name, column in table.extra.items()})
 
 

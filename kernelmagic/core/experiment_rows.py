@@ -67,10 +67,8 @@ class ExperimentRow(Record):
     skipped: bool = False  # the device or build cannot run it: ``error`` says why
     iters: int = unit("profiled iterations", 0)
     rounds: int = unit("interleaved rounds", 0)  # interleaved rounds its speed-up comes from
-    batch: int = unit(
-        "calls of the cell per sample", 0)  # calls of the cell per sample in those rounds
-    profiled_us: float = unit(
-        "µs per iteration, profiled (median)", 0.0)  # the median of its profiled iterations
+    batch: int = unit("calls of the cell per sample", 0)  # in those rounds
+    profiled_us: float = unit("µs per iteration, profiled (median)", 0.0)
     # what_if's prediction (at most), None: none
     predicted_speedup: float | None = unit(
         "the dependency model's largest predicted speed-up", None)

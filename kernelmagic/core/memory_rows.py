@@ -52,7 +52,6 @@ UNKNOWN = CATEGORIES.index("unknown")
 CATEGORY_WORDS = {c.name: c.words for c in MEMORY_CATEGORIES}
 
 
-
 def with_category_bytes(cls: type) -> type:
     """``cls`` (before ``@dataclass``) with one ``float`` field of bytes per category, in
     ``CATEGORIES`` order, after its own fields: the categories' columns of ``MemoryPoint``
@@ -200,7 +199,7 @@ class MemoryPoint(Record):
 
     device: str  # "CPU", "cuda:0"
     iteration: int
-    t_us: float = unit("µs from the iteration's start")  # from the iteration's start
+    t_us: float = unit("µs from the iteration's start")
 
     @property
     def total(self) -> float:
@@ -215,7 +214,7 @@ class MemoryPeakRow(Record):
 
     device: str
     iteration: int
-    t_us: float = unit("µs from the iteration's start")  # from the iteration's start
+    t_us: float = unit("µs from the iteration's start")
     fraction: float = unit("fraction (0 to 1)")  # how far into the iteration (0..1)
     iteration_us: float = unit("µs")  # the iteration's length
     op: str  # the op running at the peak ("" when none)
@@ -235,8 +234,8 @@ class LiveBlockRow(Record):
     dtype: str
     op: str  # the op that allocated it
     source: str  # the user's file:line (with --stack)
-    created_us: float = unit(
-        "µs from the iteration's start")  # from the peak iteration's start; negative: before it
+    # from the peak iteration's start; negative: before it
+    created_us: float = unit("µs from the iteration's start")
     before_profiling: bool  # allocated before profiling started
 
     @property

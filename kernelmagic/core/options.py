@@ -17,11 +17,13 @@ from __future__ import annotations
 import inspect
 import keyword
 import os
+import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from kernelmagic.core.range_names import MODULE_RANGE, STEP_RANGE
 from kernelmagic.core.sorting import SORT_KEYS, resolve_sort, sort_help
 
 if TYPE_CHECKING:
@@ -62,24 +64,10 @@ def _holds_kind(kind: str) -> Callable[[EventTable], bool]:
     return holds
 
 
-def _holds_flops(table: EventTable) -> bool:
-    return bool(table.flops.any())
-
-
-def _holds_module_ranges(table: EventTable) -> bool:
-    from kernelmagic.core.range_names import MODULE_RANGE
-
-    return any(MODULE_RANGE.match(x) for x in table.names)
-
-
-def _holds_step_ranges(table: EventTable) -> bool:
-    from kernelmagic.core.range_names import STEP_RANGE
-
-    return any(STEP_RANGE.match(x) for x in table.names)
-
-
-def _always(table: EventTable) -> bool:
-    return True
+def _holds_range(pattern: re.Pattern[str]) -> Callable[[EventTable], bool]:
+    def holds(table: EventTable) -> bool:
+        return any(pattern.match(x) for x in table.names)
+    return holds
 
 
 def _is_module(obj: object) -> bool:
@@ -162,7 +150,7 @@ class ProfileOptions:
     shapes: bool = option("--shapes", view=True, recording="record_shapes=True",
                           needs_profiler=True, help="split op rows by input shapes")
     flops: bool = option("--flops", view=True, recording="with_flops=True",
-                         needs_profiler=True, in_trace=_holds_flops,
+                         needs_profiler=True, in_trace=lambda table: bool(table.flops.any()),
                          help="FLOPs per op where torch can count them, and the achieved "
                               "FLOP/s")
     stack: bool = option("--stack", view=True, recording="with_stack=True",
@@ -176,9 +164,10 @@ class ProfileOptions:
                                "default: up to 1.6x per iteration on a cell of small ops "
                                "on a loaded machine (docs/views.md)")
     modules: bool = option("--modules", view=True, recording="with_modules=True",
-                           needs_profiler=True, in_trace=_holds_module_ranges,
+                           needs_profiler=True, in_trace=_holds_range(MODULE_RANGE),
                            help="time per nn.Module call path (e.g. ff.0), nested")
-    timeline: bool = option("--timeline", view=True, needs_profiler=True, in_trace=_always,
+    timeline: bool = option("--timeline", view=True, needs_profiler=True,
+                            in_trace=lambda table: True,  # any trace has a timeline
                             help="a picture of one profiled iteration: CPU ops and GPU "
                                  "kernels per stream")
     roofline: bool = option(
@@ -212,7 +201,7 @@ class ProfileOptions:
              "and the numerical error of the cell's value")
     steps: StepTarget | None = option(  # noqa: RUF009 (option() is a dataclasses.field)
         "--steps", default=None, metavar="TARGET", view=True, needs_profiler=True,
-        in_trace=_holds_step_ranges,
+        in_trace=_holds_range(STEP_RANGE),
         help="each call of TARGET (an nn.Module or a function in your namespace) during a "
              "profiled iteration is a step: time per step, steps grouped by their inputs' "
              "shapes (prefill, decode), time between steps (API: steps=model)")
@@ -269,16 +258,12 @@ _VALUE_TYPES: dict[str, type | None] = {"bool": None, "int": int, "str": str, "s
                                         "StepTarget | None": str}  # --steps NAME
 
 
-def _declared() -> tuple[Option, ...]:
-    """Each field's ``Option``, completed with the field's name, default and value type."""
-    return tuple(
-        replace(f.metadata["option"], name=f.name, default=f.default,
-                value_type=_VALUE_TYPES[str(f.type)])
-        for f in fields(ProfileOptions) if "option" in f.metadata)
-
-
-#: Every option of a run, in the order ``%%profile?`` lists them.
-OPTIONS: tuple[Option, ...] = _declared()
+#: Every option of a run, in the order ``%%profile?`` lists them: each field's ``Option``,
+#: completed with the field's name, default and value type.
+OPTIONS: tuple[Option, ...] = tuple(
+    replace(f.metadata["option"], name=f.name, default=f.default,
+            value_type=_VALUE_TYPES[str(f.type)])
+    for f in fields(ProfileOptions) if "option" in f.metadata)
 
 #: The deeper views ``build_result`` knows, in the order results list them.
 VIEWS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.view)
@@ -338,7 +323,5 @@ def check_trace_path(path: str, force: bool) -> None:
 
 
 def _check_int(option: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{option} must be an integer >= {minimum}; got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{option} must be an integer >= {minimum}; got {value}")

@@ -84,8 +84,7 @@ class CriticalPathRow(Record):
     key: str
     kind: str = ""
     time: float = unit("µs per iteration (the median iteration's critical path)", 0.0)
-    share: float = unit(
-        "fraction of the critical path's length (0 to 1)", 0.0)  # of the critical path's length
+    share: float = unit("fraction of the critical path's length (0 to 1)", 0.0)
 
 
 @dataclass(frozen=True)

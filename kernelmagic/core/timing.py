@@ -167,10 +167,6 @@ class SpeedUp:
         return (self.has_interval and self.low >= 1 / (1 + MIN_EFFECT)
                 and self.high <= 1 + MIN_EFFECT)
 
-    def change_text(self) -> str:
-        """``1.32x faster``, ``1.10x slower``."""
-        return speedup_text(self.speedup)
-
     def interval_text(self) -> str:
         """``95% interval 1.25-1.40x`` (as slow-downs when the whole interval is below 1:
         ``95% interval 1.05-1.18x slower``); "" without an interval."""
@@ -197,8 +193,8 @@ class SpeedUp:
 
     def verdict(self) -> str:
         """``1.32x faster, 95% interval 1.25-1.40x: beyond the noise``."""
-        interval = self.interval_text()
-        head = f"{self.change_text()}, {interval}" if interval else self.change_text()
+        interval, change = self.interval_text(), speedup_text(self.speedup)
+        head = f"{change}, {interval}" if interval else change
         return f"{head}: {self.noise_text()}"
 
 

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.units import format_error, speedup_text
 from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding, bound_by
-from kernelmagic.findings.compiled import graph_break_gap, mostly_eager, recompile_in_loop
+from kernelmagic.findings.compiled import RULES as COMPILED_RULES
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.device import fp32_conv
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
@@ -61,12 +61,7 @@ from kernelmagic.findings.python import python_between_ops
 from kernelmagic.findings.ranks import communication_bound
 from kernelmagic.findings.roofline import RULES as ROOFLINE_RULES
 from kernelmagic.findings.startup import startup_in_window
-from kernelmagic.findings.steps import (
-    slow_first_step,
-    step_overhead,
-    steps_slow_down,
-    time_between_steps,
-)
+from kernelmagic.findings.steps import RULES as STEPS_RULES
 from kernelmagic.results.result import ProfileResult
 
 __all__ = ["RULES", "SILENT_WHEN_NEGLIGIBLE", "find", "priced", "weighed"]
@@ -78,8 +73,8 @@ RULES: list[Callable[[ProfileResult], Finding | None]] = [
     communication_bound, startup_in_window, gpu_idle, python_between_ops,
     train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,
-    graph_break_gap, recompile_in_loop, mostly_eager,  # torch.compile (findings/compiled.py)
-    step_overhead, steps_slow_down, slow_first_step, time_between_steps,  # --steps
+    *COMPILED_RULES,  # torch.compile's
+    *STEPS_RULES,  # --steps'
 ]
 
 

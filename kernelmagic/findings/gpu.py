@@ -11,6 +11,7 @@ inside an op.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from kernelmagic.core.machine import AMPERE, GPU, PRE_VOLTA
 from kernelmagic.core.op_names import (
@@ -130,10 +131,8 @@ def _cause_rows(result: ProfileResult, reason: str,
         return tuple(r.key for r in result.op_totals if r.key in named)
     if reason != LAUNCH_GAP:
         return ()
-    skip = {id(r) for r in setup(result).calls}
-    return tuple(r.key for r in result.op_totals
-                 if r.count and id(r) not in skip and not is_runtime_call(r.key)
-                 and r.key not in SYNC_OPS and not r.key.startswith(DATA_LOADER))
+    return _rows_beyond_setup(result, lambda key: not is_runtime_call(key)
+                              and key not in SYNC_OPS and not key.startswith(DATA_LOADER))
 
 
 def gpu_idle(result: ProfileResult) -> Finding | None:
@@ -174,11 +173,12 @@ def where_lines_are(result: ProfileResult) -> str:
     return f"{record(result, '--python')} names your lines; or py-spy"
 
 
-def _launch_rows(result: ProfileResult) -> tuple[str, ...]:
-    """The kernel-launch calls' rows, set-up calls left out (``startup_in_window``'s)."""
+def _rows_beyond_setup(result: ProfileResult, wanted: Callable[[str], bool]) -> tuple[str, ...]:
+    """The keys of the op rows that ran and ``wanted`` takes, set-up calls left out
+    (``startup_in_window``'s)."""
     skip = {id(r) for r in setup(result).calls}
     return tuple(r.key for r in result.op_totals
-                 if r.count and id(r) not in skip and r.key in LAUNCH_CALLS)
+                 if r.count and id(r) not in skip and wanted(r.key))
 
 
 def launch_bound(result: ProfileResult) -> Finding | None:
@@ -209,8 +209,8 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),
-        rows=_launch_rows(result), side="cpu", change="launching fewer kernels",
-        variants=("cudagraphs", "compile"))
+        rows=_rows_beyond_setup(result, LAUNCH_CALLS.__contains__), side="cpu",
+        change="launching fewer kernels", variants=("cudagraphs", "compile"))
 
 
 def sync_points(result: ProfileResult) -> Finding | None:
@@ -241,8 +241,7 @@ def fp32_matmul(result: ProfileResult) -> Finding | None:
     total = result.self_device_time_total
     matmul = sum(r.self_device_time_total for r in result.op_totals if r.key in MATMUL_OPS)
     share = matmul / total if total > 0 else 0.0
-    fp32 = [k for k in result.kernels
-            if is_fp32_gemm(k.key)]
+    fp32 = [k for k in result.kernels if is_fp32_gemm(k.key)]
     if share < MATMUL_SHARE or not fp32:
         return None
     info = result.device_info

@@ -40,10 +40,9 @@ def _groups(result: ProfileResult) -> list[StepGroupRow]:
 
 def _overhead_us(result: ProfileResult, group: StepGroupRow) -> float:
     """The µs per step not covered by device work (GPU) or by ops (CPU); 0 below the bar."""
-    if result.profiles_device:
-        return (group.median_us - group.device_us
-                if group.device_us < STEP_BUSY * group.median_us else 0.0)
-    return group.median_us - group.cpu_us if group.cpu_us < STEP_IN_OPS * group.median_us else 0.0
+    busy, bar = ((group.device_us, STEP_BUSY) if result.profiles_device
+                 else (group.cpu_us, STEP_IN_OPS))
+    return group.median_us - busy if busy < bar * group.median_us else 0.0
 
 
 def step_overhead(result: ProfileResult) -> Finding | None:

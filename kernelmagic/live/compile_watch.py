@@ -38,7 +38,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from kernelmagic.core.compiled_rows import (
     BEFORE,
@@ -81,15 +81,21 @@ _SWITCH_ENV = {"cpp.enable_kernel_profile": (("TORCHINDUCTOR_CPP_ENABLE_KERNEL_P
                                                     "TORCH_COMPILE_DEBUG"), 0)}
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)[^\n]*\n?([^\n]*)')
 _scanned: dict[str, dict[str, str]] = {}  # generated file -> kernel key -> aten ops
+_Row = TypeVar("_Row", CompiledRegionRow, CompileRow)
+
+
+def _dynamo_utils() -> Any:
+    """``torch._dynamo.utils``, or None when dynamo was never imported."""
+    if _DYNAMO not in sys.modules:
+        return None
+    from torch._dynamo import utils
+
+    return utils
 
 
 def _metrics() -> list[Any]:
     """Dynamo's compilation metrics, oldest first (none when dynamo was never imported)."""
-    if _DYNAMO not in sys.modules:
-        return []
-    from torch._dynamo import utils
-
-    get = getattr(utils, "get_compilation_metrics", None)
+    get = getattr(_dynamo_utils(), "get_compilation_metrics", None)
     return list(get()) if get is not None else []
 
 
@@ -100,11 +106,7 @@ def _compiles() -> list[Any]:
 
 
 def _break_records() -> list[Any]:
-    if _DYNAMO not in sys.modules:
-        return []
-    from torch._dynamo import utils
-
-    return list(getattr(utils, "graph_break_reasons", []))
+    return list(getattr(_dynamo_utils(), "graph_break_reasons", []))
 
 
 class _Mark:
@@ -184,10 +186,8 @@ class Watch:
             return result
         # A frame's forward compile names it; its backward's record (same id) does not.
         by_id = {c.compile_id: c for c in compiles if not c.backward}
-        compiles = [dataclasses.replace(c, function=by_id[c.compile_id].function,
-                                        file=by_id[c.compile_id].file,
-                                        line=by_id[c.compile_id].line)
-                    if c.backward and c.compile_id in by_id else c for c in compiles]
+        compiles = [_with_frame(c, by_id.get(c.compile_id)) if c.backward else c
+                    for c in compiles]
         regions = [_with_frame(r, by_id.get(r.compile_id)) for r in result.compiled_regions]
         # A break after a frame's last graph leaves no gap between two graphs: no gap row
         # from the events, a row of its own (count 0) for its reason and line.
@@ -274,7 +274,8 @@ def _compile_row(m: Any, phase: str) -> CompileRow:
                       backward=getattr(m, "is_forward", None) is False)
 
 
-def _with_frame(row: CompiledRegionRow, c: CompileRow | None) -> CompiledRegionRow:
+def _with_frame(row: _Row, c: CompileRow | None) -> _Row:
+    """``row`` (a region, or a backward's compile) with the frame ``c`` compiled."""
     if c is None:
         return row
     return dataclasses.replace(row, function=c.function, file=c.file, line=c.line)
@@ -343,10 +344,9 @@ def kernel_origins() -> dict[str, str]:
 def _scan(path: str) -> dict[str, str]:
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return scan_code(f.read())
     except OSError:
         return {}
-    return scan_code(text)
 
 
 def scan_code(text: str) -> dict[str, str]:

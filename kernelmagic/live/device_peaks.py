@@ -12,9 +12,10 @@ torch is imported inside the functions, so importing this module is cheap.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +25,8 @@ from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.timing import paired_speedup
 from kernelmagic.core.units import percent
 
-__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
+__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks",
+           "torch_threads"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -47,11 +49,7 @@ def peaks(device: str | None = None) -> Peaks:
 
     Measured or looked up once per process, then cached; ``set_peaks`` overrides.
     """
-    import torch
-
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = "cuda" if device.startswith("cuda") else device
+    device = _device_key(device)
     if device not in _cache:
         _cache[device] = _cuda_peaks() if device == "cuda" else _measured("cpu")
     found = _cache[device]
@@ -78,11 +76,7 @@ def set_peaks(flops_per_s: float | dict[str, float] | None = None,
     measured/datasheet value). With no figures at all, the overrides are dropped and
     the cached measurement is forgotten (the next ``peaks()`` measures again).
     """
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = "cuda" if device.startswith("cuda") else device
+    device = _device_key(device)
     if flops_per_s is None and bytes_per_s is None:
         _overrides.pop(device, None)
         _cache.pop(device, None)
@@ -92,6 +86,28 @@ def set_peaks(flops_per_s: float | dict[str, float] | None = None,
         if value is not None and (isinstance(value, bool) or not value > 0):
             raise ValueError(f"set_peaks: peaks must be positive numbers; got {value!r}")
     _overrides[device] = {"flops_per_s": flops_per_s, "bytes_per_s": bytes_per_s}
+
+
+def _device_key(device: str | None) -> str:
+    """``"cuda"`` (any ``cuda:N``) or ``"cpu"``; None: CUDA when available."""
+    if device is None:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if device.startswith("cuda") else device
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` (``torch.set_num_threads``), put back after."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(n)
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # --- measuring ---------------------------------------------------------------------------
@@ -161,14 +177,10 @@ def measure(device: str = "cpu",
     out: dict[str, float] = {}
     max_n = 8192 if device == "cuda" else 1024
     threads = torch.get_num_threads()
-    if device != "cuda":
-        # One core, times the cores: a multi-threaded product on a busy machine stalls
-        # at its barriers for whole scheduler slices, one thread does not.
-        torch.set_num_threads(1)
-    try:
+    # On the CPU one core, times the cores: a multi-threaded product on a busy machine
+    # stalls at its barriers for whole scheduler slices, one thread does not.
+    with torch_threads(1) if device != "cuda" else contextlib.nullcontext():
         matmuls = _matmuls(device, max_n, best_time, clock)
-    finally:
-        torch.set_num_threads(threads)
     scale = 1 if device == "cuda" else threads
     out.update({dt: rate * scale for dt, rate in matmuls.items()})
     size = COPY_BYTES["cuda" if device == "cuda" else "cpu"]
@@ -176,11 +188,8 @@ def measure(device: str = "cpu",
     dst = torch.empty_like(src)
     took = best_time(lambda: dst.copy_(src), BUDGET_S * 2 / 3)
     if device != "cuda" and threads > 1:  # the best of all threads and of one
-        torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             took = min(took, best_time(lambda: dst.copy_(src), BUDGET_S * 2 / 3))
-        finally:
-            torch.set_num_threads(threads)
     out["bytes_per_s"] = 2 * size / took if took > 0 else 0.0
     return out
 
@@ -266,23 +275,18 @@ def quick_rates(clock: Callable[[], float] = time.perf_counter) -> dict[str, flo
         return dict(_quick)
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     times: dict[str, list[float]] = {name: [] for name in QUICK_DTYPES}
-    try:
-        with torch.inference_mode():
-            mats = {name: torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
-                    for name in QUICK_DTYPES}
-            for a in mats.values():
-                torch.mm(a, a)  # set-up: the kernel picked, pages touched
-            for r in range(QUICK_REPS):
-                for name in (QUICK_DTYPES if r % 2 == 0 else QUICK_DTYPES[::-1]):
-                    a = mats[name]
-                    t0 = clock()
-                    torch.mm(a, a)
-                    times[name].append(clock() - t0)
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), torch.inference_mode():
+        mats = {name: torch.randn(QUICK_N, QUICK_N).to(getattr(torch, name))
+                for name in QUICK_DTYPES}
+        for a in mats.values():
+            torch.mm(a, a)  # set-up: the kernel picked, pages touched
+        for r in range(QUICK_REPS):
+            for name in (QUICK_DTYPES if r % 2 == 0 else QUICK_DTYPES[::-1]):
+                a = mats[name]
+                t0 = clock()
+                torch.mm(a, a)
+                times[name].append(clock() - t0)
     for name, taken in times.items():
         best = min(taken)
         _quick[name] = 2 * QUICK_N**3 / best if best > 0 else 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import statistics
 import symtable
 import time
@@ -252,39 +253,31 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
     those."""
     __tracebackhide__ = True
     state = interleaved.capture_random_state()
+    run = dataclasses.replace(run, before_each=lambda: interleaved.restore_random_state(state))
     try:
-        return _run_with_variants(cell, dataclasses.replace(
-            run, before_each=lambda: interleaved.restore_random_state(state)), names, source_file,
-            progress, free_memory, cell_label)
+        recorder = LastValue(cell.run)
+        baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
+                                  free_memory=free_memory, cell_label=cell_label)
+        base_value = snapshot(recorder.value)
+        recorder.value = None
+        chosen, note = resolve(names, baseline, run.profiles_device)
+        tried: list[Tried] = []
+        began = time.perf_counter() if progress is None else progress.clock()
+        try:
+            for i, name in enumerate(chosen):
+                label = f"variant {i + 1}/{len(chosen)} {name}"
+                tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
+                                     source_file, progress, label, began, free_memory,
+                                     cell_label))
+        except KeyboardInterrupt as exc:
+            rows = [t.row for t in tried]
+            rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
+                                      "variants before it are kept, without their speed-ups"))
+            exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
+            raise
+        return _interleaved(baseline, tried, recorder, base_value, run, progress, note)
     finally:
         interleaved.restore_random_state(state)
-
-
-def _run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str],
-                       source_file: str | None, progress: Progress | None,
-                       free_memory: bool, cell_label: str) -> ProfileResult:
-    __tracebackhide__ = True
-    recorder = LastValue(cell.run)
-    baseline = runner.execute(recorder, run, source_file=source_file, progress=progress,
-                              free_memory=free_memory, cell_label=cell_label)
-    base_value = snapshot(recorder.value)
-    recorder.value = None
-    chosen, note = resolve(names, baseline, run.profiles_device)
-    tried: list[Tried] = []
-    began = time.perf_counter() if progress is None else progress.clock()
-    try:
-        for i, name in enumerate(chosen):
-            label = f"variant {i + 1}/{len(chosen)} {name}"
-            tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                 source_file, progress, label, began, free_memory,
-                                 cell_label))
-    except KeyboardInterrupt as exc:
-        rows = [t.row for t in tried]
-        rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
-                                  "variants before it are kept, without their speed-ups"))
-        exc.result = _with_rows(baseline, rows, note)  # type: ignore[attr-defined]
-        raise
-    return _interleaved(baseline, tried, recorder, base_value, run, progress, note)
 
 
 def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValue,
@@ -305,10 +298,10 @@ def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValu
     # the first, the cell's value moves by itself, and no error can be put on a variant.
     differs = not same_value(base_value, snapshot(recorder.value))
     batch = interleaved.calls_per_sample(baseline.unprofiled_s or baseline.stats.median)
-    shown = _RoundsProgress(progress) if progress is not None else None
     rounds = interleaved.time_rounds(
         fns, batch, interleaved.max_rounds(run.options.iters), before_each=run.before_each,
-        decided=_decided, on_round=shown.round if shown is not None else None)
+        decided=_decided,
+        on_round=functools.partial(_show_round, progress) if progress is not None else None)
     rows = {t.row.variant: t.row for t in tried}
     predicted = predictions(baseline)
     for i, t in enumerate(ran, start=1):
@@ -337,16 +330,10 @@ def predictions(baseline: ProfileResult) -> dict[str, float]:
     return out
 
 
-class _RoundsProgress:
+def _show_round(progress: Progress, done: int, most: int) -> None:
     """The rounds on the progress line: ``interleaved timing: round 3/24``."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-
-    def round(self, done: int, most: int) -> None:
-        self.progress.label = "interleaved timing"
-        self.progress.note = ""
-        self.progress.rounds(done, most)
+    progress.label, progress.note = "interleaved timing", ""
+    progress.rounds(done, most)
 
 
 def _decided(samples: list[list[float]]) -> bool:

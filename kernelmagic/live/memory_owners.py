@@ -57,6 +57,11 @@ def _storage(tensor: Any) -> Storage | None:
     return index, ptr, nbytes, str(list(tensor.shape)), dtype
 
 
+def _storages(tensors: Iterable[Any]) -> list[Storage]:
+    """Where each of ``tensors`` has its memory, those with none on the CPU or CUDA left out."""
+    return [where for where in map(_storage, tensors) if where is not None]
+
+
 def _tensors(values: Iterable[Any]) -> Iterator[Any]:
     """The tensors among ``values`` (an optimizer's state entry, a module's arguments)."""
     import torch
@@ -79,14 +84,9 @@ class Owners:
     def stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The optimizer step post hook: the optimizer, and its gradients' addresses."""
         self.optimizers[id(optimizer)] = optimizer
-        grads = []
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    where = _storage(p.grad)
-                    if where is not None:
-                        grads.append(where)
-        self.step_gradients.append(grads)
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if p.grad is not None]
+        self.step_gradients.append(_storages(grads))
 
     def called(self, module: Any, args: Any) -> None:
         """The module forward pre hook: the module, and weak references to its arguments."""
@@ -128,11 +128,8 @@ class Owners:
         now = [(_INPUT, [t for t in alive if t is not None]),
                (_GRADIENT, [p.grad for p in params if p.grad is not None]),
                (_STATE, list(self._state())), (_PARAMETER, params)]
-        for category, tensors in now:
-            for t in tensors:
-                where = _storage(t)
-                if where is not None:
-                    rows.append((AT_END, where, category))
+        rows += [(AT_END, where, category) for category, tensors in now
+                 for where in _storages(tensors)]
         return KnownStorages(
             when=np.asarray([w for w, _, _ in rows], dtype=np.int64),
             device=np.asarray([s[0] for _, s, _ in rows], dtype=np.int16),

@@ -37,8 +37,6 @@ NO_TRAFFIC_OPS = frozenset({"aten::empty", "aten::empty_like", "aten::empty_stri
                             "aten::_unsafe_view", "aten::alias", "aten::lift_fresh",
                             "aten::resolve_conj", "aten::resolve_neg", "aten::_reshape_alias",
                             "aten::set_", "aten::detach"})
-_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16",
-                "torch.float16": "float16"}
 
 
 def tensor_bytes(t: Any) -> float:
@@ -56,8 +54,8 @@ def tensor_bytes(t: Any) -> float:
 
 
 def dtype_name(dtype: Any) -> str:
-    text = str(dtype)
-    return _DTYPE_NAMES.get(text, text.replace("torch.", ""))
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)

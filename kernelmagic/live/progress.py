@@ -87,23 +87,10 @@ class Silent:
     """A ``Reporter`` that shows nothing: the runner's when nobody watches, so that the
     runner tells it everything without asking first whether anyone listens."""
 
-    def start(self, warmup: int, iters: int) -> None:
+    def _ignore(self, *args: Any) -> None:
         pass
 
-    def warmup(self, done: int) -> None:
-        pass
-
-    def profiling(self) -> None:
-        pass
-
-    def iteration(self, done: int) -> None:
-        pass
-
-    def reading(self, events: int = 0) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    start = warmup = profiling = iteration = reading = close = _ignore
 
 
 class Progress:

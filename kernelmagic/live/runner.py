@@ -157,24 +157,6 @@ def execute(fn: Callable[[], Any], run: Plan,
             source_file: str | None = None,
             progress: Progress | None = None,
             free_memory: bool = True, cell_label: str = "") -> ProfileResult:
-    """``_execute`` with dynamo and inductor watched (``compile_watch.Watch``): the result
-    gets the compiled view's reasons and compiles; inductor's config is restored."""
-    __tracebackhide__ = True
-    watch = Watch()
-    try:
-        return _execute(fn, run, on_trace_ready, clock, source_file, progress, free_memory,
-                        watch, cell_label)
-    finally:
-        watch.stop()
-
-
-def _execute(fn: Callable[[], Any], run: Plan,
-             on_trace_ready: Callable[[Any], None] | None = None,
-             clock: Callable[[], float] = time.perf_counter,
-             source_file: str | None = None,
-             progress: Progress | None = None,
-             free_memory: bool = True, watch: Watch | None = None,
-             cell_label: str = "") -> ProfileResult:
     """Warm up, profile ``run.options.iters`` iterations, and collect the result.
 
     Exceptions from ``fn`` propagate unchanged; the profiler is stopped and every
@@ -186,19 +168,21 @@ def _execute(fn: Callable[[], Any], run: Plan,
     it is a cell's); ``progress`` is told where the run stands
     between runs of ``fn``, never inside the timed span. ``free_memory=False`` leaves
     handing the freed heap back to the OS (``torch_compat.return_freed_memory``, a few
-    ms) to the caller: the magic does it once the report is on screen.
+    ms) to the caller: the magic does it once the report is on screen. Dynamo and
+    inductor are watched meanwhile (``compile_watch.Watch``): the result gets the compiled
+    view's reasons and compiles; inductor's config is restored.
     """
     __tracebackhide__ = True
     opts = run.options
     report: Reporter = progress if progress is not None else Silent()
+    watch = Watch()
     report.start(opts.warmup, opts.iters)
     try:
         warm = _warm_up(fn, opts, clock, report, source_file, run.before_each)
         if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
             return _nsight_capture(fn, run, clock, report, warm.timings)
         torch_compat.warm_profiler(run.profiles_device)
-        if watch is not None:
-            watch.profiling()
+        watch.profiling()
         prof = torch_compat.new_profiler(run.profiles_device, shapes=opts.shapes or opts.flops,
                                          memory=opts.memory, flops=opts.flops,
                                          stack=opts.stack)
@@ -207,6 +191,7 @@ def _execute(fn: Callable[[], Any], run: Plan,
         result, interrupt = _one_more_run(result, fn, table, run, timed)
     finally:
         report.close()
+        watch.stop()
     if opts.trace is not None:
         torch_compat.export_trace(prof, opts.trace)
     if on_trace_ready is not None:
@@ -230,16 +215,13 @@ def _execute(fn: Callable[[], Any], run: Plan,
 # gather is a collective). With NCCL, ``gather_object`` sends through the current CUDA
 # device: call ``torch.cuda.set_device(local_rank)`` first.
 
-NO_GROUP = ("--gather needs an initialised torch.distributed process group "
-            "(call torch.distributed.init_process_group first)")
-
-
 def check_process_group() -> None:
     """ValueError (one line) unless torch.distributed is initialised in this process."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
-        raise ValueError(NO_GROUP)
+        raise ValueError("--gather needs an initialised torch.distributed process group "
+                         "(call torch.distributed.init_process_group first)")
 
 
 def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
@@ -375,8 +357,7 @@ def _cyclic_gc_restored() -> Iterator[None]:
 
 
 def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], float],
-             report: Reporter, warm: WarmUp, source_file: str | None,
-             watch: Watch | None,
+             report: Reporter, warm: WarmUp, source_file: str | None, watch: Watch,
              cell_label: str = "") -> tuple[Timed, ProfileResult, EventTable]:
     """The timed loop inside the profiler session ``prof`` and the block's ``NAME``
     range (with ``--steps``, ``NAME/step j`` around each call of the target; with
@@ -416,8 +397,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
         result, table = _result(prof, run, timed, warm, source_file, report,
                                 sampler.samples() if sampler is not None else None,
                                 cell_label, seen)
-        if watch is not None:
-            result = watch.annotate(result)
+        result = watch.annotate(result)
     return timed, result, table
 
 

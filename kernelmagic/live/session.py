@@ -34,13 +34,10 @@ import numpy as np
 import torch
 
 from kernelmagic.core.event_rules import (
-    BACKEND_KEY,
     MEMORY_NAME,
     NAMED_KINDS,
-    UNPLACED_KEY,
-    backend_of,
+    categories_meta,
     category_kind,
-    category_label,
     known_category,
     name_kind,
 )
@@ -50,6 +47,7 @@ from kernelmagic.core.events import (
     Kind,
     TableBuilder,
     derive_links,
+    key_finder,
     table_of_columns,
 )
 from kernelmagic.core.op_names import is_runtime_call
@@ -78,10 +76,6 @@ def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
 
 def _demangle(name: str) -> str:
     return torch._C._demangle(name) if len(name) > 1 else name
-
-
-def _shapes_text(shapes: Any) -> str:
-    return ", ".join(str(list(s)) if s else "[]" for s in shapes)
 
 
 def _thread_ids(raw: np.ndarray) -> np.ndarray:
@@ -178,7 +172,6 @@ class _RawEvents:
 
 
 def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
-                       meta: dict[str, Any] | None = None,
                        on_events: Callable[[int], Any] | None = None,
                        python: bool = True) -> EventTable:
     """The session's events as an ``EventTable`` with parents and launchers derived.
@@ -194,7 +187,7 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
     if on_events is not None:
         on_events(len(events))
     if not events:
-        return derive_links(TableBuilder().freeze(origin_ns=origin, meta=meta))
+        return derive_links(TableBuilder().freeze(origin_ns=origin))
     raw = _RawEvents(events)
     del events
     raw.drop_ignored()
@@ -215,14 +208,14 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
                "nbytes": nbytes,
                "flops": (raw.column("flops", np.float64) if flops
                          else np.zeros(raw.n, dtype=np.float64)),
-               "shapes": (_shape_ids(raw, kind, distinct) if shapes
+               "shapes": (_text_ids(raw, kind, distinct, _shapes_text) if shapes
                           else np.zeros(raw.n, np.int32))}
     if shapes:  # torch records the inputs' dtypes with their shapes
         columns["dtypes"] = _text_ids(raw, kind, distinct, _dtypes_text)
     # The columns of the trace fields without a rule (``core/events.py``: ``TRACE_FIELDS``)
     # hold their defaults: a live event has no ``args``.
-    table = table_of_columns(distinct, columns, origin, {
-        **(meta or {}), **_categories_meta(raw, end - start, is_memory)})
+    table = table_of_columns(distinct, columns, origin,
+                             _categories_meta(raw, end - start, is_memory))
     keep = device != -2  # memory records of other devices count nowhere
     if not python:
         keep &= kind != Kind.PYTHON
@@ -235,25 +228,18 @@ def table_from_session(prof: Any, *, shapes: bool = False, flops: bool = False,
 
 def _categories_meta(raw: _RawEvents, duration: np.ndarray,
                      is_memory: np.ndarray) -> dict[str, Any]:
-    """What the activity types say, as the trace readers put it in ``meta``: the backend
-    they name, and the events and time (ns) of each type no rule knows, ``{type: [events,
-    ns]}`` (those with time only)."""
-    meta: dict[str, Any] = {}
-    backend = backend_of(raw.activity_ids)
-    if backend:
-        meta[BACKEND_KEY] = backend
+    """What the activity types say, as the trace readers put it in ``meta``
+    (``event_rules.categories_meta``): the backend they name, and the events and time (ns)
+    of each type no rule knows."""
     unknown = {i: text for text, i in raw.activity_ids.items() if not known_category(text)}
     if not unknown:
-        return meta
+        return categories_meta(raw.activity_ids, ())
     size = len(raw.activity_ids)
     counted = ~is_memory
     events = np.bincount(raw.activity[counted], minlength=size)
     ns = np.bincount(raw.activity[counted], weights=duration[counted], minlength=size)
-    unplaced = {category_label(text): [int(events[i]), int(ns[i])]
-                for i, text in unknown.items() if ns[i] > 0}
-    if unplaced:
-        meta[UNPLACED_KEY] = unplaced
-    return meta
+    return categories_meta(raw.activity_ids, ((text, int(events[i]), int(ns[i]))
+                                              for i, text in unknown.items()))
 
 
 def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:
@@ -318,10 +304,9 @@ def _device_work(raw: _RawEvents, on_gpu: np.ndarray, kind: np.ndarray, device: 
     return launcher
 
 
-def _shape_ids(raw: _RawEvents, kind: np.ndarray, distinct: list[str]) -> np.ndarray:
-    """Each op's input shapes as an id into ``distinct`` (the texts are appended to it;
-    0: none)."""
-    return _text_ids(raw, kind, distinct, lambda e: _shapes_text(e.shapes()))
+def _shapes_text(event: Any) -> str:
+    """An op's input shapes: ``[8, 16], [16, 4]`` (``[]``: no tensor)."""
+    return ", ".join(str(list(s)) if s else "[]" for s in event.shapes())
 
 
 def _dtypes_text(event: Any) -> str:
@@ -388,21 +373,14 @@ def _link_device_work(events: list[Any], gpu_idx: list[int], device_types: dict[
     frontend = np.flatnonzero(cpu & (linked == 0) & (tid >= 0) & launches)
     if not frontend.size:
         return
-    ids = correlation[frontend]
-    by_id = np.argsort(ids, kind="stable")
-    ids = ids[by_id]
-
-    def find(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        at = np.minimum(np.searchsorted(ids, keys), ids.size - 1)
-        hit = (keys > 0) & (ids[at] == keys)
-        return hit, frontend[by_id[at]]
-
+    find = key_finder(correlation[frontend])
     # Runtime calls (CPU, linked) run on the thread of the op they are linked to.
     runtime = np.flatnonzero(cpu & (linked > 0) & (tid >= 0))
     if runtime.size:
-        hit, owner = find(linked[runtime])
-        tid[runtime[hit]] = tid[owner[hit]]
+        hit, at = find(linked[runtime])
+        tid[runtime[hit]] = tid[frontend[at[hit]]]
     work = np.asarray([i for i in gpu_idx if device_types[i] in _GPU_WORK], dtype=np.int64)
     if work.size:
-        hit, owner = find(linked[work])
-        launcher[work[hit]] = owner[hit]
+        hit, at = find(linked[work])
+        hit &= linked[work] > 0
+        launcher[work[hit]] = frontend[at[hit]]

@@ -67,12 +67,10 @@ def _nvtx_usable() -> bool:
     if _nvtx_works is None:
         _nvtx_works = False
         if torch.version.cuda is not None and torch.cuda.is_available():
-            try:
+            with contextlib.suppress(RuntimeError, AttributeError):
                 torch.cuda.nvtx.range_push("kernelmagic/probe")
                 torch.cuda.nvtx.range_pop()
                 _nvtx_works = True
-            except (RuntimeError, AttributeError):
-                _nvtx_works = False
     return _nvtx_works
 
 

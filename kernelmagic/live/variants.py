@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelmagic.core.units import counted
+from kernelmagic.live.device_peaks import torch_threads
 
 #: ``sdpa=NAME``: the backend names of ``torch.nn.attention.SDPBackend``.
 SDPA_BACKENDS = {"math": "MATH", "efficient": "EFFICIENT_ATTENTION",
@@ -93,18 +94,6 @@ def _inference(on_device: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(n)
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextlib.contextmanager
 def _sdpa(backend: str) -> Iterator[None]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -172,7 +161,7 @@ def lookup(name: str) -> Variant:
     key, _, value = name.partition("=")
     if key == "threads" and value.isdigit() and int(value) >= 1:
         n = int(value)
-        return Variant(name, counted(n, "thread"), lambda on_device: _threads(n),
+        return Variant(name, counted(n, "thread"), lambda on_device: torch_threads(n),
                        advice=("set_num_threads",))
     if key == "sdpa" and value in SDPA_BACKENDS:
         return Variant(name, f"SDPA {value}", lambda on_device: _sdpa(value),

@@ -54,9 +54,8 @@ def join_ranges(table: EventTable, ranges: list[RawRange]) -> dict[str, Any]:
     joined), and ``JOIN_KEY``, one line saying how they were joined."""
     ordered = sorted(ranges, key=lambda r: r[0])
     kernels = np.flatnonzero(table.kind == Kind.KERNEL)
-    launch_names = np.zeros(len(table.names), dtype=bool)
-    for i, text in enumerate(table.names):
-        launch_names[i] = text in KERNEL_LAUNCHES
+    launch_names = np.fromiter((text in KERNEL_LAUNCHES for text in table.names), dtype=bool,
+                               count=len(table.names))
     launches = np.flatnonzero((table.kind == Kind.RUNTIME) & launch_names[table.name])
     graphs = any("Graph" in table.names[int(i)] for i in
                  unique(table.name[table.kind == Kind.RUNTIME]).tolist())

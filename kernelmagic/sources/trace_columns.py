@@ -26,12 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelmagic.core.event_rules import (
-    BACKEND_KEY,
     MEMORY_NAME,
-    UNPLACED_KEY,
-    backend_of,
+    categories_meta,
     category_kind,
-    category_label,
     kinds_by_name,
     known_category,
 )
@@ -264,21 +261,9 @@ class Columns(TableBuilder):
 
     def categories_meta(self) -> dict[str, Any]:
         """What the categories seen say, for the table's ``meta``: the backend they name
-        (``BACKEND_KEY``) and the unknown ones' events and time (``UNPLACED_KEY``:
-        ``{category: [events, ns]}``, only those with time)."""
-        meta: dict[str, Any] = {}
-        backend = backend_of(self.categories)
-        if backend:
-            meta[BACKEND_KEY] = backend
-        unplaced: dict[str, list[int]] = {}
-        for category, (count, ns) in self.unplaced.items():
-            if ns > 0:
-                tally = unplaced.setdefault(category_label(category), [0, 0])
-                tally[0] += count
-                tally[1] += ns
-        if unplaced:
-            meta[UNPLACED_KEY] = unplaced
-        return meta
+        (``BACKEND_KEY``) and the unknown ones' events and time (``UNPLACED_KEY``)."""
+        return categories_meta(self.categories, ((category, count, ns) for category, (count, ns)
+                                                 in self.unplaced.items()))
 
     def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
         """The table, its times made relative to the trace's first timestamp."""

@@ -100,9 +100,3 @@ def thread_id(number: int) -> int:
     if -(1 << 31) <= number < 0:
         return number + (1 << 32)
     return number
-
-
-def is_number_text(value: Any) -> bool:
-    """Whether ``value`` is a JSON number as decoded here (floats arrive as their JSON text,
-    strings as plain str)."""
-    return type(value) is Number

@@ -32,7 +32,7 @@ from kernelmagic.sources.trace_numbers import (
     MAX_TIME_NS,
     NUMBER_TEXT,
     NonFinite,
-    is_number_text,
+    Number,
     ns_of_value,
 )
 
@@ -117,7 +117,7 @@ def _time_fault(key: str, value: Any) -> str:
     if type(value) is str and NUMBER_TEXT.match(value) is None:
         return (f"'{key}' is a JSON string, expected a number "
                 f"(or a string holding one, not {value[:40]!r})")
-    if type(value) not in (int, str) and not is_number_text(value):
+    if type(value) not in (int, str, Number):  # (a float arrives as its text: Number)
         return f"'{key}' is a JSON {json_type(type(value).__name__)}, expected a number"
     ns = ns_of_value(value)
     if key == "dur" and ns < 0:
@@ -164,7 +164,7 @@ class StreamReader:
                 from None
         except OSError as exc:
             raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
-        return self.cols.freeze_relative(self._meta())
+        return self.cols.freeze_relative(trace_meta(self.path, self.meta))
 
     # -- document structure --
 
@@ -357,6 +357,3 @@ class StreamReader:
             if key in read and type(value) is NonFinite:
                 return f"{where}: args '{key}' is {value.text}, expected a finite number"
         return f"{where}: cannot read this event (an id or count out of range?)"
-
-    def _meta(self) -> dict[str, Any]:
-        return trace_meta(self.path, self.meta)
