@@ -175,8 +175,8 @@ def execute(fn: Callable[[], Any], run: Plan,
     __tracebackhide__ = True
     opts = run.options
     report: Reporter = progress if progress is not None else Silent()
-    watch = Watch()
     report.start(opts.warmup, opts.iters)
+    watch = Watch()  # (stopped in the finally below, whatever happens)
     try:
         warm = _warm_up(fn, opts, clock, report, source_file, run.before_each)
         if opts.nsight:  # Nsight owns CUPTI: no torch profiler session
