@@ -399,12 +399,15 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
 
 def _depth(parent: np.ndarray, events: np.ndarray) -> np.ndarray:
     """Each of ``events``' number of ancestors (``depth_of`` for these events alone: one
-    step up the tree per level, over the events that have one more)."""
+    step up the tree per level, over the events that have one more; at most as many steps
+    as there are events, should links ever loop)."""
     depth = np.zeros(events.size, np.int32)
     up = parent[events]
     live = np.flatnonzero(up >= 0)
     up = up[live]
-    while live.size:
+    for _ in range(parent.size):
+        if not live.size:
+            break
         depth[live] += 1
         up = parent[up]
         more = up >= 0
