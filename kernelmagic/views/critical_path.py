@@ -379,7 +379,7 @@ class _Sweep:
         c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
         if seg.b > seg.a:
             qs = g.sync_order[seg.a:seg.b]
-            got = self.fixed[qs].copy()
+            got = self.fixed[qs]  # (a copy: qs is an index array)
             if seg.e > seg.c:
                 first = int(g.sync_firsts[seg.c])
                 stop = (int(g.sync_firsts[seg.e]) if seg.e < g.sync_firsts.size
@@ -652,16 +652,18 @@ def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow],
 
 
 class _Pieces:
-    """The path's pieces in time (ns), kept as arrays; pieces shorter than ``finest`` ns
-    (under a pixel of the picture) are left out as they come."""
+    """The path's pieces in time (ns), kept as arrays (and the walk's single pieces as a
+    list, made into arrays once); pieces shorter than ``finest`` ns (under a pixel of the
+    picture) are left out as they come."""
 
     def __init__(self, finest: float) -> None:
         self.finest = max(finest, 1e-9)
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.single: list[tuple[float, float, int]] = []
 
     def append(self, piece: tuple[float, float, int]) -> None:
         if piece[1] - piece[0] >= self.finest:
-            self.parts.append(tuple(np.asarray([x]) for x in piece))  # type: ignore[arg-type]
+            self.single.append(piece)
 
     def extend(self, start: np.ndarray, end: np.ndarray, cat: np.ndarray | int) -> None:
         keep = end - start >= self.finest
@@ -669,15 +671,24 @@ class _Pieces:
         if keep.any():
             self.parts.append((start[keep], end[keep], cats[keep]))
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every piece's start, end and category."""
+        parts = list(self.parts)
+        if self.single:
+            start, end, cat = zip(*self.single, strict=True)
+            parts.append((np.asarray(start), np.asarray(end), np.asarray(cat)))
+        start, end, cat = (np.concatenate(x) for x in zip(*parts, strict=True))
+        return start, end, cat
+
     def __bool__(self) -> bool:
-        return bool(self.parts)
+        return bool(self.parts or self.single)
 
 
 def _merged(pieces: _Pieces) -> list[Span]:
     """The path's pieces (ns) as spans (µs), neighbours of one category joined."""
     finest = pieces.finest
-    start, end, cat = (np.concatenate(x) for x in zip(*pieces.parts, strict=True))
-    order = np.lexsort((end, start))
+    start, end, cat = pieces.arrays()
+    order = np.lexsort((cat, end, start))  # (the category too: the same order however made)
     start, end, cat = start[order], end[order], cat[order]
     if not start.size:
         return []
