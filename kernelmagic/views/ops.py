@@ -239,14 +239,7 @@ def _marker_rows(table: EventTable, window: tuple[int, int] | None,
     if window is not None:
         start = table.start[table.launcher[idx]]
         idx = idx[(start >= window[0]) & (start <= window[1])]
-    if not idx.size:
-        return []
-    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
-    time = np.bincount(row[idx], weights=duration, minlength=len(keys)).tolist()
-    count = np.bincount(row[idx], minlength=len(keys)).tolist()
-    return [OpRow(key=key, count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
-                  self_device_time_total=time[g], device_time_total=time[g], kind=NO_OP)
-            for g, key in enumerate(keys) if count[g]]
+    return _work_rows(table, idx, row[idx], keys, NO_OP) if idx.size else []
 
 
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
@@ -259,13 +252,19 @@ def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[
         return []
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     gid, first = group(table.name[idx])
-    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
-    time = np.bincount(gid, weights=duration, minlength=first.size).tolist()
-    count = np.bincount(gid, minlength=first.size).tolist()
     names = [table.names[i] for i in table.name[idx[first]].tolist()]
-    return [OpRow(key=names[g], count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
-                  self_device_time_total=time[g], device_time_total=time[g], kind=UNLAUNCHED)
-            for g in range(first.size)]
+    return _work_rows(table, idx, gid, names, UNLAUNCHED)
+
+
+def _work_rows(table: EventTable, idx: np.ndarray, gid: np.ndarray, keys: list[str],
+               kind: str) -> list[OpRow]:
+    """A ``kind`` row per group ``gid`` (named ``keys``) of GPU work ``idx``: device time only."""
+    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
+    time = np.bincount(gid, weights=duration, minlength=len(keys)).tolist()
+    count = np.bincount(gid, minlength=len(keys)).tolist()
+    return [OpRow(key=key, count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
+                  self_device_time_total=time[g], device_time_total=time[g], kind=kind)
+            for g, key in enumerate(keys) if count[g]]
 
 
 def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
