@@ -77,6 +77,15 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[heads], np.maximum.reduceat(e, heads)
 
 
+def span_index(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each time: the index of the span (sorted by start, disjoint, ends included)
+    around it, -1 when none."""
+    if starts.size == 0:
+        return np.full(t.size, -1)
+    k = np.searchsorted(starts, t, "right") - 1
+    return np.where((k >= 0) & (ends[np.maximum(k, 0)] >= t), k, -1)
+
+
 def covered(starts: np.ndarray, ends: np.ndarray) -> int:
     """Total length of the union of intervals."""
     s, e = merge(starts, ends)

@@ -39,7 +39,7 @@ from kernelmagic.core.memory_rows import (
     KnownStorages,
     MemoryLedger,
 )
-from kernelmagic.views.breakdown import merge
+from kernelmagic.views.breakdown import merge, span_index
 
 #: The range torch's optimizers open around ``step`` ("Optimizer.step#AdamW.step").
 STEP_RANGE = "Optimizer.step#"
@@ -67,15 +67,6 @@ def optimizer_steps(table: EventTable) -> list[Window]:
     """Each optimizer step's span (torch's ``Optimizer.step#...`` range), in order."""
     idx = _named(table, STEP_RANGE, (Kind.RANGE, Kind.OP, Kind.OTHER))
     return list(zip(table.start[idx].tolist(), table.end[idx].tolist(), strict=True))
-
-
-def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each time: the index of the span (by start) around it, -1 when none."""
-    if starts.size == 0:
-        return np.full(t.size, -1)
-    k = np.searchsorted(starts, t, "right") - 1
-    hit = (k >= 0) & (ends[np.maximum(k, 0)] >= t)
-    return np.where(hit, k, -1)
 
 
 def _outermost_ops(table: EventTable) -> tuple[np.ndarray, np.ndarray]:
@@ -180,12 +171,12 @@ def _by_rules(blocks: _Blocks, table: EventTable, saw_model: bool) -> np.ndarray
     freed = np.asarray(blocks.freed, dtype=np.int64)
     category = np.full(created.size, _ACTIVATION if saw_model else UNKNOWN, dtype=np.int8)
     backward = _named(table, BACKWARD_OP, (Kind.OP,))
-    bw = _inside(created, *merge(table.start[backward], table.end[backward]))
+    bw = span_index(created, *merge(table.start[backward], table.end[backward]))
     category[bw >= 0] = _AUTOGRAD
     steps = np.asarray(optimizer_steps(table), dtype=np.int64).reshape(-1, 2)
-    in_step = _inside(created, *merge(steps[:, 0], steps[:, 1])) >= 0
+    in_step = span_index(created, *merge(steps[:, 0], steps[:, 1])) >= 0
     starts, ends = _outermost_ops(table)
-    op = _inside(created, starts, ends)
+    op = span_index(created, starts, ends)
     in_one_op = (op >= 0) & (freed <= ends[np.maximum(op, 0)]) if starts.size else op >= 0
     category[in_step | in_one_op] = _TEMPORARY
     category[created == BEFORE] = UNKNOWN

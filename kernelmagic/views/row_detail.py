@@ -33,6 +33,7 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
 from kernelmagic.core.records import Record, unit
 from kernelmagic.core.rows import KIND_MARKS
+from kernelmagic.views.breakdown import span_index
 from kernelmagic.views.ops import (
     NO_OP,
     RANGE,
@@ -298,15 +299,6 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
     return _groups(rows, calls[has], table.name[owner[has]].astype(np.int64), texts, figures)
 
 
-def _iteration_of(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
-    """Each time's iteration (index into ``windows``, sorted by start), -1 outside all."""
-    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
-    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
-    at = np.searchsorted(starts, times, side="right") - 1
-    inside = (at >= 0) & (times <= ends[np.maximum(at, 0)])
-    return np.where(inside, at, -1)
-
-
 def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
             own: np.ndarray, windows: list[tuple[int, int]],
             self_cpu: np.ndarray) -> list[RowSeries]:
@@ -317,8 +309,8 @@ def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
     n_rows, n_iters = len(rows.labels), len(windows)
     if not n_iters or not n_rows:
         return []
-    windows = sorted(windows)
-    it = _iteration_of(table.start[calls], windows)
+    starts, ends = np.asarray(sorted(windows), dtype=np.int64).T
+    it = span_index(table.start[calls], starts, ends)
     ok = it >= 0
     cpu_cells, cpu_us = rows.of_event[calls][ok] * n_iters + it[ok], self_cpu[calls][ok]
     dev_cells, dev_us = np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -326,7 +318,7 @@ def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
         launched = table.launcher[work]
         when = np.where(launched != NO_PARENT, table.start[np.maximum(launched, 0)],
                         table.start[work])
-        it = _iteration_of(when, windows)
+        it = span_index(when, starts, ends)
         ok = (it >= 0) & (own >= 0)
         dev_cells = own[ok] * n_iters + it[ok]
         dev_us = ((table.end[work] - table.start[work]) / 1000.0)[ok]

@@ -28,6 +28,7 @@ from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.op_names import is_compile_event
 from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
+from kernelmagic.views.breakdown import span_index
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, memory_running, nearest_ancestor
 
@@ -71,11 +72,8 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
     is_step[list(parsed)] = True
     idx = np.flatnonzero((table.kind == Kind.RANGE) & is_step[table.name])
     idx = idx[np.argsort(table.start[idx], kind="stable")]
-    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
-    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
-    it = np.searchsorted(starts, table.start[idx], side="right") - 1
-    inside = (it >= 0) & (table.start[idx] <= ends[np.maximum(it, 0)]) if windows else it >= 0
-    idx, it = idx[inside], it[inside]
+    it = span_index(table.start[idx], *np.asarray(windows, dtype=np.int64).reshape(-1, 2).T)
+    idx, it = idx[it >= 0], it[it >= 0]
     index = np.zeros(idx.size, dtype=np.int64)
     for i in unique(it).tolist():
         mine = it == i
