@@ -31,7 +31,7 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
-from kernelmagic.views.breakdown import merge
+from kernelmagic.views.breakdown import merge, name_mask
 from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
 from kernelmagic.views.source_lines import user_frames
 
@@ -45,9 +45,7 @@ BETWEEN_OPS = "Python between ops"
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
-    names = np.fromiter((bool(test(n)) for n in table.names), dtype=bool,  # type: ignore[operator]
-                        count=len(table.names))
-    return np.flatnonzero(names[table.name] & (table.device < 0))
+    return np.flatnonzero(name_mask(table, test) & (table.device < 0))
 
 
 class _Spans:
@@ -192,10 +190,9 @@ class _Context:
         nxt_at = np.searchsorted(t.start[by_start], hi, "left")
         nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
                        -1) if by_start.size else np.full(lo.shape, -1)
-        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in t.names),
-                                 dtype=bool, count=len(t.names))
+        htod_name = name_mask(t, lambda n: "htod" in n.lower().replace(" ", ""))
         safe = np.maximum(nxt, 0)
-        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_names[t.name[safe]]
+        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_name[safe]
         loader = self.loaders.first_during(lo, hi)
         loading = loader >= 0
         rest = ~edge & (sync < 0) & ~htod & ~loading

@@ -35,6 +35,7 @@ from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
 from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
 from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
+from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.tree import Figures
 
 __all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
@@ -115,9 +116,8 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     on_cpu = (table.device < 0) & isin(table.kind, _RANGE_KINDS)
     if not on_cpu.any():
         return on_cpu
-    ours = np.fromiter((is_ours(x, name) for x in table.names), dtype=bool,
-                       count=len(table.names))
-    leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.end > table.start)
+    ours = name_mask(table, lambda x: is_ours(x, name))
+    leaf = ((table.kind == Kind.RANGE) & ~ours & (table.end > table.start)
             & ~_ops_below(table))
     return on_cpu & ~iteration_markers(table, name) & ((_launched(table) > 0) | leaf)
 
@@ -125,10 +125,9 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
 def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
     """Per event: an iteration marker, ``ProfilerStep#N`` or kernelmagic's ``NAME/iter i``
     of the run ``name`` (any run's when None). They mark the window; they are no row."""
-    ours = np.fromiter((is_iteration(x, name) for x in table.names), dtype=bool,
-                       count=len(table.names))
+    ours = name_mask(table, lambda x: is_iteration(x, name))
     return (table.device < 0) & ((table.kind == Kind.STEP)
-                                 | ((table.kind == Kind.RANGE) & ours[table.name]))
+                                 | ((table.kind == Kind.RANGE) & ours))
 
 
 def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray, list[str]]:

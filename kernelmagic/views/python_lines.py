@@ -23,7 +23,7 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable, Frame, Kind, PythonSamples, Window
 from kernelmagic.core.rows import DATA_LOADING, PythonLineRow, SourceRow
-from kernelmagic.views.breakdown import cpu_busy, merge
+from kernelmagic.views.breakdown import cpu_busy, merge, name_mask
 from kernelmagic.views.source_lines import is_data_loading_file, user_frames
 from kernelmagic.views.tree import nearest_ancestor
 
@@ -163,9 +163,7 @@ def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
 def outermost_loaders(table: EventTable) -> np.ndarray:
     """A trace's ``python_function`` events in a DataLoader's files with no such event
     around them."""
-    loader_name = np.fromiter((is_data_loading_file(n) for n in table.names), dtype=bool,
-                              count=len(table.names))
-    rows = np.flatnonzero((table.kind == Kind.PYTHON) & loader_name[table.name])
+    rows = np.flatnonzero((table.kind == Kind.PYTHON) & name_mask(table, is_data_loading_file))
     if not rows.size:
         return rows
     return rows[frame_owner(table, rows)[rows] < 0]

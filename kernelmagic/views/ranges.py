@@ -10,6 +10,7 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
+from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
@@ -21,19 +22,13 @@ def _range_device(figures: Figures, idx: np.ndarray) -> np.ndarray:
     return np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
 
 
-def _names_matching(table: EventTable, test) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Boolean per name id: whether ``test(name)`` holds (names tested once each)."""
-    return np.fromiter((bool(test(x)) for x in table.names), dtype=bool, count=len(table.names))
-
-
 def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool = False,
                 top: int = 5) -> list[RangeRow]:
     """Each ``record_function`` range the user opened: its time and the top ops inside.
 
     The top ops are ranked by self time on the profiled device (CPU without CUDA).
     """
-    theirs_name = _names_matching(table, lambda x: not is_ours(x, name))
-    theirs = (table.kind == Kind.RANGE) & theirs_name[table.name]
+    theirs = (table.kind == Kind.RANGE) & name_mask(table, lambda x: not is_ours(x, name))
     if not theirs.any():
         return []
     idx = np.flatnonzero(theirs)
