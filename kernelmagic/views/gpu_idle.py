@@ -32,8 +32,8 @@ from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, dev
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
 from kernelmagic.views.breakdown import merge, name_mask
-from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
-from kernelmagic.views.source_lines import user_frames
+from kernelmagic.views.python_lines import SampleIndex, label
+from kernelmagic.views.source_lines import frame_owner, user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
 #: The causes, in the order the rules try them (the module's docstring); the one taxonomy

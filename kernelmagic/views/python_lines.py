@@ -24,8 +24,7 @@ import numpy as np
 from kernelmagic.core.events import EventTable, Frame, Kind, PythonSamples, Window
 from kernelmagic.core.rows import DATA_LOADING, PythonLineRow, SourceRow
 from kernelmagic.views.breakdown import cpu_busy, merge, name_mask
-from kernelmagic.views.source_lines import is_data_loading_file, user_frames
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.source_lines import frame_owner, is_data_loading_file, user_frames
 
 #: How to record what this view needs in a trace.
 TRACE_HINT = ("no Python lines: this trace has no python_function events; record them "
@@ -151,13 +150,6 @@ def samples_from_trace(table: EventTable, windows: list[Window],
             paint(row, int(table.name[caller[row]]), True)
     return PythonSamples(t_ns=grid + table.origin_ns, frame=owner, frames=listed,
                          interval_s=step_ns / 1e9)
-
-
-def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
-    """Per event: the nearest enclosing event among ``frame_rows`` (-1 when none)."""
-    mask = np.zeros(table.n, dtype=bool)
-    mask[frame_rows] = True
-    return nearest_ancestor(table.parent, mask)
 
 
 def outermost_loaders(table: EventTable) -> np.ndarray:

@@ -45,8 +45,7 @@ from kernelmagic.views.ops import (
 )
 from kernelmagic.views.python_lines import label
 from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
-from kernelmagic.views.source_lines import user_frames
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.source_lines import frame_owner, user_frames
 
 __all__ = ["RowDetailView", "RowGroup", "RowKernel", "RowSeries", "row_detail"]
 
@@ -289,9 +288,7 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
     frames, frame_events = user_frames(table)
     if not frame_events.size or not calls.size:
         return []
-    is_frame = np.zeros(table.n, dtype=bool)
-    is_frame[frame_events] = True
-    owner = nearest_ancestor(table.parent, is_frame)[calls]
+    owner = frame_owner(table, frame_events)[calls]
     has = owner >= 0
     texts = [""] * len(table.names)
     for i, (file, line, func) in frames.items():
