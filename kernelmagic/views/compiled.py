@@ -123,7 +123,7 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
     dev: Counter[tuple[str, bool]] = Counter()
     idx = np.flatnonzero(region)
     idx = idx[np.argsort(table.start[idx], kind="stable")]
-    device = np.maximum(0.0, figures.device_total - figures.own_gpu_range)
+    device = figures.range_device
     for i in idx.tolist():
         key = (_compile_id(table, i, found), bool(owner[i] < 0))
         count[key] += 1

@@ -17,11 +17,6 @@ from kernelmagic.views.tree import Figures, nearest_ancestor
 __all__ = ["module_rows", "user_ranges"]
 
 
-def _range_device(figures: Figures, idx: np.ndarray) -> np.ndarray:
-    """A range's device time without its own GPU-side copy (not GPU work)."""
-    return np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
-
-
 def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool = False,
                 top: int = 5) -> list[RangeRow]:
     """Each ``record_function`` range the user opened: its time and the top ops inside.
@@ -37,7 +32,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     k = first.size
     count = np.bincount(gid, minlength=k)
     cpu = np.bincount(gid, weights=figures.cpu_total[idx], minlength=k)
-    dev = np.bincount(gid, weights=_range_device(figures, idx), minlength=k)
+    dev = np.bincount(gid, weights=figures.range_device[idx], minlength=k)
     owner = nearest_ancestor(table.parent, theirs)
     ops = np.flatnonzero(is_op(table) & (owner >= 0))
     own_self = figures.self_device if on_device else figures.self_cpu
@@ -76,7 +71,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     for i, up in zip(idx.tolist(), enclosing[idx].tolist(), strict=True):
         depth_of[i] = depth_of[up] + 1 if up >= 0 else 0
     cpu = figures.cpu_total
-    dev = figures.device_total - figures.own_gpu_range
+    dev = figures.range_device
     path_of = {i: matches[i][1] for i in unique(table.name[idx]).tolist()}
     type_of = {i: matches[i][2] for i in path_of}
     total_cpu: dict[str, float] = {}
@@ -91,7 +86,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
         path = path_of[name_id]
         types[path] = type_of[name_id]
         count[path] += 1
-        c, d = float(cpu[i]), max(0.0, float(dev[i]))
+        c, d = float(cpu[i]), float(dev[i])
         total_cpu[path] = total_cpu.get(path, 0.0) + c
         total_dev[path] = total_dev.get(path, 0.0) + d
         depth[path] = depth_of[i]

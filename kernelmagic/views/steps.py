@@ -254,7 +254,7 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     at = np.full(table.n, -1, dtype=np.int64)
     at[idx] = np.arange(idx.size)
     cpu = np.bincount(at[owner[ops]], weights=figures.self_cpu[ops], minlength=idx.size)
-    device = np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
+    device = figures.range_device[idx]
     levels = _memory_levels(table, on_device) if memory else None
     held = grown = np.zeros(idx.size)
     if levels is not None:
