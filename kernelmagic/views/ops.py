@@ -39,7 +39,7 @@ from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.tree import Figures
 
 __all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
-           "outer_window", "range_owners", "row_events", "under_our_sync"]
+           "our_sync_ranges", "outer_window", "range_owners", "row_events", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
@@ -57,15 +57,16 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
+def our_sync_ranges(table: EventTable) -> np.ndarray:
+    """Per event: kernelmagic's own synchronise range (``SYNC_RANGE``)."""
+    return (table.kind == Kind.RANGE) & name_mask(table, SYNC_RANGE.__eq__)
+
+
 def under_our_sync(table: EventTable) -> np.ndarray:
-    sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
-    if sync < 0:
-        return np.zeros(table.n, dtype=bool)
-    parent = table.parent
-    has = parent >= 0
+    """Per event: directly inside kernelmagic's own synchronise range."""
+    sync, has = our_sync_ranges(table), table.parent >= 0
     out = np.zeros(table.n, dtype=bool)
-    up = parent[has]
-    out[has] = (table.name[up] == sync) & (table.kind[up] == Kind.RANGE)
+    out[has] = sync[table.parent[has]]
     return out
 
 

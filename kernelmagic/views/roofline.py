@@ -29,12 +29,11 @@ from dataclasses import replace
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.events import EventTable, Kind
-from kernelmagic.core.range_names import SYNC_RANGE
+from kernelmagic.core.events import EventTable
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.ops import is_op, outer_window
+from kernelmagic.views.ops import is_op, our_sync_ranges, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
@@ -54,8 +53,7 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     figures = figures if figures is not None else Figures(table)
     own = figures.self_device if on_device else figures.self_cpu
     parent = table.parent
-    sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
-    sync_range = (table.name == sync) & (table.kind == Kind.RANGE)
+    sync_range = our_sync_ranges(table)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
     op = is_op(table) & ~skipped
     if window is not None:
