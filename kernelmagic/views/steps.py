@@ -81,10 +81,6 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
     return _Steps(idx, it, index, [parsed[int(n)][1] for n in table.name[idx]])
 
 
-def _pattern(inputs: str) -> str:
-    return _NUMBER.sub("#", inputs)
-
-
 def _merged_label(members: list[str]) -> str:
     """Inputs that share a pattern, each size written as its range: ``x (1, 65…79) int64``."""
     numbers = [[int(x) for x in _NUMBER.findall(m)] for m in members]
@@ -102,7 +98,7 @@ def _group_keys(inputs: list[str]) -> tuple[list[str], dict[str, str]]:
     distinct = list(dict.fromkeys(inputs))
     if len(distinct) <= MAX_GROUPS:
         return inputs, {k: k for k in distinct}
-    keys = [_pattern(x) for x in inputs]
+    keys = [_NUMBER.sub("#", x) for x in inputs]  # inputs alike but for their sizes
     members: dict[str, list[str]] = {}
     for key, text in zip(keys, inputs, strict=True):
         members.setdefault(key, []).append(text)
