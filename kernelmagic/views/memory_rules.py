@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelmagic.core.arrays import isin
-from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window
+from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.memory_rows import (
     AT_END,
     BEFORE,
@@ -40,6 +40,7 @@ from kernelmagic.core.memory_rows import (
     MemoryLedger,
 )
 from kernelmagic.views.breakdown import merge, span_index
+from kernelmagic.views.tree import nearest_ancestor
 
 #: The range torch's optimizers open around ``step`` ("Optimizer.step#AdamW.step").
 STEP_RANGE = "Optimizer.step#"
@@ -72,15 +73,7 @@ def optimizer_steps(table: EventTable) -> list[Window]:
 def _outermost_ops(table: EventTable) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the CPU ops inside no other op, by start."""
     ops = (table.kind == Kind.OP) & (table.tid >= 0) & (table.device < 0)
-    idx = np.flatnonzero(ops)
-    up = table.parent[idx]
-    nested = np.zeros(idx.size, dtype=bool)
-    climbing = up != NO_PARENT
-    while climbing.any():  # one step up the parents at a time, for those still climbing
-        nested[climbing] = ops[up[climbing]]
-        up[climbing] = table.parent[up[climbing]]
-        climbing &= ~nested & (up != NO_PARENT)
-    idx = idx[~nested]
+    idx = np.flatnonzero(ops & (nearest_ancestor(table.parent, ops) < 0))
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     return table.start[idx], table.end[idx]
 
