@@ -38,8 +38,9 @@ from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.tree import Figures
 
-__all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
-           "our_sync_ranges", "outer_window", "range_owners", "row_events", "under_our_sync"]
+__all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
+           "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
+           "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
@@ -176,10 +177,14 @@ def row_events(table: EventTable, ranges: np.ndarray,
     """Per event: whether it is counted in an op or range row (``op_rows``): an op, a
     runtime call or a range that owns time (``ranges``: ``range_owners``), not under
     kernelmagic's own synchronize, starting inside ``window`` when one is given."""
-    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
-    if window is not None:
-        wanted &= (table.start >= window[0]) & (table.start <= window[1])
-    return wanted
+    return (is_op(table) | ranges) & ~under_our_sync(table) & in_window(table.start, window)
+
+
+def in_window(times: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
+    """Per time: inside ``window`` (its ends included); every one without a window."""
+    if window is None:
+        return np.ones(times.size, dtype=bool)
+    return (times >= window[0]) & (times <= window[1])
 
 
 def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range: np.ndarray,
@@ -236,17 +241,13 @@ def _marker_rows(table: EventTable, window: tuple[int, int] | None,
     marker (``marker_work``), counting the pieces of work, with their device time."""
     row, keys = marker_work(table, name)
     idx = np.flatnonzero(row >= 0)
-    if window is not None:
-        start = table.start[table.launcher[idx]]
-        idx = idx[(start >= window[0]) & (start <= window[1])]
+    idx = idx[in_window(table.start[table.launcher[idx]], window)]
     return _work_rows(table, idx, row[idx], keys, NO_OP) if idx.size else []
 
 
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
-    work = device_work(table) & (table.launcher == NO_PARENT)
-    if window is not None:
-        work &= (table.start >= window[0]) & (table.start <= window[1])
+    work = device_work(table) & (table.launcher == NO_PARENT) & in_window(table.start, window)
     idx = np.flatnonzero(work)
     if not idx.size:
         return []

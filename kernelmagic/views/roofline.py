@@ -33,7 +33,7 @@ from kernelmagic.core.events import EventTable
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.ops import is_op, our_sync_ranges, outer_window
+from kernelmagic.views.ops import in_window, is_op, our_sync_ranges, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
@@ -55,9 +55,7 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     parent = table.parent
     sync_range = our_sync_ranges(table)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
-    op = is_op(table) & ~skipped
-    if window is not None:
-        op &= (table.start >= window[0]) & (table.start <= window[1])
+    op = is_op(table) & ~skipped & in_window(table.start, window)
     is_counted = op & name_mask(table, lambda x: x in counted)
     # The outermost counted op above each event (-1: none): it owns the event's time.
     inner = nearest_ancestor(parent, is_counted)

@@ -38,6 +38,7 @@ from kernelmagic.views.ops import (
     NO_OP,
     RANGE,
     UNLAUNCHED,
+    in_window,
     marker_work,
     outer_window,
     range_owners,
@@ -158,17 +159,14 @@ def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | Non
     work = np.flatnonzero(device_work(table))
     launcher = table.launcher[work]
     own = np.where(launcher != NO_PARENT, rows.of_event[np.maximum(launcher, 0)], -1)
-    def inside(times: np.ndarray) -> np.ndarray:  # (as op_rows keeps these rows' work)
-        return (np.ones(times.size, dtype=bool) if window is None
-                else (times >= window[0]) & (times <= window[1]))
-
     marked, marker_keys = marker_work(table, name)
     by_marker = marked[work]
     if marker_keys:
         first = rows.add([KIND_MARKS[NO_OP] + k for k in marker_keys])
-        by_marker = np.where(inside(table.start[np.maximum(launcher, 0)]), by_marker, -1)
+        inside = in_window(table.start[np.maximum(launcher, 0)], window)  # as op_rows keeps it
+        by_marker = np.where(inside, by_marker, -1)
         own = np.where(by_marker >= 0, first + by_marker, own)
-    unlaunched = (launcher == NO_PARENT) & inside(table.start[work])
+    unlaunched = (launcher == NO_PARENT) & in_window(table.start[work], window)
     if unlaunched.any():
         found, inverse = unique(table.name[work[unlaunched]], return_inverse=True)
         first = rows.add([KIND_MARKS[UNLAUNCHED] + table.names[i] for i in found.tolist()])
