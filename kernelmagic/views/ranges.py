@@ -10,7 +10,7 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
-from kernelmagic.views.breakdown import name_mask
+from kernelmagic.views.breakdown import name_mask, name_matches
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
@@ -57,9 +57,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
 
 def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     """Time per module path from the ``module: <path> (<Type>)`` ranges, nested."""
-    matches = [MODULE_RANGE.match(x) for x in table.names]
-    is_module_name = np.fromiter((m is not None for m in matches), dtype=bool,
-                                 count=len(matches))
+    is_module_name, matches = name_matches(table, MODULE_RANGE)
     module = (table.kind == Kind.RANGE) & is_module_name[table.name]
     if not module.any():
         return []
