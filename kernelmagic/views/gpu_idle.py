@@ -140,9 +140,8 @@ class _Context:
         self.loaders = _Spans(table, _cpu_rows(table, lambda n: n.startswith(DATA_LOADER)))
         self.work = np.flatnonzero(device_work(table))
         self.work_by_start = self.work[np.argsort(table.start[self.work], kind="stable")]
-        ops = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
-        self.is_op = np.zeros(table.n, dtype=bool)
-        self.is_op[ops] = True
+        self.is_op = (table.kind == Kind.OP) & (table.device < 0)
+        ops = np.flatnonzero(self.is_op)
         self.threads = []  # per thread: its ops' starts, and the ops, by start
         op_tids = table.tid[ops]
         for tid in sorted(set(op_tids.tolist())):
