@@ -32,7 +32,7 @@ from collections import Counter
 import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
-from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work, key_finder
 from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
 from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.breakdown import name_mask
@@ -40,7 +40,7 @@ from kernelmagic.views.tree import Figures
 
 __all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
            "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
-           "under_our_sync"]
+           "runtime_calls", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
@@ -106,6 +106,16 @@ def _launched(table: EventTable) -> np.ndarray:
     """Per event: how many pieces of GPU work it launched directly (``launcher``)."""
     work = device_work(table) & (table.launcher != NO_PARENT)
     return np.bincount(table.launcher[work], minlength=table.n)
+
+
+def runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
+    """Each piece of GPU work's runtime call (same correlation id), -1 where none."""
+    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
+                           & (table.correlation != 0))
+    if not calls.size:
+        return np.full(work.size, -1, dtype=np.int64)
+    hit, first = key_finder(table.correlation[calls])(table.correlation[work])
+    return np.where(hit, calls[first], -1)
 
 
 def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:

@@ -43,6 +43,7 @@ from kernelmagic.views.ops import (
     outer_window,
     range_owners,
     row_events,
+    runtime_calls,
 )
 from kernelmagic.views.python_lines import label
 from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
@@ -174,27 +175,11 @@ def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | Non
     return work, own
 
 
-def _runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
-    """Each piece of work's runtime call (same correlation id), -1 where none."""
-    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
-                           & (table.correlation != 0))
-    out = np.full(work.size, -1, dtype=np.int64)
-    if not calls.size or not work.size:
-        return out
-    order = calls[np.argsort(table.correlation[calls], kind="stable")]
-    sorted_ids = table.correlation[order]
-    wanted = table.correlation[work]
-    at = np.minimum(np.searchsorted(sorted_ids, wanted), order.size - 1)
-    hit = (sorted_ids[at] == wanted) & (wanted != 0)
-    out[hit] = order[at[hit]]
-    return out
-
-
 def _holders(table: EventTable, rows: _Rows, work: np.ndarray,
              own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(piece, row) pairs: each piece of work with every row it ran under (its own row,
     its runtime call, and every row event above that call), each pair once."""
-    start = _runtime_calls(table, work)
+    start = runtime_calls(table, work)
     start = np.where(start >= 0, start, table.launcher[work])
     piece = [np.flatnonzero(own >= 0)]
     holder = [own[own >= 0]]
