@@ -35,6 +35,7 @@ mean length, so each share is a figure over ``wall``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,15 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     first[1:] = s[1:] > reach[:-1]
     heads = np.flatnonzero(first)
     return s[heads], np.maximum.reduceat(e, heads)
+
+
+def span_index(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each time: the index of the span (sorted by start, disjoint, ends included)
+    around it, -1 when none."""
+    if starts.size == 0:
+        return np.full(t.size, -1)
+    k = np.searchsorted(starts, t, "right") - 1
+    return np.where((k >= 0) & (ends[np.maximum(k, 0)] >= t), k, -1)
 
 
 def covered(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -120,6 +130,12 @@ def name_mask(table: EventTable, test: Any) -> np.ndarray:
     """Per event: ``test(name)`` evaluated once per distinct name."""
     per_name = np.fromiter((test(n) for n in table.names), dtype=bool, count=len(table.names))
     return per_name[table.name]
+
+
+def name_matches(table: EventTable, pattern: re.Pattern[str]) -> tuple[np.ndarray, list[Any]]:
+    """Per name id: whether ``pattern`` matches it, and the matches (None where not)."""
+    found = [pattern.match(x) for x in table.names]
+    return np.fromiter((m is not None for m in found), dtype=bool, count=len(found)), found
 
 
 def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:

@@ -33,6 +33,7 @@ from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.views.breakdown import Intervals, is_comm_kernel, is_comm_op, name_mask
+from kernelmagic.views.ops import runtime_calls
 
 __all__ = ["BUSY_NAME_CHARS", "BUSY_TOP", "COLLECTIVES_KEPT", "COLLECTIVE_PREFIXES",
            "collective_arrivals"]
@@ -100,24 +101,11 @@ def _collective_name(table: EventTable, kernel: int, launch: int) -> str:
     return table.names[table.name[kernel]].split("(")[0].strip()
 
 
-def _launches(table: EventTable, kernels: np.ndarray) -> np.ndarray:
-    """Per kernel, the row of the runtime call of its correlation (-1 when none)."""
-    runtime = np.flatnonzero((table.kind == Kind.RUNTIME)
-                             & isin(table.correlation, table.correlation[kernels]))
-    runtime = runtime[np.argsort(table.correlation[runtime], kind="stable")]
-    keys = table.correlation[runtime]
-    at = np.minimum(np.searchsorted(keys, table.correlation[kernels]), max(keys.size - 1, 0))
-    found = keys.size > 0
-    hit = (table.correlation[kernels] != 0) & (keys[at] == table.correlation[kernels]) \
-        if found else np.zeros(kernels.size, dtype=bool)
-    return np.where(hit, runtime[at] if found else -1, -1)
-
-
 def _candidates(table: EventTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The collective events (rows), the time that places each in a step, their names."""
     kernels = np.flatnonzero((table.kind == Kind.KERNEL) & name_mask(table, is_comm_kernel))
     if kernels.size:
-        launches = _launches(table, kernels)
+        launches = runtime_calls(table, kernels)
         anchors = np.where(launches >= 0, table.start[np.maximum(launches, 0)],
                            table.start[kernels])
         names = [_collective_name(table, int(k), int(r)) for k, r in zip(kernels, launches,

@@ -29,7 +29,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
-from kernelmagic.views.breakdown import Intervals
+from kernelmagic.views.breakdown import Intervals, name_matches
 from kernelmagic.views.ops import is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
@@ -68,12 +68,6 @@ class CompiledView:
     compiles: list[CompileRow] = field(default_factory=list)
 
 
-def _matching(table: EventTable, pattern: re.Pattern[str]) -> tuple[np.ndarray, list[Any]]:
-    """Per name id: whether it matches ``pattern``, and the matches."""
-    found = [pattern.match(x) for x in table.names]
-    return np.fromiter((m is not None for m in found), dtype=bool, count=len(found)), found
-
-
 def _inside(table: EventTable, windows: list[Window]) -> np.ndarray:
     """Events that start inside one of ``windows`` (all events without windows)."""
     if not windows:
@@ -88,13 +82,13 @@ def compiled_view(table: EventTable, figures: Figures,
                   windows: list[Window]) -> CompiledView:
     """The compiled regions, graph-break gaps and inductor kernels of the iterations
     ``windows``; an empty ``CompiledView`` when no compiled code ran."""
-    is_region_name, region_match = _matching(table, REGION)
+    is_region_name, region_match = name_matches(table, REGION)
     on_cpu = (table.device < 0) & (table.kind != Kind.PYTHON)
     inside = _inside(table, windows)
     region = on_cpu & is_region_name[table.name]
     if not (region & inside).any():
         return CompiledView()
-    is_graph_name, _ = _matching(table, GRAPH_CALL)
+    is_graph_name, _ = name_matches(table, GRAPH_CALL)
     graph = on_cpu & is_graph_name[table.name] & inside
     owner = nearest_ancestor(table.parent, region)
     regions = _region_rows(table, figures, region & inside, graph, owner, region_match)
@@ -123,7 +117,7 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
     dev: Counter[tuple[str, bool]] = Counter()
     idx = np.flatnonzero(region)
     idx = idx[np.argsort(table.start[idx], kind="stable")]
-    device = np.maximum(0.0, figures.device_total - figures.own_gpu_range)
+    device = figures.range_device
     for i in idx.tolist():
         key = (_compile_id(table, i, found), bool(owner[i] < 0))
         count[key] += 1
@@ -261,7 +255,7 @@ def _kernels(table: EventTable, figures: Figures, inside: np.ndarray, owner: np.
     CPU-side records of the same name), C++ kernels (their profiling records) by CPU time,
     one row per name and region (Triton kernels are named per graph: two graphs can
     each have a ``triton_poi_fused_add_0``)."""
-    is_kernel_name, found = _matching(table, KERNEL)
+    is_kernel_name, found = name_matches(table, KERNEL)
     on_device = device_work(table)
     on_cpu = (table.device < 0) & (table.kind == Kind.OP)
     chosen = np.flatnonzero(is_kernel_name[table.name] & inside & (on_device | on_cpu))

@@ -31,9 +31,9 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
-from kernelmagic.views.breakdown import merge
-from kernelmagic.views.python_lines import SampleIndex, frame_owner, label
-from kernelmagic.views.source_lines import user_frames
+from kernelmagic.views.breakdown import merge, name_mask
+from kernelmagic.views.python_lines import SampleIndex, label
+from kernelmagic.views.source_lines import frame_owner, user_frames
 
 _MEMCPY = int(Kind.MEMCPY)
 #: The causes, in the order the rules try them (the module's docstring); the one taxonomy
@@ -45,9 +45,7 @@ BETWEEN_OPS = "Python between ops"
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
-    names = np.fromiter((bool(test(n)) for n in table.names), dtype=bool,  # type: ignore[operator]
-                        count=len(table.names))
-    return np.flatnonzero(names[table.name] & (table.device < 0))
+    return np.flatnonzero(name_mask(table, test) & (table.device < 0))
 
 
 class _Spans:
@@ -142,9 +140,8 @@ class _Context:
         self.loaders = _Spans(table, _cpu_rows(table, lambda n: n.startswith(DATA_LOADER)))
         self.work = np.flatnonzero(device_work(table))
         self.work_by_start = self.work[np.argsort(table.start[self.work], kind="stable")]
-        ops = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
-        self.is_op = np.zeros(table.n, dtype=bool)
-        self.is_op[ops] = True
+        self.is_op = (table.kind == Kind.OP) & (table.device < 0)
+        ops = np.flatnonzero(self.is_op)
         self.threads = []  # per thread: its ops' starts, and the ops, by start
         op_tids = table.tid[ops]
         for tid in sorted(set(op_tids.tolist())):
@@ -192,10 +189,9 @@ class _Context:
         nxt_at = np.searchsorted(t.start[by_start], hi, "left")
         nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
                        -1) if by_start.size else np.full(lo.shape, -1)
-        htod_names = np.fromiter(("htod" in n.lower().replace(" ", "") for n in t.names),
-                                 dtype=bool, count=len(t.names))
+        htod_name = name_mask(t, lambda n: "htod" in n.lower().replace(" ", ""))
         safe = np.maximum(nxt, 0)
-        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_names[t.name[safe]]
+        htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_name[safe]
         loader = self.loaders.first_during(lo, hi)
         loading = loader >= 0
         rest = ~edge & (sync < 0) & ~htod & ~loading

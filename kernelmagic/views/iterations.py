@@ -60,7 +60,9 @@ def find_iterations(table: EventTable, name: str | None = None) -> Iterations:
         return ours
     steps = np.flatnonzero(table.kind == Kind.STEP)
     if steps.size:
-        return Iterations("", _windows(table, _real_steps(table, steps)), "ProfilerStep")
+        real = _real_steps(table, steps)  # in time order
+        return Iterations("", list(zip(table.start[real].tolist(), table.end[real].tolist(),
+                                       strict=True)), "ProfilerStep")
     seen = np.flatnonzero((table.kind != Kind.OTHER) & (table.kind != Kind.MEMORY))
     if not seen.size:
         seen = np.arange(table.n)
@@ -113,11 +115,6 @@ def _real_steps(table: EventTable, steps: np.ndarray) -> np.ndarray:
     if length[-1] < length[:-1][holds[:-1]].min():
         return steps[:-1]
     return steps
-
-
-def _windows(table: EventTable, rows: np.ndarray) -> list[Window]:
-    order = rows[np.argsort(table.start[rows], kind="stable")]
-    return [(int(table.start[i]), int(table.end[i])) for i in order]
 
 
 def without_range(table: EventTable, range_name: str) -> EventTable:

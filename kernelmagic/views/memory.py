@@ -95,13 +95,6 @@ def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarra
     return np.rint(sums).astype(np.int64)
 
 
-def _levels(category: np.ndarray, delta: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Bytes per category after each change ``lo..hi-1`` (rows: changes)."""
-    steps = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
-    steps[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
-    return _levels_before(category, delta, lo) + np.cumsum(steps, axis=0)
-
-
 def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = None
                ) -> tuple[str, str]:
     """(innermost op, innermost scope) around time ``t`` on thread ``tid``: the scope is the
@@ -232,7 +225,9 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
     lo = int(np.searchsorted(when, start, "left"))
     hi = int(np.searchsorted(when, end, "right"))
     base = _levels_before(category, delta, lo)
-    levels = _levels(category, delta, lo, hi)
+    changes = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
+    changes[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
+    levels = base + np.cumsum(changes, axis=0)  # bytes per category after each change
     pts = [MemoryPoint(label, i, 0.0, **by_category(base.tolist()))]
     pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, **by_category(row))
             for t, row in zip(when[lo:hi].tolist(), levels.tolist(), strict=True)]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelmagic.core.arrays import isin
-from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window
+from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.memory_rows import (
     AT_END,
     BEFORE,
@@ -39,7 +39,8 @@ from kernelmagic.core.memory_rows import (
     KnownStorages,
     MemoryLedger,
 )
-from kernelmagic.views.breakdown import merge
+from kernelmagic.views.breakdown import merge, span_index
+from kernelmagic.views.tree import nearest_ancestor
 
 #: The range torch's optimizers open around ``step`` ("Optimizer.step#AdamW.step").
 STEP_RANGE = "Optimizer.step#"
@@ -69,27 +70,10 @@ def optimizer_steps(table: EventTable) -> list[Window]:
     return list(zip(table.start[idx].tolist(), table.end[idx].tolist(), strict=True))
 
 
-def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each time: the index of the span (by start) around it, -1 when none."""
-    if starts.size == 0:
-        return np.full(t.size, -1)
-    k = np.searchsorted(starts, t, "right") - 1
-    hit = (k >= 0) & (ends[np.maximum(k, 0)] >= t)
-    return np.where(hit, k, -1)
-
-
 def _outermost_ops(table: EventTable) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the CPU ops inside no other op, by start."""
     ops = (table.kind == Kind.OP) & (table.tid >= 0) & (table.device < 0)
-    idx = np.flatnonzero(ops)
-    up = table.parent[idx]
-    nested = np.zeros(idx.size, dtype=bool)
-    climbing = up != NO_PARENT
-    while climbing.any():  # one step up the parents at a time, for those still climbing
-        nested[climbing] = ops[up[climbing]]
-        up[climbing] = table.parent[up[climbing]]
-        climbing &= ~nested & (up != NO_PARENT)
-    idx = idx[~nested]
+    idx = np.flatnonzero(ops & (nearest_ancestor(table.parent, ops) < 0))
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     return table.start[idx], table.end[idx]
 
@@ -180,12 +164,12 @@ def _by_rules(blocks: _Blocks, table: EventTable, saw_model: bool) -> np.ndarray
     freed = np.asarray(blocks.freed, dtype=np.int64)
     category = np.full(created.size, _ACTIVATION if saw_model else UNKNOWN, dtype=np.int8)
     backward = _named(table, BACKWARD_OP, (Kind.OP,))
-    bw = _inside(created, *merge(table.start[backward], table.end[backward]))
+    bw = span_index(created, *merge(table.start[backward], table.end[backward]))
     category[bw >= 0] = _AUTOGRAD
     steps = np.asarray(optimizer_steps(table), dtype=np.int64).reshape(-1, 2)
-    in_step = _inside(created, *merge(steps[:, 0], steps[:, 1])) >= 0
+    in_step = span_index(created, *merge(steps[:, 0], steps[:, 1])) >= 0
     starts, ends = _outermost_ops(table)
-    op = _inside(created, starts, ends)
+    op = span_index(created, starts, ends)
     in_one_op = (op >= 0) & (freed <= ends[np.maximum(op, 0)]) if starts.size else op >= 0
     category[in_step | in_one_op] = _TEMPORARY
     category[created == BEFORE] = UNKNOWN

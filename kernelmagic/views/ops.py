@@ -32,13 +32,15 @@ from collections import Counter
 import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
-from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
+from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work, key_finder
 from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
 from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
+from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.tree import Figures
 
-__all__ = ["group", "is_op", "iteration_markers", "kernel_rows", "marker_work", "op_rows",
-           "outer_window", "range_owners", "row_events", "under_our_sync"]
+__all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
+           "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
+           "runtime_calls", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
 OP, RANGE, UNLAUNCHED, NO_OP = "op", "range", "unlaunched", "no op"
@@ -56,15 +58,16 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
+def our_sync_ranges(table: EventTable) -> np.ndarray:
+    """Per event: kernelmagic's own synchronise range (``SYNC_RANGE``)."""
+    return (table.kind == Kind.RANGE) & name_mask(table, SYNC_RANGE.__eq__)
+
+
 def under_our_sync(table: EventTable) -> np.ndarray:
-    sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
-    if sync < 0:
-        return np.zeros(table.n, dtype=bool)
-    parent = table.parent
-    has = parent >= 0
+    """Per event: directly inside kernelmagic's own synchronise range."""
+    sync, has = our_sync_ranges(table), table.parent >= 0
     out = np.zeros(table.n, dtype=bool)
-    up = parent[has]
-    out[has] = (table.name[up] == sync) & (table.kind[up] == Kind.RANGE)
+    out[has] = sync[table.parent[has]]
     return out
 
 
@@ -105,6 +108,16 @@ def _launched(table: EventTable) -> np.ndarray:
     return np.bincount(table.launcher[work], minlength=table.n)
 
 
+def runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
+    """Each piece of GPU work's runtime call (same correlation id), -1 where none."""
+    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
+                           & (table.correlation != 0))
+    if not calls.size:
+        return np.full(work.size, -1, dtype=np.int64)
+    hit, first = key_finder(table.correlation[calls])(table.correlation[work])
+    return np.where(hit, calls[first], -1)
+
+
 def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     """The CPU-side ranges that own time directly (see the module's docstring).
 
@@ -115,9 +128,8 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     on_cpu = (table.device < 0) & isin(table.kind, _RANGE_KINDS)
     if not on_cpu.any():
         return on_cpu
-    ours = np.fromiter((is_ours(x, name) for x in table.names), dtype=bool,
-                       count=len(table.names))
-    leaf = ((table.kind == Kind.RANGE) & ~ours[table.name] & (table.end > table.start)
+    ours = name_mask(table, lambda x: is_ours(x, name))
+    leaf = ((table.kind == Kind.RANGE) & ~ours & (table.end > table.start)
             & ~_ops_below(table))
     return on_cpu & ~iteration_markers(table, name) & ((_launched(table) > 0) | leaf)
 
@@ -125,10 +137,9 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
 def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
     """Per event: an iteration marker, ``ProfilerStep#N`` or kernelmagic's ``NAME/iter i``
     of the run ``name`` (any run's when None). They mark the window; they are no row."""
-    ours = np.fromiter((is_iteration(x, name) for x in table.names), dtype=bool,
-                       count=len(table.names))
+    ours = name_mask(table, lambda x: is_iteration(x, name))
     return (table.device < 0) & ((table.kind == Kind.STEP)
-                                 | ((table.kind == Kind.RANGE) & ours[table.name]))
+                                 | ((table.kind == Kind.RANGE) & ours))
 
 
 def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray, list[str]]:
@@ -176,10 +187,14 @@ def row_events(table: EventTable, ranges: np.ndarray,
     """Per event: whether it is counted in an op or range row (``op_rows``): an op, a
     runtime call or a range that owns time (``ranges``: ``range_owners``), not under
     kernelmagic's own synchronize, starting inside ``window`` when one is given."""
-    wanted = (is_op(table) | ranges) & ~under_our_sync(table)
-    if window is not None:
-        wanted &= (table.start >= window[0]) & (table.start <= window[1])
-    return wanted
+    return (is_op(table) | ranges) & ~under_our_sync(table) & in_window(table.start, window)
+
+
+def in_window(times: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
+    """Per time: inside ``window`` (its ends included); every one without a window."""
+    if window is None:
+        return np.ones(times.size, dtype=bool)
+    return (times >= window[0]) & (times <= window[1])
 
 
 def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range: np.ndarray,
@@ -236,36 +251,31 @@ def _marker_rows(table: EventTable, window: tuple[int, int] | None,
     marker (``marker_work``), counting the pieces of work, with their device time."""
     row, keys = marker_work(table, name)
     idx = np.flatnonzero(row >= 0)
-    if window is not None:
-        start = table.start[table.launcher[idx]]
-        idx = idx[(start >= window[0]) & (start <= window[1])]
-    if not idx.size:
-        return []
-    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
-    time = np.bincount(row[idx], weights=duration, minlength=len(keys)).tolist()
-    count = np.bincount(row[idx], minlength=len(keys)).tolist()
-    return [OpRow(key=key, count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
-                  self_device_time_total=time[g], device_time_total=time[g], kind=NO_OP)
-            for g, key in enumerate(keys) if count[g]]
+    idx = idx[in_window(table.start[table.launcher[idx]], window)]
+    return _work_rows(table, idx, row[idx], keys, NO_OP) if idx.size else []
 
 
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
-    work = device_work(table) & (table.launcher == NO_PARENT)
-    if window is not None:
-        work &= (table.start >= window[0]) & (table.start <= window[1])
+    work = device_work(table) & (table.launcher == NO_PARENT) & in_window(table.start, window)
     idx = np.flatnonzero(work)
     if not idx.size:
         return []
     idx = idx[np.argsort(table.start[idx], kind="stable")]
     gid, first = group(table.name[idx])
-    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
-    time = np.bincount(gid, weights=duration, minlength=first.size).tolist()
-    count = np.bincount(gid, minlength=first.size).tolist()
     names = [table.names[i] for i in table.name[idx[first]].tolist()]
-    return [OpRow(key=names[g], count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
-                  self_device_time_total=time[g], device_time_total=time[g], kind=UNLAUNCHED)
-            for g in range(first.size)]
+    return _work_rows(table, idx, gid, names, UNLAUNCHED)
+
+
+def _work_rows(table: EventTable, idx: np.ndarray, gid: np.ndarray, keys: list[str],
+               kind: str) -> list[OpRow]:
+    """A ``kind`` row per group ``gid`` (named ``keys``) of GPU work ``idx``: device time only."""
+    duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
+    time = np.bincount(gid, weights=duration, minlength=len(keys)).tolist()
+    count = np.bincount(gid, minlength=len(keys)).tolist()
+    return [OpRow(key=key, count=count[g], self_cpu_time_total=0.0, cpu_time_total=0.0,
+                  self_device_time_total=time[g], device_time_total=time[g], kind=kind)
+            for g, key in enumerate(keys) if count[g]]
 
 
 def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:

@@ -23,9 +23,8 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable, Frame, Kind, PythonSamples, Window
 from kernelmagic.core.rows import DATA_LOADING, PythonLineRow, SourceRow
-from kernelmagic.views.breakdown import cpu_busy, merge
-from kernelmagic.views.source_lines import is_data_loading_file, user_frames
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.breakdown import cpu_busy, merge, name_mask
+from kernelmagic.views.source_lines import frame_owner, is_data_loading_file, user_frames
 
 #: How to record what this view needs in a trace.
 TRACE_HINT = ("no Python lines: this trace has no python_function events; record them "
@@ -153,19 +152,10 @@ def samples_from_trace(table: EventTable, windows: list[Window],
                          interval_s=step_ns / 1e9)
 
 
-def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
-    """Per event: the nearest enclosing event among ``frame_rows`` (-1 when none)."""
-    mask = np.zeros(table.n, dtype=bool)
-    mask[frame_rows] = True
-    return nearest_ancestor(table.parent, mask)
-
-
 def outermost_loaders(table: EventTable) -> np.ndarray:
     """A trace's ``python_function`` events in a DataLoader's files with no such event
     around them."""
-    loader_name = np.fromiter((is_data_loading_file(n) for n in table.names), dtype=bool,
-                              count=len(table.names))
-    rows = np.flatnonzero((table.kind == Kind.PYTHON) & loader_name[table.name])
+    rows = np.flatnonzero((table.kind == Kind.PYTHON) & name_mask(table, is_data_loading_file))
     if not rows.size:
         return rows
     return rows[frame_owner(table, rows)[rows] < 0]

@@ -10,20 +10,11 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
+from kernelmagic.views.breakdown import name_mask, name_matches
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 __all__ = ["module_rows", "user_ranges"]
-
-
-def _range_device(figures: Figures, idx: np.ndarray) -> np.ndarray:
-    """A range's device time without its own GPU-side copy (not GPU work)."""
-    return np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
-
-
-def _names_matching(table: EventTable, test) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Boolean per name id: whether ``test(name)`` holds (names tested once each)."""
-    return np.fromiter((bool(test(x)) for x in table.names), dtype=bool, count=len(table.names))
 
 
 def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool = False,
@@ -32,8 +23,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
 
     The top ops are ranked by self time on the profiled device (CPU without CUDA).
     """
-    theirs_name = _names_matching(table, lambda x: not is_ours(x, name))
-    theirs = (table.kind == Kind.RANGE) & theirs_name[table.name]
+    theirs = (table.kind == Kind.RANGE) & name_mask(table, lambda x: not is_ours(x, name))
     if not theirs.any():
         return []
     idx = np.flatnonzero(theirs)
@@ -42,7 +32,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     k = first.size
     count = np.bincount(gid, minlength=k)
     cpu = np.bincount(gid, weights=figures.cpu_total[idx], minlength=k)
-    dev = np.bincount(gid, weights=_range_device(figures, idx), minlength=k)
+    dev = np.bincount(gid, weights=figures.range_device[idx], minlength=k)
     owner = nearest_ancestor(table.parent, theirs)
     ops = np.flatnonzero(is_op(table) & (owner >= 0))
     own_self = figures.self_device if on_device else figures.self_cpu
@@ -67,9 +57,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
 
 def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     """Time per module path from the ``module: <path> (<Type>)`` ranges, nested."""
-    matches = [MODULE_RANGE.match(x) for x in table.names]
-    is_module_name = np.fromiter((m is not None for m in matches), dtype=bool,
-                                 count=len(matches))
+    is_module_name, matches = name_matches(table, MODULE_RANGE)
     module = (table.kind == Kind.RANGE) & is_module_name[table.name]
     if not module.any():
         return []
@@ -81,7 +69,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     for i, up in zip(idx.tolist(), enclosing[idx].tolist(), strict=True):
         depth_of[i] = depth_of[up] + 1 if up >= 0 else 0
     cpu = figures.cpu_total
-    dev = figures.device_total - figures.own_gpu_range
+    dev = figures.range_device
     path_of = {i: matches[i][1] for i in unique(table.name[idx]).tolist()}
     type_of = {i: matches[i][2] for i in path_of}
     total_cpu: dict[str, float] = {}
@@ -96,7 +84,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
         path = path_of[name_id]
         types[path] = type_of[name_id]
         count[path] += 1
-        c, d = float(cpu[i]), max(0.0, float(dev[i]))
+        c, d = float(cpu[i]), float(dev[i])
         total_cpu[path] = total_cpu.get(path, 0.0) + c
         total_dev[path] = total_dev.get(path, 0.0) + d
         depth[path] = depth_of[i]

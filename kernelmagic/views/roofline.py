@@ -29,11 +29,11 @@ from dataclasses import replace
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.events import EventTable, Kind
-from kernelmagic.core.range_names import SYNC_RANGE
+from kernelmagic.core.events import EventTable
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.views.ops import is_op, outer_window
+from kernelmagic.views.breakdown import name_mask
+from kernelmagic.views.ops import in_window, is_op, our_sync_ranges, outer_window
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
@@ -53,15 +53,10 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     figures = figures if figures is not None else Figures(table)
     own = figures.self_device if on_device else figures.self_cpu
     parent = table.parent
-    sync = table.names.index(SYNC_RANGE) if SYNC_RANGE in table.names else -1
-    sync_range = (table.name == sync) & (table.kind == Kind.RANGE)
+    sync_range = our_sync_ranges(table)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
-    op = is_op(table) & ~skipped
-    if window is not None:
-        op &= (table.start >= window[0]) & (table.start <= window[1])
-    counted_name = np.fromiter((x in counted for x in table.names), dtype=bool,
-                               count=len(table.names))
-    is_counted = op & counted_name[table.name]
+    op = is_op(table) & ~skipped & in_window(table.start, window)
+    is_counted = op & name_mask(table, lambda x: x in counted)
     # The outermost counted op above each event (-1: none): it owns the event's time.
     inner = nearest_ancestor(parent, is_counted)
     owner = inner.copy()
@@ -149,15 +144,14 @@ def ops_to_open(table: EventTable, formula_ops: Collection[str]) -> frozenset[st
     0 FLOPs of the fused op. Read from the table's event tree: the ops above each formula
     op, up to the first enclosing formula op.
     """
-    formula = np.fromiter((x in formula_ops for x in table.names), dtype=bool,
-                          count=len(table.names))
+    formula = name_mask(table, lambda x: x in formula_ops)
     op = is_op(table)
     found: set[int] = set()
-    node = table.parent[np.flatnonzero(op & formula[table.name])]
+    node = table.parent[np.flatnonzero(op & formula)]
     while node.size:
         # e.g. convolution -> _convolution: the outer one has the formula, stop there
         node = unique(node[node >= 0])
-        node = node[~formula[table.name[node]]]
+        node = node[~formula[node]]
         found.update(table.name[node[op[node]]].tolist())
         node = table.parent[node]
     return frozenset(table.names[i] for i in found)

@@ -33,19 +33,21 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work
 from kernelmagic.core.records import Record, unit
 from kernelmagic.core.rows import KIND_MARKS
+from kernelmagic.views.breakdown import span_index
 from kernelmagic.views.ops import (
     NO_OP,
     RANGE,
     UNLAUNCHED,
+    in_window,
     marker_work,
     outer_window,
     range_owners,
     row_events,
+    runtime_calls,
 )
 from kernelmagic.views.python_lines import label
 from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
-from kernelmagic.views.source_lines import user_frames
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.source_lines import frame_owner, user_frames
 
 __all__ = ["RowDetailView", "RowGroup", "RowKernel", "RowSeries", "row_detail"]
 
@@ -158,17 +160,14 @@ def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | Non
     work = np.flatnonzero(device_work(table))
     launcher = table.launcher[work]
     own = np.where(launcher != NO_PARENT, rows.of_event[np.maximum(launcher, 0)], -1)
-    def inside(times: np.ndarray) -> np.ndarray:  # (as op_rows keeps these rows' work)
-        return (np.ones(times.size, dtype=bool) if window is None
-                else (times >= window[0]) & (times <= window[1]))
-
     marked, marker_keys = marker_work(table, name)
     by_marker = marked[work]
     if marker_keys:
         first = rows.add([KIND_MARKS[NO_OP] + k for k in marker_keys])
-        by_marker = np.where(inside(table.start[np.maximum(launcher, 0)]), by_marker, -1)
+        inside = in_window(table.start[np.maximum(launcher, 0)], window)  # as op_rows keeps it
+        by_marker = np.where(inside, by_marker, -1)
         own = np.where(by_marker >= 0, first + by_marker, own)
-    unlaunched = (launcher == NO_PARENT) & inside(table.start[work])
+    unlaunched = (launcher == NO_PARENT) & in_window(table.start[work], window)
     if unlaunched.any():
         found, inverse = unique(table.name[work[unlaunched]], return_inverse=True)
         first = rows.add([KIND_MARKS[UNLAUNCHED] + table.names[i] for i in found.tolist()])
@@ -176,27 +175,11 @@ def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | Non
     return work, own
 
 
-def _runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
-    """Each piece of work's runtime call (same correlation id), -1 where none."""
-    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
-                           & (table.correlation != 0))
-    out = np.full(work.size, -1, dtype=np.int64)
-    if not calls.size or not work.size:
-        return out
-    order = calls[np.argsort(table.correlation[calls], kind="stable")]
-    sorted_ids = table.correlation[order]
-    wanted = table.correlation[work]
-    at = np.minimum(np.searchsorted(sorted_ids, wanted), order.size - 1)
-    hit = (sorted_ids[at] == wanted) & (wanted != 0)
-    out[hit] = order[at[hit]]
-    return out
-
-
 def _holders(table: EventTable, rows: _Rows, work: np.ndarray,
              own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(piece, row) pairs: each piece of work with every row it ran under (its own row,
     its runtime call, and every row event above that call), each pair once."""
-    start = _runtime_calls(table, work)
+    start = runtime_calls(table, work)
     start = np.where(start >= 0, start, table.launcher[work])
     piece = [np.flatnonzero(own >= 0)]
     holder = [own[own >= 0]]
@@ -288,23 +271,12 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
     frames, frame_events = user_frames(table)
     if not frame_events.size or not calls.size:
         return []
-    is_frame = np.zeros(table.n, dtype=bool)
-    is_frame[frame_events] = True
-    owner = nearest_ancestor(table.parent, is_frame)[calls]
+    owner = frame_owner(table, frame_events)[calls]
     has = owner >= 0
     texts = [""] * len(table.names)
     for i, (file, line, func) in frames.items():
         texts[i] = f"{label(file, line, cell_file, cell_label)} {func}"
     return _groups(rows, calls[has], table.name[owner[has]].astype(np.int64), texts, figures)
-
-
-def _iteration_of(times: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
-    """Each time's iteration (index into ``windows``, sorted by start), -1 outside all."""
-    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
-    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
-    at = np.searchsorted(starts, times, side="right") - 1
-    inside = (at >= 0) & (times <= ends[np.maximum(at, 0)])
-    return np.where(inside, at, -1)
 
 
 def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
@@ -317,8 +289,8 @@ def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
     n_rows, n_iters = len(rows.labels), len(windows)
     if not n_iters or not n_rows:
         return []
-    windows = sorted(windows)
-    it = _iteration_of(table.start[calls], windows)
+    starts, ends = np.asarray(sorted(windows), dtype=np.int64).T
+    it = span_index(table.start[calls], starts, ends)
     ok = it >= 0
     cpu_cells, cpu_us = rows.of_event[calls][ok] * n_iters + it[ok], self_cpu[calls][ok]
     dev_cells, dev_us = np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -326,7 +298,7 @@ def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
         launched = table.launcher[work]
         when = np.where(launched != NO_PARENT, table.start[np.maximum(launched, 0)],
                         table.start[work])
-        it = _iteration_of(when, windows)
+        it = span_index(when, starts, ends)
         ok = (it >= 0) & (own >= 0)
         dev_cells = own[ok] * n_iters + it[ok]
         dev_us = ((table.end[work] - table.start[work]) / 1000.0)[ok]

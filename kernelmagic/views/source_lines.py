@@ -71,6 +71,13 @@ def user_frames(table: EventTable) -> tuple[dict[int, tuple[str, int, str]], np.
     return frames, np.flatnonzero((table.kind == Kind.PYTHON) & user_name[table.name])
 
 
+def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
+    """Per event: the nearest enclosing event among ``frame_rows`` (-1 when none)."""
+    mask = np.zeros(table.n, dtype=bool)
+    mask[frame_rows] = True
+    return nearest_ancestor(table.parent, mask)
+
+
 def source_rows(table: EventTable, figures: Figures,
                 cell_file: str | None = None) -> list[SourceRow]:
     """Op self time attributed to the innermost user Python function around each op.
@@ -83,9 +90,7 @@ def source_rows(table: EventTable, figures: Figures,
     frames, rows = user_frames(table)
     if not rows.size:
         return []
-    user_frame = np.zeros(table.n, dtype=bool)
-    user_frame[rows] = True
-    owner = nearest_ancestor(table.parent, user_frame)
+    owner = frame_owner(table, rows)
     ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]
     self_cpu: dict[tuple[str, int, str], float] = {}
     self_dev: dict[tuple[str, int, str], float] = {}

@@ -122,10 +122,6 @@ class ExperimentsView:
     note: str = ""
 
 
-def _extra(inputs: ViewInputs, key: str, default: Any = None) -> Any:
-    return inputs.extra.get(key, default)
-
-
 @dataclass(frozen=True)
 class TimelineView:
     """``--timeline``: one iteration's spans (the report's timeline picture): the median
@@ -160,7 +156,7 @@ def build_gpu_idle(inputs: ViewInputs) -> GpuIdleView | None:
     if not inputs.on_device:
         return None
     return GpuIdleView(gpu_idle_rows(inputs.table, list(inputs.windows),
-                                     _extra(inputs, "line_samples"), inputs.source_file,
+                                     inputs.extra.get("line_samples"), inputs.source_file,
                                      inputs.cell_label))
 
 
@@ -168,10 +164,10 @@ def build_python(inputs: ViewInputs) -> PythonLines:
     """``--python``: the time no op covered, shared out among the Python lines the live
     sampler saw there, else those of a trace's ``with_stack`` frames (then a note says how
     to record them when it has none)."""
-    samples = _extra(inputs, "line_samples") or PythonSamples()
+    samples = inputs.extra.get("line_samples") or PythonSamples()
     lines = python_lines(inputs.table, list(inputs.windows), samples, inputs.source_file,
                          inputs.cell_label)
-    from_trace = _extra(inputs, "python_samples") is None
+    from_trace = inputs.extra.get("python_samples") is None
     lines.note = TRACE_HINT if from_trace and not samples.n else ""
     return lines
 
@@ -184,12 +180,12 @@ def build_memory(inputs: ViewInputs) -> MemoryViews:
     the peak the report names (``views.memory.highest_peak``), or every iteration's with
     ``memory_all``."""
     table, windows = inputs.table, list(inputs.windows)
-    device_peaks: Sequence[float] | None = _extra(inputs, "device_peaks")
+    device_peaks: Sequence[float] | None = inputs.extra.get("device_peaks")
     device_peak = (max(device_peaks or [0.0]) if device_peaks is not None
                    else peak_memory(table, windows, on_device=True))
-    ledger = _extra(inputs, "memory_ledger")
+    ledger = inputs.extra.get("memory_ledger")
     ledger = ledger if ledger is not None else ledger_from_table(table)
-    shown = None if _extra(inputs, "memory_all", False) else PEAK
+    shown = None if inputs.extra.get("memory_all", False) else PEAK
     memory = memory_views(table, windows, ledger, shown, name=inputs.name)
     memory.note = ledger.note
     memory.peak_memory = {"cpu": peak_memory(table, windows), "device": device_peak}
@@ -198,7 +194,7 @@ def build_memory(inputs: ViewInputs) -> MemoryViews:
 
 def build_steps(inputs: ViewInputs) -> StepsView:
     return steps_view(inputs.table, inputs.figures, list(inputs.windows), inputs.name,
-                      target=_extra(inputs, "steps_target", ""), on_device=inputs.on_device,
+                      target=inputs.extra.get("steps_target", ""), on_device=inputs.on_device,
                       memory="memory" in inputs.views, median_iteration=inputs.median)
 
 
@@ -224,7 +220,7 @@ def build_ranges(inputs: ViewInputs) -> RangesView:
 def build_sources(inputs: ViewInputs) -> SourcesView:
     """``--stack``'s rows, the cell's top level split by line where samples say how."""
     rows = source_rows(inputs.table, inputs.figures, inputs.source_file)
-    samples = _extra(inputs, "python_samples")
+    samples = inputs.extra.get("python_samples")
     if samples is not None:
         rows = split_top_level(rows, inputs.table, samples)
     return SourcesView(rows)
@@ -236,7 +232,7 @@ def build_modules(inputs: ViewInputs) -> ModulesView:
 
 def build_timeline(inputs: ViewInputs) -> TimelineView | None:
     """The median iteration's spans (none without a timed iteration)."""
-    if not inputs.windows or not _extra(inputs, "timed", True):
+    if not inputs.windows or not inputs.extra.get("timed", True):
         return None
     return TimelineView(timeline(inputs.table, inputs.windows[_median_shown(inputs)]))
 

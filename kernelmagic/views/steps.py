@@ -26,9 +26,10 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.op_names import is_compile_event
-from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
+from kernelmagic.core.range_names import INPUT_SEPARATOR, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
-from kernelmagic.views.ops import is_op
+from kernelmagic.views.breakdown import span_index
+from kernelmagic.views.ops import is_op, our_sync_ranges
 from kernelmagic.views.tree import Figures, memory_running, nearest_ancestor
 
 __all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
@@ -71,20 +72,13 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
     is_step[list(parsed)] = True
     idx = np.flatnonzero((table.kind == Kind.RANGE) & is_step[table.name])
     idx = idx[np.argsort(table.start[idx], kind="stable")]
-    starts = np.asarray([w[0] for w in windows], dtype=np.int64)
-    ends = np.asarray([w[1] for w in windows], dtype=np.int64)
-    it = np.searchsorted(starts, table.start[idx], side="right") - 1
-    inside = (it >= 0) & (table.start[idx] <= ends[np.maximum(it, 0)]) if windows else it >= 0
-    idx, it = idx[inside], it[inside]
+    it = span_index(table.start[idx], *np.asarray(windows, dtype=np.int64).reshape(-1, 2).T)
+    idx, it = idx[it >= 0], it[it >= 0]
     index = np.zeros(idx.size, dtype=np.int64)
     for i in unique(it).tolist():
         mine = it == i
         index[mine] = np.arange(int(mine.sum()))
     return _Steps(idx, it, index, [parsed[int(n)][1] for n in table.name[idx]])
-
-
-def _pattern(inputs: str) -> str:
-    return _NUMBER.sub("#", inputs)
 
 
 def _merged_label(members: list[str]) -> str:
@@ -104,7 +98,7 @@ def _group_keys(inputs: list[str]) -> tuple[list[str], dict[str, str]]:
     distinct = list(dict.fromkeys(inputs))
     if len(distinct) <= MAX_GROUPS:
         return inputs, {k: k for k in distinct}
-    keys = [_pattern(x) for x in inputs]
+    keys = [_NUMBER.sub("#", x) for x in inputs]  # inputs alike but for their sizes
     members: dict[str, list[str]] = {}
     for key, text in zip(keys, inputs, strict=True):
         members.setdefault(key, []).append(text)
@@ -190,8 +184,7 @@ def _between(table: EventTable, figures: Figures, windows: list[Window], steps: 
     and the ops that ran there in the iteration at that median (the lower of the two
     middle ones of an even count): on the steps' thread, outside any step and outside
     kernelmagic's own synchronise, their self times add up to at most it."""
-    sync = ((table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
-            if SYNC_RANGE in table.names else np.zeros(table.n, dtype=bool))
+    sync = our_sync_ranges(table)
     outside = []
     for i, (lo, hi) in enumerate(windows):
         ours = sync & (table.start >= lo) & (table.start <= hi)
@@ -256,7 +249,7 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     at = np.full(table.n, -1, dtype=np.int64)
     at[idx] = np.arange(idx.size)
     cpu = np.bincount(at[owner[ops]], weights=figures.self_cpu[ops], minlength=idx.size)
-    device = np.maximum(0.0, figures.device_total[idx] - figures.own_gpu_range[idx])
+    device = figures.range_device[idx]
     levels = _memory_levels(table, on_device) if memory else None
     held = grown = np.zeros(idx.size)
     if levels is not None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.events import EventTable, Window, device_work
 from kernelmagic.core.rows import Span
 from kernelmagic.views.ops import is_op
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.tree import memory_running, nearest_ancestor
 
 #: Past this many spans, an iteration's timeline keeps those longer than 1/``RESOLUTION``
 #: of it (under a pixel of the picture otherwise), then the longest ``MAX_SPANS``.
@@ -70,16 +70,13 @@ def peak_memory(table: EventTable, windows: list[Window], on_device: bool = Fals
     the first of several iterations is left out (``peak_iterations``): its frees of
     blocks made before profiling are not recorded, so its rise reads too high.
     """
-    where = table.device >= 0 if on_device else table.device < 0
-    mem = np.flatnonzero((table.kind == Kind.MEMORY) & where)
-    if not mem.size:
+    records = memory_running(table, on_device)
+    if records is None:
         return 0.0
-    mem = mem[np.argsort(table.start[mem], kind="stable")]
-    when = table.start[mem]
-    delta = table.nbytes[mem]
+    when, running = records
     peak = 0
     for start, end in peak_iterations(windows, on_device):
         lo, hi = np.searchsorted(when, start, "left"), np.searchsorted(when, end, "right")
-        if hi > lo:
-            peak = max(peak, int(np.cumsum(delta[lo:hi]).max()))
+        if hi > lo:  # the running sum's highest point in the window, from its level before
+            peak = max(peak, int(running[lo + 1:hi + 1].max() - running[lo]))
     return float(peak)

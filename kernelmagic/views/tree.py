@@ -114,12 +114,14 @@ class Figures:
         return np.bincount(t.launcher[gpu], weights=duration, minlength=t.n)
 
     @cached_property
-    def own_gpu_range(self) -> np.ndarray:
-        """Device µs of the GPU-side copies of each range (not GPU work)."""
+    def range_device(self) -> np.ndarray:
+        """``device_total`` less the GPU-side copy of each range (not GPU work), never
+        below 0: a range's device time."""
         t = self.table
         gpu = np.flatnonzero((t.kind == Kind.GPU_RANGE) & (t.launcher != NO_PARENT))
         duration = t.end[gpu] / 1000.0 - t.start[gpu] / 1000.0
-        return np.bincount(t.launcher[gpu], weights=duration, minlength=t.n)
+        copies = np.bincount(t.launcher[gpu], weights=duration, minlength=t.n)
+        return np.maximum(0.0, self.device_total - copies)
 
     @cached_property
     def device_total(self) -> np.ndarray:
