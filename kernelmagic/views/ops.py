@@ -60,7 +60,9 @@ def is_op(table: EventTable) -> np.ndarray:
 
 def our_sync_ranges(table: EventTable) -> np.ndarray:
     """Per event: kernelmagic's own synchronise range (``SYNC_RANGE``)."""
-    return (table.kind == Kind.RANGE) & name_mask(table, SYNC_RANGE.__eq__)
+    if SYNC_RANGE not in table.names:  # (names are distinct: one id at most)
+        return np.zeros(table.n, dtype=bool)
+    return (table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
 
 
 def under_our_sync(table: EventTable) -> np.ndarray:
