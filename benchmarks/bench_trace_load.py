@@ -21,7 +21,8 @@ the like-for-like figure, reported beside the judged one; a fifth, the parse tak
 leaves. Figures per side: imports and
 call (from the first import of the package to the loaded result: what a user waits for in
 a fresh kernel, judged), the call alone (after each side's imports), and the whole process
-(interpreter start to exit). Target: imports and call at most 0.12x HTA's (issue #33), with
+(interpreter start to exit). Target: imports and call at most 0.2x HTA's (issue #43, which
+withdrew #33's 0.12x: what any reader leaves, imports and views, is about 0.12x here), with
 what ``pip install kernelmagic`` gives (msgspec and python-isal are dependencies; every
 module's bytecode compiled, as pip does: ``installed_env``); the standard-library reader
 alone is reported beside it. HTA is a benchmark-only extra: ``pip install
@@ -42,7 +43,7 @@ from pathlib import Path
 
 import _common as c
 
-TARGET = 0.12
+TARGET = 0.2
 TRACE = c.REPO_ROOT / "tests" / "data" / "v100_gpu_annotations.json.gz"
 
 KM_CHILD = """\
