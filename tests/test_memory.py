@@ -458,8 +458,10 @@ def test_the_first_iterations_unseen_frees_do_not_make_the_cpu_peak():
 
     result = kernelmagic.profile(replace, iters=3, warmup=1, memory=True)
     # 4 MiB, unless the allocator still holds a size for that address from an earlier
-    # profiled session (it forgets none freed while not profiling): then the free shows.
-    assert [p.rise for p in result.memory_peaks] in ([4 * MIB, 0, 0], [0, 0, 0])
+    # profiled session (it forgets none freed while not profiling): then that free shows,
+    # all of it (0) or, where the earlier block there was smaller, part (CI once read 3 MiB)
+    first, *later = [p.rise for p in result.memory_peaks]
+    assert 0 <= first <= 4 * MIB and later == [0, 0]
     assert result.peak_memory["cpu"] == 0
     (peak,) = highest_peaks(result)
     assert (peak.iteration, peak.rise) == (1, 0)
