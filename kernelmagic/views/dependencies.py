@@ -48,6 +48,7 @@ from kernelmagic.views.ops import (
     is_op,
     marker_work,
     range_owners,
+    runtime_calls,
     under_our_sync,
 )
 
@@ -443,21 +444,6 @@ def _categories(table: EventTable, owner: np.ndarray) -> np.ndarray:
     return of_event[owner]
 
 
-def launch_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
-    """The RUNTIME call with each GPU event's correlation id (-1 when the trace has none)."""
-    runtime = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0))
-    out = np.full(work.size, -1, np.int64)
-    if not runtime.size or not work.size:
-        return out
-    keys = table.correlation[runtime]
-    by_key = np.argsort(keys, kind="stable")
-    keys = keys[by_key]
-    at = np.minimum(np.searchsorted(keys, table.correlation[work]), keys.size - 1)
-    hit = (keys[at] == table.correlation[work]) & (table.correlation[work] != 0)
-    out[hit] = runtime[by_key[at[hit]]]
-    return out
-
-
 def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All GPU work by (device, stream, start); each one's previous end on its stream."""
     work = np.flatnonzero(device_work(table) & (table.device >= 0))
@@ -497,7 +483,7 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     Work queued behind work launched before the window starts after that backlog
     (``item_backlog``: how far into the window it runs)."""
     work, same, prev_end = _stream_order(table)
-    call = launch_calls(table, work)
+    call = runtime_calls(table, work)
     launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
                          (table.start[work] >= ws) & (table.start[work] < we))
@@ -710,7 +696,7 @@ def trust_checks(table: EventTable) -> dict[str, float]:
     zero timestamp. torch's profiler is known to drop or shift GPU events in later
     sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109)."""
     work, same, prev_end = _stream_order(table)
-    call = launch_calls(table, work)
+    call = runtime_calls(table, work)
     has = call >= 0
     early = table.start[call[has]] - table.start[work[has]]
     early = early[early > 0]
