@@ -34,7 +34,7 @@ import types
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from kernelmagic.core.units import counted
+from kernelmagic.core.units import counted, cut_end
 
 __all__ = ["NotATrace", "ProfileFileError", "Record", "RecordError", "TraceFileError",
            "fields_from_json", "fields_json", "from_json", "to_json", "unit"]
@@ -266,7 +266,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return cut_end(text, 40)
 
 
 def _wrong(path: str, tp: Any, value: Any) -> RecordError:

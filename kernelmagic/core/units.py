@@ -5,8 +5,9 @@ counts with SI prefixes (``format_count``, ``si`` with a unit), bytes in binary 
 (``format_bytes``), shares as percentages by one rule (``percent``, and
 ``percent_of`` for a part of a total), ratios (``format_ratio``: "1.84x", ``ratio_range``,
 ``speedup_text``: "1.84x faster"), fixed-unit figures (``format_fixed``) and counted
-nouns (``counted``: "1 call", "2 calls"). Every renderer and finding formats through
-these, so a figure reads the same wherever it appears.
+nouns (``counted``: "1 call", "2 calls"); and a label cut to fit (``cut_end``: "…" at its
+end). Every renderer and finding formats through these, so a figure reads the same
+wherever it appears.
 """
 
 from __future__ import annotations
@@ -141,3 +142,8 @@ def format_error(x: float) -> str:
     if x == 0:
         return "0"
     return f"{x:.2g}" if 1e-2 <= abs(x) < 1e3 else f"{x:.1e}"
+
+
+def cut_end(text: str, width: int) -> str:
+    """``text`` at most ``width`` characters, cut at its end with "…" (labels, lists)."""
+    return text if len(text) <= width else text[: width - 1] + "…"

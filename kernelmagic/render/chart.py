@@ -11,8 +11,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import counted, format_us, percent
-from kernelmagic.render.names import cut_end
+from kernelmagic.core.units import counted, cut_end, format_us, percent
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 

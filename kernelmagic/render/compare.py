@@ -5,11 +5,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelmagic.core.units import format_ratio, format_seconds, format_us, signed_us
+from kernelmagic.core.units import cut_end, format_ratio, format_seconds, format_us, signed_us
 from kernelmagic.render.bundle import display_bundle
 from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import image_tag, static_table_html
-from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import ROWS_SHOWN, Column, Table, name_column, time_column
 from kernelmagic.render.text import render_table
 from kernelmagic.results.compare import Comparison, OpDelta

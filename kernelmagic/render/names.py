@@ -40,11 +40,6 @@ def cut_middle(text: str, width: int) -> str:
     return text[: width - 1 - tail] + ELLIPSIS + text[len(text) - tail:]
 
 
-def cut_end(text: str, width: int) -> str:
-    """``text`` at most ``width`` characters, cut at its end with "…" (labels, lists)."""
-    return text if len(text) <= width else text[: width - 1] + ELLIPSIS
-
-
 def _matching_open(text: str, close: int) -> int:
     """The index of the "(" that the ")" at ``close`` closes (-1 when unbalanced)."""
     depth = 0

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kernelmagic.core.rows import RooflineRow
-from kernelmagic.core.units import counted, format_count, format_us, percent, si
+from kernelmagic.core.units import counted, cut_end, format_count, format_us, percent, si
 from kernelmagic.render.chart import INK, figure_png, new_figure
-from kernelmagic.render.names import cut_end
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column
 from kernelmagic.render.views import Picture
 from kernelmagic.results.result import ProfileResult

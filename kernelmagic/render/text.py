@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.units import counted, format_seconds, format_us, percent
-from kernelmagic.render.names import cut_end, cut_middle
+from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent
+from kernelmagic.render.names import cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,

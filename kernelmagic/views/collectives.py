@@ -32,6 +32,7 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.units import cut_end
 from kernelmagic.views.breakdown import Intervals, is_comm_kernel, is_comm_op, name_mask
 from kernelmagic.views.ops import runtime_calls
 
@@ -80,12 +81,8 @@ class _Work(Intervals):
         names, inverse = unique(self.table.name[rows], return_inverse=True)
         sums = np.bincount(inverse, weights=own)
         order = sorted(range(names.size), key=lambda i: (-sums[i], self.table.names[names[i]]))
-        return [(_cut(self.table.names[names[i]]), float(sums[i]) / 1000.0)
+        return [(cut_end(self.table.names[names[i]], BUSY_NAME_CHARS), float(sums[i]) / 1000.0)
                 for i in order[:n] if sums[i] > 0]
-
-
-def _cut(name: str) -> str:
-    return name if len(name) <= BUSY_NAME_CHARS else name[:BUSY_NAME_CHARS - 1] + "…"
 
 
 def _collective_name(table: EventTable, kernel: int, launch: int) -> str:
