@@ -598,17 +598,3 @@ def test_an_op_of_no_length_owns_no_time() -> None:
     outside = sum(r.time for r in result.critical_path if r.key == "")
     assert outside == pytest.approx(60.0)
 
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(-1, 40), min_size=1, max_size=60), st.data())
-def test_depth_of_a_windows_events_is_their_depth_in_the_whole_tree(ups, data) -> None:
-    # the model's depths (views/dependencies.py: _depth) are those of views/tree.py's
-    # depth_of, read for the window's events only: a random forest (each event's parent
-    # comes before it, or it is a root)
-    from kernelmagic.views.dependencies import _depth
-    from kernelmagic.views.tree import depth_of
-
-    parent = np.asarray([u if 0 <= u < i else -1 for i, u in enumerate(ups)], np.int32)
-    events = np.asarray(sorted(data.draw(st.sets(st.integers(0, parent.size - 1)))),
-                        np.int64)
-    assert _depth(parent, events).tolist() == depth_of(parent)[events].tolist()

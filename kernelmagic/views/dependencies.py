@@ -51,6 +51,7 @@ from kernelmagic.views.ops import (
     runtime_calls,
     under_our_sync,
 )
+from kernelmagic.views.tree import depth_of
 
 JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
 OVERLAP_NS = 0  # work may start this long before the previous work on its stream ends
@@ -362,7 +363,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     # an event of no length starts and ends after them (else its end would come before its
     # start, and the stretch after it would be its own).
     zero = (end <= start).view(np.int8)
-    depth = _depth(table.parent, ev)
+    depth = depth_of(table.parent)[ev].astype(np.int32)
     tid = table.tid[ev]
     times = np.concatenate((start, end))
     del start, end
@@ -396,24 +397,6 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     del prev_owner
     return _Chains(chain_off, dur, time[new_chain], row, cat, time, event, owner, is_start,
                    tid[new_chain])
-
-
-def _depth(parent: np.ndarray, events: np.ndarray) -> np.ndarray:
-    """Each of ``events``' number of ancestors (``depth_of`` for these events alone: one
-    step up the tree per level, over the events that have one more; at most as many steps
-    as there are events, should links ever loop)."""
-    depth = np.zeros(events.size, np.int32)
-    up = parent[events]
-    live = np.flatnonzero(up >= 0)
-    up = up[live]
-    for _ in range(parent.size):
-        if not live.size:
-            break
-        depth[live] += 1
-        up = parent[up]
-        more = up >= 0
-        live, up = live[more], up[more]
-    return depth
 
 
 def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> np.ndarray:
