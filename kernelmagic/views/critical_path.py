@@ -170,8 +170,8 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     """Every scenario's schedule; ``cpu_f``/``gpu_f``: (S, R+1) multipliers per row (the
     last column, 1, is for time that belongs to no row). One sweep through the graph in
     an order that respects every edge (``_Sweep``): time linear in the model's size.
-    Arrays of node x scenario are few and reused in place: their memory is most of the
-    replay's cost."""
+    Two arrays of node x scenario hold it all (their memory is most of the replay's
+    cost): each chain's running sums become its times in place."""
     r = len(m.row_key)
     g = _graph(m)
     d = _stretches(m, cpu_f)
@@ -183,10 +183,12 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     scaled = np.flatnonzero((m.sync_stream >= 0) & (m.sync_fixed != NONE))
     if scaled.size:
         fixed[scaled] = m.sync_fixed[scaled, None] * ratio[m.sync_stream[scaled]]
-    walked = (d[:, :1].copy(), dur[:, :1].copy(),  # (the walk reads scenario 0 only)
+    walked = (d[:-1, :1].copy(), dur[:, :1].copy(),  # (the walk reads scenario 0 only)
               (m.item_backlog * ratio[g.item_stream, 0])[:, None])
-    sweep = _Sweep(m, g, d, dur, _anchors(m, g, dur, ratio), fixed,
-                   m.sync_post[:, None] * sync_scale,
+    anchors, wait_dur = _anchors(m, g, dur, ratio), dur[g.waiting]
+    dur += m.item_gap[:, None]
+    sweep = _Sweep(m, g, _running(d, m.chain_off), _running(dur, m.stream_off), anchors,
+                   wait_dur, fixed, m.sync_post[:, None] * sync_scale,
                    sync_scale == 0)  # a blocking call removed altogether no longer waits
     del d, dur
     sweep.run()
@@ -211,6 +213,7 @@ class _Segment(NamedTuple):
     go; ``a:b`` and ``c:e`` index what ends in it in ``_Graph``'s sorted arrays."""
 
     cpu: bool
+    k: int  # its domain: a thread's chain, or a stream
     lo: int
     hi: int
     carry: bool  # continues from the node before it on its thread or stream
@@ -312,7 +315,8 @@ def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
     hi[on] -= p
     a[on], b[on] = g.waiting.searchsorted(lo[on]), g.waiting.searchsorted(hi[on])
     c[on] = g.anchored[hi[on]] > g.anchored[lo[on]]
-    columns = (cpu, lo, hi, carry, a, b, c, e, x, y)
+    k = np.where(cpu, k, k - n_chains)
+    columns = (cpu, k, lo, hi, carry, a, b, c, e, x, y)
     return list(map(_Segment._make, zip(*(col.tolist() for col in columns), strict=True)))
 
 
@@ -320,34 +324,42 @@ class _Sweep:
     """The max-plus schedule of every scenario at once, segment by segment in the order
     of ``_plan``: each thread is a chain (``t[p] = max(t[p-1] + d[p], c[p])``: a running
     sum and a running maximum), each stream one too (``end[i] = max(end[i-1] + gap[i],
-    ready[i]) + dur[i]``). Each node is computed once: time linear in the model."""
+    ready[i]) + dur[i]``). Each node is computed once: time linear in the model.
 
-    def __init__(self, m: Model, g: _Graph, d: np.ndarray, dur: np.ndarray,
-                 anchors: np.ndarray, fixed: np.ndarray, post: np.ndarray,
-                 dropped: np.ndarray) -> None:
-        """``d`` and ``dur`` (node x scenario) are used up: they become the running sums
-        and the launched items' durations plus latency, in place."""
+    The chains' running sums (``cpu_run``: of the stretches; ``gpu_run``: of each item's
+    gap and duration) become the times (``t``, ``end``) in place, segment by segment: a
+    node's running sum is read only while its own segment is computed, and each chain
+    carries what its next segment needs (``_Carried``). Where ``_plan`` found no order,
+    the relaxation's passes need the sums again: there the times get arrays of their
+    own."""
+
+    def __init__(self, m: Model, g: _Graph, cpu_run: np.ndarray, gpu_run: np.ndarray,
+                 anchors: np.ndarray, wait_dur: np.ndarray, fixed: np.ndarray,
+                 post: np.ndarray, dropped: np.ndarray) -> None:
+        """``cpu_run`` (P+1, S; the last row is for work with no launch) and ``gpu_run``
+        (W, S) are used up unless the plan has no order."""
         self.m, self.g = m, g
-        s, p, w = d.shape[1], m.pos_anchor.size, m.item_dur.size
+        s = cpu_run.shape[1]
         self.plan, self.cyclic = _plan(m, g)
-        self.t, self.end = np.empty((p + 1, s)), np.empty((w, s))
-        self.t[p] = -np.inf  # (the launch position of work with no launch)
+        self.cpu_run, self.gpu_run = cpu_run, gpu_run
         if self.cyclic:  # -inf: what is not computed yet
-            self.t.fill(-np.inf)
-            self.end.fill(-np.inf)
+            self.t, self.end = np.full(cpu_run.shape, -np.inf), np.full(gpu_run.shape, -np.inf)
+        else:
+            self.t, self.end = cpu_run, gpu_run
+        self.t[-1] = -np.inf  # (the launch position of work with no launch)
+        self.cpu_in = _Carried(m.chain_off, s)
+        self.gpu_in = _Carried(m.stream_off, s)
         self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
-        self.cpu_run = _running(d, m.chain_off)
-        self.gpu_run = _running(np.add(dur, m.item_gap[:, None]), m.stream_off)
         self.anchor = _f(m.pos_anchor)
         self.anchors, self.anchored_at = anchors, np.flatnonzero(m.item_anchor != NONE)
-        self.wait_dur = dur[g.waiting]  # the waiting items' durations, in ``waiting``'s order
+        self.wait_dur = wait_dur  # the waiting items' durations, in ``waiting``'s order
         # a stream wait of one item on one item, the common case, read by plain indexing
         self.wait_item = g.waiting.tolist()
         self.wait_dep = m.wait_dep[m.wait_off[g.waiting]].tolist() if g.wait_single else []
-        # what each item's start asks of its launch, plus its duration: latency + duration
-        dur += m.item_lat[:, None]
-        self.launched = dur
+        # what each item's start asks of its launch, beyond its running sum's step
+        # (gap + duration): latency - gap
+        self.lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -359,7 +371,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
-        del self.anchors, self.launched, self.cpu_run, self.gpu_run
+        del self.anchors, self.cpu_run, self.gpu_run
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
@@ -399,12 +411,17 @@ class _Sweep:
             self.cross_c[xs] = got
             at = m.cross_target[xs] - lo
             c[at] = np.maximum(c[at], got)
-        _carry(c, self.cpu_run, self.t, lo, hi, seg.carry)
+        self.cpu_in.advance(seg, c, self.cpu_run, self.t)
 
     def _gpu(self, seg: _Segment) -> None:
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         ready = self.t[g.launch[lo:hi]]
-        ready += self.launched[lo:hi]
+        ready += self.lat_gap[lo:hi]  # + gap + duration: the running sum's step
+        ready += self.gpu_run[lo:hi]
+        if hi > lo + 1:
+            ready[1:] -= self.gpu_run[lo:hi - 1]
+        if seg.carry:
+            ready[0] -= self.gpu_in.run[seg.k]
         if seg.c:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
             at = self.anchored_at[first:last] - lo
@@ -422,7 +439,30 @@ class _Sweep:
             waited += self.wait_dur[seg.a:seg.b]
             at = items - lo
             ready[at] = np.maximum(ready[at], waited)
-        _carry(ready, self.gpu_run, self.end, lo, hi, seg.carry)
+        self.gpu_in.advance(seg, ready, self.gpu_run, self.end)
+
+
+class _Carried:
+    """What each chain's next segment takes from the one before (``out[p] = max(out[p-1] +
+    step[p], c[p])`` continued): the running maximum of ``c - run`` so far, and the running
+    sum at the segment's end, per chain (S each)."""
+
+    def __init__(self, off: np.ndarray, s: int) -> None:
+        self.max = np.empty((max(off.size - 1, 0), s))
+        self.run = np.empty_like(self.max)
+
+    def advance(self, seg: _Segment, c: np.ndarray, run: np.ndarray, out: np.ndarray) -> None:
+        """``out[lo:hi]`` from ``c`` (used up) and the running sums ``run[lo:hi]``, which
+        may be ``out`` itself."""
+        lo, hi, k = seg.lo, seg.hi, seg.k
+        np.subtract(c, run[lo:hi], out=c)
+        if seg.carry:
+            np.maximum(c[0], self.max[k], out=c[0])
+        if hi > lo + 1:  # (a segment of one node, common on streams that wait on each other)
+            np.maximum.accumulate(c, axis=0, out=c)
+        self.max[k] = c[-1]
+        self.run[k] = run[hi - 1]
+        np.add(c, run[lo:hi], out=out[lo:hi])
 
 
 def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -437,19 +477,6 @@ def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     index = np.repeat(lo[full] - firsts, n) + np.arange(int(n.sum()))
     out[full] = np.maximum.reduceat(end[dep[index]], firsts, axis=0)
     return out
-
-
-def _carry(c: np.ndarray, run: np.ndarray, out: np.ndarray, lo: int, hi: int,
-           carry: bool) -> None:
-    """``out[p] = max(out[p-1] + step[p], c[p])`` for ``p`` in ``lo:hi`` (``run``: the
-    steps' running sums along the chain), continuing from ``out[lo-1]`` when ``carry``;
-    ``c`` is used up."""
-    x = out[lo:hi]
-    np.subtract(c, run[lo:hi], out=x)
-    if carry:
-        np.maximum(x[0], out[lo - 1] - run[lo - 1], out=x[0])
-    np.maximum.accumulate(x, axis=0, out=x)
-    x += run[lo:hi]
 
 
 def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -471,10 +498,12 @@ def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 
 def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
-    """(P, S): each position's stretch since the previous one, its parts scaled by row.
-    Only the parts of the rows a scenario changes are touched."""
+    """(P+1, S): each position's stretch since the previous one, its parts scaled by row
+    (the last row: room for ``_Sweep``'s row of work with no launch). Only the parts of
+    the rows a scenario changes are touched."""
     base, pos, dur, off = _parts_by_row(m)
-    d = np.repeat(base[:, None], cpu_f.shape[0], axis=1)
+    d = np.empty((base.size + 1, cpu_f.shape[0]))
+    d[:-1] = base[:, None]
     scenario, row = np.nonzero(cpu_f != 1.0)
     counts = off[row + 1] - off[row]
     if counts.sum():  # every changed row's parts at once: (position, scenario) += change
