@@ -598,3 +598,24 @@ def test_an_op_of_no_length_owns_no_time() -> None:
     outside = sum(r.time for r in result.critical_path if r.key == "")
     assert outside == pytest.approx(60.0)
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 7, 2**40]), st.integers(0, 50),
+                          st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=40),
+       st.sampled_from([60, 2**45]))
+def test_positions_are_ordered_as_four_sorted_keys(events, span):
+    """The packed key of ``_position_order`` orders positions as the lexsort of (thread,
+    time, ends before starts and no-length last, depth) does: with thread ids and windows
+    that fit, that need the threads ranked, and that fall back to the lexsort itself."""
+    from kernelmagic.views.dependencies import _position_order
+
+    tid, start, length, depth = (np.asarray(c, np.int64) for c in zip(*events, strict=True))
+    start = np.minimum(start, span)
+    end = np.minimum(start + length, span)
+    zero = (end <= start).view(np.int8)
+    depth = depth.astype(np.int32)
+    times = np.concatenate((start, end))
+    expected = np.lexsort((np.concatenate((depth, -depth)), np.concatenate((zero + 1, zero * 3)),
+                           times, np.concatenate((tid, tid))))
+    assert _position_order(tid, times, zero, depth, span).tolist() == expected.tolist()
