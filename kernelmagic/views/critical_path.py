@@ -289,9 +289,9 @@ def _reachable(g: _Graph, need_dom: np.ndarray, progress: np.ndarray, lo: int,
         if b > a:
             need = g.need_node[a:b]
             bad = need >= progress[need_dom[a:b]]
-            if bad.any():
-                first = a + int(bad.argmax())
-                return int(need_of[first]), int(g.need_node[first])
+            first = int(bad.argmax())  # (the first not computed, if any: one call, not two)
+            if bad[first]:
+                return int(need_of[a + first]), int(need[first])
         at = upto
         size *= 2
     return hi, -1
