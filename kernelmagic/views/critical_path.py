@@ -43,7 +43,7 @@ __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view"
 SIDES = ("both", "cpu", "device")
 PATH_LANE = "critical path"  # the timeline lane the path is drawn on
 SPAN_RESOLUTION = 4000  # the lane keeps pieces longer than the iteration / this (a pixel)
-_MAX_CELLS = 8_000_000  # scenario x node cells replayed at once (about 300 MB at the peak)
+_MAX_CELLS = 8_000_000  # scenario x node cells replayed at once (about 125 MB at the peak)
 
 
 @dataclass(frozen=True)
