@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import counted, format_bytes, format_count, format_us, percent
-from kernelmagic.render.html import static_table_html
+from kernelmagic.render.html import FG, inline_svg, static_table_html
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.text import render_table
 from kernelmagic.results.explain import Explanation
@@ -199,13 +199,15 @@ def explanation_text(e: Explanation) -> str:
     return "\n".join(parts)
 
 
-def explanation_html(e: Explanation) -> str:
-    body = [f'<div class="km-explain"><p><b>{escape(explanation_head(e))}</b></p>']
+def explanation_html(e: Explanation, what_ifs: bool = True) -> str:
+    """The panel as HTML: static (``Explanation.html``), and the widget's row panel with
+    ``what_ifs=False`` (it has its own what-if control)."""
+    parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
+             f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
     for title, table in explanation_tables(e):
-        body.append(f"<p>{escape(title)}</p>{static_table_html(table, PANEL_ROWS)}")
-    svg = iterations_svg(e)
-    if svg is not None:
-        body.append(svg.decode())
-    body += [f"<p>{escape(line)}</p>" for line in explanation_lines(e)]
-    body.append("</div>")
-    return "".join(body)
+        parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
+                     f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
+    parts.append(inline_svg(iterations_svg(e)))
+    parts += [f'<div class="km-note">{escape(line)}</div>'
+              for line in explanation_lines(e, what_ifs)]
+    return "".join(parts) + "</div>"

@@ -21,21 +21,13 @@ import ipywidgets as w
 
 from kernelmagic.core.units import counted
 from kernelmagic.render.bundle import LIVE_CLASS
-from kernelmagic.render.explain import (
-    PANEL_ROWS,
-    explanation_head,
-    explanation_lines,
-    explanation_tables,
-    iterations_svg,
-    what_if_text,
-)
+from kernelmagic.render.explain import explanation_html, what_if_text
 from kernelmagic.render.html import (
     FG,
     RULE,
     findings_html,
     first_min_width,
     inline_svg,
-    static_table_html,
     summary_html,
     table_html,
     table_widths,
@@ -328,7 +320,7 @@ class RowPanel:
         except LookupError as err:  # (every row the tables show has one: a safeguard)
             e, detail = None, f'<div class="km-note">{escape(str(err))}</div>'
         else:
-            detail = self._detail_html(e)
+            detail = explanation_html(e, what_ifs=False)
         if self.widget is None:
             self.widget = self._build()
         self.explanation, self.name = e, name
@@ -389,18 +381,6 @@ class RowPanel:
         answer = self.result.what_if({e.key: factor}, side)
         self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
                              f"{escape(what_if_text(factor, answer))}</span>")
-
-    @staticmethod
-    def _detail_html(e: Explanation) -> str:
-        parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
-                 f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
-        for title, table in explanation_tables(e):
-            parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
-                         f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
-        parts.append(inline_svg(iterations_svg(e)))
-        parts += [f'<div class="km-note">{escape(line)}</div>'
-                  for line in explanation_lines(e, what_ifs=False)]
-        return "".join(parts) + "</div>"
 
     @staticmethod
     def _no_what_if(e: Explanation) -> str:
