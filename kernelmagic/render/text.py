@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
 from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent
-from kernelmagic.render.names import cut_middle
+from kernelmagic.render.names import NAME_WIDTH, cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,
@@ -19,8 +19,6 @@ from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
     from kernelmagic.results.ranks import ManyRanksResult
-
-MAX_NAME_WIDTH = 60
 
 
 def summary_line(result: ProfileResult) -> str:
@@ -114,9 +112,9 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
 
 
 def _cut(text: str, first: bool) -> str:
-    """A cell at most ``MAX_NAME_WIDTH`` characters: a name (the first column) cut in its
+    """A cell at most ``NAME_WIDTH`` characters: a name (the first column) cut in its
     middle, where names differ most; other text (lists, reasons) at its end."""
-    return cut_middle(text, MAX_NAME_WIDTH) if first else cut_end(text, MAX_NAME_WIDTH)
+    return cut_middle(text, NAME_WIDTH) if first else cut_end(text, NAME_WIDTH)
 
 
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
