@@ -66,8 +66,7 @@ class Shared:
     def __init__(self) -> None:
         self.plain = w.Layout()
         self.button_style = w.ButtonStyle()
-        self._html_style: Any = None
-        self._radio_style: Any = None
+        self._styles: dict[type, Any] = {}  # each kind of widget's, from its first one
         self._layouts: dict[str, w.Layout] = {}
 
     def layout(self, name: str, **kwargs: Any) -> w.Layout:
@@ -78,19 +77,17 @@ class Shared:
             found = self._layouts[name] = w.Layout(**kwargs)
         return found
 
-    def radio(self, **kwargs: Any) -> w.RadioButtons:
-        """Radio buttons with the shared style (the first one's)."""
-        extra = {} if self._radio_style is None else {"style": self._radio_style}
-        widget = w.RadioButtons(**kwargs, **extra)
-        self._radio_style = widget.style
+    def styled(self, kind: type[w.Widget], **kwargs: Any) -> Any:
+        """A ``kind`` widget (``w.RadioButtons``, ``w.HTML``) with the style its kind
+        shares, the first one's (whichever style class this ipywidgets gives it)."""
+        style = self._styles.get(kind)
+        widget = kind(**kwargs, **({} if style is None else {"style": style}))
+        self._styles[kind] = widget.style
         return widget
 
     def html(self, value: str = "", layout: w.Layout | None = None) -> w.HTML:
-        """An HTML widget with the shared style (whichever class this ipywidgets uses)."""
-        extra = {} if self._html_style is None else {"style": self._html_style}
-        widget = w.HTML(value=value, layout=layout or self.plain, **extra)
-        self._html_style = widget.style
-        return widget
+        """An HTML widget with the shared style."""
+        return self.styled(w.HTML, value=value, layout=layout or self.plain)
 
 
 class SortableTable:
@@ -144,12 +141,11 @@ class SortableTable:
         body_layout = self.fit
         if panel is not None:  # the body shares its row with the radio buttons
             body_layout = shared.layout("grow", margin="0", flex="1 1 0px")
-            self.picker = shared.radio(options=self._picks(len(shown)), value=None,
-                                       layout=shared.layout("picker", margin="0",
-                                                            flex="0 0 auto",
-                                                            width=f"{PICKER_PX}px",
-                                                            overflow="hidden"),
-                                       _dom_classes=("km-picker",))
+            self.picker = shared.styled(
+                w.RadioButtons, options=self._picks(len(shown)), value=None,
+                layout=shared.layout("picker", margin="0", flex="0 0 auto",
+                                     width=f"{PICKER_PX}px", overflow="hidden"),
+                _dom_classes=("km-picker",))
             self.picker.observe(self._picked, names="value")
             panel.on_change = self._mark
         self.body = shared.html(self._body_html(shown), layout=body_layout)
