@@ -172,13 +172,10 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     files = trace_files(sources)
     paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
     parsed = _run(paths, executor)
-    good: list[tuple[str, RankSummary]] = []
-    errors: list[str] = []
-    for path, item in zip(paths, parsed, strict=True):
-        if item.error is not None or item.summary is None:
-            errors.append(item.error or "unknown error")
-        else:
-            good.append((path, item.summary))
+    good = [(path, item.summary) for path, item in zip(paths, parsed, strict=True)
+            if item.error is None and item.summary is not None]
+    errors = [item.error or "unknown error" for item in parsed
+              if item.error is not None or item.summary is None]
     if not good:
         raise RanksError(f"none of the {len(files)} trace files could be read; "
                          f"first: {errors[0]}")
