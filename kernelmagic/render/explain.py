@@ -55,11 +55,6 @@ def _share(id_: str = "share", title: str = "% of row") -> Column:
     return Column(id_, title, _get(id_), lambda r: percent(r.values[id_]), width=80)
 
 
-def _table(rows: list[dict[str, Any]], key: str, columns: list[Column], sort: str,
-           noun: str) -> Table:
-    return Table(columns, [_Row(str(r[key]), r) for r in rows], sort, noun)
-
-
 def _device(e: Explanation, id_: str) -> list[Column]:
     """The self-device column, on a run that profiled a device."""
     return [_us(id_, "self device/iter")] if e.on_device else []
@@ -86,7 +81,7 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
             _name("site", "your code"), _calls(), _us("self_cpu_us_per_iter", "self CPU/iter"),
             *_device(e, "self_device_us_per_iter")], "self_cpu_us_per_iter", "sites"),
     ]
-    return [(title, _table(tables[name][0], key, columns, sort, noun))
+    return [(title, Table(columns, [_Row(str(r[key]), r) for r in tables[name][0]], sort, noun))
             for title, name, key, columns, sort, noun in shown if name in tables]
 
 

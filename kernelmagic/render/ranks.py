@@ -18,7 +18,6 @@ from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, text_column, time_column
 from kernelmagic.render.text import findings_text, render_table
-from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
     from kernelmagic.core.collective_rows import Collective
@@ -33,10 +32,6 @@ PARTS = (("compute_us", "compute", "#4C72B0"),
 
 #: Where a rank's full report is, from Python and from the shell (``kernelmagic/cli.py``).
 RANK_REPORT = "result.ranks[N], or python -m kernelmagic show FOLDER --rank N"
-
-
-def _overlap(s: RankSummary) -> str:
-    return "-" if s.overlap is None else percent(s.overlap)
 
 
 def ranks_table_model(result: ManyRanksResult) -> Table:
@@ -54,7 +49,8 @@ def ranks_table_model(result: ManyRanksResult) -> Table:
         columns += [time_column("memcpy", "memcpy", lambda s: s.memcpy_us)]
     columns += [time_column("idle", "idle", lambda s: s.idle_us)]
     if gpu:
-        columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0, _overlap,
+        columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0,
+                              lambda s: "-" if s.overlap is None else percent(s.overlap),
                               width=90))
     columns.append(text_column("file", "file", lambda s: s.file, width=240))
     return Table(columns=columns, rows=list(result.summaries.values()), sort_column="rank",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent
+from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent, percent_of
 from kernelmagic.render.names import NAME_WIDTH, cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
@@ -45,16 +45,13 @@ def summary_line(result: ProfileResult) -> str:
     elif result.profiles_device:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
-            busy = per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {percent(busy)} of the mean wall time")
+            parts.append(f"GPU busy {percent_of(per_iter_dev, wall_us)} of the mean wall time")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
                      f"{format_us(per_iter_cpu)} self CPU time per iteration (mean)")
-    elif result.breakdown is None:
-        share = per_iter_cpu / wall_us if wall_us > 0 else 0.0
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean; "
-                     f"{percent(share)} of the mean wall time)")
     else:
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
+        share = ("" if result.breakdown is not None  # (else a profile saved before it existed)
+                 else f"; {percent_of(per_iter_cpu, wall_us)} of the mean wall time")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean{share})")
     if result.breakdown is not None:
         parts.append(breakdown_text(result.breakdown, python_split(result),
                                     result.device_word))
