@@ -227,8 +227,7 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_ylim(0, max([*bottom, *(s.step_median_us / 1000.0 for s in summaries), 1e-3]) * 1.1)
     ax.grid(True, axis="y", alpha=0.3)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right"]].set_visible(False)
     width = fig.get_figwidth()
     fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
     return figure_png(fig)

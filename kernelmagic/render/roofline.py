@@ -22,12 +22,8 @@ def roofline_table(result: ProfileResult) -> Table:
     The time is what the counts describe: a counted op's own time plus that of the ops it
     calls inside it (``aten::relu``'s ``aten::clamp_min``), other ops' self time.
     """
-    total = sum(r.time for r in result.roofline)
+    total = sum(r.time for r in result.roofline) or 1.0  # (no time: every share 0)
     side = "device" if result.profiles_device else "CPU"
-
-    def share(r: RooflineRow) -> float:
-        return r.time / total if total > 0 else 0.0
-
     bound_order = {"compute": 3, "memory": 2, "unexplained": 1, "overhead": 0}
     cols = [
         name_column(width=300),
@@ -49,7 +45,7 @@ def roofline_table(result: ProfileResult) -> Table:
         # (``live/roofline.py``), so the title names neither "self" nor "total".
         Column("time", summed(f"{side} time", result.iters), lambda r: r.time,
                lambda r: format_us(r.time)),
-        Column("pct", f"% {side} time", share, lambda r: percent(share(r))),
+        Column("pct", f"% {side} time", lambda r: r.time, lambda r: percent(r.time / total)),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")
 
