@@ -143,12 +143,12 @@ def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | 
     the default columns, every column with ``all_columns``."""
     full = op_table(result)
     column = column_for_sort(result, by or result.sort)
-    table = full if all_columns else Table(full.columns, full.rows, column).narrow
+    by_column = Table(full.columns, full.rows, column)  # (its sort column is shown)
+    table = full if all_columns else by_column.narrow
     text = render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
     if table is full or not full.rows:
         return text
-    hidden = Table(full.columns, full.rows, column)  # (its sort column is shown)
-    return f"{text}\n{more_columns(hidden)}: result.table(all_columns=True)"
+    return f"{text}\n{more_columns(by_column)}: result.table(all_columns=True)"
 
 
 def findings_text(result: ProfileResult | ManyRanksResult) -> str:

@@ -467,17 +467,11 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                   timeline_svg: bytes | None = None,
                   pictures: dict[str, Picture] | None = None) -> w.VBox:
     """Summary, findings (what to do first), charts, and a view selector over sortable
-    tables.
-
-    Each table with rows is a tab: a box of its view's picture (above the view's first
-    table) and the table, both always shown within it; the selector shows one tab's box
-    and hides the others (none when the op table is the only tab). ``.km_table`` is the
-    op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``
-    (``Tabs``: each made when its tab is first shown or read),
-    ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab (None
-    with the op table alone).
-    ``pictures``: the views' pictures, drawn here when not given.
-    """
+    tables: each table with rows is a tab (``Tabs``), its view's picture above the view's
+    first table; the selector shows one tab's box and hides the others. ``.km_table`` is
+    the op table's state, ``.km_views`` the ``Tabs``, ``.km_boxes`` each tab's box and
+    ``.km_selector`` the selector (None with the op table alone). ``pictures``: the views'
+    pictures, drawn here when not given."""
     shared = Shared()
     parts: list[Any] = [shared.html(summary_html(result))]
     notes = findings_html(result) if findings else ""
