@@ -326,12 +326,8 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
     if png is not None:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     parts.append(table.widget)
-    collectives = collectives_html(result)
-    if collectives:
-        parts.append(w.HTML(collectives))
-    notes = findings_html(result) if findings else ""
-    if notes:
-        parts.append(w.HTML(notes))
+    parts += [w.HTML(html) for html in (collectives_html(result),  # each where there is one
+                                        findings_html(result) if findings else "") if html]
     detail = w.VBox([])
     built: dict[int, Any] = {}
     buttons: dict[int, Any] = {}
