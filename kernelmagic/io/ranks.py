@@ -211,11 +211,8 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     (``parts``: file, summary) on demand."""
     numbered = {s.rank for _, s in parts if s.rank >= 0}
     free = (r for r in range(len(parts) + len(numbered)) if r not in numbered)
-    fixed: list[tuple[str, RankSummary]] = []
-    for path, summary in sorted(parts, key=lambda p: p[1].file):
-        if summary.rank < 0:
-            summary = dataclasses.replace(summary, rank=next(free))
-        fixed.append((path, summary))
+    fixed = [(path, s if s.rank >= 0 else dataclasses.replace(s, rank=next(free)))
+             for path, s in sorted(parts, key=lambda p: p[1].file)]
     seen: dict[int, RankSummary] = {}
     for _, summary in fixed:
         if summary.rank in seen:
