@@ -47,12 +47,8 @@ def headline(cmp: Comparison) -> str:
 
 
 def changes_line(cmp: Comparison) -> str:
-    parts = []
-    if cmp.appeared:
-        parts.append("new ops: " + ", ".join(cmp.appeared))
-    if cmp.vanished:
-        parts.append("gone: " + ", ".join(cmp.vanished))
-    return "; ".join(parts)
+    changes = (("new ops", cmp.appeared), ("gone", cmp.vanished))
+    return "; ".join(f"{what}: {', '.join(ops)}" for what, ops in changes if ops)
 
 
 def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:

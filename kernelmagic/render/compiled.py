@@ -131,16 +131,11 @@ def compile_table(result: ProfileResult) -> Table:
 
 def compiled_tables(result: ProfileResult) -> list[tuple[str, object]]:
     """(title, Table) for the compiled view; empty when no compiled code ran."""
-    views: list[tuple[str, object]] = []
-    if result.compiled_regions:
-        views.append(("compiled", region_table(result)))
-    if result.graph_breaks:
-        views.append(("graph breaks", break_table(result)))
-    if result.fused_kernels:
-        views.append(("inductor kernels", kernel_table(result)))
-    if any(c.phase != BEFORE for c in result.compiles):
-        views.append(("compiles", compile_table(result)))
-    return views
+    shown = [("compiled", bool(result.compiled_regions), region_table),
+             ("graph breaks", bool(result.graph_breaks), break_table),
+             ("inductor kernels", bool(result.fused_kernels), kernel_table),
+             ("compiles", any(c.phase != BEFORE for c in result.compiles), compile_table)]
+    return [(title, table(result)) for title, wanted, table in shown if wanted]
 
 
 def compiled_notes(result: ProfileResult) -> list[str]:

@@ -102,12 +102,8 @@ def summary_line(result: ManyRanksResult) -> str:
     ranks of the job without a file (``ManyRanksResult.missing_ranks``)."""
     summaries = list(result.summaries.values())
     n = len(summaries)
-    job = []
-    if result.world_size:
-        job.append(f"world size {result.world_size}")
-    if result.backend:
-        job.append(result.backend)
-    head = counted(n, "rank") + (f" ({', '.join(job)})" if job else "")
+    job = [f"world size {result.world_size}" if result.world_size else "", result.backend]
+    head = counted(n, "rank") + (f" ({', '.join(filter(None, job))})" if any(job) else "")
     if not summaries:
         return head
     slow = max(summaries, key=lambda s: (s.step_median_us, -s.rank))
