@@ -86,11 +86,8 @@ def view_names(result: ProfileResult) -> list[str]:
     """The views ``to_pandas`` takes for ``result``: ``ops`` and ``op_totals``, every frame a
     view declares (``views/registry.py``), then ``timings``, ``warmup_timings`` and
     ``breakdown``."""
-    names = ["ops", "op_totals", *_frames()]
-    names += ["timings", "warmup_timings"]
-    if result.breakdown is not None:
-        names.append("breakdown")
-    return names
+    breakdown = ["breakdown"] if result.breakdown is not None else []
+    return ["ops", "op_totals", *_frames(), "timings", "warmup_timings", *breakdown]
 
 
 def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, Any]], list[str]]:

@@ -186,12 +186,9 @@ def explanation_lines(e: Explanation, what_ifs: bool = True) -> list[str]:
 
 
 def explanation_text(e: Explanation) -> str:
-    parts = [explanation_head(e)]
-    for title, table in explanation_tables(e):
-        parts.append(f"\n{title}:\n{render_table(table, PANEL_ROWS)}")
-    parts.append("")
-    parts += explanation_lines(e)
-    return "\n".join(parts)
+    tables = [f"\n{title}:\n{render_table(table, PANEL_ROWS)}"
+              for title, table in explanation_tables(e)]
+    return "\n".join([explanation_head(e), *tables, "", *explanation_lines(e)])
 
 
 def explanation_html(e: Explanation, what_ifs: bool = True) -> str:

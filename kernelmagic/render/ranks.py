@@ -215,10 +215,8 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     ax.scatter(xs, [s.step_median_us / 1000.0 for s in summaries], marker="_", s=400,
                color="black", label="median step", zorder=3)
     step = max(1, n // 32)
-    ax.set_xticks(xs[::step])
-    ax.set_xticklabels([str(s.rank) for s in summaries][::step], fontsize=8)
-    ax.set_xlabel("rank")
-    ax.set_ylabel("ms per step")
+    ax.set_xticks(xs[::step], [str(s.rank) for s in summaries][::step], fontsize=8)
+    ax.set(xlabel="rank", ylabel="ms per step")
     ax.set_title("time per step by rank", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_ylim(0, max([*bottom, *(s.step_median_us / 1000.0 for s in summaries), 1e-3]) * 1.1)
@@ -260,10 +258,8 @@ def _heat_panel(fig: Any, ax: Any, grid: list[list[float | None]], ranks: list[i
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     step = max(1, len(ranks) // 16)
-    ax.set_yticks(range(0, len(ranks), step))
-    ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
-    ax.set_xlabel("step")
-    ax.set_ylabel("rank")
+    ax.set_yticks(range(0, len(ranks), step), [str(r) for r in ranks][::step], fontsize=8)
+    ax.set(xlabel="step", ylabel="rank")
     ax.set_title(title, fontsize=10)
 
 
