@@ -26,8 +26,8 @@ from kernelmagic.results.rank_summary import RankSummary
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.registry import Frame, view_specs
 
-__all__ = ["MISSING_PANDAS", "comparison_frame", "comparison_records", "dataframe",
-           "rank_records", "ranks_frame", "records", "to_pandas", "units", "view_names"]
+__all__ = ["MISSING_PANDAS", "comparison_frame", "dataframe", "ranks_frame", "records",
+           "to_pandas", "units", "view_names"]
 
 MISSING_PANDAS = (
     "to_pandas() needs pandas, which kernelmagic does not install by itself: "
@@ -86,17 +86,8 @@ def view_names(result: ProfileResult) -> list[str]:
     """The views ``to_pandas`` takes for ``result``: ``ops`` and ``op_totals``, every frame a
     view declares (``views/registry.py``), then ``timings``, ``warmup_timings`` and
     ``breakdown``."""
-    names = ["ops", "op_totals", *_frames()]
-    names += ["timings", "warmup_timings"]
-    if result.breakdown is not None:
-        names.append("breakdown")
-    return names
-
-
-def columns_of(row_type: type) -> list[str]:
-    """A row dataclass's columns: its fields, less those marked ``metadata={"column":
-    False}`` (an experiment's own result)."""
-    return [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
+    breakdown = ["breakdown"] if result.breakdown is not None else []
+    return ["ops", "op_totals", *_frames(), "timings", "warmup_timings", *breakdown]
 
 
 def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, Any]], list[str]]:
@@ -127,51 +118,17 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     else:
         raise ValueError(f"no view {view!r} in this result; views: "
                          f"{', '.join(view_names(result))}")
-    columns = columns_of(row_type)
+    # The row's fields, less those marked ``metadata={"column": False}`` (an experiment's
+    # own result).
+    columns = [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
     rows = [{c: getattr(item, c) for c in columns} for item in items]
-    if row_type is OpRow:
-        added = [*PER_ITERATION, GAIN_PER_ITER[0]]
-        return _with_per_iteration(rows, items, result.iters), [*columns, *added]
-    return rows, columns
-
-
-def _with_per_iteration(rows: list[dict[str, Any]], items: list[OpRow],
-                        iters: int) -> list[dict[str, Any]]:
-    """The op rows with their per-iteration columns (``PER_ITERATION``, ``GAIN_PER_ITER``)
-    after the summed ones."""
-    for row, item in zip(rows, items, strict=True):
-        row.update({c: item.per_iteration(field, iters)
+    if row_type is not OpRow:
+        return rows, columns
+    for row, item in zip(rows, items, strict=True):  # the per-iteration columns after
+        row.update({c: item.per_iteration(field, result.iters)
                     for c, (field, _) in PER_ITERATION.items()})
-        row[GAIN_PER_ITER[0]] = item.gain_per_iteration(iters)
-    return rows
-
-
-def comparison_records(comparison: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """A ``Comparison``'s ops, largest change first: self µs per iteration before and after,
-    the change, the speed-up (before / after, None where either is 0) and the status."""
-    columns = ["key", "before", "after", "delta", "speedup", "status"]
-    return [{c: getattr(d, c) for c in columns} for d in comparison.rows], columns
-
-
-def rank_records(ranks: Any, view: str = "ranks") -> tuple[list[dict[str, Any]], list[str]]:
-    """A ``ManyRanksResult`` as records: ``"ranks"`` is one row per rank (its step time and
-    breakdown, ``RankSummary``); any other view is that view of every rank's result, with
-    a ``rank`` column first; ``"collectives"`` one row per collective matched across ranks."""
-    if view == "ranks":  # its collectives are the next view's
-        summaries = list(ranks.summaries.values())
-        columns = [f.name for f in dataclasses.fields(summaries[0])
-                   if f.name != "collectives"] if summaries else ["rank"]
-        return [{c: getattr(s, c) for c in columns} for s in summaries], columns
-    if view == "collectives":
-        columns = [f.name for f in dataclasses.fields(Collective)]
-        return [{c: getattr(r, c) for c in columns} for r in ranks.collectives()], columns
-    rows: list[dict[str, Any]] = []
-    columns = ["rank"]
-    for rank, result in ranks.ranks.items():
-        part, columns = records(result, view)
-        rows += [{"rank": rank, **row} for row in part]
-        columns = ["rank", *columns]
-    return rows, columns
+        row[GAIN_PER_ITER[0]] = item.gain_per_iteration(result.iters)
+    return rows, [*columns, *PER_ITERATION, GAIN_PER_ITER[0]]
 
 
 def dataframe(rows: list[dict[str, Any]], columns: list[str],
@@ -197,18 +154,33 @@ def to_pandas(result: ProfileResult, view: str = "ops") -> Any:
 
 
 def comparison_frame(comparison: Any) -> Any:
-    """A ``Comparison``'s ops as a ``DataFrame`` (``comparison_records``), units in attrs."""
-    rows, columns = comparison_records(comparison)
+    """A ``Comparison``'s ops as a ``DataFrame``, largest change first: self µs per
+    iteration before and after, the change, the speed-up (before / after, None where either
+    is 0) and the status; units in attrs."""
+    columns = ["key", "before", "after", "delta", "speedup", "status"]
+    rows = [{c: getattr(d, c) for c in columns} for d in comparison.rows]
     return dataframe(rows, columns, COMPARISON_UNITS)
 
 
 def ranks_frame(ranks: Any, view: str = "ranks") -> Any:
-    """A ``ManyRanksResult`` as a ``DataFrame`` (``rank_records``), units in attrs: the sums
-    of a rank's view are over that rank's own steps (``steps`` in the ``ranks`` view)."""
-    rows, columns = rank_records(ranks, view)
+    """A ``ManyRanksResult`` as a ``DataFrame``, units in attrs: ``"ranks"`` is one row per
+    rank (its step time and breakdown, ``RankSummary``); ``"collectives"`` one row per
+    collective matched across ranks; any other view is that view of every rank's result,
+    with a ``rank`` column first, its sums over that rank's own steps (``steps`` in the
+    ``ranks`` view)."""
     if view in ("ranks", "collectives"):
         whose = RankSummary if view == "ranks" else Collective
+        items = list(ranks.summaries.values()) if view == "ranks" else ranks.collectives()
+        # (a rank's collectives are the next view's)
+        columns = [f.name for f in dataclasses.fields(whose) if f.name != "collectives"]
+        rows = [{c: getattr(item, c) for c in columns} for item in items]
         return dataframe(rows, columns, units(whose, columns, None))
+    rows: list[dict[str, Any]] = []
+    columns = ["rank"]
+    for rank, result in ranks.ranks.items():
+        part, columns = records(result, view)
+        rows += [{"rank": rank, **row} for row in part]
+        columns = ["rank", *columns]
     iters = {r.iters for r in ranks.ranks.values()}
     n = iters.pop() if len(iters) == 1 else None  # None: ranks of different step counts
     return dataframe(rows, columns, units(row_type(view), columns, n), n)

@@ -172,13 +172,10 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     files = trace_files(sources)
     paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
     parsed = _run(paths, executor)
-    good: list[tuple[str, RankSummary]] = []
-    errors: list[str] = []
-    for path, item in zip(paths, parsed, strict=True):
-        if item.error is not None or item.summary is None:
-            errors.append(item.error or "unknown error")
-        else:
-            good.append((path, item.summary))
+    good = [(path, item.summary) for path, item in zip(paths, parsed, strict=True)
+            if item.error is None and item.summary is not None]
+    errors = [item.error or "unknown error" for item in parsed
+              if item.error is not None or item.summary is None]
     if not good:
         raise RanksError(f"none of the {len(files)} trace files could be read; "
                          f"first: {errors[0]}")
@@ -214,11 +211,8 @@ def assemble(parts: Sequence[tuple[str, RankSummary]]) -> ManyRanksResult:
     (``parts``: file, summary) on demand."""
     numbered = {s.rank for _, s in parts if s.rank >= 0}
     free = (r for r in range(len(parts) + len(numbered)) if r not in numbered)
-    fixed: list[tuple[str, RankSummary]] = []
-    for path, summary in sorted(parts, key=lambda p: p[1].file):
-        if summary.rank < 0:
-            summary = dataclasses.replace(summary, rank=next(free))
-        fixed.append((path, summary))
+    fixed = [(path, s if s.rank >= 0 else dataclasses.replace(s, rank=next(free)))
+             for path, s in sorted(parts, key=lambda p: p[1].file)]
     seen: dict[int, RankSummary] = {}
     for _, summary in fixed:
         if summary.rank in seen:

@@ -37,10 +37,8 @@ _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 
 def trace_stem(file_name: str) -> str:
     """``rank0.1700000000.pt.trace.json.gz`` -> ``rank0.1700000000``."""
-    for suffix in _SUFFIXES:
-        if file_name.endswith(suffix) and len(file_name) > len(suffix):
-            return file_name[: -len(suffix)]
-    return file_name
+    return next((file_name[: -len(suffix)] for suffix in _SUFFIXES
+                 if file_name.endswith(suffix) and len(file_name) > len(suffix)), file_name)
 
 
 def within_iterations(table: EventTable, iterations: Iterations) -> EventTable:

@@ -55,16 +55,6 @@ def rich_types(include: Any = None) -> tuple[bool, bool]:
     return html, html and shell is not None
 
 
-def widget_view(build: Callable[[], Any]) -> dict[str, Any] | None:
-    """Build a widget and return its view reference, or None without ipywidgets."""
-    try:
-        view = build()
-    except ImportError:
-        return None
-    _keep_live(view)
-    return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
-
-
 #: The class of each widget kernelmagic shows (a report's, a comparison's, many ranks'),
 #: given as it is built: rendered, it hides the static report beside it.
 LIVE_CLASS = "km-live"
@@ -121,9 +111,12 @@ def display_bundle(text: str, include: Any, draw: Callable[[], Drawn],
     drawn = draw()
     bundle["text/html"] = html(drawn)
     if want_widget:
-        view = widget_view(lambda: widget(drawn))
-        if view is not None:
-            bundle[WIDGET_MIME] = view
+        try:
+            view = widget(drawn)
+        except ImportError:  # no ipywidgets: the HTML is the richest
+            return bundle
+        _keep_live(view)
+        bundle[WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
     return bundle
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
-from kernelmagic.core.units import counted, cut_end, format_us, percent
+from kernelmagic.core.units import counted, cut_end, format_us, percent, percent_of
 from kernelmagic.render.table import row_label
 from kernelmagic.results.result import ProfileResult
 
@@ -47,11 +47,10 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
         return f"{format_us(value)} per call"
     sort = sort_key(key)
     if sort.is_self_time:  # the table's "% self" figure, read from the same place
-        share = result.share(row, device=sort.device)
+        share = percent(result.share(row, device=sort.device))
     else:  # an inclusive time, over the self time on the key's side (per iteration)
-        total = self_time(result, sort.device) / result.iters
-        share = value / total if total > 0 else 0.0
-    return f"{percent(share)} · {format_us(value)}"
+        share = percent_of(value, self_time(result, sort.device) / result.iters)
+    return f"{share} · {format_us(value)}"
 
 
 def _texts(result: ProfileResult, key: str,
@@ -170,18 +169,15 @@ class _TextWidths:
         return head + "…" + tail, self(head + "…" + tail)
 
 
-_WIDTHS: dict[tuple[str, float], _TextWidths] = {}
+#: One ``_TextWidths`` per font file and size.
+_widths_in = functools.lru_cache(maxsize=None)(_TextWidths)
 
 
 def _widths(prop: Any) -> _TextWidths:
     """Widths in the font of ``FontProperties`` ``prop``."""
     from matplotlib.font_manager import findfont
 
-    key = (str(findfont(prop)), prop.get_size_in_points())
-    widths = _WIDTHS.get(key)
-    if widths is None:
-        widths = _WIDTHS[key] = _TextWidths(*key)
-    return widths
+    return _widths_in(str(findfont(prop)), prop.get_size_in_points())
 
 
 class _BarsLayout:
@@ -256,9 +252,8 @@ class _BarsLayout:
         return _figure_svg(self.fig, self.canvas)
 
 
-@functools.lru_cache(maxsize=8)  # a handful of --topk values in one session at most
-def _bars_layout(n: int) -> _BarsLayout:
-    return _BarsLayout(n)
+#: The layout of ``n`` bars (a handful of --topk values in one session at most).
+_bars_layout = functools.lru_cache(maxsize=8)(_BarsLayout)
 
 
 def _figure_svg(fig: Any, canvas: Any) -> bytes:

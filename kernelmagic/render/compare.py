@@ -47,12 +47,8 @@ def headline(cmp: Comparison) -> str:
 
 
 def changes_line(cmp: Comparison) -> str:
-    parts = []
-    if cmp.appeared:
-        parts.append("new ops: " + ", ".join(cmp.appeared))
-    if cmp.vanished:
-        parts.append("gone: " + ", ".join(cmp.vanished))
-    return "; ".join(parts)
+    changes = (("new ops", cmp.appeared), ("gone", cmp.vanished))
+    return "; ".join(f"{what}: {', '.join(ops)}" for what, ops in changes if ops)
 
 
 def comparison_text(cmp: Comparison, limit: int | None = ROWS_SHOWN) -> str:
@@ -77,8 +73,7 @@ def comparison_png(cmp: Comparison, k: int = 10, dpi: int = 100) -> bytes:
     ax.barh([y - bar / 2 for y in ys], [d.after / 1e3 for d in rows], height=bar,
             color="#4C72B0", label=f"after: {cmp.after_name}")
     names = [cut_end(d.key, 40) for d in rows]
-    ax.set_yticks(ys)
-    ax.set_yticklabels(names, fontsize=9)
+    ax.set_yticks(ys, names, fontsize=9)
     for y, d in zip(ys, rows, strict=True):
         ax.text(max(d.before, d.after) / 1e3, y, f"  {_speedup(d)}", va="center", fontsize=8)
     ax.set_xlabel(f"{cmp.time_label} time per iteration (ms)")

@@ -17,7 +17,7 @@ from kernelmagic.findings.base import wall_us  # the findings' iteration: the sa
 from kernelmagic.render.table import Column, Table, summed, text_column, time_column
 from kernelmagic.results.result import ProfileResult
 
-__all__ = ["compiled_note", "compiled_tables"]
+__all__ = ["compiled_notes", "compiled_tables"]
 
 
 def _where(file: str, line: int) -> str:
@@ -131,23 +131,18 @@ def compile_table(result: ProfileResult) -> Table:
 
 def compiled_tables(result: ProfileResult) -> list[tuple[str, object]]:
     """(title, Table) for the compiled view; empty when no compiled code ran."""
-    views: list[tuple[str, object]] = []
-    if result.compiled_regions:
-        views.append(("compiled", region_table(result)))
-    if result.graph_breaks:
-        views.append(("graph breaks", break_table(result)))
-    if result.fused_kernels:
-        views.append(("inductor kernels", kernel_table(result)))
-    if any(c.phase != BEFORE for c in result.compiles):
-        views.append(("compiles", compile_table(result)))
-    return views
+    shown = [("compiled", bool(result.compiled_regions), region_table),
+             ("graph breaks", bool(result.graph_breaks), break_table),
+             ("inductor kernels", bool(result.fused_kernels), kernel_table),
+             ("compiles", any(c.phase != BEFORE for c in result.compiles), compile_table)]
+    return [(title, table(result)) for title, wanted, table in shown if wanted]
 
 
-def compiled_note(result: ProfileResult) -> str:
+def compiled_notes(result: ProfileResult) -> list[str]:
     """One line: how much of the iteration ran compiled, and the compile time kept out of
-    the measurement (warm-up) or inside it (profiled iterations)."""
+    the measurement (warm-up) or inside it (profiled iterations); none without compiles."""
     if not result.compiled_regions and not result.compiles:
-        return ""
+        return []
     n = max(result.iters, 1)
     inside = sum(r.cpu_time_total for r in result.compiled_regions if r.outermost) / n
     gaps = sum(b.gap_time_total for b in result.graph_breaks) / n
@@ -168,9 +163,4 @@ def compiled_note(result: ProfileResult) -> str:
     graphs = any(r.graph_time_total > 0 for r in result.compiled_regions)
     if not result.profiles_device and graphs and not any(k.timed for k in result.fused_kernels):
         parts.append(f"kernels with no times: {UNTIMED_KERNELS}")
-    return "; ".join(parts)
-
-
-def compiled_notes(result: ProfileResult) -> list[str]:
-    note = compiled_note(result)
-    return [note] if note else []
+    return ["; ".join(parts)]

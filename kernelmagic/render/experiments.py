@@ -91,11 +91,10 @@ def experiments_table(result: ProfileResult) -> Table:
                width=130),
         Column("speedup", "speed-up", lambda r: r.speedup if r.ran else -1.0, speedup_cell,
                width=130),
-        Column("noise", "interval / why not", note_cell, note_cell, numeric=False, width=320),
+        text_column("noise", "interval / why not", note_cell, width=320),
         _error("max_abs_error"),
         _error("max_rel_error"),
-        Column("numerics", "numerics", numerics_cell, numerics_cell, numeric=False,
-               width=220),
+        text_column("numerics", "numerics", numerics_cell, width=220),
         Column("compile", "compile (1st call)", lambda r: r.compile_us or 0.0,
                lambda r: format_us(r.compile_us) if r.compile_us is not None else ""),
     ]

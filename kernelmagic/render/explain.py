@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from kernelmagic.core.units import counted, format_bytes, format_count, format_us, percent
-from kernelmagic.render.html import static_table_html
+from kernelmagic.render.html import FG, inline_svg, static_table_html
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.text import render_table
 from kernelmagic.results.explain import Explanation
@@ -55,11 +55,6 @@ def _share(id_: str = "share", title: str = "% of row") -> Column:
     return Column(id_, title, _get(id_), lambda r: percent(r.values[id_]), width=80)
 
 
-def _table(rows: list[dict[str, Any]], key: str, columns: list[Column], sort: str,
-           noun: str) -> Table:
-    return Table(columns, [_Row(str(r[key]), r) for r in rows], sort, noun)
-
-
 def _device(e: Explanation, id_: str) -> list[Column]:
     """The self-device column, on a run that profiled a device."""
     return [_us(id_, "self device/iter")] if e.on_device else []
@@ -86,7 +81,7 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
             _name("site", "your code"), _calls(), _us("self_cpu_us_per_iter", "self CPU/iter"),
             *_device(e, "self_device_us_per_iter")], "self_cpu_us_per_iter", "sites"),
     ]
-    return [(title, _table(tables[name][0], key, columns, sort, noun))
+    return [(title, Table(columns, [_Row(str(r[key]), r) for r in tables[name][0]], sort, noun))
             for title, name, key, columns, sort, noun in shown if name in tables]
 
 
@@ -191,21 +186,20 @@ def explanation_lines(e: Explanation, what_ifs: bool = True) -> list[str]:
 
 
 def explanation_text(e: Explanation) -> str:
-    parts = [explanation_head(e)]
-    for title, table in explanation_tables(e):
-        parts.append(f"\n{title}:\n{render_table(table, PANEL_ROWS)}")
-    parts.append("")
-    parts += explanation_lines(e)
-    return "\n".join(parts)
+    tables = [f"\n{title}:\n{render_table(table, PANEL_ROWS)}"
+              for title, table in explanation_tables(e)]
+    return "\n".join([explanation_head(e), *tables, "", *explanation_lines(e)])
 
 
-def explanation_html(e: Explanation) -> str:
-    body = [f'<div class="km-explain"><p><b>{escape(explanation_head(e))}</b></p>']
+def explanation_html(e: Explanation, what_ifs: bool = True) -> str:
+    """The panel as HTML: static (``Explanation.html``), and the widget's row panel with
+    ``what_ifs=False`` (it has its own what-if control)."""
+    parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
+             f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
     for title, table in explanation_tables(e):
-        body.append(f"<p>{escape(title)}</p>{static_table_html(table, PANEL_ROWS)}")
-    svg = iterations_svg(e)
-    if svg is not None:
-        body.append(svg.decode())
-    body += [f"<p>{escape(line)}</p>" for line in explanation_lines(e)]
-    body.append("</div>")
-    return "".join(body)
+        parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
+                     f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
+    parts.append(inline_svg(iterations_svg(e)))
+    parts += [f'<div class="km-note">{escape(line)}</div>'
+              for line in explanation_lines(e, what_ifs)]
+    return "".join(parts) + "</div>"

@@ -14,8 +14,10 @@ the HTML table's tooltips).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
+from os.path import commonprefix
 
 #: The widest short name: the text table's name column (``render/text.py``).
 NAME_WIDTH = 60
@@ -100,14 +102,6 @@ def simplify(name: str) -> str:
     return text.strip() or name
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _argument_starts(text: str, at: int) -> list[int]:
     """Where the template or call arguments that contain position ``at`` start, innermost
     first (``f<a, g<b, c>>`` at ``c`` -> the starts of ``c`` and of ``g<b, c>``)."""
@@ -162,7 +156,8 @@ def _fit(text: str, nearest: int, next_nearest: int, width: int) -> str:
 def _differences(ordered: list[str]) -> dict[str, tuple[int, int]]:
     """For each of the sorted, distinct ``ordered``: where it differs from the most similar
     other name, and from the most similar of those that differ from it sooner."""
-    adjacent = [_common_prefix(a, b) for a, b in pairwise(ordered)]
+    # (characters in common, which is what commonprefix compares: not path parts)
+    adjacent = [len(commonprefix((a, b))) for a, b in pairwise(ordered)]  # noqa: RUF071
     out: dict[str, tuple[int, int]] = {}
     for i, text in enumerate(ordered):
         left = adjacent[i - 1] if i > 0 else 0
@@ -185,9 +180,7 @@ def short_names(names: Iterable[str], width: int = NAME_WIDTH) -> dict[str, str]
     different names always get different short forms."""
     distinct = list(dict.fromkeys(names))
     simple = {n: simplify(n) for n in distinct}
-    seen: dict[str, int] = {}
-    for s in simple.values():
-        seen[s] = seen.get(s, 0) + 1
+    seen = Counter(simple.values())
     # Names that only their namespaces or parameters tell apart keep their full text.
     base = {n: (simple[n] if seen[simple[n]] == 1 else n) for n in distinct}
     where = _differences(sorted(set(base.values())))

@@ -18,7 +18,6 @@ from kernelmagic.render.chart import figure_png, new_figure
 from kernelmagic.render.html import findings_html, image_tag, static_table_html
 from kernelmagic.render.table import Column, Table, text_column, time_column
 from kernelmagic.render.text import findings_text, render_table
-from kernelmagic.results.rank_summary import RankSummary
 
 if TYPE_CHECKING:
     from kernelmagic.core.collective_rows import Collective
@@ -33,10 +32,6 @@ PARTS = (("compute_us", "compute", "#4C72B0"),
 
 #: Where a rank's full report is, from Python and from the shell (``kernelmagic/cli.py``).
 RANK_REPORT = "result.ranks[N], or python -m kernelmagic show FOLDER --rank N"
-
-
-def _overlap(s: RankSummary) -> str:
-    return "-" if s.overlap is None else percent(s.overlap)
 
 
 def ranks_table_model(result: ManyRanksResult) -> Table:
@@ -54,7 +49,8 @@ def ranks_table_model(result: ManyRanksResult) -> Table:
         columns += [time_column("memcpy", "memcpy", lambda s: s.memcpy_us)]
     columns += [time_column("idle", "idle", lambda s: s.idle_us)]
     if gpu:
-        columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0, _overlap,
+        columns.append(Column("overlap", "overlapped", lambda s: s.overlap or 0.0,
+                              lambda s: "-" if s.overlap is None else percent(s.overlap),
                               width=90))
     columns.append(text_column("file", "file", lambda s: s.file, width=240))
     return Table(columns=columns, rows=list(result.summaries.values()), sort_column="rank",
@@ -106,12 +102,8 @@ def summary_line(result: ManyRanksResult) -> str:
     ranks of the job without a file (``ManyRanksResult.missing_ranks``)."""
     summaries = list(result.summaries.values())
     n = len(summaries)
-    job = []
-    if result.world_size:
-        job.append(f"world size {result.world_size}")
-    if result.backend:
-        job.append(result.backend)
-    head = counted(n, "rank") + (f" ({', '.join(job)})" if job else "")
+    job = [f"world size {result.world_size}" if result.world_size else "", result.backend]
+    head = counted(n, "rank") + (f" ({', '.join(filter(None, job))})" if any(job) else "")
     if not summaries:
         return head
     slow = max(summaries, key=lambda s: (s.step_median_us, -s.rank))
@@ -223,16 +215,13 @@ def chart_png(result: ManyRanksResult, dpi: int = 100) -> bytes:
     ax.scatter(xs, [s.step_median_us / 1000.0 for s in summaries], marker="_", s=400,
                color="black", label="median step", zorder=3)
     step = max(1, n // 32)
-    ax.set_xticks(xs[::step])
-    ax.set_xticklabels([str(s.rank) for s in summaries][::step], fontsize=8)
-    ax.set_xlabel("rank")
-    ax.set_ylabel("ms per step")
+    ax.set_xticks(xs[::step], [str(s.rank) for s in summaries][::step], fontsize=8)
+    ax.set(xlabel="rank", ylabel="ms per step")
     ax.set_title("time per step by rank", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_ylim(0, max([*bottom, *(s.step_median_us / 1000.0 for s in summaries), 1e-3]) * 1.1)
     ax.grid(True, axis="y", alpha=0.3)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    ax.spines[["top", "right"]].set_visible(False)
     width = fig.get_figwidth()
     fig.subplots_adjust(left=0.7 / width, right=1 - 2.2 / width, top=0.9, bottom=0.15)
     return figure_png(fig)
@@ -269,10 +258,8 @@ def _heat_panel(fig: Any, ax: Any, grid: list[list[float | None]], ranks: list[i
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     step = max(1, len(ranks) // 16)
-    ax.set_yticks(range(0, len(ranks), step))
-    ax.set_yticklabels([str(r) for r in ranks][::step], fontsize=8)
-    ax.set_xlabel("step")
-    ax.set_ylabel("rank")
+    ax.set_yticks(range(0, len(ranks), step), [str(r) for r in ranks][::step], fontsize=8)
+    ax.set(xlabel="step", ylabel="rank")
     ax.set_title(title, fontsize=10)
 
 
@@ -331,12 +318,8 @@ def ranks_widget(result: ManyRanksResult, png: bytes | None, findings: bool = Tr
     if png is not None:
         parts.append(w.Image(value=png, format="png", layout=w.Layout(width="auto")))
     parts.append(table.widget)
-    collectives = collectives_html(result)
-    if collectives:
-        parts.append(w.HTML(collectives))
-    notes = findings_html(result) if findings else ""
-    if notes:
-        parts.append(w.HTML(notes))
+    parts += [w.HTML(html) for html in (collectives_html(result),  # each where there is one
+                                        findings_html(result) if findings else "") if html]
     detail = w.VBox([])
     built: dict[int, Any] = {}
     buttons: dict[int, Any] = {}

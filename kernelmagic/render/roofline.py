@@ -22,12 +22,8 @@ def roofline_table(result: ProfileResult) -> Table:
     The time is what the counts describe: a counted op's own time plus that of the ops it
     calls inside it (``aten::relu``'s ``aten::clamp_min``), other ops' self time.
     """
-    total = sum(r.time for r in result.roofline)
+    total = sum(r.time for r in result.roofline) or 1.0  # (no time: every share 0)
     side = "device" if result.profiles_device else "CPU"
-
-    def share(r: RooflineRow) -> float:
-        return r.time / total if total > 0 else 0.0
-
     bound_order = {"compute": 3, "memory": 2, "unexplained": 1, "overhead": 0}
     cols = [
         name_column(width=300),
@@ -49,7 +45,7 @@ def roofline_table(result: ProfileResult) -> Table:
         # (``live/roofline.py``), so the title names neither "self" nor "total".
         Column("time", summed(f"{side} time", result.iters), lambda r: r.time,
                lambda r: format_us(r.time)),
-        Column("pct", f"% {side} time", share, lambda r: percent(share(r))),
+        Column("pct", f"% {side} time", lambda r: r.time, lambda r: percent(r.time / total)),
     ]
     return Table(cols, list(result.roofline), "time", noun="ops")
 
@@ -175,8 +171,7 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
 
     fig = new_figure((10.5, 4.8), dpi)
     ax = fig.add_subplot()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set(xscale="log", yscale="log")
     x_lo, x_hi, y_lo, y_hi = _limits(plotted, bandwidth, flops_peaks)
     _roofs(ax, flops_peaks, bandwidth, {r.dtype for r in plotted}, x_lo, x_hi)
     for r in plotted:
@@ -195,10 +190,8 @@ def roofline_figure(result: ProfileResult, k: int | None = None, dpi: int = 100)
         x_lo, x_hi = min([x_lo, *(x / 3 for x in mx)]), max([x_hi, *(x * 5 for x in mx)])
         y_lo, y_hi = min([y_lo, *(y / 3 for y in my)]), max([y_hi, *(y * 3 for y in my)])
     ax.legend(loc="lower right", fontsize=8, frameon=False)
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(y_lo, y_hi)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("achieved FLOP/s")
+    ax.set(xlim=(x_lo, x_hi), ylim=(y_lo, y_hi), ylabel="achieved FLOP/s",
+           xlabel="arithmetic intensity (FLOP per byte moved)")
     title = f"{result.name}: roofline ({peaks.get('source', '')})"
     if left_out:
         hidden = sum(r.time for r in left_out) / total

@@ -128,18 +128,6 @@ def text_column(id_: str, title: str, read: Callable[[Any], str], width: int = 1
     return Column(id_, title, read, read, numeric=False, width=width, extra=extra)
 
 
-def per_iteration_title(what: str) -> str:
-    """A column title for a mean per iteration: ``self CPU/iter`` (the table's first
-    column says what the mean is over: ``mean_name_title``)."""
-    return f"{what}/iter"
-
-
-def mean_name_title(noun: str, iters: int) -> str:
-    """The name column's title on a table of means: ``op (mean of 10 it.)``; the other
-    columns' titles end in ``/iter``."""
-    return f"{noun} (mean of {iters} it.)"
-
-
 def op_table(result: ProfileResult) -> Table:
     """The operator table, every figure a mean per iteration (the sums over the profiled
     iterations divided by their count), the basis ``max gain/iter`` is put on
@@ -148,9 +136,10 @@ def op_table(result: ProfileResult) -> Table:
     (per call, the other side's total and share, FLOPs, memory) is ``extra``; ``--shapes``'
     input shapes are among the default columns."""
     n = result.iters
+    # The name column's title says what the means are over; the others' end in "/iter".
     cols = [
-        name_column(mean_name_title("op", n), width=NAME_COLUMN_WIDTH),
-        Column("calls", per_iteration_title("calls"), lambda r: r.count / n,
+        name_column(f"op (mean of {n} it.)", width=NAME_COLUMN_WIDTH),
+        Column("calls", "calls/iter", lambda r: r.count / n,
                lambda r: format_count(r.count / n), width=84),
     ]
     sides = [("cpu", "CPU", False)]
@@ -158,21 +147,18 @@ def op_table(result: ProfileResult) -> Table:
         sides.insert(0, ("device", "device", True))
     if "shapes" in result.views:
         # (by default: the rows are split by shapes, the column tells them apart)
-        cols.insert(1, Column("shapes", "input shapes", lambda r: r.input_shapes,
-                              lambda r: r.input_shapes, numeric=False, width=220))
+        cols.insert(1, text_column("shapes", "input shapes", lambda r: r.input_shapes, 220))
     for i, (side, label, on_device) in enumerate(sides):
         secondary = i > 0
         cols += [
-            time_column(f"self_{side}", per_iteration_title(f"self {label}"),
-                        _mean(f"self_{side}_time_total", n)),
-            time_column(side, per_iteration_title(f"total {label}"),
+            time_column(f"self_{side}", f"self {label}/iter", _mean(f"self_{side}_time_total", n)),
+            time_column(side, f"total {label}/iter",
                         _mean(f"{side}_time_total", n), extra=secondary),
             time_column(f"{side}_avg", f"{label}/call", _field(f"{side}_time"), extra=True),
             _share_column(result, f"{side}_pct", f"% self {label}", on_device, secondary),
         ]
     if result.dependency_model:  # what the model says each row is worth, on this basis
-        cols.append(time_column("max_gain", per_iteration_title("max gain"),
-                                lambda r: r.gain_per_iteration(n)))
+        cols.append(time_column("max_gain", "max gain/iter", lambda r: r.gain_per_iteration(n)))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:

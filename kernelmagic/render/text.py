@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kernelmagic.core.rows import Breakdown
-from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent
-from kernelmagic.render.names import cut_middle
+from kernelmagic.core.units import counted, cut_end, format_seconds, format_us, percent, percent_of
+from kernelmagic.render.names import NAME_WIDTH, cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,
@@ -19,8 +19,6 @@ from kernelmagic.results.result import ProfileResult, timing_warning
 
 if TYPE_CHECKING:
     from kernelmagic.results.ranks import ManyRanksResult
-
-MAX_NAME_WIDTH = 60
 
 
 def summary_line(result: ProfileResult) -> str:
@@ -47,16 +45,13 @@ def summary_line(result: ProfileResult) -> str:
     elif result.profiles_device:
         per_iter_dev = result.self_device_time_total / result.iters
         if result.breakdown is None:  # (a profile saved before the breakdown existed)
-            busy = per_iter_dev / wall_us if wall_us > 0 else 0.0
-            parts.append(f"GPU busy {percent(busy)} of the mean wall time")
+            parts.append(f"GPU busy {percent_of(per_iter_dev, wall_us)} of the mean wall time")
         parts.append(f"rows: {format_us(per_iter_dev)} self device, "
                      f"{format_us(per_iter_cpu)} self CPU time per iteration (mean)")
-    elif result.breakdown is None:
-        share = per_iter_cpu / wall_us if wall_us > 0 else 0.0
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean; "
-                     f"{percent(share)} of the mean wall time)")
     else:
-        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean)")
+        share = ("" if result.breakdown is not None  # (else a profile saved before it existed)
+                 else f"; {percent_of(per_iter_cpu, wall_us)} of the mean wall time")
+        parts.append(f"rows: {format_us(per_iter_cpu)} self CPU time per iteration (mean{share})")
     if result.breakdown is not None:
         parts.append(breakdown_text(result.breakdown, python_split(result),
                                     result.device_word))
@@ -114,9 +109,9 @@ def breakdown_text(parts: Breakdown, python: tuple[float, float] | None = None,
 
 
 def _cut(text: str, first: bool) -> str:
-    """A cell at most ``MAX_NAME_WIDTH`` characters: a name (the first column) cut in its
+    """A cell at most ``NAME_WIDTH`` characters: a name (the first column) cut in its
     middle, where names differ most; other text (lists, reasons) at its end."""
-    return cut_middle(text, MAX_NAME_WIDTH) if first else cut_end(text, MAX_NAME_WIDTH)
+    return cut_middle(text, NAME_WIDTH) if first else cut_end(text, NAME_WIDTH)
 
 
 def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | None = None,
@@ -148,12 +143,12 @@ def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | 
     the default columns, every column with ``all_columns``."""
     full = op_table(result)
     column = column_for_sort(result, by or result.sort)
-    table = full if all_columns else Table(full.columns, full.rows, column).narrow
+    by_column = Table(full.columns, full.rows, column)  # (its sort column is shown)
+    table = full if all_columns else by_column.narrow
     text = render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
     if table is full or not full.rows:
         return text
-    hidden = Table(full.columns, full.rows, column)  # (its sort column is shown)
-    return f"{text}\n{more_columns(hidden)}: result.table(all_columns=True)"
+    return f"{text}\n{more_columns(by_column)}: result.table(all_columns=True)"
 
 
 def findings_text(result: ProfileResult | ManyRanksResult) -> str:

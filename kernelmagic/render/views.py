@@ -207,13 +207,9 @@ def view_reports(result: ProfileResult,
     """Every view the report shows besides the op table, in the declarations' order, with
     its tables and picture (``pictures``: drawn already; default drawn here)."""
     drawn = view_pictures(result) if pictures is None else pictures
-    out = []
-    for spec in view_specs():
-        tables = _called(spec.tables, result, [])
-        picture = drawn.get(spec.name)
-        if tables or picture is not None:
-            out.append(ViewReport(spec.name, tables, picture))
-    return out
+    reports = [ViewReport(spec.name, _called(spec.tables, result, []), drawn.get(spec.name))
+               for spec in view_specs()]
+    return [r for r in reports if r.tables or r.picture is not None]
 
 
 def view_tables(result: ProfileResult) -> list[tuple[str, object]]:

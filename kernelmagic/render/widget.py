@@ -21,21 +21,13 @@ import ipywidgets as w
 
 from kernelmagic.core.units import counted
 from kernelmagic.render.bundle import LIVE_CLASS
-from kernelmagic.render.explain import (
-    PANEL_ROWS,
-    explanation_head,
-    explanation_lines,
-    explanation_tables,
-    iterations_svg,
-    what_if_text,
-)
+from kernelmagic.render.explain import explanation_html, what_if_text
 from kernelmagic.render.html import (
     FG,
     RULE,
     findings_html,
     first_min_width,
     inline_svg,
-    static_table_html,
     summary_html,
     table_html,
     table_widths,
@@ -74,8 +66,7 @@ class Shared:
     def __init__(self) -> None:
         self.plain = w.Layout()
         self.button_style = w.ButtonStyle()
-        self._html_style: Any = None
-        self._radio_style: Any = None
+        self._styles: dict[type, Any] = {}  # each kind of widget's, from its first one
         self._layouts: dict[str, w.Layout] = {}
 
     def layout(self, name: str, **kwargs: Any) -> w.Layout:
@@ -86,19 +77,17 @@ class Shared:
             found = self._layouts[name] = w.Layout(**kwargs)
         return found
 
-    def radio(self, **kwargs: Any) -> w.RadioButtons:
-        """Radio buttons with the shared style (the first one's)."""
-        extra = {} if self._radio_style is None else {"style": self._radio_style}
-        widget = w.RadioButtons(**kwargs, **extra)
-        self._radio_style = widget.style
+    def styled(self, kind: type[w.Widget], **kwargs: Any) -> Any:
+        """A ``kind`` widget (``w.RadioButtons``, ``w.HTML``) with the style its kind
+        shares, the first one's (whichever style class this ipywidgets gives it)."""
+        style = self._styles.get(kind)
+        widget = kind(**kwargs, **({} if style is None else {"style": style}))
+        self._styles[kind] = widget.style
         return widget
 
     def html(self, value: str = "", layout: w.Layout | None = None) -> w.HTML:
-        """An HTML widget with the shared style (whichever class this ipywidgets uses)."""
-        extra = {} if self._html_style is None else {"style": self._html_style}
-        widget = w.HTML(value=value, layout=layout or self.plain, **extra)
-        self._html_style = widget.style
-        return widget
+        """An HTML widget with the shared style."""
+        return self.styled(w.HTML, value=value, layout=layout or self.plain)
 
 
 class SortableTable:
@@ -152,12 +141,11 @@ class SortableTable:
         body_layout = self.fit
         if panel is not None:  # the body shares its row with the radio buttons
             body_layout = shared.layout("grow", margin="0", flex="1 1 0px")
-            self.picker = shared.radio(options=self._picks(len(shown)), value=None,
-                                       layout=shared.layout("picker", margin="0",
-                                                            flex="0 0 auto",
-                                                            width=f"{PICKER_PX}px",
-                                                            overflow="hidden"),
-                                       _dom_classes=("km-picker",))
+            self.picker = shared.styled(
+                w.RadioButtons, options=self._picks(len(shown)), value=None,
+                layout=shared.layout("picker", margin="0", flex="0 0 auto",
+                                     width=f"{PICKER_PX}px", overflow="hidden"),
+                _dom_classes=("km-picker",))
             self.picker.observe(self._picked, names="value")
             panel.on_change = self._mark
         self.body = shared.html(self._body_html(shown), layout=body_layout)
@@ -328,7 +316,7 @@ class RowPanel:
         except LookupError as err:  # (every row the tables show has one: a safeguard)
             e, detail = None, f'<div class="km-note">{escape(str(err))}</div>'
         else:
-            detail = self._detail_html(e)
+            detail = explanation_html(e, what_ifs=False)
         if self.widget is None:
             self.widget = self._build()
         self.explanation, self.name = e, name
@@ -389,18 +377,6 @@ class RowPanel:
         answer = self.result.what_if({e.key: factor}, side)
         self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
                              f"{escape(what_if_text(factor, answer))}</span>")
-
-    @staticmethod
-    def _detail_html(e: Explanation) -> str:
-        parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
-                 f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
-        for title, table in explanation_tables(e):
-            parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
-                         f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
-        parts.append(inline_svg(iterations_svg(e)))
-        parts += [f'<div class="km-note">{escape(line)}</div>'
-                  for line in explanation_lines(e, what_ifs=False)]
-        return "".join(parts) + "</div>"
 
     @staticmethod
     def _no_what_if(e: Explanation) -> str:
@@ -491,17 +467,11 @@ def report_widget(result: ProfileResult, chart: bytes | None, findings: bool = T
                   timeline_svg: bytes | None = None,
                   pictures: dict[str, Picture] | None = None) -> w.VBox:
     """Summary, findings (what to do first), charts, and a view selector over sortable
-    tables.
-
-    Each table with rows is a tab: a box of its view's picture (above the view's first
-    table) and the table, both always shown within it; the selector shows one tab's box
-    and hides the others (none when the op table is the only tab). ``.km_table`` is the
-    op table's state, ``.km_views`` maps each tab's title to its ``SortableTable``
-    (``Tabs``: each made when its tab is first shown or read),
-    ``.km_boxes`` to the box the selector shows, and ``.km_selector`` chooses the tab (None
-    with the op table alone).
-    ``pictures``: the views' pictures, drawn here when not given.
-    """
+    tables: each table with rows is a tab (``Tabs``), its view's picture above the view's
+    first table; the selector shows one tab's box and hides the others. ``.km_table`` is
+    the op table's state, ``.km_views`` the ``Tabs``, ``.km_boxes`` each tab's box and
+    ``.km_selector`` the selector (None with the op table alone). ``pictures``: the views'
+    pictures, drawn here when not given."""
     shared = Shared()
     parts: list[Any] = [shared.html(summary_html(result))]
     notes = findings_html(result) if findings else ""
