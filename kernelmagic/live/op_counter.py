@@ -118,9 +118,10 @@ def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
 
 
 def _mode_class(dynamo_loaded: bool) -> type:
-    base = torch_compat.dispatch_mode_base()
+    # A dispatch mode sees every aten op below autograd, with its tensors.
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class CountingMode(base):  # type: ignore[misc, valid-type]
+    class CountingMode(TorchDispatchMode):
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
             # torch wraps a mode's __torch_dispatch__ so that Dynamo never compiles it,

@@ -224,24 +224,20 @@ def check_process_group() -> None:
                          "(call torch.distributed.init_process_group first)")
 
 
-def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
-    """Send this rank's result and summary to rank 0; rank 0 returns them all together.
-    With the ``table`` the result was built from, the summary holds each step's
-    communication time and the rank's collectives too."""
+def gather(result: ProfileResult, table: EventTable) -> Any:
+    """Send this rank's result and summary (with each step's communication time and the
+    rank's collectives, from the ``table`` the result was built from) to rank 0; rank 0
+    returns them all together."""
     import torch.distributed as dist
 
-    from kernelmagic.results.rank_summary import summarize, summarize_with_events
+    from kernelmagic.results.rank_summary import summarize_with_events
     from kernelmagic.results.ranks import ManyRanksResult
 
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    backend = str(dist.get_backend())
-    if table is None:
-        summary = summarize(result, rank=rank, world_size=world, backend=backend, file="live")
-    else:
-        summary = summarize_with_events(result, table, iteration_windows(table, result.name),
-                                        rank=rank, world_size=world, backend=backend,
-                                        file="live")
+    summary = summarize_with_events(result, table, iteration_windows(table, result.name),
+                                    rank=rank, world_size=world,
+                                    backend=str(dist.get_backend()), file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)
     if received is None:

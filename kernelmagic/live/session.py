@@ -66,14 +66,6 @@ _DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
 _GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU, _D.MTIA}
 
 
-def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
-    """Boolean per interned id: whether its text is in ``wanted``."""
-    out = np.zeros(len(ids), dtype=bool)
-    for text, i in ids.items():
-        out[i] = text in wanted
-    return out
-
-
 def _demangle(name: str) -> str:
     return torch._C._demangle(name) if len(name) > 1 else name
 
@@ -163,7 +155,9 @@ class _RawEvents:
 
     def drop_ignored(self) -> None:
         """Leave out the utility events torch's parse ignores, and hidden events."""
-        keep = ~_lookup(self.name_ids, _IGNORED)[self.name]
+        ignored = np.fromiter((text in _IGNORED for text in self.name_ids), dtype=bool,
+                              count=len(self.name_ids))  # per name id (ids in dict order)
+        keep = ~ignored[self.name]
         if hasattr(self.event_type, "is_hidden_event"):  # not in every torch release
             keep &= ~self.column("is_hidden_event", bool)
         if not keep.all():

@@ -334,13 +334,6 @@ def decomposition(func: Any) -> Any:
     return func.decompose if has(key) else None
 
 
-def dispatch_mode_base() -> type:
-    """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    return TorchDispatchMode
-
-
 def tensor_leaves(tree: Any) -> list[Any]:
     """The tensors in nested args/kwargs/outputs (lists, tuples, dicts)."""
     if isinstance(tree, torch.Tensor):

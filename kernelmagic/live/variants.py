@@ -61,12 +61,10 @@ def _needs_cuda(on_device: bool) -> str:
     return "" if on_device else "needs a CUDA GPU, and this run profiles the CPU only"
 
 
-@contextlib.contextmanager
-def _autocast(on_device: bool, dtype_name: str) -> Iterator[None]:
+def _autocast(on_device: bool, dtype_name: str) -> contextlib.AbstractContextManager[Any]:
     import torch
 
-    with torch.autocast("cuda" if on_device else "cpu", dtype=getattr(torch, dtype_name)):
-        yield
+    return torch.autocast("cuda" if on_device else "cpu", dtype=getattr(torch, dtype_name))
 
 
 @contextlib.contextmanager
@@ -85,20 +83,16 @@ def _tf32(on_device: bool) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = cudnn
 
 
-@contextlib.contextmanager
-def _inference(on_device: bool) -> Iterator[None]:
+def _inference(on_device: bool) -> contextlib.AbstractContextManager[Any]:
     import torch
 
-    with torch.inference_mode():
-        yield
+    return torch.inference_mode()
 
 
-@contextlib.contextmanager
-def _sdpa(backend: str) -> Iterator[None]:
+def _sdpa(backend: str) -> contextlib.AbstractContextManager[Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend])):
-        yield
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend]))
 
 
 def _sdpa_why_not(backend: str) -> Callable[[bool], str]:
