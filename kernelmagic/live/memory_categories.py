@@ -47,19 +47,24 @@ def torch_timeline(prof: Any) -> Any:
     return MemoryProfileTimeline(MemoryProfile(prof.kineto_results))
 
 
+def _ancestors(event: Any) -> Iterator[Any]:
+    """The events above ``event`` in torch's event tree, innermost first."""
+    node = event.parent
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 def _user_line(event: Any, is_library: Any) -> str:
     """The innermost user ``file:line`` a Python call above ``event`` was made from."""
     from torch._C._profiler import _EventType
 
-    node = event.parent
-    while node is not None:
-        kind = node.typed[0]
-        if kind in (_EventType.PyCall, _EventType.PyCCall):
+    for node in _ancestors(event):
+        if node.typed[0] in (_EventType.PyCall, _EventType.PyCCall):
             caller = node.typed[1].caller
             path = caller.file_name
             if path and not is_library(path):
                 return f"{os.path.basename(path)}:{caller.line_number}"
-        node = node.parent
     return ""
 
 
@@ -67,12 +72,7 @@ def _creator(event: Any) -> str:
     """The innermost op above an allocation."""
     from torch._C._profiler import _EventType
 
-    node = event.parent
-    while node is not None:
-        if node.tag == _EventType.TorchOp:
-            return str(node.name)
-        node = node.parent
-    return ""
+    return next((str(n.name) for n in _ancestors(event) if n.tag == _EventType.TorchOp), "")
 
 
 def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
@@ -94,7 +94,7 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
         elif event.tag == allocation:
             found.append((event, parent))
     origin = int(prof.kineto_results.trace_start_ns())
-    time, device, ptr, delta, ops, sources = [], [], [], [], [], []
+    rows: list[tuple[int, int, int, int, str, str]] = []  # time, device, ptr, delta, op, line
     op_of: dict[int, str] = {}  # id of the event above -> the op the allocation was made in
     for event, parent in found:
         fields = event.extra_fields
@@ -107,19 +107,13 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
             direct = parent is not None and parent.tag == op_event
             op = op_of[id(parent)] = str(parent.name) if direct else _creator(event)
         source = _user_line(event, is_library) if is_library is not None else ""
-        time.append(event.start_time_ns - origin)
-        device.append(dev)
-        ptr.append(fields.ptr)
-        delta.append(size)
-        ops.append(op)
-        sources.append(source)
-    order = np.argsort(np.asarray(time, dtype=np.int64), kind="stable")
+        rows.append((event.start_time_ns - origin, dev, fields.ptr, size, op, source))
+    rows.sort(key=lambda row: row[0])  # stable: records of one time keep their order
+    time, device, ptr, delta, ops, sources = zip(*rows, strict=True) if rows else ((),) * 6
     return AllocationRecords(
-        time=np.asarray(time, dtype=np.int64)[order],
-        device=np.asarray(device, dtype=np.int16)[order],
-        ptr=np.asarray(ptr, dtype=np.int64)[order],
-        delta=np.asarray(delta, dtype=np.int64)[order],
-        op=[ops[i] for i in order.tolist()], source=[sources[i] for i in order.tolist()])
+        time=np.asarray(time, dtype=np.int64), device=np.asarray(device, dtype=np.int16),
+        ptr=np.asarray(ptr, dtype=np.int64), delta=np.asarray(delta, dtype=np.int64),
+        op=list(ops), source=list(sources))
 
 
 def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
@@ -296,21 +290,17 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return kind is not None and isinstance(exc, kind)
 
 
-def ledger_or_note(prof: Any, table: Any, lines: bool = False,
-                   owners: Owners | None = None) -> MemoryLedger:
+def ledger_or_note(prof: Any, table: Any, owners: Owners, lines: bool = False) -> MemoryLedger:
     """The session's categorised ledger (``lines``: with the user's source lines): by
     kernelmagic's own rules (``views/memory_rules.py``) over the session's allocations
-    and what ``owners`` saw; without ``owners``, by torch's analysis (``memory_ledger``).
-    When the analysis fails (it reads torch's private event tree), the table's records,
-    uncategorised, with a note saying why."""
+    and what ``owners`` saw. When the analysis fails (it reads torch's private event
+    tree), the table's records, uncategorised, with a note saying why."""
     from kernelmagic.views.memory import ledger_from_table
     from kernelmagic.views.memory_rules import categorised_ledger
     from kernelmagic.views.source_lines import is_library_file
 
     is_library = is_library_file if lines else None
     try:
-        if owners is None:
-            return memory_ledger(prof, is_library)
         return categorised_ledger(allocation_records(prof, is_library), owners.known(table),
                                   table, owners.saw_model)
     except Exception as exc:

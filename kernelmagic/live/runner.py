@@ -547,8 +547,7 @@ def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str |
         table = without_range(table, iteration_range(opts.name, ran))
     ledger = None
     if opts.memory:
-        ledger = memory_categories.ledger_or_note(prof, table, lines=opts.stack,
-                                                  owners=owners)
+        ledger = memory_categories.ledger_or_note(prof, table, owners, lines=opts.stack)
         if timed.out_of_memory is not None:  # the analysis' own note stays after it
             failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
             ledger = dataclasses.replace(
