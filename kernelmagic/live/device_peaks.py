@@ -132,7 +132,7 @@ def _cuda_peaks() -> Peaks:
     label, flops, bandwidth = found
     measured = measure("cuda")
     doubts = [f"{what} {percent(measured[what] / sheet)}" for what, sheet in
-              [*((dt, flops[dt]) for dt in ("bfloat16",)), ("bytes_per_s", bandwidth)]
+              [("bfloat16", flops["bfloat16"]), ("bytes_per_s", bandwidth)]
               if measured.get(what, 0.0) < DOUBT_BELOW * sheet]
     note = (f"measured well below the {label} datasheet ({', '.join(doubts)} of it): "
             "a power cap, a MIG slice or another GPU? kernelmagic.set_peaks(...) overrides"
@@ -240,8 +240,10 @@ def device_info(profiles_device: bool) -> DeviceInfo:
     """
     import torch
 
+    from kernelmagic.live.torch_compat import gpu_runtime
+
     if profiles_device:
-        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        kind = gpu_runtime()
         if not torch.cuda.is_available():  # (a test standing in for a GPU run)
             return DeviceInfo(kind=kind)
         major, minor = torch.cuda.get_device_capability()

@@ -125,19 +125,14 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
     if isinstance(target, CodeType):
         globals_ = {} if namespace is None else namespace
         locals_ = globals_ if local_namespace is None else local_namespace
-        if target.co_flags & inspect.CO_COROUTINE:
+        if not target.co_flags & inspect.CO_COROUTINE:
+            return functools.partial(exec, target, globals_, locals_)
 
-            def run_async_code() -> None:
-                __tracebackhide__ = True
-                run_to_completion(eval(target, globals_, locals_), loop_runner)
-
-            return run_async_code
-
-        def run_code() -> None:
+        def run_async_code() -> None:
             __tracebackhide__ = True
-            exec(target, globals_, locals_)
+            run_to_completion(eval(target, globals_, locals_), loop_runner)
 
-        return run_code
+        return run_async_code
     if not callable(target):
         raise TypeError(f"expected a callable or a code object, got {type(target).__name__}")
     if inspect.iscoroutinefunction(target):
