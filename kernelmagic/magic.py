@@ -185,8 +185,7 @@ class ProfileMagics(Magics):
         from kernelmagic.live import experiments
 
         if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
-            return experiments.Cell(run=fn, make_function=None, has_value=False,
-                                    why_not_function="the cell uses await")
+            return experiments.cell_of_callable(fn, "the cell uses await")
         return experiments.cell_of_source(
             self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
             self.shell.user_global_ns, self.shell.user_ns)

@@ -66,8 +66,12 @@ class Cell:
     why_not_function: str = ""
 
 
-def cell_of_callable(fn: Callable[[], Any]) -> Cell:
-    """The plain API's target: its return value is the value, it compiles as it is."""
+def cell_of_callable(fn: Callable[[], Any], cannot_compile: str = "") -> Cell:
+    """The plain API's target: its return value is the value, it compiles as it is. With
+    ``cannot_compile`` (why not: "a code object"), code run as it is: no value, no function."""
+    if cannot_compile:
+        return Cell(run=fn, make_function=None, has_value=False,
+                    why_not_function=cannot_compile)
     return Cell(run=fn, make_function=lambda: fn)
 
 
