@@ -29,7 +29,7 @@ from typing import Any
 
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
 from kernelmagic.core.timing import paired_speedup
-from kernelmagic.live import interleaved, runner, variants
+from kernelmagic.live import interleaved, runner, torch_compat, variants
 from kernelmagic.live.progress import Progress
 from kernelmagic.results.result import ProfileResult
 
@@ -164,7 +164,7 @@ def snapshot(value: Any) -> tuple[list[Any], list[str]] | str:
     found = tensors_in(value)
     if isinstance(found, str):
         return found
-    dtypes = [str(t.dtype).removeprefix("torch.") for t in found]
+    dtypes = [torch_compat.dtype_name(t.dtype) for t in found]
     return [t.detach().to("cpu", torch.float64, copy=True) for t in found], dtypes
 
 

@@ -31,6 +31,7 @@ from kernelmagic.core.memory_rows import (
     MemoryLedger,
 )
 from kernelmagic.live.memory_owners import Owners, device_index
+from kernelmagic.live.torch_compat import dtype_name
 
 
 def _code(category: Any) -> int:
@@ -149,8 +150,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
                     if isinstance(meta, _TensorMetadata):
                         key = TensorKey.from_tensor(meta)
                         if key is not None and key not in shapes:
-                            dtype = str(meta.dtype).replace("torch.", "")
-                            shapes[key] = (str(list(meta.sizes)), dtype)
+                            shapes[key] = (str(list(meta.sizes)), dtype_name(meta.dtype))
         elif kind == _EventType.Allocation:
             fields = event.typed[1]
             allocated = TensorKey.from_allocation(fields)

@@ -21,6 +21,7 @@ import numpy as np
 
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.memory_rows import AT_END, CATEGORIES, KnownStorages
+from kernelmagic.live.torch_compat import dtype_name
 from kernelmagic.views.memory_rules import optimizer_steps
 
 _PARAMETER = CATEGORIES.index("parameter")
@@ -53,8 +54,7 @@ def _storage(tensor: Any) -> Storage | None:
     ptr, nbytes = int(storage.data_ptr()), int(storage.nbytes())
     if ptr == 0 or nbytes == 0:
         return None
-    dtype = str(tensor.dtype).replace("torch.", "")
-    return index, ptr, nbytes, str(list(tensor.shape)), dtype
+    return index, ptr, nbytes, str(list(tensor.shape)), dtype_name(tensor.dtype)
 
 
 def _storages(tensors: Iterable[Any]) -> list[Storage]:

@@ -53,11 +53,6 @@ def tensor_bytes(t: Any) -> float:
         return float(t.numel() * t.element_size())
 
 
-def dtype_name(dtype: Any) -> str:
-    """``torch.bfloat16`` -> ``bfloat16``."""
-    return str(dtype).removeprefix("torch.")
-
-
 @dataclass(frozen=True)
 class OpInfo:
     """What counting needs to know about one ``OpOverload``, looked up once."""
@@ -79,14 +74,12 @@ def op_info(func: Any) -> OpInfo:
 
 
 def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
-             outputs: list[Any] | None = None) -> float:
+             outputs: list[Any]) -> float:
     """FLOPs of one call (see the module's docstring for the rules); ``outputs``: the
-    tensors of ``out``, when the caller has them."""
+    tensors of ``out``."""
     if info.formula is not None:
         return float(info.formula(*args, **kwargs, out_val=out))
     if info.pointwise and info.key not in COPY_OPS:
-        if outputs is None:
-            outputs = torch_compat.tensor_leaves(out)
         return float(sum(t.numel() for t in outputs))
     if info.reduction:
         inputs = torch_compat.tensor_leaves(args)
@@ -94,13 +87,11 @@ def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
     return 0.0
 
 
-def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
-             outputs: list[Any] | None = None) -> float:
-    """Bytes one call reads and writes: its input and output tensors (views: 0)."""
+def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """Bytes one call reads and writes: its input and output tensors (``outputs``; views:
+    0)."""
     if info.view or info.key in NO_TRAFFIC_OPS:
         return 0.0
-    if outputs is None:
-        outputs = torch_compat.tensor_leaves(out)
     if not outputs:
         return 0.0
     inputs = torch_compat.tensor_leaves(args)
@@ -113,8 +104,8 @@ def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
     tensors = torch_compat.tensor_leaves((args, kwargs))
     for t in tensors:
         if t.is_floating_point():
-            return dtype_name(t.dtype)
-    return dtype_name(tensors[0].dtype) if tensors else ""
+            return torch_compat.dtype_name(t.dtype)
+    return torch_compat.dtype_name(tensors[0].dtype) if tensors else ""
 
 
 def _mode_class(dynamo_loaded: bool) -> type:
@@ -164,7 +155,7 @@ def _mode_class(dynamo_loaded: bool) -> type:
             out = func(*args, **kwargs)
             outputs = torch_compat.tensor_leaves(out)  # once for both counts
             entry.flops += op_flops(info, args, kwargs, out, outputs)
-            entry.bytes += op_bytes(info, args, kwargs, out, outputs)
+            entry.bytes += op_bytes(info, args, kwargs, outputs)
             return out
 
     return CountingMode

@@ -40,7 +40,7 @@ def _tensor_text(value: Any) -> str | None:
     dtype = getattr(value, "dtype", None)
     if shape is None or dtype is None or not hasattr(value, "data_ptr"):
         return None
-    return f"{tuple(shape)} {str(dtype).removeprefix('torch.')}"
+    return f"{tuple(shape)} {torch_compat.dtype_name(dtype)}"
 
 
 def _named_values(names: list[str], args: tuple[Any, ...],

@@ -257,6 +257,11 @@ def export_trace(prof: Any, path: str) -> None:
             shutil.copyfileobj(src, dst)
 
 
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def torch_version() -> str:
     return str(torch.__version__)
 
