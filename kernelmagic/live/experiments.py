@@ -203,12 +203,8 @@ def _shapes(shapes: list[tuple[int, ...]]) -> str:
 def _tolerance_name(tolerance: str | None, dtypes: list[str]) -> str:
     """The coarsest of the variant's precision and the values' dtypes (integers and
     booleans compare exactly: "exact")."""
-    names = [d for d in dtypes if d in TOLERANCES]
-    if tolerance is not None:
-        names.append(tolerance)
-    if not names:
-        return "exact"
-    return max(names, key=lambda d: TOLERANCES[d][0])
+    return max((d for d in [*dtypes, tolerance] if d in TOLERANCES),
+               key=lambda d: TOLERANCES[d][0], default="exact")
 
 
 # --- running -----------------------------------------------------------------------------
@@ -343,12 +339,8 @@ def _show_round(progress: Progress, done: int, most: int) -> None:
 def _decided(samples: list[list[float]]) -> bool:
     """Whether every variant's interval is decided: beyond the noise, or within 1 ±
     ``MIN_EFFECT`` (no more rounds would change what the row says)."""
-    base = samples[0]
-    for other in samples[1:]:
-        s = paired_speedup(base, other)
-        if not (s.beyond_noise or s.no_change):
-            return False
-    return True
+    speeds = (paired_speedup(samples[0], other) for other in samples[1:])
+    return all(s.beyond_noise or s.no_change for s in speeds)
 
 
 def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,

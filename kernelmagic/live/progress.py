@@ -67,25 +67,10 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-class Reporter(Protocol):
-    """What the runner tells where the run stands, between runs of the code."""
-
-    def start(self, warmup: int, iters: int) -> None: ...
-
-    def warmup(self, done: int) -> None: ...
-
-    def profiling(self) -> None: ...
-
-    def iteration(self, done: int) -> None: ...
-
-    def reading(self, events: int = 0) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Silent:
-    """A ``Reporter`` that shows nothing: the runner's when nobody watches, so that the
-    runner tells it everything without asking first whether anyone listens."""
+    """A reporter that shows nothing (``Progress``' calls, ignored): the runner's when
+    nobody watches, so that the runner tells it everything without asking first whether
+    anyone listens."""
 
     def _ignore(self, *args: Any) -> None:
         pass
@@ -166,6 +151,10 @@ class Progress:
                     self.warmup_total + (done if stage == "profile" else self.iters_total))
         return ProgressUpdate(stage, done, total, elapsed, remaining,
                               finished / runs if runs else 1.0, self.label, self.note)
+
+
+#: What the runner tells where the run stands, between runs of the code.
+Reporter = Progress | Silent
 
 
 class LineSink:

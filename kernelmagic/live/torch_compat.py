@@ -36,9 +36,7 @@ def cuda_available() -> bool:
 
 def device_name() -> str | None:
     """The name of the current CUDA device, e.g. ``NVIDIA H200``."""
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_name()
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
 def gpu_runtime() -> str:
