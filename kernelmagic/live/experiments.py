@@ -370,11 +370,8 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
     found = baseline.findings()
     suggested = variants.suggested([v for f in found for v in f.variants],
                                    [v for f in found for v in f.against], on_device)
-    out: list[str] = []
-    for name in names:
-        for item in suggested if name == variants.AUTO else [name]:
-            if item not in out:
-                out.append(item)
+    out = list(dict.fromkeys(item for name in names
+                             for item in (suggested if name == variants.AUTO else [name])))
     note = ("" if suggested else "--try auto: no finding suggests a variant this device "
             "can run")
     return out, note

@@ -218,10 +218,9 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
             change(t, dev, cat, -abs(nbytes), b)
             if tensor and b >= 0:
                 spans[b][3] = t - origin
-    blocks = []
-    for b, (dev, nbytes, created, freed, op, source) in enumerate(spans):
-        shape, dtype = shapes.get(tensor_of.get(b), ("", ""))
-        blocks.append(MemoryBlock(dev, nbytes, created, freed, shape, dtype, op, source))
+    blocks = [MemoryBlock(dev, nbytes, created, freed, *shapes.get(tensor_of.get(b), ("", "")),
+                          op, source)
+              for b, (dev, nbytes, created, freed, op, source) in enumerate(spans)]
     return MemoryLedger(time=np.asarray(time, dtype=np.int64),
                         device=np.asarray(device, dtype=np.int16),
                         category=np.asarray(category, dtype=np.int8),
