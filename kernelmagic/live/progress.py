@@ -236,25 +236,20 @@ class WidgetSink:
         front end that re-used the bar's widget view for the report would hide the
         report when the bar's view goes (JupyterLab does).
         """
-        if self.handle is None:
-            return False
+        from kernelmagic.render.bundle import close_tree
+
         handle = self.handle
-        text = (bundle or {}).get("text/plain", "")
-        handle.update({"text/plain": text}, raw=True)
-        self._close_widgets()
+        if handle is None:
+            return False
+        handle.update({"text/plain": (bundle or {}).get("text/plain", "")}, raw=True)
+        close_tree(self.box)
+        self.box = self.bar = self.label = self.handle = None
         if bundle is not None and set(bundle) != {"text/plain"}:
             handle.update(bundle, raw=True)
         return True
 
     def close(self) -> None:
         """Left to ``replace``: the bar stays until the report takes its place."""
-
-    def _close_widgets(self) -> None:
-        from kernelmagic.render.bundle import close_tree
-
-        if self.box is not None:
-            close_tree(self.box)
-        self.box = self.bar = self.label = self.handle = None
 
 
 def sink_for_shell(shell: Any) -> Sink | None:
