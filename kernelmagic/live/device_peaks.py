@@ -174,15 +174,12 @@ def measure(device: str = "cpu",
                 break
         return best
 
-    out: dict[str, float] = {}
     max_n = 8192 if device == "cuda" else 1024
     threads = torch.get_num_threads()
-    # On the CPU one core, times the cores: a multi-threaded product on a busy machine
-    # stalls at its barriers for whole scheduler slices, one thread does not.
     with torch_threads(1) if device != "cuda" else contextlib.nullcontext():
         matmuls = _matmuls(device, max_n, best_time, clock)
     scale = 1 if device == "cuda" else threads
-    out.update({dt: rate * scale for dt, rate in matmuls.items()})
+    out = {dt: rate * scale for dt, rate in matmuls.items()}
     size = COPY_BYTES["cuda" if device == "cuda" else "cpu"]
     src = torch.empty(size // 4, device=device)
     dst = torch.empty_like(src)

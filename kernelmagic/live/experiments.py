@@ -76,7 +76,7 @@ def cell_of_callable(fn: Callable[[], Any], cannot_compile: str = "") -> Cell:
 
 
 def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, Any],
-                   locals_: dict[str, Any] | None = None) -> Cell:
+                   locals_: dict[str, Any]) -> Cell:
     """A cell's (transformed) source as a ``Cell``, compiled under ``filename`` (the one
     IPython's cache knows, so tracebacks show the cell's lines) with ``flags``.
 
@@ -86,7 +86,6 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
     ``torch.compile`` installs its compiled code as globals of the function (names
     such as ``__compiled_fn_1``), and they must not land in the user's namespace.
     """
-    locals_ = globals_ if locals_ is None else locals_
     tree = ast.parse(source, filename)
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     body = tree.body[:-1] if last is not None else tree.body
@@ -99,7 +98,7 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
         exec(head, globals_, locals_)
         return eval(tail, globals_, locals_) if tail is not None else None
 
-    code = _function_code(tree, source, filename, flags, last)
+    code = _function_code(body, last, source, filename, flags)
 
     def make_function() -> Callable[[], Any]:
         return types.FunctionType(code, dict(globals_), CELL_FUNCTION)
@@ -107,18 +106,16 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
     return Cell(run=run_cell, make_function=make_function, has_value=last is not None)
 
 
-def _function_code(tree: ast.Module, source: str, filename: str, flags: int,
-                   last: ast.Expr | None) -> types.CodeType:
+def _function_code(body: list[ast.stmt], last: ast.Expr | None, source: str, filename: str,
+                   flags: int) -> types.CodeType:
     table = symtable.symtable(source, filename, "exec")
     assigned = sorted(s.get_name() for s in table.get_symbols()
                       if s.is_assigned() or s.is_imported())
     stub = ast.parse(f"def {CELL_FUNCTION}():\n    pass")
     func = stub.body[0]
     assert isinstance(func, ast.FunctionDef)
-    body: list[ast.stmt] = [ast.Global(names=assigned)] if assigned else []
-    body += tree.body[:-1] if last is not None else tree.body
-    body.append(ast.Return(value=last.value if last is not None else None))
-    func.body = body
+    func.body = [*([ast.Global(names=assigned)] if assigned else []), *body,
+                 ast.Return(value=last.value if last is not None else None)]
     ast.fix_missing_locations(stub)
     module = compile(stub, filename, "exec", flags, True)
     return next(c for c in module.co_consts if isinstance(c, types.CodeType))

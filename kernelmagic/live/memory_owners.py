@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import torch
 
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.memory_rows import AT_END, CATEGORIES, KnownStorages
@@ -62,13 +63,9 @@ def _storages(tensors: Iterable[Any]) -> list[Storage]:
     return [where for where in map(_storage, tensors) if where is not None]
 
 
-def _tensors(values: Iterable[Any]) -> Iterator[Any]:
+def _tensors(values: Iterable[Any]) -> list[Any]:
     """The tensors among ``values`` (an optimizer's state entry, a module's arguments)."""
-    import torch
-
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            yield value
+    return [value for value in values if isinstance(value, torch.Tensor)]
 
 
 class Owners:
