@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
+import torch
+
 from kernelmagic.core.events import EventTable, PythonSamples
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
@@ -384,7 +386,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
             # saves up to a third of that time on large profiles.
             gc.disable()
         timed.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
-                                          torch_compat.num_threads())
+                                          torch.get_num_threads())
         result, table = _result(prof, run, timed, warm, source_file, report,
                                 sampler.samples() if sampler is not None else None,
                                 cell_label, seen)
@@ -569,8 +571,8 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         warmup=opts.warmup, warmup_timings=warmup_timings,
         device_name=torch_compat.device_name() if run.profiles_device else None,
         sort=run.sort, topk=opts.topk,
-        matmul_precision=torch_compat.matmul_precision(),
-        torch_version=torch_compat.torch_version(),
+        matmul_precision=str(torch.get_float32_matmul_precision()),
+        torch_version=str(torch.__version__),
         gpu_runtime=torch_compat.gpu_runtime(),
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         capture="nsight" if opts.nsight else "",

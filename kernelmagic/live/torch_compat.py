@@ -20,10 +20,8 @@ from kernelmagic.live import quiet_kineto_logs
 
 __all__ = [
     "cuda_available", "device_name", "device_peak", "export_trace", "gpu_runtime",
-    "labelled_range", "matmul_precision", "module_ranges", "new_profiler", "num_threads",
-    "profiler_running",
-    "release", "reset_device_peak", "return_freed_memory", "synchronize", "torch_version",
-    "warm_profiler",
+    "labelled_range", "module_ranges", "new_profiler", "profiler_running", "release",
+    "reset_device_peak", "return_freed_memory", "synchronize", "warm_profiler",
 ]
 
 _profiler_warmed: set[bool] = set()  # for CPU-only and for CUDA sessions separately
@@ -179,16 +177,6 @@ def warm_profiler(profile_device: bool) -> None:
     _profiler_warmed.add(profile_device)
 
 
-def num_threads() -> int:
-    """torch's intra-op threads (``torch.get_num_threads()``)."""
-    return int(torch.get_num_threads())
-
-
-def matmul_precision() -> str:
-    """``torch.get_float32_matmul_precision()``: "highest" means no TF32 for float32."""
-    return str(torch.get_float32_matmul_precision())
-
-
 def release(prof: Any) -> None:
     """Break the parent/child links between the session's events.
 
@@ -258,10 +246,6 @@ def export_trace(prof: Any, path: str) -> None:
 def dtype_name(dtype: Any) -> str:
     """``torch.bfloat16`` -> ``bfloat16``."""
     return str(dtype).removeprefix("torch.")
-
-
-def torch_version() -> str:
-    return str(torch.__version__)
 
 
 # --- counting FLOPs and bytes per op (--roofline) ----------------------------------------
