@@ -104,10 +104,7 @@ class ProfileMagics(Magics):
         time per operator.
         """
         __tracebackhide__ = True
-        if cell is None:
-            options_text, source = split_line(line)
-        else:
-            options_text, source = line, cell
+        options_text, source = split_line(line) if cell is None else (line, cell)
         args = parse_argstring(self.profile, options_text)
         if args.statement:
             raise UsageError(f"unexpected arguments: {' '.join(args.statement)}")

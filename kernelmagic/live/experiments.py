@@ -263,9 +263,8 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
         try:
             for i, name in enumerate(chosen):
                 label = f"variant {i + 1}/{len(chosen)} {name}"
-                tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                     source_file, progress, label, began, free_memory,
-                                     cell_label))
+                tried.append(measure(variants.lookup(name), cell, run, base_value, source_file,
+                                     progress, label, began, free_memory, cell_label))
         except KeyboardInterrupt as exc:
             rows = [t.row for t in tried]
             rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
@@ -383,9 +382,8 @@ class Tried:
     run: Callable[[], Any] | None = None
 
 
-def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
-            baseline: ProfileResult, base_value: Any, source_file: str | None,
-            progress: Progress | None, label: str, began: float,
+def measure(variant: variants.Variant, cell: Cell, run: runner.Plan, base_value: Any,
+            source_file: str | None, progress: Progress | None, label: str, began: float,
             free_memory: bool, cell_label: str = "") -> Tried:
     """One variant profiled as the baseline was, its context around each run: its row
     (without a speed-up yet) and what the interleaved rounds call."""
@@ -414,8 +412,8 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
                                    error=one_line(exc)))
     value = snapshot(recorder.value)
     recorder.value = None
-    return Tried(_row(variant, baseline, result, numerical_cost(
-        base_value, value, variant.tolerance)), recorder)
+    return Tried(_row(variant, result, numerical_cost(base_value, value, variant.tolerance)),
+                 recorder)
 
 
 def _target(variant: variants.Variant, cell: Cell) -> Callable[[], Any]:
@@ -438,7 +436,7 @@ def _under(variant: variants.Variant, on_device: bool,
     return run_variant
 
 
-def _row(variant: variants.Variant, baseline: ProfileResult, result: ProfileResult,
+def _row(variant: variants.Variant, result: ProfileResult,
          numerics: dict[str, Any]) -> ExperimentRow:
     """The row of a variant profiled: its own report, compile time and numerical cost;
     ``verdict`` says the speed-up is still to come (the interleaved rounds give it)."""

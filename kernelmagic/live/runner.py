@@ -99,10 +99,7 @@ def run_to_completion(coro: Coroutine[Any, Any, Any],
     only this thread, so the coroutine cannot go to another one.
     """
     __tracebackhide__ = True
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
+    running = asyncio.events._get_running_loop()
     if running is None:
         if loop_runner is not None:
             return loop_runner(coro)
@@ -222,9 +219,8 @@ def check_process_group() -> None:
 
 
 def gather(result: ProfileResult, table: EventTable) -> Any:
-    """Send this rank's result and summary (with each step's communication time and the
-    rank's collectives, from the ``table`` the result was built from) to rank 0; rank 0
-    returns them all together."""
+    """This rank's result and summary (with each step's communication time and the rank's
+    collectives, from the ``table`` the result was built from) sent to rank 0."""
     import torch.distributed as dist
 
     from kernelmagic.results.rank_summary import summarize_with_events
