@@ -176,20 +176,12 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
             spans[b][3] = t - origin
             untied_at.setdefault((Action.DESTROY, t, dev, -size), []).append(b)
 
-    time: list[int] = []
-    device: list[int] = []
-    category: list[int] = []
-    delta: list[int] = []
-    owner: list[int] = []
+    changes: list[tuple[int, int, int, int, int]] = []  # time, device, category, bytes, block
     block_of: dict[Any, int] = {}
     tensor_of: dict[int, Any] = {}  # span -> TensorKey
 
     def change(t: int, dev: int, cat: Any, nbytes: int, b: int) -> None:
-        time.append(BEFORE if t < 0 else t - origin)
-        device.append(dev)
-        category.append(_code(cat))
-        delta.append(int(nbytes))
-        owner.append(b)
+        changes.append((BEFORE if t < 0 else t - origin, dev, _code(cat), int(nbytes), b))
 
     for t, action, (key, version), nbytes in profile.timeline:
         dev = device_index(key.device)
@@ -221,6 +213,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
     blocks = [MemoryBlock(dev, nbytes, created, freed, *shapes.get(tensor_of.get(b), ("", "")),
                           op, source)
               for b, (dev, nbytes, created, freed, op, source) in enumerate(spans)]
+    time, device, category, delta, owner = zip(*changes, strict=True) if changes else ((),) * 5
     return MemoryLedger(time=np.asarray(time, dtype=np.int64),
                         device=np.asarray(device, dtype=np.int16),
                         category=np.asarray(category, dtype=np.int8),

@@ -99,12 +99,9 @@ def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = F
     quiet_kineto_logs()
     # ``memory`` records neither shapes nor Python calls: kernelmagic's own category
     # analysis (``views/memory_rules.py``) reads addresses, not torch's data flow.
-    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes,
-                              "profile_memory": memory, "with_flops": flops,
-                              "with_stack": stack}
-    if profile_device:
-        kwargs["use_device"] = "cuda"
-    return autograd_profiler.profile(**kwargs)
+    return autograd_profiler.profile(use_kineto=True, record_shapes=shapes, profile_memory=memory,
+                                     with_flops=flops, with_stack=stack,
+                                     use_device="cuda" if profile_device else None)
 
 
 @contextlib.contextmanager
