@@ -70,14 +70,6 @@ def _demangle(name: str) -> str:
     return torch._C._demangle(name) if len(name) > 1 else name
 
 
-def _thread_ids(raw: np.ndarray) -> np.ndarray:
-    """Thread ids as int64; ids past 2**63 (seen on some frames) become small codes."""
-    if not raw.size or int(raw.max()) < 2**62:
-        return raw.astype(np.int64)
-    _, codes = np.unique(raw, return_inverse=True)
-    return codes.astype(np.int64)
-
-
 #: A Python frame recorded by ``with_stack``: ``file.py(12): f``, a built-in, a module.
 _PYTHON_NAME = re.compile(r"^(.+\(\d+\): .+|<built-in (method|function) .+>|nn\.Module: .+)$")
 
@@ -240,7 +232,9 @@ def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:
     """Each event's thread; -1 (out of the tree) for a CPU event that starts and ends on
     different threads or is flagged async, as torch keeps async events out of it."""
     started_on = raw.column("start_thread_id", np.uint64)
-    tid = _thread_ids(started_on)
+    # as int64: ids past 2**63 (seen on some frames) become small codes
+    small = not started_on.size or int(started_on.max()) < 2**62
+    tid = (started_on if small else np.unique(started_on, return_inverse=True)[1]).astype(np.int64)
     asynchronous = cpu_events & (raw.column("is_async", bool)
                                  | (raw.column("end_thread_id", np.uint64) != started_on))
     tid[asynchronous] = -1

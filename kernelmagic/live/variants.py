@@ -95,14 +95,11 @@ def _sdpa(backend: str) -> contextlib.AbstractContextManager[Any]:
     return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend]))
 
 
-def _sdpa_why_not(backend: str) -> Callable[[bool], str]:
-    def why_not(on_device: bool) -> str:
-        if not on_device and backend in SDPA_CUDA_ONLY:
-            return (f"needs a CUDA GPU: torch's CPU attention has the math and flash "
-                    f"kernels only, not {backend}")
-        return ""
-
-    return why_not
+def _sdpa_why_not(backend: str, on_device: bool) -> str:
+    if not on_device and backend in SDPA_CUDA_ONLY:
+        return (f"needs a CUDA GPU: torch's CPU attention has the math and flash kernels "
+                f"only, not {backend}")
+    return ""
 
 
 BUILT_IN: dict[str, Variant] = {v.name: v for v in (
@@ -159,7 +156,7 @@ def lookup(name: str) -> Variant:
                        advice=("set_num_threads",))
     if key == "sdpa" and value in SDPA_BACKENDS:
         return Variant(name, f"SDPA {value}", lambda on_device: _sdpa(value),
-                       _sdpa_why_not(value))
+                       lambda on_device: _sdpa_why_not(value, on_device))
     raise ValueError(f"--try: unknown variant {name!r}; valid: {', '.join(valid_names())}")
 
 
