@@ -79,8 +79,8 @@ def with_options(magic: Any) -> Any:
 
 def options_from(args: Any, name: str) -> ProfileOptions:
     """The run's options from the parsed line: what it gave, defaults for the rest."""
-    values = {o.name: getattr(args, o.name) for o in OPTIONS}
-    given = {k: v for k, v in values.items() if v is not None and v is not False}
+    given = {o.name: v for o in OPTIONS
+             if (v := getattr(args, o.name)) is not None and v is not False}
     more = tuple(o.name for o in run_options()[len(OPTIONS):] if getattr(args, o.name, False))
     return ProfileOptions(**{**given, "name": name}, more_views=more)
 

@@ -21,6 +21,7 @@ name as the profiler spells it (``aten::mm``), the calls, FLOPs and bytes of tha
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,10 +45,7 @@ def tensor_bytes(t: Any) -> float:
     try:
         if t.is_contiguous():  # no stride-0 dimension of size > 1: every element counts
             return float(t.numel() * t.element_size())
-        n = 1
-        for size, stride in zip(t.shape, t.stride(), strict=True):
-            if stride != 0:
-                n *= size
+        n = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride)
         return float(n * t.element_size())
     except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
         return float(t.numel() * t.element_size())
