@@ -126,9 +126,8 @@ def _cuda_peaks() -> Peaks:
     name = torch.cuda.get_device_name()
     found = datasheet(name)
     if found is None:
-        peaks_ = _measured("cuda")
-        return replace(peaks_, note=f"{name} is not in kernelmagic's datasheet table: "
-                                    "measured peaks")
+        return replace(_measured("cuda"),
+                       note=f"{name} is not in kernelmagic's datasheet table: measured peaks")
     label, flops, bandwidth = found
     measured = measure("cuda")
     doubts = [f"{what} {percent(measured[what] / sheet)}" for what, sheet in
