@@ -359,10 +359,9 @@ def scan_code(text: str) -> dict[str, str]:
     for m in _LAUNCH_COMMENT.finditer(text):  # the comment above its launch in call()
         if m[2] in defined and m[2] not in aten_of:
             aten_of[m[2]] = m[1].strip()
-    found = dict(aten_of)
-    if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
-        found.update({f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()})
-    return found
+    # C++ kernels' profiling records: graph_<n>_<name>
+    named = {f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()} if graph else {}
+    return {**aten_of, **named}
 
 
 def aten_ops_from_name(name: str) -> str:
