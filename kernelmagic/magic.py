@@ -332,7 +332,7 @@ def split_line(line: str) -> tuple[str, str]:
     return line, ""
 
 
-def _trim_heap_in_background() -> threading.Thread:
+def _trim_heap_in_background() -> None:
     """Hand the freed heap back to the OS on a daemon thread, off the cell's time.
 
     ``malloc_trim`` costs 2-4 ms even on small profiles; called through ctypes it runs
@@ -340,8 +340,6 @@ def _trim_heap_in_background() -> threading.Thread:
     """
     from kernelmagic.live import torch_compat
 
-    thread = threading.Thread(target=torch_compat.return_freed_memory, name="kernelmagic-trim",
-                              daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=torch_compat.return_freed_memory, name="kernelmagic-trim",
+                     daemon=True).start()
 

@@ -135,11 +135,10 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
     if not callable(target):
         raise TypeError(f"expected a callable or a code object, got {type(target).__name__}")
     if inspect.iscoroutinefunction(target):
-        async_fn = target
 
         def run_coroutine_function() -> Any:
             __tracebackhide__ = True
-            return run_to_completion(async_fn(), loop_runner)
+            return run_to_completion(target(), loop_runner)
 
         return run_coroutine_function
     return target
