@@ -92,14 +92,14 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
             reporter.close()
 
 
-def run(fn: Callable[[], Any], plan: Plan, *, cell: Callable[[], Cell],
+def run(fn: Callable[[], Any], plan: Plan, *, cell: Callable[[], Cell] | None = None,
         on_trace_ready: Callable[[Any], None] | None = None, source_file: str | None = None,
         progress: Progress | None = None, free_memory: bool = True,
         cell_label: str = "") -> ProfileResult | ManyRanksResult:
     """``fn`` run as ``plan`` says: profiled once (``runner.execute``), or, where the plan's
     options name variants (``--try``), the baseline and each variant
     (``experiments.run_with_variants``), on the ``Cell`` that ``cell()`` makes (its value
-    and, for ``torch.compile``, its function).
+    and, for ``torch.compile``, its function; ``fn`` as a plain callable without it).
     ``on_trace_ready`` is given the session of a plain run only."""
     __tracebackhide__ = True
     from kernelmagic.live import runner
@@ -111,7 +111,8 @@ def run(fn: Callable[[], Any], plan: Plan, *, cell: Callable[[], Cell],
     from kernelmagic.live import experiments, variants
 
     names = variants.parse(plan.options.variants)
-    return experiments.run_with_variants(cell(), plan, names, source_file=source_file,
+    made = cell() if cell is not None else experiments.cell_of_callable(fn)
+    return experiments.run_with_variants(made, plan, names, source_file=source_file,
                                          progress=progress, free_memory=free_memory,
                                          cell_label=cell_label)
 
