@@ -69,6 +69,7 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     __tracebackhide__ = True
     from kernelmagic.core.options import ProfileOptions, check_keywords
     from kernelmagic.live import runner
+    from kernelmagic.live.experiments import cell_of_callable
     from kernelmagic.live.progress import for_api
     from kernelmagic.views.registry import view_options as declared_by_views
 
@@ -82,7 +83,8 @@ def profile(target: Callable[[], Any] | CodeType, *, iters: int = 10, warmup: in
     code = target if isinstance(target, CodeType) else getattr(target, "__code__", None)
     reporter = for_api(progress)
     try:
-        return run(fn, runner.plan(options), cell=lambda: _cell_of_target(target, fn),
+        why_not = "a code object" if isinstance(target, CodeType) else ""
+        return run(fn, runner.plan(options), cell=lambda: cell_of_callable(fn, why_not),
                    on_trace_ready=on_trace_ready, progress=reporter,
                    source_file=code.co_filename if code is not None else None)
     finally:
@@ -113,17 +115,6 @@ def run(fn: Callable[[], Any], plan: Plan, *, cell: Callable[[], Cell] | None = 
     return experiments.run_with_variants(made, plan, names, source_file=source_file,
                                          progress=progress, free_memory=free_memory,
                                          cell_label=cell_label)
-
-
-def _cell_of_target(target: Callable[[], Any] | CodeType, fn: Callable[[], Any]) -> Cell:
-    """``profile``'s target as the experiments' ``Cell``: a callable's return value is the
-    value, and it compiles as it is; a code object has no value and does not compile."""
-    from kernelmagic.live.experiments import Cell, cell_of_callable
-
-    if isinstance(target, CodeType):
-        return Cell(run=fn, make_function=None, has_value=False,
-                    why_not_function="a code object")
-    return cell_of_callable(fn)
 
 
 def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],

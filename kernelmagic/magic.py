@@ -79,8 +79,8 @@ def with_options(magic: Any) -> Any:
 
 def options_from(args: Any, name: str) -> ProfileOptions:
     """The run's options from the parsed line: what it gave, defaults for the rest."""
-    values = {o.name: getattr(args, o.name) for o in OPTIONS}
-    given = {k: v for k, v in values.items() if v is not None and v is not False}
+    given = {o.name: v for o in OPTIONS
+             if (v := getattr(args, o.name)) is not None and v is not False}
     more = tuple(o.name for o in run_options()[len(OPTIONS):] if getattr(args, o.name, False))
     return ProfileOptions(**{**given, "name": name}, more_views=more)
 
@@ -104,10 +104,7 @@ class ProfileMagics(Magics):
         time per operator.
         """
         __tracebackhide__ = True
-        if cell is None:
-            options_text, source = split_line(line)
-        else:
-            options_text, source = line, cell
+        options_text, source = split_line(line) if cell is None else (line, cell)
         args = parse_argstring(self.profile, options_text)
         if args.statement:
             raise UsageError(f"unexpected arguments: {' '.join(args.statement)}")
@@ -185,8 +182,7 @@ class ProfileMagics(Magics):
         from kernelmagic.live import experiments
 
         if code.co_flags & inspect.CO_COROUTINE:  # top-level await: run as it is
-            return experiments.Cell(run=fn, make_function=None, has_value=False,
-                                    why_not_function="the cell uses await")
+            return experiments.cell_of_callable(fn, "the cell uses await")
         return experiments.cell_of_source(
             self.shell.transform_cell(source), code.co_filename, self.shell.compile.flags,
             self.shell.user_global_ns, self.shell.user_ns)
@@ -336,7 +332,7 @@ def split_line(line: str) -> tuple[str, str]:
     return line, ""
 
 
-def _trim_heap_in_background() -> threading.Thread:
+def _trim_heap_in_background() -> None:
     """Hand the freed heap back to the OS on a daemon thread, off the cell's time.
 
     ``malloc_trim`` costs 2-4 ms even on small profiles; called through ctypes it runs
@@ -344,8 +340,6 @@ def _trim_heap_in_background() -> threading.Thread:
     """
     from kernelmagic.live import torch_compat
 
-    thread = threading.Thread(target=torch_compat.return_freed_memory, name="kernelmagic-trim",
-                              daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=torch_compat.return_freed_memory, name="kernelmagic-trim",
+                     daemon=True).start()
 

@@ -109,15 +109,10 @@ def _break_records() -> list[Any]:
     return list(getattr(_dynamo_utils(), "graph_break_reasons", []))
 
 
-class _Mark:
-    """The records dynamo held at one moment, kept alive: ``m in mark`` by identity."""
-
-    def __init__(self, records: list[Any]) -> None:
-        self._records = records
-        self._ids = {id(m) for m in records}
-
-    def __contains__(self, record: object) -> bool:
-        return id(record) in self._ids
+def _mark() -> dict[int, Any]:
+    """The records dynamo holds now, by ``id()``, kept alive: dynamo drops records beyond
+    its last 64, and a freed record's ``id()`` can be a new record's."""
+    return {id(m): m for m in _metrics()}
 
 
 class Watch:
@@ -125,10 +120,8 @@ class Watch:
     ``stop()`` after them (idempotent; also restores inductor's config)."""
 
     def __init__(self) -> None:
-        # The marks hold the records themselves: dynamo drops records beyond its last 64,
-        # and a freed record's id() can be a new record's.
-        self._before = _Mark(_metrics())
-        self._warmup: _Mark | None = None
+        self._before = _mark()
+        self._warmup: dict[int, Any] | None = None
         self._restore: dict[str, Any] = {}
         self._env: list[str] = []  # the settings switched through the environment
         if _INDUCTOR_CONFIG not in sys.modules:  # torch.compile's first use may be the cell's
@@ -148,7 +141,7 @@ class Watch:
 
     def profiling(self) -> None:
         """Mark the end of the warm-up."""
-        self._warmup = _Mark(_metrics())
+        self._warmup = _mark()
 
     def stop(self) -> None:
         """Put back what was switched for the run."""
@@ -161,8 +154,7 @@ class Watch:
             if holder is not None and getattr(holder, field, off) == _SWITCHED[name]:
                 setattr(holder, field, off)
         self._env = []
-        if self._restore and _INDUCTOR_CONFIG in sys.modules:
-            config = sys.modules[_INDUCTOR_CONFIG]
+        if config is not None:
             for name, value in self._restore.items():
                 part, _, field = name.rpartition(".")
                 setattr(getattr(config, part), field, value)
@@ -172,13 +164,14 @@ class Watch:
         """``result`` with the compiles of this run and of its regions, graph breaks'
         reasons and lines, regions' frames and the kernels' aten ops."""
         self.stop()
-        warmup = self._warmup if self._warmup is not None else _Mark(_metrics())
+        warmup = self._warmup if self._warmup is not None else _mark()
         with_gap = {b.compile_id for b in result.graph_breaks}
         in_profile = {r.compile_id for r in result.compiled_regions} | with_gap
         records = _break_records()
         compiles = []
         for m in _compiles():
-            phase = (BEFORE if m in self._before else WARMUP if m in warmup else PROFILED)
+            phase = (BEFORE if id(m) in self._before else WARMUP if id(m) in warmup
+                     else PROFILED)
             if phase == BEFORE and str(m.compile_id) not in in_profile:
                 continue
             compiles.append(_compile_row(m, phase))
@@ -366,10 +359,9 @@ def scan_code(text: str) -> dict[str, str]:
     for m in _LAUNCH_COMMENT.finditer(text):  # the comment above its launch in call()
         if m[2] in defined and m[2] not in aten_of:
             aten_of[m[2]] = m[1].strip()
-    found = dict(aten_of)
-    if graph is not None:  # C++ kernels' profiling records: graph_<n>_<name>
-        found.update({f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()})
-    return found
+    # C++ kernels' profiling records: graph_<n>_<name>
+    named = {f"graph_{graph[1]}_{k}": v for k, v in aten_of.items()} if graph else {}
+    return {**aten_of, **named}
 
 
 def aten_ops_from_name(name: str) -> str:

@@ -96,9 +96,8 @@ def module_names(metrics: Iterable[Any], modules: list[tuple[str, Any]]) -> dict
     for m in metrics:
         if getattr(m, "co_name", None) not in _MODULE_FRAMES:
             continue
-        shapes = _node_shapes(m)
         lifted = {found[1]: list(shape) for found, shape in
-                  ((_LIFTED.match(k), v) for k, v in shapes.items()) if found}
+                  ((_LIFTED.match(k), v) for k, v in _node_shapes(m).items()) if found}
         matching = [path for path, held in names
                     if lifted and all(held.get(k) == shape for k, shape in lifted.items())]
         if len(matching) == 1:

@@ -126,13 +126,12 @@ def _cuda_peaks() -> Peaks:
     name = torch.cuda.get_device_name()
     found = datasheet(name)
     if found is None:
-        peaks_ = _measured("cuda")
-        return replace(peaks_, note=f"{name} is not in kernelmagic's datasheet table: "
-                                    "measured peaks")
+        return replace(_measured("cuda"),
+                       note=f"{name} is not in kernelmagic's datasheet table: measured peaks")
     label, flops, bandwidth = found
     measured = measure("cuda")
     doubts = [f"{what} {percent(measured[what] / sheet)}" for what, sheet in
-              [*((dt, flops[dt]) for dt in ("bfloat16",)), ("bytes_per_s", bandwidth)]
+              [("bfloat16", flops["bfloat16"]), ("bytes_per_s", bandwidth)]
               if measured.get(what, 0.0) < DOUBT_BELOW * sheet]
     note = (f"measured well below the {label} datasheet ({', '.join(doubts)} of it): "
             "a power cap, a MIG slice or another GPU? kernelmagic.set_peaks(...) overrides"
@@ -174,15 +173,12 @@ def measure(device: str = "cpu",
                 break
         return best
 
-    out: dict[str, float] = {}
     max_n = 8192 if device == "cuda" else 1024
     threads = torch.get_num_threads()
-    # On the CPU one core, times the cores: a multi-threaded product on a busy machine
-    # stalls at its barriers for whole scheduler slices, one thread does not.
     with torch_threads(1) if device != "cuda" else contextlib.nullcontext():
         matmuls = _matmuls(device, max_n, best_time, clock)
     scale = 1 if device == "cuda" else threads
-    out.update({dt: rate * scale for dt, rate in matmuls.items()})
+    out = {dt: rate * scale for dt, rate in matmuls.items()}
     size = COPY_BYTES["cuda" if device == "cuda" else "cpu"]
     src = torch.empty(size // 4, device=device)
     dst = torch.empty_like(src)
@@ -240,8 +236,10 @@ def device_info(profiles_device: bool) -> DeviceInfo:
     """
     import torch
 
+    from kernelmagic.live.torch_compat import gpu_runtime
+
     if profiles_device:
-        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        kind = gpu_runtime()
         if not torch.cuda.is_available():  # (a test standing in for a GPU run)
             return DeviceInfo(kind=kind)
         major, minor = torch.cuda.get_device_capability()

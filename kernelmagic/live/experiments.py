@@ -29,7 +29,7 @@ from typing import Any
 
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
 from kernelmagic.core.timing import paired_speedup
-from kernelmagic.live import interleaved, runner, variants
+from kernelmagic.live import interleaved, runner, torch_compat, variants
 from kernelmagic.live.progress import Progress
 from kernelmagic.results.result import ProfileResult
 
@@ -66,13 +66,17 @@ class Cell:
     why_not_function: str = ""
 
 
-def cell_of_callable(fn: Callable[[], Any]) -> Cell:
-    """The plain API's target: its return value is the value, it compiles as it is."""
+def cell_of_callable(fn: Callable[[], Any], cannot_compile: str = "") -> Cell:
+    """The plain API's target: its return value is the value, it compiles as it is. With
+    ``cannot_compile`` (why not: "a code object"), code run as it is: no value, no function."""
+    if cannot_compile:
+        return Cell(run=fn, make_function=None, has_value=False,
+                    why_not_function=cannot_compile)
     return Cell(run=fn, make_function=lambda: fn)
 
 
 def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, Any],
-                   locals_: dict[str, Any] | None = None) -> Cell:
+                   locals_: dict[str, Any]) -> Cell:
     """A cell's (transformed) source as a ``Cell``, compiled under ``filename`` (the one
     IPython's cache knows, so tracebacks show the cell's lines) with ``flags``.
 
@@ -82,7 +86,6 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
     ``torch.compile`` installs its compiled code as globals of the function (names
     such as ``__compiled_fn_1``), and they must not land in the user's namespace.
     """
-    locals_ = globals_ if locals_ is None else locals_
     tree = ast.parse(source, filename)
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     body = tree.body[:-1] if last is not None else tree.body
@@ -95,7 +98,7 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
         exec(head, globals_, locals_)
         return eval(tail, globals_, locals_) if tail is not None else None
 
-    code = _function_code(tree, source, filename, flags, last)
+    code = _function_code(body, last, source, filename, flags)
 
     def make_function() -> Callable[[], Any]:
         return types.FunctionType(code, dict(globals_), CELL_FUNCTION)
@@ -103,18 +106,16 @@ def cell_of_source(source: str, filename: str, flags: int, globals_: dict[str, A
     return Cell(run=run_cell, make_function=make_function, has_value=last is not None)
 
 
-def _function_code(tree: ast.Module, source: str, filename: str, flags: int,
-                   last: ast.Expr | None) -> types.CodeType:
+def _function_code(body: list[ast.stmt], last: ast.Expr | None, source: str, filename: str,
+                   flags: int) -> types.CodeType:
     table = symtable.symtable(source, filename, "exec")
     assigned = sorted(s.get_name() for s in table.get_symbols()
                       if s.is_assigned() or s.is_imported())
     stub = ast.parse(f"def {CELL_FUNCTION}():\n    pass")
     func = stub.body[0]
     assert isinstance(func, ast.FunctionDef)
-    body: list[ast.stmt] = [ast.Global(names=assigned)] if assigned else []
-    body += tree.body[:-1] if last is not None else tree.body
-    body.append(ast.Return(value=last.value if last is not None else None))
-    func.body = body
+    func.body = [*([ast.Global(names=assigned)] if assigned else []), *body,
+                 ast.Return(value=last.value if last is not None else None)]
     ast.fix_missing_locations(stub)
     module = compile(stub, filename, "exec", flags, True)
     return next(c for c in module.co_consts if isinstance(c, types.CodeType))
@@ -160,7 +161,7 @@ def snapshot(value: Any) -> tuple[list[Any], list[str]] | str:
     found = tensors_in(value)
     if isinstance(found, str):
         return found
-    dtypes = [str(t.dtype).removeprefix("torch.") for t in found]
+    dtypes = [torch_compat.dtype_name(t.dtype) for t in found]
     return [t.detach().to("cpu", torch.float64, copy=True) for t in found], dtypes
 
 
@@ -199,12 +200,8 @@ def _shapes(shapes: list[tuple[int, ...]]) -> str:
 def _tolerance_name(tolerance: str | None, dtypes: list[str]) -> str:
     """The coarsest of the variant's precision and the values' dtypes (integers and
     booleans compare exactly: "exact")."""
-    names = [d for d in dtypes if d in TOLERANCES]
-    if tolerance is not None:
-        names.append(tolerance)
-    if not names:
-        return "exact"
-    return max(names, key=lambda d: TOLERANCES[d][0])
+    return max((d for d in [*dtypes, tolerance] if d in TOLERANCES),
+               key=lambda d: TOLERANCES[d][0], default="exact")
 
 
 # --- running -----------------------------------------------------------------------------
@@ -266,9 +263,8 @@ def run_with_variants(cell: Cell, run: runner.Plan, names: Sequence[str], *,
         try:
             for i, name in enumerate(chosen):
                 label = f"variant {i + 1}/{len(chosen)} {name}"
-                tried.append(measure(variants.lookup(name), cell, run, baseline, base_value,
-                                     source_file, progress, label, began, free_memory,
-                                     cell_label))
+                tried.append(measure(variants.lookup(name), cell, run, base_value, source_file,
+                                     progress, label, began, free_memory, cell_label))
         except KeyboardInterrupt as exc:
             rows = [t.row for t in tried]
             rows.append(ExperimentRow(chosen[len(rows)], error="interrupted (Ctrl-C): the "
@@ -339,12 +335,8 @@ def _show_round(progress: Progress, done: int, most: int) -> None:
 def _decided(samples: list[list[float]]) -> bool:
     """Whether every variant's interval is decided: beyond the noise, or within 1 ±
     ``MIN_EFFECT`` (no more rounds would change what the row says)."""
-    base = samples[0]
-    for other in samples[1:]:
-        s = paired_speedup(base, other)
-        if not (s.beyond_noise or s.no_change):
-            return False
-    return True
+    speeds = (paired_speedup(samples[0], other) for other in samples[1:])
+    return all(s.beyond_noise or s.no_change for s in speeds)
 
 
 def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
@@ -374,11 +366,8 @@ def resolve(names: Sequence[str], baseline: ProfileResult,
     found = baseline.findings()
     suggested = variants.suggested([v for f in found for v in f.variants],
                                    [v for f in found for v in f.against], on_device)
-    out: list[str] = []
-    for name in names:
-        for item in suggested if name == variants.AUTO else [name]:
-            if item not in out:
-                out.append(item)
+    out = list(dict.fromkeys(item for name in names
+                             for item in (suggested if name == variants.AUTO else [name])))
     note = ("" if suggested else "--try auto: no finding suggests a variant this device "
             "can run")
     return out, note
@@ -393,9 +382,8 @@ class Tried:
     run: Callable[[], Any] | None = None
 
 
-def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
-            baseline: ProfileResult, base_value: Any, source_file: str | None,
-            progress: Progress | None, label: str, began: float,
+def measure(variant: variants.Variant, cell: Cell, run: runner.Plan, base_value: Any,
+            source_file: str | None, progress: Progress | None, label: str, began: float,
             free_memory: bool, cell_label: str = "") -> Tried:
     """One variant profiled as the baseline was, its context around each run: its row
     (without a speed-up yet) and what the interleaved rounds call."""
@@ -424,8 +412,8 @@ def measure(variant: variants.Variant, cell: Cell, run: runner.Plan,
                                    error=one_line(exc)))
     value = snapshot(recorder.value)
     recorder.value = None
-    return Tried(_row(variant, baseline, result, numerical_cost(
-        base_value, value, variant.tolerance)), recorder)
+    return Tried(_row(variant, result, numerical_cost(base_value, value, variant.tolerance)),
+                 recorder)
 
 
 def _target(variant: variants.Variant, cell: Cell) -> Callable[[], Any]:
@@ -448,7 +436,7 @@ def _under(variant: variants.Variant, on_device: bool,
     return run_variant
 
 
-def _row(variant: variants.Variant, baseline: ProfileResult, result: ProfileResult,
+def _row(variant: variants.Variant, result: ProfileResult,
          numerics: dict[str, Any]) -> ExperimentRow:
     """The row of a variant profiled: its own report, compile time and numerical cost;
     ``verdict`` says the speed-up is still to come (the interleaved rounds give it)."""

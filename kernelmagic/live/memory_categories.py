@@ -31,6 +31,7 @@ from kernelmagic.core.memory_rows import (
     MemoryLedger,
 )
 from kernelmagic.live.memory_owners import Owners, device_index
+from kernelmagic.live.torch_compat import dtype_name
 
 
 def _code(category: Any) -> int:
@@ -47,19 +48,24 @@ def torch_timeline(prof: Any) -> Any:
     return MemoryProfileTimeline(MemoryProfile(prof.kineto_results))
 
 
+def _ancestors(event: Any) -> Iterator[Any]:
+    """The events above ``event`` in torch's event tree, innermost first."""
+    node = event.parent
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 def _user_line(event: Any, is_library: Any) -> str:
     """The innermost user ``file:line`` a Python call above ``event`` was made from."""
     from torch._C._profiler import _EventType
 
-    node = event.parent
-    while node is not None:
-        kind = node.typed[0]
-        if kind in (_EventType.PyCall, _EventType.PyCCall):
+    for node in _ancestors(event):
+        if node.typed[0] in (_EventType.PyCall, _EventType.PyCCall):
             caller = node.typed[1].caller
             path = caller.file_name
             if path and not is_library(path):
                 return f"{os.path.basename(path)}:{caller.line_number}"
-        node = node.parent
     return ""
 
 
@@ -67,12 +73,7 @@ def _creator(event: Any) -> str:
     """The innermost op above an allocation."""
     from torch._C._profiler import _EventType
 
-    node = event.parent
-    while node is not None:
-        if node.tag == _EventType.TorchOp:
-            return str(node.name)
-        node = node.parent
-    return ""
+    return next((str(n.name) for n in _ancestors(event) if n.tag == _EventType.TorchOp), "")
 
 
 def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
@@ -94,7 +95,7 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
         elif event.tag == allocation:
             found.append((event, parent))
     origin = int(prof.kineto_results.trace_start_ns())
-    time, device, ptr, delta, ops, sources = [], [], [], [], [], []
+    rows: list[tuple[int, int, int, int, str, str]] = []  # time, device, ptr, delta, op, line
     op_of: dict[int, str] = {}  # id of the event above -> the op the allocation was made in
     for event, parent in found:
         fields = event.extra_fields
@@ -107,19 +108,13 @@ def allocation_records(prof: Any, is_library: Any = None) -> AllocationRecords:
             direct = parent is not None and parent.tag == op_event
             op = op_of[id(parent)] = str(parent.name) if direct else _creator(event)
         source = _user_line(event, is_library) if is_library is not None else ""
-        time.append(event.start_time_ns - origin)
-        device.append(dev)
-        ptr.append(fields.ptr)
-        delta.append(size)
-        ops.append(op)
-        sources.append(source)
-    order = np.argsort(np.asarray(time, dtype=np.int64), kind="stable")
+        rows.append((event.start_time_ns - origin, dev, fields.ptr, size, op, source))
+    rows.sort(key=lambda row: row[0])  # stable: records of one time keep their order
+    time, device, ptr, delta, ops, sources = zip(*rows, strict=True) if rows else ((),) * 6
     return AllocationRecords(
-        time=np.asarray(time, dtype=np.int64)[order],
-        device=np.asarray(device, dtype=np.int16)[order],
-        ptr=np.asarray(ptr, dtype=np.int64)[order],
-        delta=np.asarray(delta, dtype=np.int64)[order],
-        op=[ops[i] for i in order.tolist()], source=[sources[i] for i in order.tolist()])
+        time=np.asarray(time, dtype=np.int64), device=np.asarray(device, dtype=np.int16),
+        ptr=np.asarray(ptr, dtype=np.int64), delta=np.asarray(delta, dtype=np.int64),
+        op=list(ops), source=list(sources))
 
 
 def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
@@ -155,8 +150,7 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
                     if isinstance(meta, _TensorMetadata):
                         key = TensorKey.from_tensor(meta)
                         if key is not None and key not in shapes:
-                            dtype = str(meta.dtype).replace("torch.", "")
-                            shapes[key] = (str(list(meta.sizes)), dtype)
+                            shapes[key] = (str(list(meta.sizes)), dtype_name(meta.dtype))
         elif kind == _EventType.Allocation:
             fields = event.typed[1]
             allocated = TensorKey.from_allocation(fields)
@@ -182,20 +176,12 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
             spans[b][3] = t - origin
             untied_at.setdefault((Action.DESTROY, t, dev, -size), []).append(b)
 
-    time: list[int] = []
-    device: list[int] = []
-    category: list[int] = []
-    delta: list[int] = []
-    owner: list[int] = []
+    changes: list[tuple[int, int, int, int, int]] = []  # time, device, category, bytes, block
     block_of: dict[Any, int] = {}
     tensor_of: dict[int, Any] = {}  # span -> TensorKey
 
     def change(t: int, dev: int, cat: Any, nbytes: int, b: int) -> None:
-        time.append(BEFORE if t < 0 else t - origin)
-        device.append(dev)
-        category.append(_code(cat))
-        delta.append(int(nbytes))
-        owner.append(b)
+        changes.append((BEFORE if t < 0 else t - origin, dev, _code(cat), int(nbytes), b))
 
     for t, action, (key, version), nbytes in profile.timeline:
         dev = device_index(key.device)
@@ -224,10 +210,10 @@ def memory_ledger(prof: Any, is_library: Any = None) -> MemoryLedger:
             change(t, dev, cat, -abs(nbytes), b)
             if tensor and b >= 0:
                 spans[b][3] = t - origin
-    blocks = []
-    for b, (dev, nbytes, created, freed, op, source) in enumerate(spans):
-        shape, dtype = shapes.get(tensor_of.get(b), ("", ""))
-        blocks.append(MemoryBlock(dev, nbytes, created, freed, shape, dtype, op, source))
+    blocks = [MemoryBlock(dev, nbytes, created, freed, *shapes.get(tensor_of.get(b), ("", "")),
+                          op, source)
+              for b, (dev, nbytes, created, freed, op, source) in enumerate(spans)]
+    time, device, category, delta, owner = zip(*changes, strict=True) if changes else ((),) * 5
     return MemoryLedger(time=np.asarray(time, dtype=np.int64),
                         device=np.asarray(device, dtype=np.int16),
                         category=np.asarray(category, dtype=np.int8),
@@ -296,21 +282,17 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return kind is not None and isinstance(exc, kind)
 
 
-def ledger_or_note(prof: Any, table: Any, lines: bool = False,
-                   owners: Owners | None = None) -> MemoryLedger:
+def ledger_or_note(prof: Any, table: Any, owners: Owners, lines: bool = False) -> MemoryLedger:
     """The session's categorised ledger (``lines``: with the user's source lines): by
     kernelmagic's own rules (``views/memory_rules.py``) over the session's allocations
-    and what ``owners`` saw; without ``owners``, by torch's analysis (``memory_ledger``).
-    When the analysis fails (it reads torch's private event tree), the table's records,
-    uncategorised, with a note saying why."""
+    and what ``owners`` saw. When the analysis fails (it reads torch's private event
+    tree), the table's records, uncategorised, with a note saying why."""
     from kernelmagic.views.memory import ledger_from_table
     from kernelmagic.views.memory_rules import categorised_ledger
     from kernelmagic.views.source_lines import is_library_file
 
     is_library = is_library_file if lines else None
     try:
-        if owners is None:
-            return memory_ledger(prof, is_library)
         return categorised_ledger(allocation_records(prof, is_library), owners.known(table),
                                   table, owners.saw_model)
     except Exception as exc:

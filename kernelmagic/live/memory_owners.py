@@ -18,9 +18,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import torch
 
 from kernelmagic.core.events import EventTable
 from kernelmagic.core.memory_rows import AT_END, CATEGORIES, KnownStorages
+from kernelmagic.live.torch_compat import dtype_name
 from kernelmagic.views.memory_rules import optimizer_steps
 
 _PARAMETER = CATEGORIES.index("parameter")
@@ -53,8 +55,7 @@ def _storage(tensor: Any) -> Storage | None:
     ptr, nbytes = int(storage.data_ptr()), int(storage.nbytes())
     if ptr == 0 or nbytes == 0:
         return None
-    dtype = str(tensor.dtype).replace("torch.", "")
-    return index, ptr, nbytes, str(list(tensor.shape)), dtype
+    return index, ptr, nbytes, str(list(tensor.shape)), dtype_name(tensor.dtype)
 
 
 def _storages(tensors: Iterable[Any]) -> list[Storage]:
@@ -62,13 +63,9 @@ def _storages(tensors: Iterable[Any]) -> list[Storage]:
     return [where for where in map(_storage, tensors) if where is not None]
 
 
-def _tensors(values: Iterable[Any]) -> Iterator[Any]:
+def _tensors(values: Iterable[Any]) -> list[Any]:
     """The tensors among ``values`` (an optimizer's state entry, a module's arguments)."""
-    import torch
-
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            yield value
+    return [value for value in values if isinstance(value, torch.Tensor)]
 
 
 class Owners:
@@ -118,25 +115,24 @@ class Owners:
         (``views.memory_rules.optimizer_steps`` of ``table``, when the count agrees), then,
         read now, the inputs still alive, the gradients, the optimizer state and the
         parameters (in that order: a later row's category wins for one storage)."""
-        rows: list[tuple[int, Storage, int]] = []
+        rows: list[tuple[Any, ...]] = []  # (when, category, *Storage)
         steps = optimizer_steps(table)
         if len(steps) == len(self.step_gradients):
             for (_, end), grads in zip(steps, self.step_gradients, strict=True):
-                rows += [(end - 1, g, _GRADIENT) for g in grads]
+                rows += [(end - 1, _GRADIENT, *g) for g in grads]
         alive = [r() for r in self.arguments.values()]
         params = self._parameters()
         now = [(_INPUT, [t for t in alive if t is not None]),
                (_GRADIENT, [p.grad for p in params if p.grad is not None]),
                (_STATE, list(self._state())), (_PARAMETER, params)]
-        rows += [(AT_END, where, category) for category, tensors in now
+        rows += [(AT_END, category, *where) for category, tensors in now
                  for where in _storages(tensors)]
+        when, category, device, ptr, nbytes, shape, dtype = (
+            zip(*rows, strict=True) if rows else ((),) * 7)
         return KnownStorages(
-            when=np.asarray([w for w, _, _ in rows], dtype=np.int64),
-            device=np.asarray([s[0] for _, s, _ in rows], dtype=np.int16),
-            ptr=np.asarray([s[1] for _, s, _ in rows], dtype=np.int64),
-            nbytes=np.asarray([s[2] for _, s, _ in rows], dtype=np.int64),
-            category=np.asarray([c for _, _, c in rows], dtype=np.int8),
-            shape=[s[3] for _, s, _ in rows], dtype=[s[4] for _, s, _ in rows])
+            when=np.asarray(when, dtype=np.int64), device=np.asarray(device, dtype=np.int16),
+            ptr=np.asarray(ptr, dtype=np.int64), nbytes=np.asarray(nbytes, dtype=np.int64),
+            category=np.asarray(category, dtype=np.int8), shape=list(shape), dtype=list(dtype))
 
 
 @contextlib.contextmanager

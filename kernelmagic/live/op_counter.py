@@ -21,6 +21,7 @@ name as the profiler spells it (``aten::mm``), the calls, FLOPs and bytes of tha
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,18 +45,10 @@ def tensor_bytes(t: Any) -> float:
     try:
         if t.is_contiguous():  # no stride-0 dimension of size > 1: every element counts
             return float(t.numel() * t.element_size())
-        n = 1
-        for size, stride in zip(t.shape, t.stride(), strict=True):
-            if stride != 0:
-                n *= size
+        n = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride)
         return float(n * t.element_size())
     except (RuntimeError, NotImplementedError):  # sparse, nested: no strides
         return float(t.numel() * t.element_size())
-
-
-def dtype_name(dtype: Any) -> str:
-    """``torch.bfloat16`` -> ``bfloat16``."""
-    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)
@@ -79,14 +72,12 @@ def op_info(func: Any) -> OpInfo:
 
 
 def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
-             outputs: list[Any] | None = None) -> float:
+             outputs: list[Any]) -> float:
     """FLOPs of one call (see the module's docstring for the rules); ``outputs``: the
-    tensors of ``out``, when the caller has them."""
+    tensors of ``out``."""
     if info.formula is not None:
         return float(info.formula(*args, **kwargs, out_val=out))
     if info.pointwise and info.key not in COPY_OPS:
-        if outputs is None:
-            outputs = torch_compat.tensor_leaves(out)
         return float(sum(t.numel() for t in outputs))
     if info.reduction:
         inputs = torch_compat.tensor_leaves(args)
@@ -94,13 +85,11 @@ def op_flops(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
     return 0.0
 
 
-def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], out: Any,
-             outputs: list[Any] | None = None) -> float:
-    """Bytes one call reads and writes: its input and output tensors (views: 0)."""
+def op_bytes(info: OpInfo, args: Any, kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """Bytes one call reads and writes: its input and output tensors (``outputs``; views:
+    0)."""
     if info.view or info.key in NO_TRAFFIC_OPS:
         return 0.0
-    if outputs is None:
-        outputs = torch_compat.tensor_leaves(out)
     if not outputs:
         return 0.0
     inputs = torch_compat.tensor_leaves(args)
@@ -113,14 +102,15 @@ def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
     tensors = torch_compat.tensor_leaves((args, kwargs))
     for t in tensors:
         if t.is_floating_point():
-            return dtype_name(t.dtype)
-    return dtype_name(tensors[0].dtype) if tensors else ""
+            return torch_compat.dtype_name(t.dtype)
+    return torch_compat.dtype_name(tensors[0].dtype) if tensors else ""
 
 
 def _mode_class(dynamo_loaded: bool) -> type:
-    base = torch_compat.dispatch_mode_base()
+    # A dispatch mode sees every aten op below autograd, with its tensors.
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class CountingMode(base):  # type: ignore[misc, valid-type]
+    class CountingMode(TorchDispatchMode):
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
             # torch wraps a mode's __torch_dispatch__ so that Dynamo never compiles it,
@@ -163,7 +153,7 @@ def _mode_class(dynamo_loaded: bool) -> type:
             out = func(*args, **kwargs)
             outputs = torch_compat.tensor_leaves(out)  # once for both counts
             entry.flops += op_flops(info, args, kwargs, out, outputs)
-            entry.bytes += op_bytes(info, args, kwargs, out, outputs)
+            entry.bytes += op_bytes(info, args, kwargs, outputs)
             return out
 
     return CountingMode

@@ -67,25 +67,10 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-class Reporter(Protocol):
-    """What the runner tells where the run stands, between runs of the code."""
-
-    def start(self, warmup: int, iters: int) -> None: ...
-
-    def warmup(self, done: int) -> None: ...
-
-    def profiling(self) -> None: ...
-
-    def iteration(self, done: int) -> None: ...
-
-    def reading(self, events: int = 0) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Silent:
-    """A ``Reporter`` that shows nothing: the runner's when nobody watches, so that the
-    runner tells it everything without asking first whether anyone listens."""
+    """A reporter that shows nothing (``Progress``' calls, ignored): the runner's when
+    nobody watches, so that the runner tells it everything without asking first whether
+    anyone listens."""
 
     def _ignore(self, *args: Any) -> None:
         pass
@@ -168,6 +153,10 @@ class Progress:
                               finished / runs if runs else 1.0, self.label, self.note)
 
 
+#: What the runner tells where the run stands, between runs of the code.
+Reporter = Progress | Silent
+
+
 class LineSink:
     """One line on ``stream`` (stderr), redrawn in place and erased at the end."""
 
@@ -247,25 +236,20 @@ class WidgetSink:
         front end that re-used the bar's widget view for the report would hide the
         report when the bar's view goes (JupyterLab does).
         """
-        if self.handle is None:
-            return False
+        from kernelmagic.render.bundle import close_tree
+
         handle = self.handle
-        text = (bundle or {}).get("text/plain", "")
-        handle.update({"text/plain": text}, raw=True)
-        self._close_widgets()
+        if handle is None:
+            return False
+        handle.update({"text/plain": (bundle or {}).get("text/plain", "")}, raw=True)
+        close_tree(self.box)
+        self.box = self.bar = self.label = self.handle = None
         if bundle is not None and set(bundle) != {"text/plain"}:
             handle.update(bundle, raw=True)
         return True
 
     def close(self) -> None:
         """Left to ``replace``: the bar stays until the report takes its place."""
-
-    def _close_widgets(self) -> None:
-        from kernelmagic.render.bundle import close_tree
-
-        if self.box is not None:
-            close_tree(self.box)
-        self.box = self.bar = self.label = self.handle = None
 
 
 def sink_for_shell(shell: Any) -> Sink | None:

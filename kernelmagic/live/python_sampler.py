@@ -77,12 +77,6 @@ class Sampler:
             self.frame.append(self._user_frame(frame))
             del frame
 
-    def _kind(self, code: CodeType) -> int:
-        known = self._kinds.get(code)
-        if known is None:
-            known = self._kinds[code] = frame_kind(code.co_filename)
-        return known
-
     def _user_frame(self, frame: FrameType | None) -> int:
         """Index of the frame the sample goes to (added on first sight), -1 when none runs:
         the innermost user frame, or, when a DataLoader runs (a ``torch/utils/data/`` frame
@@ -93,7 +87,9 @@ class Sampler:
             code = frame.f_code
             if code is self.stop:
                 break
-            kind = self._kind(code)
+            kind = self._kinds.get(code)
+            if kind is None:
+                kind = self._kinds[code] = frame_kind(code.co_filename)
             if kind == LOADER:
                 found, loading = None, True
             elif kind == USER and found is None:

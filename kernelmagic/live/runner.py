@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
+import torch
+
 from kernelmagic.core.events import EventTable, PythonSamples
 from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.memory_rows import MemoryLedger
@@ -97,10 +99,7 @@ def run_to_completion(coro: Coroutine[Any, Any, Any],
     only this thread, so the coroutine cannot go to another one.
     """
     __tracebackhide__ = True
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
+    running = asyncio.events._get_running_loop()
     if running is None:
         if loop_runner is not None:
             return loop_runner(coro)
@@ -125,27 +124,21 @@ def as_callable(target: Callable[[], Any] | CodeType, namespace: dict[str, Any] 
     if isinstance(target, CodeType):
         globals_ = {} if namespace is None else namespace
         locals_ = globals_ if local_namespace is None else local_namespace
-        if target.co_flags & inspect.CO_COROUTINE:
+        if not target.co_flags & inspect.CO_COROUTINE:
+            return functools.partial(exec, target, globals_, locals_)
 
-            def run_async_code() -> None:
-                __tracebackhide__ = True
-                run_to_completion(eval(target, globals_, locals_), loop_runner)
-
-            return run_async_code
-
-        def run_code() -> None:
+        def run_async_code() -> None:
             __tracebackhide__ = True
-            exec(target, globals_, locals_)
+            run_to_completion(eval(target, globals_, locals_), loop_runner)
 
-        return run_code
+        return run_async_code
     if not callable(target):
         raise TypeError(f"expected a callable or a code object, got {type(target).__name__}")
     if inspect.iscoroutinefunction(target):
-        async_fn = target
 
         def run_coroutine_function() -> Any:
             __tracebackhide__ = True
-            return run_to_completion(async_fn(), loop_runner)
+            return run_to_completion(target(), loop_runner)
 
         return run_coroutine_function
     return target
@@ -224,24 +217,19 @@ def check_process_group() -> None:
                          "(call torch.distributed.init_process_group first)")
 
 
-def gather(result: ProfileResult, table: EventTable | None = None) -> Any:
-    """Send this rank's result and summary to rank 0; rank 0 returns them all together.
-    With the ``table`` the result was built from, the summary holds each step's
-    communication time and the rank's collectives too."""
+def gather(result: ProfileResult, table: EventTable) -> Any:
+    """This rank's result and summary (with each step's communication time and the rank's
+    collectives, from the ``table`` the result was built from) sent to rank 0."""
     import torch.distributed as dist
 
-    from kernelmagic.results.rank_summary import summarize, summarize_with_events
+    from kernelmagic.results.rank_summary import summarize_with_events
     from kernelmagic.results.ranks import ManyRanksResult
 
     check_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
-    backend = str(dist.get_backend())
-    if table is None:
-        summary = summarize(result, rank=rank, world_size=world, backend=backend, file="live")
-    else:
-        summary = summarize_with_events(result, table, iteration_windows(table, result.name),
-                                        rank=rank, world_size=world, backend=backend,
-                                        file="live")
+    summary = summarize_with_events(result, table, iteration_windows(table, result.name),
+                                    rank=rank, world_size=world,
+                                    backend=str(dist.get_backend()), file="live")
     received: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object((result, summary), received, dst=0)
     if received is None:
@@ -393,7 +381,7 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
             # saves up to a third of that time on large profiles.
             gc.disable()
         timed.cpu_load = cpu_load.between(load_before, load_after, len(cpus),
-                                          torch_compat.num_threads())
+                                          torch.get_num_threads())
         result, table = _result(prof, run, timed, warm, source_file, report,
                                 sampler.samples() if sampler is not None else None,
                                 cell_label, seen)
@@ -551,8 +539,7 @@ def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str |
         table = without_range(table, iteration_range(opts.name, ran))
     ledger = None
     if opts.memory:
-        ledger = memory_categories.ledger_or_note(prof, table, lines=opts.stack,
-                                                  owners=owners)
+        ledger = memory_categories.ledger_or_note(prof, table, owners, lines=opts.stack)
         if timed.out_of_memory is not None:  # the analysis' own note stays after it
             failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
             ledger = dataclasses.replace(
@@ -579,8 +566,8 @@ def _build(table: EventTable, run: Plan, timed: Timed, warmup_timings: list[floa
         warmup=opts.warmup, warmup_timings=warmup_timings,
         device_name=torch_compat.device_name() if run.profiles_device else None,
         sort=run.sort, topk=opts.topk,
-        matmul_precision=torch_compat.matmul_precision(),
-        torch_version=torch_compat.torch_version(),
+        matmul_precision=str(torch.get_float32_matmul_precision()),
+        torch_version=str(torch.__version__),
         gpu_runtime=torch_compat.gpu_runtime(),
         trace_path=os.path.abspath(opts.trace) if opts.trace else "",
         capture="nsight" if opts.nsight else "",

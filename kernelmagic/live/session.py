@@ -66,24 +66,8 @@ _DEVICE_MEMORY = {_D.CUDA, _D.PrivateUse1, _D.HIP, _D.XPU}
 _GPU_WORK = {_D.CUDA, _D.PrivateUse1, _D.XPU, _D.MTIA}
 
 
-def _lookup(ids: dict[str, int], wanted: Any) -> np.ndarray:
-    """Boolean per interned id: whether its text is in ``wanted``."""
-    out = np.zeros(len(ids), dtype=bool)
-    for text, i in ids.items():
-        out[i] = text in wanted
-    return out
-
-
 def _demangle(name: str) -> str:
     return torch._C._demangle(name) if len(name) > 1 else name
-
-
-def _thread_ids(raw: np.ndarray) -> np.ndarray:
-    """Thread ids as int64; ids past 2**63 (seen on some frames) become small codes."""
-    if not raw.size or int(raw.max()) < 2**62:
-        return raw.astype(np.int64)
-    _, codes = np.unique(raw, return_inverse=True)
-    return codes.astype(np.int64)
 
 
 #: A Python frame recorded by ``with_stack``: ``file.py(12): f``, a built-in, a module.
@@ -163,7 +147,9 @@ class _RawEvents:
 
     def drop_ignored(self) -> None:
         """Leave out the utility events torch's parse ignores, and hidden events."""
-        keep = ~_lookup(self.name_ids, _IGNORED)[self.name]
+        ignored = np.fromiter((text in _IGNORED for text in self.name_ids), dtype=bool,
+                              count=len(self.name_ids))  # per name id (ids in dict order)
+        keep = ~ignored[self.name]
         if hasattr(self.event_type, "is_hidden_event"):  # not in every torch release
             keep &= ~self.column("is_hidden_event", bool)
         if not keep.all():
@@ -246,7 +232,9 @@ def _tree_threads(raw: _RawEvents, cpu_events: np.ndarray) -> np.ndarray:
     """Each event's thread; -1 (out of the tree) for a CPU event that starts and ends on
     different threads or is flagged async, as torch keeps async events out of it."""
     started_on = raw.column("start_thread_id", np.uint64)
-    tid = _thread_ids(started_on)
+    # as int64: ids past 2**63 (seen on some frames) become small codes
+    small = not started_on.size or int(started_on.max()) < 2**62
+    tid = (started_on if small else np.unique(started_on, return_inverse=True)[1]).astype(np.int64)
     asynchronous = cpu_events & (raw.column("is_async", bool)
                                  | (raw.column("end_thread_id", np.uint64) != started_on))
     tid[asynchronous] = -1

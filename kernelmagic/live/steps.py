@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import itertools
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ def _tensor_text(value: Any) -> str | None:
     dtype = getattr(value, "dtype", None)
     if shape is None or dtype is None or not hasattr(value, "data_ptr"):
         return None
-    return f"{tuple(shape)} {str(dtype).removeprefix('torch.')}"
+    return f"{tuple(shape)} {torch_compat.dtype_name(dtype)}"
 
 
 def _named_values(names: list[str], args: tuple[Any, ...],
@@ -58,14 +59,9 @@ def _named_values(names: list[str], args: tuple[Any, ...],
 
 def inputs_label(names: list[str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """The call's tensor inputs, shapes and dtypes: ``x (1, 64) int64; mask (64, 64) bool``."""
-    parts = []
-    for name, value in _named_values(names, args, kwargs):
-        text = _tensor_text(value)
-        if text is not None:
-            parts.append(f"{name} {text}")
-            if len(parts) == MAX_INPUTS:
-                break
-    return INPUT_SEPARATOR.join(parts)
+    texts = ((name, _tensor_text(value)) for name, value in _named_values(names, args, kwargs))
+    return INPUT_SEPARATOR.join(itertools.islice(
+        (f"{name} {text}" for name, text in texts if text is not None), MAX_INPUTS))
 
 
 def _parameter_names(fn: Any) -> list[str]:

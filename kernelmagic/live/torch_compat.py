@@ -20,10 +20,8 @@ from kernelmagic.live import quiet_kineto_logs
 
 __all__ = [
     "cuda_available", "device_name", "device_peak", "export_trace", "gpu_runtime",
-    "labelled_range", "matmul_precision", "module_ranges", "new_profiler", "num_threads",
-    "profiler_running",
-    "release", "reset_device_peak", "return_freed_memory", "synchronize", "torch_version",
-    "warm_profiler",
+    "labelled_range", "module_ranges", "new_profiler", "profiler_running", "release",
+    "reset_device_peak", "return_freed_memory", "synchronize", "warm_profiler",
 ]
 
 _profiler_warmed: set[bool] = set()  # for CPU-only and for CUDA sessions separately
@@ -36,9 +34,7 @@ def cuda_available() -> bool:
 
 def device_name() -> str | None:
     """The name of the current CUDA device, e.g. ``NVIDIA H200``."""
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_name()
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
 def gpu_runtime() -> str:
@@ -103,12 +99,9 @@ def new_profiler(profile_device: bool, *, shapes: bool = False, memory: bool = F
     quiet_kineto_logs()
     # ``memory`` records neither shapes nor Python calls: kernelmagic's own category
     # analysis (``views/memory_rules.py``) reads addresses, not torch's data flow.
-    kwargs: dict[str, Any] = {"use_kineto": True, "record_shapes": shapes,
-                              "profile_memory": memory, "with_flops": flops,
-                              "with_stack": stack}
-    if profile_device:
-        kwargs["use_device"] = "cuda"
-    return autograd_profiler.profile(**kwargs)
+    return autograd_profiler.profile(use_kineto=True, record_shapes=shapes, profile_memory=memory,
+                                     with_flops=flops, with_stack=stack,
+                                     use_device="cuda" if profile_device else None)
 
 
 @contextlib.contextmanager
@@ -181,16 +174,6 @@ def warm_profiler(profile_device: bool) -> None:
     _profiler_warmed.add(profile_device)
 
 
-def num_threads() -> int:
-    """torch's intra-op threads (``torch.get_num_threads()``)."""
-    return int(torch.get_num_threads())
-
-
-def matmul_precision() -> str:
-    """``torch.get_float32_matmul_precision()``: "highest" means no TF32 for float32."""
-    return str(torch.get_float32_matmul_precision())
-
-
 def release(prof: Any) -> None:
     """Break the parent/child links between the session's events.
 
@@ -257,8 +240,9 @@ def export_trace(prof: Any, path: str) -> None:
             shutil.copyfileobj(src, dst)
 
 
-def torch_version() -> str:
-    return str(torch.__version__)
+def dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> ``bfloat16``."""
+    return str(dtype).removeprefix("torch.")
 
 
 # --- counting FLOPs and bytes per op (--roofline) ----------------------------------------
@@ -332,13 +316,6 @@ def decomposition(func: Any) -> Any:
     if key is None or has is None:
         return getattr(func, "decompose", None)
     return func.decompose if has(key) else None
-
-
-def dispatch_mode_base() -> type:
-    """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    return TorchDispatchMode
 
 
 def tensor_leaves(tree: Any) -> list[Any]:

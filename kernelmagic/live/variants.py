@@ -61,12 +61,10 @@ def _needs_cuda(on_device: bool) -> str:
     return "" if on_device else "needs a CUDA GPU, and this run profiles the CPU only"
 
 
-@contextlib.contextmanager
-def _autocast(on_device: bool, dtype_name: str) -> Iterator[None]:
+def _autocast(on_device: bool, dtype_name: str) -> contextlib.AbstractContextManager[Any]:
     import torch
 
-    with torch.autocast("cuda" if on_device else "cpu", dtype=getattr(torch, dtype_name)):
-        yield
+    return torch.autocast("cuda" if on_device else "cpu", dtype=getattr(torch, dtype_name))
 
 
 @contextlib.contextmanager
@@ -85,30 +83,23 @@ def _tf32(on_device: bool) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = cudnn
 
 
-@contextlib.contextmanager
-def _inference(on_device: bool) -> Iterator[None]:
+def _inference(on_device: bool) -> contextlib.AbstractContextManager[Any]:
     import torch
 
-    with torch.inference_mode():
-        yield
+    return torch.inference_mode()
 
 
-@contextlib.contextmanager
-def _sdpa(backend: str) -> Iterator[None]:
+def _sdpa(backend: str) -> contextlib.AbstractContextManager[Any]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    with sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend])):
-        yield
+    return sdpa_kernel(getattr(SDPBackend, SDPA_BACKENDS[backend]))
 
 
-def _sdpa_why_not(backend: str) -> Callable[[bool], str]:
-    def why_not(on_device: bool) -> str:
-        if not on_device and backend in SDPA_CUDA_ONLY:
-            return (f"needs a CUDA GPU: torch's CPU attention has the math and flash "
-                    f"kernels only, not {backend}")
-        return ""
-
-    return why_not
+def _sdpa_why_not(backend: str, on_device: bool) -> str:
+    if not on_device and backend in SDPA_CUDA_ONLY:
+        return (f"needs a CUDA GPU: torch's CPU attention has the math and flash kernels "
+                f"only, not {backend}")
+    return ""
 
 
 BUILT_IN: dict[str, Variant] = {v.name: v for v in (
@@ -165,7 +156,7 @@ def lookup(name: str) -> Variant:
                        advice=("set_num_threads",))
     if key == "sdpa" and value in SDPA_BACKENDS:
         return Variant(name, f"SDPA {value}", lambda on_device: _sdpa(value),
-                       _sdpa_why_not(value))
+                       lambda on_device: _sdpa_why_not(value, on_device))
     raise ValueError(f"--try: unknown variant {name!r}; valid: {', '.join(valid_names())}")
 
 
