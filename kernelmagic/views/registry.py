@@ -44,11 +44,15 @@ class Frame:
     row: type
 
 
-def rows_record(name: str, row: type, doc: str, module: str = __name__) -> type:
-    """The record of a view that holds one list of ``row`` and nothing else: a frozen
-    dataclass ``name`` with one field, ``rows: list[row]`` (empty by default)."""
-    record = make_dataclass(name, [("rows", list[row], field(default_factory=list))],
-                            frozen=True, namespace={"__doc__": doc})
+def rows_record(name: str, row: type, doc: str, module: str = __name__,
+                note: bool = False) -> type:
+    """The record of a view that holds one list of ``row`` and nothing else (with ``note``,
+    a line of text too): a frozen dataclass ``name`` with the field ``rows: list[row]``
+    (empty by default), and ``note: str`` ("" by default)."""
+    fields: list[Any] = [("rows", list[row], field(default_factory=list))]
+    if note:
+        fields.append(("note", str, ""))
+    record = make_dataclass(name, fields, frozen=True, namespace={"__doc__": doc})
     record.__module__ = module
     return record
 
@@ -149,7 +153,6 @@ def view_spec(name: str) -> ViewSpec | None:
     """The view registered as ``name``, or None."""
     _load_view_modules()
     return _SPECS.get(name)
-
 
 
 def view_options() -> tuple[Option, ...]:
