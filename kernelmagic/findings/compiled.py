@@ -15,10 +15,6 @@ GRAPH_BREAK_SHARE = 0.05  # a graph break's gap: share of the iteration worth na
 EAGER_SHARE = 0.5  # compiled regions below this share of the iteration: mostly eager
 
 
-def _where(file: str, line: int) -> str:
-    return f"{file}:{line}" if file and line else "an unknown line"
-
-
 def graph_break_gap(result: ProfileResult) -> Finding | None:
     """The costliest graph break whose gap is at least ``GRAPH_BREAK_SHARE`` of the
     iteration: its line, dynamo's reason and suggested fix, the time it costs."""
@@ -33,6 +29,7 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     share = of_wall(result, per_iter)
     if share < GRAPH_BREAK_SHARE:
         return None
+    where = f"{worst.file}:{worst.line}" if worst.file and worst.line else "an unknown line"
     code = f" (`{worst.code}`)" if worst.code else ""
     others = len(result.graph_breaks) - 1
     more = f"; {others} more graph break(s) in the compiled view" if others > 0 else ""
@@ -42,7 +39,7 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     return Finding(
         rule="graph_break",
         title="A graph break splits the compiled code",
-        evidence=(f"dynamo broke the graph at {_where(worst.file, worst.line)}{code}: "
+        evidence=(f"dynamo broke the graph at {where}{code}: "
                   f"{worst.reason or 'reason unknown'}; the gap between the compiled graphs "
                   f"(eager ops and Python) {took}{more}"),
         suggestion=(worst.hint or "rewrite that line so dynamo can trace it, or move it "
@@ -59,8 +56,7 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
         return None
     seconds = sum(c.duration_s for c in late)
     recompiles = [c for c in late if c.recompile_reason]
-    wall = wall_us(result) * max(result.iters, 1)
-    share = min(1.0, seconds * 1e6 / wall) if wall > 0 else 0.0
+    share = of_wall(result, seconds * 1e6 / max(result.iters, 1))
     if recompiles:
         guard = recompiles[0].recompile_reason.splitlines()[0]
         return Finding(

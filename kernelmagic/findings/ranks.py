@@ -120,16 +120,16 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     hidden = ("none of it overlapped by compute" if not parts.overlap
               else f"{percent(parts.overlap)} of its {format_us(parts.communication)} "
                    "overlapped by compute")
-    comm_rows = sorted((r for r in result.op_totals if is_comm_op(r.key)),
-                       key=lambda r: -per_iter_self(result, r))[:2]
-    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in comm_rows)
+    comm_rows = [r for r in result.op_totals if is_comm_op(r.key)]
+    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in
+                        sorted(comm_rows, key=lambda r: -per_iter_self(result, r))[:2])
     return Finding(
         "communication_bound", "Communication-bound",
         f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
         f"({percent(share)}) on the {where}, {hidden}"
         + (f"; largest: {biggest} per iteration" if biggest else ""),
         COMM_BOUND_ADVICE, share,
-        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)),
+        rows=tuple(r.key for r in comm_rows),
         change="hiding or shrinking the communication")
 
 
