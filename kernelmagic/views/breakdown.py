@@ -105,8 +105,7 @@ class Intervals:
 
     def clip(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
         """The intervals cut to ``window`` (empty ones dropped)."""
-        _, s, e = self.clip_rows(window)
-        return s, e
+        return self.clip_rows(window)[1:]
 
     def clip_rows(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``clip``, with the rows of the table whose intervals they are, first."""

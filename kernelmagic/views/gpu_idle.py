@@ -31,7 +31,7 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
-from kernelmagic.views.breakdown import merge, name_mask
+from kernelmagic.views.breakdown import Intervals, merge, name_mask
 from kernelmagic.views.python_lines import SampleIndex, label
 from kernelmagic.views.source_lines import frame_owner, user_frames
 
@@ -48,13 +48,13 @@ def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
     return np.flatnonzero(name_mask(table, test) & (table.device < 0))
 
 
-class _Spans:
+class _Spans(Intervals):
     """Some CPU events' intervals, by start, so "the first that runs during a gap" is a
     few binary searches for all gaps at once."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
-        self.rows = rows[np.argsort(table.start[rows], kind="stable")]
-        self.starts, ends = table.start[self.rows], table.end[self.rows]
+        super().__init__(table, rows)
+        ends = self.ends
         # The first event (by start) that ends after t is the first whose running maximum
         # of ends passes t. Only events of some length say that one runs during a gap
         # (an instant inside it does not), but the first to run may be an instant.
@@ -211,7 +211,6 @@ class _Context:
             return DATA_LOADER
         return self.table.names[self.table.name[event]] if event >= 0 else BETWEEN_OPS
 
-
     def launcher(self, work: int) -> int:
         """The CPU event that launched GPU work ``work`` (itself when none is known)."""
         linked = int(self.table.launcher[work])
@@ -235,6 +234,7 @@ class _Context:
         if held < 0:
             held = lines.frame_during(lo, hi, lines.slack)
         return (name, detail, *lines.of_frame(held))
+
 
 def _gaps(starts: np.ndarray, ends: np.ndarray,
           windows: list[Window]) -> tuple[np.ndarray, ...]:
