@@ -31,7 +31,7 @@ import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
-from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.events import EventTable, Kind, Window, device_work, key_finder
 from kernelmagic.core.units import cut_end
 from kernelmagic.views.breakdown import Intervals, is_comm_kernel, is_comm_op, name_mask
 from kernelmagic.views.ops import runtime_calls
@@ -72,12 +72,8 @@ class _Work(Intervals):
         if not rows.size:
             return []
         own = clipped.copy()
-        parents = self.table.parent[rows]
-        by_row = np.argsort(rows)
-        at = np.searchsorted(rows[by_row], parents)
-        found = (parents >= 0) & (at < rows.size)
-        found[found] = rows[by_row[at[found]]] == parents[found]
-        np.subtract.at(own, by_row[at[found]], clipped[found])  # children's time is theirs
+        found, parent = key_finder(rows)(self.table.parent[rows])  # each one's parent's place
+        np.subtract.at(own, parent[found], clipped[found])  # children's time is theirs
         names, inverse = unique(self.table.name[rows], return_inverse=True)
         sums = np.bincount(inverse, weights=own)
         order = sorted(range(names.size), key=lambda i: (-sums[i], self.table.names[names[i]]))

@@ -173,10 +173,7 @@ class Figures:
         return out
 
     def _self_memory(self, total: np.ndarray) -> np.ndarray:
-        t = self.table
-        has = t.parent >= 0
-        kids = np.bincount(t.parent[has], weights=total[has], minlength=t.n)
-        out = total - kids.astype(np.int64)
+        out = total - self._children_sum(total).astype(np.int64)
         out[~self.in_tree] = 0
         return out
 
