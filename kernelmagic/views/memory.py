@@ -198,13 +198,10 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         delta = ledger.delta[sel]
         raw_at = raw.device == device
         label = device_label(device)
-        peaks, changes = [], []
-        for i, window in enumerate(windows):
-            row, k = _peak(table, window, i, label, (raw.time[raw_at],
-                           np.cumsum(raw.delta[raw_at])), (when, category, delta), device,
-                           name)
-            peaks.append(row)
-            changes.append(k)
+        levels = (raw.time[raw_at], np.cumsum(raw.delta[raw_at]))
+        found = [_peak(table, window, i, label, levels, (when, category, delta), device, name)
+                 for i, window in enumerate(windows)]
+        peaks = [row for row, _ in found]
         out.peaks += peaks
         best = highest_peak(peaks)
         chosen = best.iteration if best is not None else 0
@@ -212,7 +209,7 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
             if show is None or i == (chosen if show == PEAK else show):
                 out.points += _points(label, i, (start, end), when, category, delta)
         if best is not None and ledger.blocks:
-            out.alive += _alive(ledger, sel, changes[chosen], windows[chosen][0], label)
+            out.alive += _alive(ledger, sel, found[chosen][1], windows[chosen][0], label)
         if ledger.blocks:
             out.growth += _growth(ledger, device, windows, label)
     return out
