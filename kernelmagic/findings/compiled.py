@@ -57,30 +57,22 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
     seconds = sum(c.duration_s for c in late)
     recompiles = [c for c in late if c.recompile_reason]
     share = of_wall(result, seconds * 1e6 / max(result.iters, 1))
-    if recompiles:
-        guard = recompiles[0].recompile_reason.splitlines()[0]
+    if not recompiles:
         return Finding(
-            rule="recompile",
-            title="torch.compile recompiled inside the measured loop",
-            evidence=(f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
-                      f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); "
-                      "the guard that "
-                      f"failed: {guard} (compile {recompiles[0].compile_id} of "
-                      f"{recompiles[0].function})"),
-            suggestion=("keep shapes and Python values the guard checks stable between calls, "
-                        "or mark the changing dimension dynamic "
-                        "(torch._dynamo.mark_dynamic, or torch.compile(dynamic=True))"),
-            share=share,
-        )
+            "recompile", "torch.compile compiled inside the measured loop",
+            f"{counted(len(late), 'compile')} ({format_fixed(seconds, 's', 2)}) ran during the "
+            "profiled iterations: the warm-up did not reach that code",
+            "raise --warmup so every compile happens before the profiled iterations", share)
+    first = recompiles[0]
     return Finding(
-        rule="recompile",
-        title="torch.compile compiled inside the measured loop",
-        evidence=(f"{counted(len(late), 'compile')} ({format_fixed(seconds, 's', 2)}) ran "
-                  "during the profiled "
-                  "iterations: the warm-up did not reach that code"),
-        suggestion="raise --warmup so every compile happens before the profiled iterations",
-        share=share,
-    )
+        "recompile", "torch.compile recompiled inside the measured loop",
+        f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
+        f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); the guard that "
+        f"failed: {first.recompile_reason.splitlines()[0]} (compile {first.compile_id} of "
+        f"{first.function})",
+        "keep shapes and Python values the guard checks stable between calls, or mark the "
+        "changing dimension dynamic (torch._dynamo.mark_dynamic, or "
+        "torch.compile(dynamic=True))", share)
 
 
 def mostly_eager(result: ProfileResult) -> Finding | None:
