@@ -240,10 +240,8 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
     kinds = [RANGE if r else OP for r in is_range[first].tolist()]
     shape_texts = ([names[i] for i in table.shapes[first_events].tolist()] if shapes
                    else [""] * k)
-    fields = list(columns)
-    values = list(zip(*columns.values(), strict=True))
     return [OpRow(key=key_names[g], count=count[g], input_shapes=shape_texts[g], kind=kinds[g],
-                  **dict(zip(fields, values[g], strict=True)))
+                  **{name: column[g] for name, column in columns.items()})
             for g in range(k)]
 
 
