@@ -114,9 +114,9 @@ def _busy_work(table: EventTable) -> Intervals:
     return Intervals(table, rows)
 
 
-def collective_arrivals(table: EventTable, windows: list[Window],
-                        kept: int = COLLECTIVES_KEPT) -> list[Arrival]:
-    """The rank's first ``kept`` collectives, step by step (see the module docstring)."""
+def collective_arrivals(table: EventTable, windows: list[Window]) -> list[Arrival]:
+    """The rank's first ``COLLECTIVES_KEPT`` collectives, step by step (see the module
+    docstring)."""
     if not windows:
         return []
     rows, anchors, names = _candidates(table)
@@ -125,7 +125,7 @@ def collective_arrivals(table: EventTable, windows: list[Window],
     w_end = np.asarray([e for _, e in bounds], dtype=np.int64)
     step = np.searchsorted(w_start, anchors, "right") - 1
     inside = (step >= 0) & (anchors <= w_end[np.maximum(step, 0)])
-    order = [int(i) for i in np.lexsort((table.start[rows], step)) if inside[i]][:kept]
+    order = [int(i) for i in np.lexsort((table.start[rows], step)) if inside[i]][:COLLECTIVES_KEPT]
     work = _busy_work(table)
     out: list[Arrival] = []
     seen: dict[tuple[int, str], int] = {}

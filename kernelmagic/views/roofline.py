@@ -38,8 +38,8 @@ from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
 def attribute_times(table: EventTable, counted: set[str], on_device: bool,
-                    window: tuple[int, int] | None = None,
-                    figures: Figures | None = None) -> tuple[dict[str, float], dict[str, int]]:
+                    window: tuple[int, int] | None = None
+                    ) -> tuple[dict[str, float], dict[str, int]]:
     """Per owner name: time (µs) and calls, by the rule in the module docstring.
 
     The event tree (``table.parent``) read top-down: a counted op that no counted op
@@ -50,7 +50,7 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     ``window`` (``views.ops.outer_window``), only ops starting inside it are ops, as in
     the op rows.
     """
-    figures = figures if figures is not None else Figures(table)
+    figures = Figures(table)
     own = figures.self_device if on_device else figures.self_cpu
     parent = table.parent
     sync_range = our_sync_ranges(table)
