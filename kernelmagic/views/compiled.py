@@ -31,7 +31,7 @@ from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
 from kernelmagic.views.breakdown import Intervals, name_matches
 from kernelmagic.views.ops import group, is_op
-from kernelmagic.views.tree import Figures, nearest_ancestor
+from kernelmagic.views.tree import Figures, in_start_order, nearest_ancestor
 
 __all__ = ["BACKWARD", "DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
            "compiled_view", "id_order"]
@@ -109,8 +109,7 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
     duration = (table.end - table.start) / 1e3
     in_region = np.flatnonzero(graph & (owner >= 0))
     graph_time = np.bincount(owner[in_region], weights=duration[in_region], minlength=table.n)
-    idx = np.flatnonzero(region)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, region)
     # one row per region name (one compile id each) and outermost or not
     gid, first = group(table.name[idx].astype(np.int64) * 2 + (owner[idx] < 0))
     device = figures.range_device
@@ -171,8 +170,7 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
         while owner[top] >= 0:
             top = int(owner[top])
         calls.setdefault(top, []).append(g)
-    ops = np.flatnonzero(is_op(table))
-    ops = ops[np.argsort(table.start[ops], kind="stable")]
+    ops = in_start_order(table, is_op(table))
     op_starts = table.start[ops]
     total: Counter[str] = Counter()
     count: Counter[str] = Counter()

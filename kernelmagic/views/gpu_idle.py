@@ -34,6 +34,7 @@ from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
 from kernelmagic.views.breakdown import Intervals, merge, name_mask
 from kernelmagic.views.python_lines import SampleIndex, label
 from kernelmagic.views.source_lines import frame_owner, user_frames
+from kernelmagic.views.tree import in_start_order
 
 _MEMCPY = int(Kind.MEMCPY)
 #: The causes, in the order the rules try them (the module's docstring); the one taxonomy
@@ -138,8 +139,7 @@ class _Context:
         self.lines = lines
         self.syncs = _Spans(table, _cpu_rows(table, lambda n: n in SYNC_OPS or n in WAIT_CALLS))
         self.loaders = _Spans(table, _cpu_rows(table, lambda n: n.startswith(DATA_LOADER)))
-        self.work = np.flatnonzero(device_work(table))
-        self.work_by_start = self.work[np.argsort(table.start[self.work], kind="stable")]
+        self.work = in_start_order(table, device_work(table))
         self.is_op = (table.kind == Kind.OP) & (table.device < 0)
         ops = np.flatnonzero(self.is_op)
         self.threads = []  # per thread: its ops' starts, and the ops, by start
@@ -185,7 +185,7 @@ class _Context:
         t = self.table
         edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
-        by_start = self.work_by_start
+        by_start = self.work
         nxt_at = np.searchsorted(t.start[by_start], hi, "left")
         nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
                        -1) if by_start.size else np.full(lo.shape, -1)

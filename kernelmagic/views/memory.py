@@ -33,6 +33,7 @@ from kernelmagic.core.memory_rows import (
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.views.memory_rules import BACKWARD_OP
 from kernelmagic.views.timeline import peak_iterations
+from kernelmagic.views.tree import in_start_order
 
 #: Timeline points kept per iteration and device (the peak always among them).
 MAX_POINTS = 1500
@@ -68,8 +69,7 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
     blocks allocated before profiling), the least that must have existed before is one
     change at ``BEFORE``, as torch's own timeline counts such frees' blocks as
     pre-existing; so no level reads below zero."""
-    mem = np.flatnonzero(table.kind == Kind.MEMORY)
-    mem = mem[np.argsort(table.start[mem], kind="stable")]
+    mem = in_start_order(table, table.kind == Kind.MEMORY)
     time = table.start[mem].astype(np.int64)
     device = table.device[mem].astype(np.int16)
     delta = table.nbytes[mem].astype(np.int64)

@@ -36,7 +36,7 @@ from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work, ke
 from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
 from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.tree import Figures
+from kernelmagic.views.tree import Figures, in_start_order
 
 __all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
            "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
@@ -258,10 +258,9 @@ def _marker_rows(table: EventTable, window: tuple[int, int] | None,
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
     work = device_work(table) & (table.launcher == NO_PARENT) & in_window(table.start, window)
-    idx = np.flatnonzero(work)
+    idx = in_start_order(table, work)
     if not idx.size:
         return []
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
     gid, first = group(table.name[idx])
     names = [table.names[i] for i in table.name[idx[first]].tolist()]
     return _work_rows(table, idx, gid, names, UNLAUNCHED)
@@ -282,10 +281,9 @@ def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
     """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op (the
     marked row, ``[no op] ProfilerStep``, for work an iteration marker launched: the
     run ``name``'s, ``marker_work``)."""
-    work = np.flatnonzero(device_work(table))
+    work = in_start_order(table, device_work(table))
     if not work.size:
         return []
-    work = work[np.argsort(table.start[work], kind="stable")]
     gid, first = group(table.name[work])
     k = first.size
     duration = table.end[work] / 1000.0 - table.start[work] / 1000.0

@@ -11,7 +11,7 @@ from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
 from kernelmagic.views.breakdown import name_mask, name_matches
 from kernelmagic.views.ops import group, is_op
-from kernelmagic.views.tree import Figures, nearest_ancestor
+from kernelmagic.views.tree import Figures, in_start_order, nearest_ancestor
 
 __all__ = ["module_rows", "user_ranges"]
 
@@ -25,8 +25,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     theirs = (table.kind == Kind.RANGE) & name_mask(table, lambda x: not is_ours(x, name))
     if not theirs.any():
         return []
-    idx = np.flatnonzero(theirs)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, theirs)
     gid, first = group(table.name[idx])
     k = first.size
     count = np.bincount(gid, minlength=k)
@@ -60,8 +59,7 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     module = (table.kind == Kind.RANGE) & is_module_name[table.name]
     if not module.any():
         return []
-    idx = np.flatnonzero(module)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, module)
     enclosing = nearest_ancestor(table.parent, module)
     # Depth among module ranges: parents come first in start order.
     depth_of: dict[int, int] = {}

@@ -30,7 +30,7 @@ from kernelmagic.core.range_names import INPUT_SEPARATOR, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
 from kernelmagic.views.breakdown import span_index
 from kernelmagic.views.ops import is_op, our_sync_ranges
-from kernelmagic.views.tree import Figures, memory_running, nearest_ancestor
+from kernelmagic.views.tree import Figures, in_start_order, memory_running, nearest_ancestor
 
 __all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
 
@@ -70,8 +70,7 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
               if (p := parse_step(text, name)) is not None}
     is_step = np.zeros(len(table.names), dtype=bool)
     is_step[list(parsed)] = True
-    idx = np.flatnonzero((table.kind == Kind.RANGE) & is_step[table.name])
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, (table.kind == Kind.RANGE) & is_step[table.name])
     it = span_index(table.start[idx], *np.asarray(windows, dtype=np.int64).reshape(-1, 2).T)
     idx, it = idx[it >= 0], it[it >= 0]
     index = np.zeros(idx.size, dtype=np.int64)

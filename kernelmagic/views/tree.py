@@ -194,6 +194,12 @@ class Figures:
         return self._self_memory(self.device_memory)
 
 
+def in_start_order(table: EventTable, mask: np.ndarray) -> np.ndarray:
+    """The events ``mask`` selects, in order of start (ties: in table order)."""
+    idx = np.flatnonzero(mask)
+    return idx[np.argsort(table.start[idx], kind="stable")]
+
+
 def memory_running(table: EventTable, on_device: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """The memory records (on the GPU, or the CPU) in time order: their times, and the
     bytes allocated since the table began before each (``running[k]``: the first ``k``
