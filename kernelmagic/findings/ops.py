@@ -55,7 +55,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if top.key in (*DROPOUT_OPS, *DROPOUT_TRAINING) and train_mode_under_no_grad(result):
         return None
-    if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
+    # a compiled graph's run or region: its kernels are the subject
+    if GRAPH_CALL.match(top.key) or REGION.match(top.key):
         return dominant_graph(result, top, share)
     tries: tuple[str, ...] = ()
     against: tuple[str, ...] = ()
@@ -87,11 +88,6 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         of_wall(result, per_iter), rows=(top.key,),
         change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster",
         variants=tries, against=against)
-
-
-def is_compiled_row(key: str) -> bool:
-    """A compiled graph's run (``## Call CompiledFxGraph ... ##``) or region's row."""
-    return bool(GRAPH_CALL.match(key) or REGION.match(key))
 
 
 def _region_of(result: ProfileResult, row: OpRow) -> CompiledRegionRow | None:
