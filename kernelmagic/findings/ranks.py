@@ -38,6 +38,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernelmagic.core.timing import TimingStats
 from kernelmagic.core.units import counted, format_us, percent, signed_us
 from kernelmagic.findings.base import Finding, per_iter_self
 from kernelmagic.results.result import ProfileResult
@@ -59,18 +60,11 @@ SKEW_MIN_SHARE = 0.05
 SKEW_TOP_OPS = 3
 
 
-def _iqr(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q3 - q1
-
-
 def straggler_spread(others: Sequence[RankSummary]) -> tuple[float, float]:
     """(center, spread) of the other ranks' median steps, µs (see the module docstring)."""
     medians = [s.step_median_us for s in others]
     center = statistics.median(medians)
-    spread = max(STRAGGLER_IQR_FACTOR * _iqr(medians),
+    spread = max(STRAGGLER_IQR_FACTOR * TimingStats.of(medians).iqr,
                  statistics.median(s.step_iqr_us for s in others),
                  STRAGGLER_MIN_SHARE * center)
     return center, spread
