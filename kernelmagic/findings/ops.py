@@ -21,7 +21,6 @@ from kernelmagic.findings.base import (
     Finding,
     of_wall,
     per_iter_self,
-    runs_on_cpu,
     wall_us,
 )
 from kernelmagic.findings.device import cheaper_matmuls, precision
@@ -30,9 +29,11 @@ from kernelmagic.findings.startup import setup, startup_in_window, unexplained_i
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
-from kernelmagic.views.ops import NO_OP
+from kernelmagic.views.ops import NO_OP, OP, RANGE
 
-_CALLED, _RAN = ("call", "calls"), ("piece of GPU work", "pieces of GPU work")  # a row's count
+#: What a row's count counts: calls of CPU work (an op, runtime call or range), else pieces
+#: of GPU work alone (``[no launch]``, ``[no op]``: ``views/ops.py``).
+_CALLED, _RAN = ("call", "calls"), ("piece of GPU work", "pieces of GPU work")
 DOMINANT_SHARE = 0.5          # one op's share of self time
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
 ELEMENTWISE_SHARE = 0.25      # their share of self time
@@ -83,7 +84,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "dominant_op", "One op dominates",
         f"{subject} takes {percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
+        f"{counted(top.count / result.iters, *_CALLED if top.kind in (OP, RANGE) else _RAN)} per "
         "iteration)", hint,
         of_wall(result, per_iter), rows=(top.key,),
         change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster",
