@@ -103,8 +103,8 @@ def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = No
     around = (table.start <= t) & (table.end >= t) & (table.tid >= 0)
     if tid is not None:
         around &= table.tid == tid
-    idx = np.flatnonzero(around & ((table.kind == Kind.OP) | (table.kind == Kind.RANGE)))
-    idx = idx[np.argsort(table.start[idx], kind="stable")[::-1]]  # innermost first
+    ops_and_ranges = (table.kind == Kind.OP) | (table.kind == Kind.RANGE)
+    idx = in_start_order(table, around & ops_and_ranges)[::-1]  # innermost first
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
