@@ -37,15 +37,11 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
             f"{format_us(per_iter)} of it ({percent(share)} of the iteration)" if device else
             f"takes {format_us(per_iter)} per iteration, {percent(share)} of it")
     return Finding(
-        rule="graph_break",
-        title="A graph break splits the compiled code",
-        evidence=(f"dynamo broke the graph at {where}{code}: "
-                  f"{worst.reason or 'reason unknown'}; the gap between the compiled graphs "
-                  f"(eager ops and Python) {took}{more}"),
-        suggestion=(worst.hint or "rewrite that line so dynamo can trace it, or move it "
-                    "out of the compiled function"),
-        share=share,
-    )
+        "graph_break", "A graph break splits the compiled code",
+        f"dynamo broke the graph at {where}{code}: {worst.reason or 'reason unknown'}; the "
+        f"gap between the compiled graphs (eager ops and Python) {took}{more}",
+        worst.hint or "rewrite that line so dynamo can trace it, or move it out of the "
+        "compiled function", share)
 
 
 def recompile_in_loop(result: ProfileResult) -> Finding | None:
@@ -94,14 +90,11 @@ def mostly_eager(result: ProfileResult) -> Finding | None:
     if share >= EAGER_SHARE:
         return None
     return Finding(
-        rule="mostly_eager",
-        title="Most of the cell still runs eager",
-        evidence=(f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
-                  f"({percent(share)}); the rest runs outside torch.compile"),
-        suggestion="compile the function that does the work (the model's forward or the "
-                   "whole step), not a small part of it",
-        share=1.0 - share,
-    )
+        "mostly_eager", "Most of the cell still runs eager",
+        f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
+        f"({percent(share)}); the rest runs outside torch.compile",
+        "compile the function that does the work (the model's forward or the whole step), "
+        "not a small part of it", 1.0 - share)
 
 
 RULES = [graph_break_gap, recompile_in_loop, mostly_eager]

@@ -92,13 +92,10 @@ def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     if listed:
         evidence += f"; ops per step against {ref.label} (the median rank): {listed}"
     return Finding(
-        rule="straggler",
-        title=f"{slow.label} is a straggler",
-        evidence=evidence,
-        suggestion=(f"compare result.ranks[{slow.rank}] with result.ranks[{ref.rank}]: "
-                    "uneven data or work per rank, a slower or throttled GPU, or another "
-                    "process on its host hold every rank back at each collective"),
-    )
+        "straggler", f"{slow.label} is a straggler", evidence,
+        f"compare result.ranks[{slow.rank}] with result.ranks[{ref.rank}]: uneven data or work "
+        "per rank, a slower or throttled GPU, or another process on its host hold every rank "
+        "back at each collective")
 
 
 def communication_bound(result: ProfileResult) -> Finding | None:
@@ -146,16 +143,12 @@ def communication_bound_across_ranks(summaries: Sequence[RankSummary]) -> Findin
     hidden = ("overlap not measured on the CPU" if worst.overlap is None
               else f"{percent(worst.overlap)} of its {format_us(worst.communication_us)} "
                    "communication overlapped by compute")
-    n = len(summaries)
     return Finding(
-        rule="communication_bound",
-        title="Communication-bound",
-        evidence=(f"communication not hidden by compute takes {percent(typical)} of the step "
-                  f"(median over {counted(n, 'rank')}); worst {worst.label}: "
-                  f"{format_us(worst.exposed_communication_us)} of a "
-                  f"{format_us(worst.step_median_us)} step exposed ({hidden})"),
-        suggestion=COMM_BOUND_ADVICE,
-    )
+        "communication_bound", "Communication-bound",
+        f"communication not hidden by compute takes {percent(typical)} of the step (median "
+        f"over {counted(len(summaries), 'rank')}); worst {worst.label}: "
+        f"{format_us(worst.exposed_communication_us)} of a {format_us(worst.step_median_us)} "
+        f"step exposed ({hidden})", COMM_BOUND_ADVICE)
 
 
 def _late_ops(late: Sequence[Collective], steps: int) -> str:
@@ -200,13 +193,10 @@ def collective_skew(summaries: Sequence[RankSummary],
     if ops:
         evidence += f"; meanwhile it runs {ops} per step"
     return Finding(
-        rule="collective_skew",
-        title=f"Collectives wait for rank {rank}",
-        evidence=evidence,
-        suggestion=(f"see what result.ranks[{rank}] runs before its collectives: uneven work "
-                    "per rank (data, sequence lengths), a slower GPU or a busy host delay its "
-                    "arrival, and every other rank waits inside the collective"),
-    )
+        "collective_skew", f"Collectives wait for rank {rank}", evidence,
+        f"see what result.ranks[{rank}] runs before its collectives: uneven work per rank "
+        "(data, sequence lengths), a slower GPU or a busy host delay its arrival, and every "
+        "other rank waits inside the collective")
 
 
 def find(summaries: Sequence[RankSummary],
