@@ -39,7 +39,7 @@ from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.tree import Figures, in_start_order
 
 __all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
-           "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
+           "op_rows", "outer_window", "range_owners", "ranges_named", "row_events",
            "runtime_calls", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
@@ -58,16 +58,17 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
-def our_sync_ranges(table: EventTable) -> np.ndarray:
-    """Per event: kernelmagic's own synchronise range (``SYNC_RANGE``)."""
-    if SYNC_RANGE not in table.names:  # (names are distinct: one id at most)
+def ranges_named(table: EventTable, name: str) -> np.ndarray:
+    """Per event: a range called ``name``, such as kernelmagic's own synchronise range
+    (``SYNC_RANGE``); none when no event is (names are distinct: one id at most)."""
+    if name not in table.names:
         return np.zeros(table.n, dtype=bool)
-    return (table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
+    return (table.kind == Kind.RANGE) & (table.name == table.names.index(name))
 
 
 def under_our_sync(table: EventTable) -> np.ndarray:
     """Per event: directly inside kernelmagic's own synchronise range."""
-    sync, has = our_sync_ranges(table), table.parent >= 0
+    sync, has = ranges_named(table, SYNC_RANGE), table.parent >= 0
     out = np.zeros(table.n, dtype=bool)
     out[has] = sync[table.parent[has]]
     return out
@@ -83,9 +84,7 @@ def group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def outer_window(table: EventTable, name: str) -> tuple[int, int] | None:
     """(start, end) of the run's outermost range ``name`` (kernelmagic's own), if any."""
-    if name not in table.names:
-        return None
-    found = np.flatnonzero((table.name == table.names.index(name)) & (table.kind == Kind.RANGE))
+    found = np.flatnonzero(ranges_named(table, name))
     if not found.size:
         return None
     return int(table.start[found].min()), int(table.end[found].max())

@@ -30,10 +30,11 @@ import numpy as np
 
 from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable
+from kernelmagic.core.range_names import SYNC_RANGE
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.ops import in_window, is_op, our_sync_ranges, outer_window
+from kernelmagic.views.ops import in_window, is_op, outer_window, ranges_named
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
@@ -53,7 +54,7 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     figures = Figures(table)
     own = figures.self_device if on_device else figures.self_cpu
     parent = table.parent
-    sync_range = our_sync_ranges(table)
+    sync_range = ranges_named(table, SYNC_RANGE)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
     op = is_op(table) & ~skipped & in_window(table.start, window)
     is_counted = op & name_mask(table, lambda x: x in counted)

@@ -26,10 +26,10 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.op_names import is_compile_event
-from kernelmagic.core.range_names import INPUT_SEPARATOR, parse_step
+from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
 from kernelmagic.views.breakdown import span_index
-from kernelmagic.views.ops import is_op, our_sync_ranges
+from kernelmagic.views.ops import is_op, ranges_named
 from kernelmagic.views.tree import Figures, in_start_order, memory_running, nearest_ancestor
 
 __all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
@@ -183,7 +183,7 @@ def _between(table: EventTable, figures: Figures, windows: list[Window], steps: 
     and the ops that ran there in the iteration at that median (the lower of the two
     middle ones of an even count): on the steps' thread, outside any step and outside
     kernelmagic's own synchronise, their self times add up to at most it."""
-    sync = our_sync_ranges(table)
+    sync = ranges_named(table, SYNC_RANGE)
     outside = []
     for i, (lo, hi) in enumerate(windows):
         ours = sync & (table.start >= lo) & (table.start <= hi)
