@@ -103,12 +103,6 @@ def _ops_below(table: EventTable) -> np.ndarray:
     return below
 
 
-def _launched(table: EventTable) -> np.ndarray:
-    """Per event: how many pieces of GPU work it launched directly (``launcher``)."""
-    work = device_work(table) & (table.launcher != NO_PARENT)
-    return np.bincount(table.launcher[work], minlength=table.n)
-
-
 def runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
     """Each piece of GPU work's runtime call (same correlation id), -1 where none."""
     calls = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.device < 0)
@@ -132,7 +126,9 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     ours = name_mask(table, lambda x: is_ours(x, name))
     leaf = ((table.kind == Kind.RANGE) & ~ours & (table.end > table.start)
             & ~_ops_below(table))
-    return on_cpu & ~iteration_markers(table, name) & ((_launched(table) > 0) | leaf)
+    launched = np.zeros(table.n, dtype=bool)  # launched GPU work itself (its ``launcher``)
+    launched[table.launcher[device_work(table) & (table.launcher != NO_PARENT)]] = True
+    return on_cpu & ~iteration_markers(table, name) & (launched | leaf)
 
 
 def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
