@@ -161,15 +161,12 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
 # training mode. ``dominant_op`` does not point at the ops this rule explains.
 
 
-def _has_backward(result: ProfileResult) -> bool:
-    return (any("backward" in r.key.lower() for r in result.op_totals if r.count)
-            or any("backward" in g.key.lower() for g in result.ranges))
-
-
 def train_mode_under_no_grad(result: ProfileResult) -> Finding | None:
     """Dropout (or CUDA batch norm) in training mode, in a profile with no backward pass."""
     rows = {r.key: r for r in result.op_totals if r.count}
-    if _has_backward(result) or wall_us(result) <= 0:
+    backward = (any("backward" in key.lower() for key in rows)
+                or any("backward" in g.key.lower() for g in result.ranges))
+    if backward or wall_us(result) <= 0:
         return None
     n = result.iters
     dropout = 0.0

@@ -135,13 +135,6 @@ def _scope_name(text: str, is_range: bool, name: str | None) -> str:
     return ""
 
 
-def _thread_at(table: EventTable, t: int, device: int) -> int | None:
-    """The thread of a ``[memory]`` record at time ``t`` on ``device`` (None: none there)."""
-    hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t)
-                         & (table.device == device))
-    return int(table.tid[hit[0]]) if hit.size else None
-
-
 def _thin(points: list[MemoryPoint], keep: int) -> list[MemoryPoint]:
     """At most about ``keep`` points: the highest of each run of neighbours (the peak stays)."""
     if len(points) <= keep:
@@ -254,8 +247,10 @@ def _peak(table: EventTable, window: Window, i: int, label: str,
             k = int(np.searchsorted(when, t_peak, "right")) - 1
     at = _levels_before(category, delta, k + 1)
     op, scope = ("", "")
-    if rise > 0:
-        op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device), name)
+    if rise > 0:  # around the peak's ``[memory]`` record, on its thread
+        hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t_peak)
+                             & (table.device == device))
+        op, scope = _enclosing(table, t_peak, int(table.tid[hit[0]]) if hit.size else None, name)
     length = end - start
     row = MemoryPeakRow(
         label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,

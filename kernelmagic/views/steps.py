@@ -127,16 +127,6 @@ def _labels(steps: _Steps, keys: list[str], shown: dict[str, str]) -> dict[str, 
     return {k: shown[k] or "no tensor inputs" for k in order}
 
 
-def _memory_levels(table: EventTable, on_device: bool):  # type: ignore[no-untyped-def]
-    """``level(t)``: the bytes allocated (on the GPU, or the CPU) since the table began,
-    at each time of the array ``t``; None when the table holds no memory records."""
-    records = memory_running(table, on_device)
-    if records is None:
-        return None
-    when, running = records
-    return lambda t: running[np.searchsorted(when, t, side="right")].astype(np.float64)
-
-
 def _top(names: list[str], ids: np.ndarray, values: np.ndarray) -> dict[str, float]:
     """The ``TOP_OPS`` ops with the most time, summed by name (ties: by name)."""
     sums: Counter[int] = Counter()
@@ -249,11 +239,13 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     at[idx] = np.arange(idx.size)
     cpu = np.bincount(at[owner[ops]], weights=figures.self_cpu[ops], minlength=idx.size)
     device = figures.range_device[idx]
-    levels = _memory_levels(table, on_device) if memory else None
+    records = memory_running(table, on_device) if memory else None
     held = grown = np.zeros(idx.size)
-    if levels is not None:
+    if records is not None:  # the bytes held at each step's end, since its iteration began
+        when, running = records
         win_start = np.asarray([w[0] for w in windows], dtype=np.int64)[steps.iteration]
-        held = levels(table.end[idx]) - levels(win_start)
+        end, start = running[np.searchsorted(when, [table.end[idx], win_start], side="right")]
+        held = end.astype(np.float64) - start.astype(np.float64)
         grown = held - np.where(steps.index > 0, np.roll(held, 1), 0.0)  # since the last step
     keys, shown = _group_keys(steps.inputs)
     labels = _labels(steps, keys, shown)
