@@ -29,7 +29,7 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
-from kernelmagic.views.breakdown import Intervals, name_matches
+from kernelmagic.views.breakdown import Intervals, name_mask, name_matches
 from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, in_start_order, nearest_ancestor
 
@@ -126,8 +126,10 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
                                            total(device), strict=True)]
     outside = np.flatnonzero(graph & (owner < 0))  # the backward: compiled, not eager
     if outside.size:
-        # Each graph's time in full: its autograd node's (wrappers included), else its own.
-        runs = sorted({_backward_node(table, g) for g in outside.tolist()})
+        # Each graph's time in full: its autograd node's (``BACKWARD_NODE`` around it, with
+        # the wrappers), else its own.
+        node = nearest_ancestor(table.parent, name_mask(table, BACKWARD_NODE.__eq__))[outside]
+        runs = sorted(set(np.where(node >= 0, node, outside).tolist()))
         rows.append(CompiledRegionRow(
             compile_id=BACKWARD, count=len(runs),
             cpu_time_total=float(figures.cpu_total[runs].sum()),
@@ -135,16 +137,6 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
             device_time_total=float(device[runs].sum()), outermost=True,
             function="compiled graphs autograd ran"))
     return sorted(rows, key=id_order)
-
-
-def _backward_node(table: EventTable, graph: int) -> int:
-    """The ``BACKWARD_NODE`` around the compiled graph run ``graph``, else ``graph``."""
-    at = int(table.parent[graph])
-    while at >= 0:
-        if table.names[int(table.name[at])] == BACKWARD_NODE:
-            return at
-        at = int(table.parent[at])
-    return graph
 
 
 def id_order(row: CompiledRegionRow | GraphBreakRow
