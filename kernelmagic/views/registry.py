@@ -25,6 +25,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, make_dataclass
+from functools import cache
 from typing import Any
 
 from kernelmagic.core.options import Option
@@ -119,7 +120,6 @@ class ViewSpec:
 
 
 _SPECS: dict[str, ViewSpec] = {}
-_loaded = False
 
 
 def register(spec: ViewSpec) -> ViewSpec:
@@ -130,12 +130,9 @@ def register(spec: ViewSpec) -> ViewSpec:
     return spec
 
 
+@cache
 def _load_view_modules() -> None:
     """Import every module of ``kernelmagic.views`` once, so each registers its views."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
     import kernelmagic.views as package
 
     for info in pkgutil.iter_modules(package.__path__):
