@@ -138,18 +138,14 @@ def measured_text(row: ExperimentRow) -> str:
     return text
 
 
-def tried_rows(finding: Finding, result: ProfileResult) -> list[ExperimentRow]:
-    """The measured variants ``finding`` names (``Finding.variants`` and ``against``)."""
-    named = (*finding.variants, *finding.against)
-    return [r for r in result.experiments if r.ran and r.speedup > 0 and r.variant in named]
-
-
 def with_measurements(found: list[Finding], result: ProfileResult) -> list[Finding]:
-    """``found`` with each tried suggestion followed by what was measured; a suggestion
-    measured slower says it is withdrawn."""
+    """``found`` with each tried suggestion (a variant measured that ``Finding.variants`` or
+    ``against`` names) followed by what was measured; one measured slower says it is
+    withdrawn."""
     out = []
     for finding in found:
-        rows = tried_rows(finding, result)
+        named = (*finding.variants, *finding.against)
+        rows = [r for r in result.experiments if r.ran and r.speedup > 0 and r.variant in named]
         if not rows:
             out.append(finding)
             continue

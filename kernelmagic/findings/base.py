@@ -9,7 +9,6 @@ from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import format_us, percent
 from kernelmagic.results.result import ProfileResult
-from kernelmagic.views.ops import OP, RANGE
 
 NAMED = 3  # ops or calls named in a finding's evidence
 #: A change the dependency model says saves less than this share of the iteration is not
@@ -155,12 +154,6 @@ def of_wall(result: ProfileResult, us_per_iter: float) -> float:
     """``us_per_iter`` as a share of the iteration, clamped to [0, 1] (0 without one)."""
     wall = wall_us(result)
     return min(1.0, max(0.0, us_per_iter / wall)) if wall > 0 else 0.0
-
-
-def runs_on_cpu(row: OpRow) -> bool:
-    """Whether ``row`` is CPU work (an op, runtime call or range), not a row of GPU work
-    alone (``[no launch]``, ``[no op]``: ``views/ops.py``)."""
-    return row.kind in (OP, RANGE)
 
 
 def per_iter_self(result: ProfileResult, row: OpRow) -> float:

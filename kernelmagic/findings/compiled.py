@@ -15,10 +15,6 @@ GRAPH_BREAK_SHARE = 0.05  # a graph break's gap: share of the iteration worth na
 EAGER_SHARE = 0.5  # compiled regions below this share of the iteration: mostly eager
 
 
-def _where(file: str, line: int) -> str:
-    return f"{file}:{line}" if file and line else "an unknown line"
-
-
 def graph_break_gap(result: ProfileResult) -> Finding | None:
     """The costliest graph break whose gap is at least ``GRAPH_BREAK_SHARE`` of the
     iteration: its line, dynamo's reason and suggested fix, the time it costs."""
@@ -33,6 +29,7 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
     share = of_wall(result, per_iter)
     if share < GRAPH_BREAK_SHARE:
         return None
+    where = f"{worst.file}:{worst.line}" if worst.file and worst.line else "an unknown line"
     code = f" (`{worst.code}`)" if worst.code else ""
     others = len(result.graph_breaks) - 1
     more = f"; {others} more graph break(s) in the compiled view" if others > 0 else ""
@@ -40,15 +37,11 @@ def graph_break_gap(result: ProfileResult) -> Finding | None:
             f"{format_us(per_iter)} of it ({percent(share)} of the iteration)" if device else
             f"takes {format_us(per_iter)} per iteration, {percent(share)} of it")
     return Finding(
-        rule="graph_break",
-        title="A graph break splits the compiled code",
-        evidence=(f"dynamo broke the graph at {_where(worst.file, worst.line)}{code}: "
-                  f"{worst.reason or 'reason unknown'}; the gap between the compiled graphs "
-                  f"(eager ops and Python) {took}{more}"),
-        suggestion=(worst.hint or "rewrite that line so dynamo can trace it, or move it "
-                    "out of the compiled function"),
-        share=share,
-    )
+        "graph_break", "A graph break splits the compiled code",
+        f"dynamo broke the graph at {where}{code}: {worst.reason or 'reason unknown'}; the "
+        f"gap between the compiled graphs (eager ops and Python) {took}{more}",
+        worst.hint or "rewrite that line so dynamo can trace it, or move it out of the "
+        "compiled function", share)
 
 
 def recompile_in_loop(result: ProfileResult) -> Finding | None:
@@ -59,32 +52,23 @@ def recompile_in_loop(result: ProfileResult) -> Finding | None:
         return None
     seconds = sum(c.duration_s for c in late)
     recompiles = [c for c in late if c.recompile_reason]
-    wall = wall_us(result) * max(result.iters, 1)
-    share = min(1.0, seconds * 1e6 / wall) if wall > 0 else 0.0
-    if recompiles:
-        guard = recompiles[0].recompile_reason.splitlines()[0]
+    share = of_wall(result, seconds * 1e6 / max(result.iters, 1))
+    if not recompiles:
         return Finding(
-            rule="recompile",
-            title="torch.compile recompiled inside the measured loop",
-            evidence=(f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
-                      f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); "
-                      "the guard that "
-                      f"failed: {guard} (compile {recompiles[0].compile_id} of "
-                      f"{recompiles[0].function})"),
-            suggestion=("keep shapes and Python values the guard checks stable between calls, "
-                        "or mark the changing dimension dynamic "
-                        "(torch._dynamo.mark_dynamic, or torch.compile(dynamic=True))"),
-            share=share,
-        )
+            "recompile", "torch.compile compiled inside the measured loop",
+            f"{counted(len(late), 'compile')} ({format_fixed(seconds, 's', 2)}) ran during the "
+            "profiled iterations: the warm-up did not reach that code",
+            "raise --warmup so every compile happens before the profiled iterations", share)
+    first = recompiles[0]
     return Finding(
-        rule="recompile",
-        title="torch.compile compiled inside the measured loop",
-        evidence=(f"{counted(len(late), 'compile')} ({format_fixed(seconds, 's', 2)}) ran "
-                  "during the profiled "
-                  "iterations: the warm-up did not reach that code"),
-        suggestion="raise --warmup so every compile happens before the profiled iterations",
-        share=share,
-    )
+        "recompile", "torch.compile recompiled inside the measured loop",
+        f"{counted(len(recompiles), 'recompile')} during the profiled iterations "
+        f"({format_fixed(seconds, 's', 2)} of compiling in the measurement); the guard that "
+        f"failed: {first.recompile_reason.splitlines()[0]} (compile {first.compile_id} of "
+        f"{first.function})",
+        "keep shapes and Python values the guard checks stable between calls, or mark the "
+        "changing dimension dynamic (torch._dynamo.mark_dynamic, or "
+        "torch.compile(dynamic=True))", share)
 
 
 def mostly_eager(result: ProfileResult) -> Finding | None:
@@ -106,14 +90,11 @@ def mostly_eager(result: ProfileResult) -> Finding | None:
     if share >= EAGER_SHARE:
         return None
     return Finding(
-        rule="mostly_eager",
-        title="Most of the cell still runs eager",
-        evidence=(f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
-                  f"({percent(share)}); the rest runs outside torch.compile"),
-        suggestion="compile the function that does the work (the model's forward or the "
-                   "whole step), not a small part of it",
-        share=1.0 - share,
-    )
+        "mostly_eager", "Most of the cell still runs eager",
+        f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
+        f"({percent(share)}); the rest runs outside torch.compile",
+        "compile the function that does the work (the model's forward or the whole step), "
+        "not a small part of it", 1.0 - share)
 
 
 RULES = [graph_break_gap, recompile_in_loop, mostly_eager]

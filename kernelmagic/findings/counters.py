@@ -65,15 +65,13 @@ def poor_reuse(result: ProfileResult) -> Finding | None:
     model = modelled_bytes(result)
     if not model:
         return None
-    worst = None
-    for op, measured in measured_bytes(result).items():
-        need = model.get(op, 0.0)
-        if need > 0 and measured >= REUSE_MIN_BYTES and measured / need >= REUSE_RATIO:
-            if worst is None or measured / need > worst[2]:
-                worst = (op, measured, measured / need, need)
-    if worst is None:
+    found = [(measured / model[op], op, measured) for op, measured in measured_bytes(result).items()
+             if model.get(op, 0.0) > 0 and measured >= REUSE_MIN_BYTES
+             and measured / model[op] >= REUSE_RATIO]
+    if not found:
         return None
-    op, measured, ratio, need = worst
+    ratio, op, measured = max(found, key=lambda f: f[0])  # the first of equal ratios
+    need = model[op]
     time = sum(r.time for r in result.counters if r.launched_by == op)
     return Finding(
         "counters.poor_reuse",

@@ -10,8 +10,10 @@ inside an op.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable
+from itertools import accumulate
 
 from kernelmagic.core.machine import AMPERE, GPU, PRE_VOLTA
 from kernelmagic.core.op_names import (
@@ -72,15 +74,10 @@ CAUSE_FIX = {
 def _median_kernel_us(result: ProfileResult) -> float | None:
     """Median duration over kernel launches (each name counted by its launches, at its mean)."""
     launches = sorted((k.device_time, k.count) for k in result.kernels if k.count)
-    total = sum(n for _, n in launches)
-    if not total:
+    if not launches:
         return None
-    seen = 0
-    for mean, n in launches:  # noqa: B007 (the loop stops at the median launch)
-        seen += n
-        if seen * 2 >= total:
-            break
-    return mean
+    seen = list(accumulate(2 * n for _, n in launches))  # twice the launches up to each
+    return launches[bisect_left(seen, seen[-1] / 2)][0]  # the first at or past half
 
 
 def idle_reason(row: GpuIdleRow) -> str:

@@ -66,22 +66,21 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     load = result.cpu_load
     if load is None or not load.busy:
         return None
-    crowded = load.crowded
     free = load.free_cores
-    threads = counted(load.torch_threads, "thread")
     evidence = (f"other processes kept {load.other_cores:.1f} of the "
                 f"{counted(load.cores, 'core')} busy ({percent(load.other_share)}) while the "
-                f"iterations ran, leaving {free:.1f} free for torch's {threads}")
+                f"iterations ran, leaving {free:.1f} free for torch's "
+                f"{counted(load.torch_threads, 'thread')}")
     if load.load_average:
         evidence += f"; load average {load.load_average:.1f}"
     fewer = max(1, math.floor(free))
-    threads = crowded and fewer < load.torch_threads
+    use_fewer = load.crowded and fewer < load.torch_threads
     hint = ("profile on a quieter machine (stop the other work)"
             + (f", or use fewer threads than free cores: torch.set_num_threads({fewer})"
-               if threads else ""))
+               if use_fewer else ""))
     return Finding("busy_machine", "The machine is busy: other processes compete for the CPU",
                    evidence, hint, share=1.0,
-                   variants=(f"threads={fewer}",) if threads else ())
+                   variants=(f"threads={fewer}",) if use_fewer else ())
 
 
 def _kept(row: MemoryGrowthRow) -> str:

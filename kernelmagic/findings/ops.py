@@ -21,7 +21,6 @@ from kernelmagic.findings.base import (
     Finding,
     of_wall,
     per_iter_self,
-    runs_on_cpu,
     wall_us,
 )
 from kernelmagic.findings.device import cheaper_matmuls, precision
@@ -30,9 +29,11 @@ from kernelmagic.findings.startup import setup, startup_in_window, unexplained_i
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.breakdown import is_comm_op
 from kernelmagic.views.compiled import BACKWARD, GRAPH_CALL, REGION
-from kernelmagic.views.ops import NO_OP
+from kernelmagic.views.ops import NO_OP, OP, RANGE
 
-_CALLED, _RAN = ("call", "calls"), ("piece of GPU work", "pieces of GPU work")  # a row's count
+#: What a row's count counts: calls of CPU work (an op, runtime call or range), else pieces
+#: of GPU work alone (``[no launch]``, ``[no op]``: ``views/ops.py``).
+_CALLED, _RAN = ("call", "calls"), ("piece of GPU work", "pieces of GPU work")
 DOMINANT_SHARE = 0.5          # one op's share of self time
 ELEMENTWISE_CALLS = 30        # elementwise calls per iteration
 ELEMENTWISE_SHARE = 0.25      # their share of self time
@@ -55,7 +56,8 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return None
     if top.key in (*DROPOUT_OPS, *DROPOUT_TRAINING) and train_mode_under_no_grad(result):
         return None
-    if is_compiled_row(top.key):  # a compiled graph: its kernels are the subject
+    # a compiled graph's run or region: its kernels are the subject
+    if GRAPH_CALL.match(top.key) or REGION.match(top.key):
         return dominant_graph(result, top, share)
     tries: tuple[str, ...] = ()
     against: tuple[str, ...] = ()
@@ -82,16 +84,11 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "dominant_op", "One op dominates",
         f"{subject} takes {percent(share)} of self time "
         f"({format_us(per_iter)} per iteration, "
-        f"{counted(top.count / result.iters, *_CALLED if runs_on_cpu(top) else _RAN)} per "
+        f"{counted(top.count / result.iters, *_CALLED if top.kind in (OP, RANGE) else _RAN)} per "
         "iteration)", hint,
         of_wall(result, per_iter), rows=(top.key,),
         change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster",
         variants=tries, against=against)
-
-
-def is_compiled_row(key: str) -> bool:
-    """A compiled graph's run (``## Call CompiledFxGraph ... ##``) or region's row."""
-    return bool(GRAPH_CALL.match(key) or REGION.match(key))
 
 
 def _region_of(result: ProfileResult, row: OpRow) -> CompiledRegionRow | None:
@@ -164,15 +161,12 @@ def fusable_elementwise(result: ProfileResult) -> Finding | None:
 # training mode. ``dominant_op`` does not point at the ops this rule explains.
 
 
-def _has_backward(result: ProfileResult) -> bool:
-    return (any("backward" in r.key.lower() for r in result.op_totals if r.count)
-            or any("backward" in g.key.lower() for g in result.ranges))
-
-
 def train_mode_under_no_grad(result: ProfileResult) -> Finding | None:
     """Dropout (or CUDA batch norm) in training mode, in a profile with no backward pass."""
     rows = {r.key: r for r in result.op_totals if r.count}
-    if _has_backward(result) or wall_us(result) <= 0:
+    backward = (any("backward" in key.lower() for key in rows)
+                or any("backward" in g.key.lower() for g in result.ranges))
+    if backward or wall_us(result) <= 0:
         return None
     n = result.iters
     dropout = 0.0

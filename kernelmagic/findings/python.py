@@ -32,18 +32,15 @@ def top_lines(result: ProfileResult) -> list[PythonLineRow]:
     return [r for r in rows if r.self_us > 0][:NAMED]
 
 
-def _quoted(row: PythonLineRow) -> str:
-    cause = f" ({row.cause})" if row.cause else ""
-    return f"{row.location} `{row.code or row.function}` {format_us(row.self_us)}{cause}"
-
-
 def between_detail(result: ProfileResult) -> str:
     """What the time outside any op was: the ``python`` view's top lines (``--python``, or
     a trace's ``python_function`` frames), else the generic words."""
     lines = top_lines(result)
     if not lines:
         return "(Python between ops, waits)"
-    return "(most at " + ", ".join(_quoted(r) for r in lines) + ")"
+    return "(most at " + ", ".join(
+        f"{r.location} `{r.code or r.function}` {format_us(r.self_us)}"
+        + (f" ({r.cause})" if r.cause else "") for r in lines) + ")"
 
 
 def _fix(result: ProfileResult) -> str:

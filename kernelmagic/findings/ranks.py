@@ -38,6 +38,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernelmagic.core.timing import TimingStats
 from kernelmagic.core.units import counted, format_us, percent, signed_us
 from kernelmagic.findings.base import Finding, per_iter_self
 from kernelmagic.results.result import ProfileResult
@@ -59,18 +60,11 @@ SKEW_MIN_SHARE = 0.05
 SKEW_TOP_OPS = 3
 
 
-def _iqr(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q3 - q1
-
-
 def straggler_spread(others: Sequence[RankSummary]) -> tuple[float, float]:
     """(center, spread) of the other ranks' median steps, µs (see the module docstring)."""
     medians = [s.step_median_us for s in others]
     center = statistics.median(medians)
-    spread = max(STRAGGLER_IQR_FACTOR * _iqr(medians),
+    spread = max(STRAGGLER_IQR_FACTOR * TimingStats.of(medians).iqr,
                  statistics.median(s.step_iqr_us for s in others),
                  STRAGGLER_MIN_SHARE * center)
     return center, spread
@@ -98,13 +92,10 @@ def straggler(summaries: Sequence[RankSummary]) -> Finding | None:
     if listed:
         evidence += f"; ops per step against {ref.label} (the median rank): {listed}"
     return Finding(
-        rule="straggler",
-        title=f"{slow.label} is a straggler",
-        evidence=evidence,
-        suggestion=(f"compare result.ranks[{slow.rank}] with result.ranks[{ref.rank}]: "
-                    "uneven data or work per rank, a slower or throttled GPU, or another "
-                    "process on its host hold every rank back at each collective"),
-    )
+        "straggler", f"{slow.label} is a straggler", evidence,
+        f"compare result.ranks[{slow.rank}] with result.ranks[{ref.rank}]: uneven data or work "
+        "per rank, a slower or throttled GPU, or another process on its host hold every rank "
+        "back at each collective")
 
 
 def communication_bound(result: ProfileResult) -> Finding | None:
@@ -120,16 +111,16 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     hidden = ("none of it overlapped by compute" if not parts.overlap
               else f"{percent(parts.overlap)} of its {format_us(parts.communication)} "
                    "overlapped by compute")
-    comm_rows = sorted((r for r in result.op_totals if is_comm_op(r.key)),
-                       key=lambda r: -per_iter_self(result, r))[:2]
-    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in comm_rows)
+    comm_rows = [r for r in result.op_totals if is_comm_op(r.key)]
+    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in
+                        sorted(comm_rows, key=lambda r: -per_iter_self(result, r))[:2])
     return Finding(
         "communication_bound", "Communication-bound",
         f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
         f"({percent(share)}) on the {where}, {hidden}"
         + (f"; largest: {biggest} per iteration" if biggest else ""),
         COMM_BOUND_ADVICE, share,
-        rows=tuple(r.key for r in result.op_totals if is_comm_op(r.key)),
+        rows=tuple(r.key for r in comm_rows),
         change="hiding or shrinking the communication")
 
 
@@ -152,16 +143,12 @@ def communication_bound_across_ranks(summaries: Sequence[RankSummary]) -> Findin
     hidden = ("overlap not measured on the CPU" if worst.overlap is None
               else f"{percent(worst.overlap)} of its {format_us(worst.communication_us)} "
                    "communication overlapped by compute")
-    n = len(summaries)
     return Finding(
-        rule="communication_bound",
-        title="Communication-bound",
-        evidence=(f"communication not hidden by compute takes {percent(typical)} of the step "
-                  f"(median over {counted(n, 'rank')}); worst {worst.label}: "
-                  f"{format_us(worst.exposed_communication_us)} of a "
-                  f"{format_us(worst.step_median_us)} step exposed ({hidden})"),
-        suggestion=COMM_BOUND_ADVICE,
-    )
+        "communication_bound", "Communication-bound",
+        f"communication not hidden by compute takes {percent(typical)} of the step (median "
+        f"over {counted(len(summaries), 'rank')}); worst {worst.label}: "
+        f"{format_us(worst.exposed_communication_us)} of a {format_us(worst.step_median_us)} "
+        f"step exposed ({hidden})", COMM_BOUND_ADVICE)
 
 
 def _late_ops(late: Sequence[Collective], steps: int) -> str:
@@ -206,13 +193,10 @@ def collective_skew(summaries: Sequence[RankSummary],
     if ops:
         evidence += f"; meanwhile it runs {ops} per step"
     return Finding(
-        rule="collective_skew",
-        title=f"Collectives wait for rank {rank}",
-        evidence=evidence,
-        suggestion=(f"see what result.ranks[{rank}] runs before its collectives: uneven work "
-                    "per rank (data, sequence lengths), a slower GPU or a busy host delay its "
-                    "arrival, and every other rank waits inside the collective"),
-    )
+        "collective_skew", f"Collectives wait for rank {rank}", evidence,
+        f"see what result.ranks[{rank}] runs before its collectives: uneven work per rank "
+        "(data, sequence lengths), a slower GPU or a busy host delay its arrival, and every "
+        "other rank waits inside the collective")
 
 
 def find(summaries: Sequence[RankSummary],

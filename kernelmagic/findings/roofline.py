@@ -110,9 +110,12 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
     if reached >= COMPUTE_FAR and gain < LOW_PRECISION_GAIN:
         return None
     device = "cuda" if result.profiles_device else "cpu"
+    p = precision(result)  # else: better shapes, and the device's faster precision, if any
+    low = f", and {p.call}" if p.call else f"; {p.note}" if p.note else ""
     hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
             f"(the {fast} roof is {format_ratio(gain, 1)} the float32 one on this device)"
-            if gain >= LOW_PRECISION_GAIN else _shapes_and_precision(result))
+            if gain >= LOW_PRECISION_GAIN else
+            f"larger, better-shaped matmuls (multiples of 64/128){low}")
     title = ("Compute-bound, far from the roof" if reached < COMPUTE_FAR else
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(
@@ -120,13 +123,6 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
         f"{percent(share)} of op time is compute-bound at {si(achieved, 'FLOP/s')} in "
         f"{dtype}, {percent(reached)} of its {si(roof, 'FLOP/s')} roof", hint,
         _share_of_iteration(result, rows))
-
-
-def _shapes_and_precision(result: ProfileResult) -> str:
-    """Better shapes, and the device's faster precision where it has one."""
-    p = precision(result)
-    low = (f", and {p.call}" if p.call else f"; {p.note}" if p.note else "")
-    return f"larger, better-shaped matmuls (multiples of 64/128){low}"
 
 
 def unexplained_by_roofline(result: ProfileResult) -> Finding | None:

@@ -29,11 +29,6 @@ FIRST_STEP_MIN = 3          # steps per iteration a group needs for a first step
 BETWEEN_SHARE = 0.2         # the loop outside the steps above this share of the iteration
 
 
-def _target(result: ProfileResult) -> str:
-    summary = result.steps_summary
-    return (summary.target if summary is not None and summary.target else "the target")
-
-
 def _groups(result: ProfileResult) -> list[StepGroupRow]:
     return [g for g in result.step_groups if g.median_us > 0]
 
@@ -165,7 +160,7 @@ def time_between_steps(result: ProfileResult) -> Finding | None:
     return Finding(
         "time_between_steps", "Much of the loop runs outside the steps",
         f"{format_us(summary.between_us)} per iteration ({percent(share)}) is spent "
-        f"between the calls of {_target(result)}"
+        f"between the calls of {summary.target or 'the target'}"
         + (f"; ops there: {ops}" if ops else "; no op ran there (Python)"),
         "move data loading, logging and printing out of the loop (a DataLoader with "
         "num_workers and pin_memory, logging every N steps)", share)

@@ -105,8 +105,7 @@ class Intervals:
 
     def clip(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
         """The intervals cut to ``window`` (empty ones dropped)."""
-        _, s, e = self.clip_rows(window)
-        return s, e
+        return self.clip_rows(window)[1:]
 
     def clip_rows(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``clip``, with the rows of the table whose intervals they are, first."""
@@ -146,30 +145,27 @@ def gpu_busy(table: EventTable, windows: list[Window]) -> list[float]:
     return [work.covered(window) / 1000.0 for window in windows]
 
 
-def _gpu_breakdown(table: EventTable, windows: list[Window],
-                   busy: list[float]) -> dict[str, Any]:
+def _gpu_totals(table: EventTable, windows: list[Window],
+                busy: list[float]) -> tuple[dict[str, float], float | None]:
+    """Each category's time over all ``windows`` (ns), and the overlap."""
     kernel = table.kind == Kind.KERNEL
     comm_name = name_mask(table, is_comm_kernel)
     comm = Intervals(table, np.flatnonzero(kernel & comm_name))
     compute = Intervals(table, np.flatnonzero(kernel & ~comm_name))
     copies = Intervals(table, np.flatnonzero((table.kind == Kind.MEMCPY)
                                              | (table.kind == Kind.MEMSET)))
-    totals = {"compute": 0, "communication": 0, "memcpy": 0, "idle": 0, "both": 0}
+    totals: dict[str, float] = {"compute": 0, "communication": 0, "memcpy": 0, "idle": 0}
+    both = 0
     for window, busy_us in zip(windows, busy, strict=True):
         c, k = comm.clip(window), compute.clip(window)
         comm_ns, compute_ns = covered(*c), covered(*k)
-        both = comm_ns + compute_ns - covered(np.concatenate([c[0], k[0]]),
-                                              np.concatenate([c[1], k[1]]))
+        both += comm_ns + compute_ns - covered(np.concatenate([c[0], k[0]]),
+                                               np.concatenate([c[1], k[1]]))
         totals["communication"] += comm_ns
         totals["compute"] += compute_ns
-        totals["both"] += both
         totals["memcpy"] += copies.covered(window)
         totals["idle"] += (window[1] - window[0]) - busy_us * 1000.0
-    steps = max(len(windows), 1)
-    out: dict[str, Any] = {k: totals[k] / steps / 1000.0
-                           for k in ("compute", "communication", "memcpy", "idle")}
-    out["overlap"] = totals["both"] / totals["communication"] if totals["communication"] else None
-    return out
+    return totals, both / totals["communication"] if totals["communication"] else None
 
 
 def _comm_range_rows(table: EventTable) -> np.ndarray:
@@ -189,23 +185,20 @@ def cpu_busy(table: EventTable) -> Intervals:
     return Intervals(table, np.concatenate([rows, _comm_range_rows(table)]))
 
 
-def _cpu_breakdown(table: EventTable, windows: list[Window]) -> dict[str, Any]:
+def _cpu_totals(table: EventTable, windows: list[Window]) -> dict[str, float]:
+    """Each category's time over all ``windows`` (ns)."""
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
     comm = name_mask(table, is_comm_op)[op_rows]
     range_rows = _comm_range_rows(table)
     compute = Intervals(table, op_rows[~comm])
     communication = Intervals(table, np.concatenate([op_rows[comm], range_rows]))
     busy = Intervals(table, np.concatenate([op_rows, range_rows]))
-    totals = {"compute": 0.0, "communication": 0.0, "idle": 0.0}
+    totals = {"compute": 0.0, "communication": 0.0, "memcpy": 0.0, "idle": 0.0}
     for window in windows:
         totals["compute"] += compute.covered(window)
         totals["communication"] += communication.covered(window)
         totals["idle"] += (window[1] - window[0]) - busy.covered(window)
-    steps = max(len(windows), 1)
-    out: dict[str, Any] = {k: v / steps / 1000.0 for k, v in totals.items()}
-    out["memcpy"] = 0.0
-    out["overlap"] = None
-    return out
+    return totals
 
 
 def communication_intervals(table: EventTable) -> Intervals:
@@ -230,11 +223,10 @@ def breakdown(table: EventTable, windows: list[Window],
     """The mean time per window in each category (see the module's docstring); ``busy``
     is ``gpu_busy(table, windows)`` where the caller has it already."""
     on_gpu = bool(device_work(table).any())
-    if on_gpu:
-        parts = _gpu_breakdown(table, windows,
-                               gpu_busy(table, windows) if busy is None else busy)
-    else:
-        parts = _cpu_breakdown(table, windows)
+    totals, overlap = (_gpu_totals(table, windows,
+                                   gpu_busy(table, windows) if busy is None else busy)
+                       if on_gpu else (_cpu_totals(table, windows), None))
     steps = max(len(windows), 1)
     wall = sum(end - start for start, end in windows) / steps / 1000.0
-    return Breakdown(device="cuda" if on_gpu else "cpu", wall=wall, **parts)
+    return Breakdown(device="cuda" if on_gpu else "cpu", wall=wall, overlap=overlap,
+                     **{k: ns / steps / 1000.0 for k, ns in totals.items()})

@@ -31,7 +31,7 @@ import numpy as np
 
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.collective_rows import Arrival
-from kernelmagic.core.events import EventTable, Kind, Window, device_work
+from kernelmagic.core.events import EventTable, Kind, Window, device_work, key_finder
 from kernelmagic.core.units import cut_end
 from kernelmagic.views.breakdown import Intervals, is_comm_kernel, is_comm_op, name_mask
 from kernelmagic.views.ops import runtime_calls
@@ -56,33 +56,24 @@ def _is_collective_range(name: str) -> bool:
     return name.startswith(COLLECTIVE_PREFIXES)
 
 
-class _Work(Intervals):
-    """The events whose self time ``busy`` shares out, sorted by start once."""
-
-    def __init__(self, table: EventTable, rows: np.ndarray) -> None:
-        super().__init__(table, rows)
-        self.table = table
-
-    def top(self, lo: int, hi: int, n: int) -> list[tuple[str, float]]:
-        """The ``n`` names with the most self time (µs) within [lo, hi]."""
-        if hi <= lo or not self.rows.size:
-            return []
-        rows, s, e = self.clip_rows((lo, hi))
-        clipped = (e - s).astype(np.float64)
-        if not rows.size:
-            return []
-        own = clipped.copy()
-        parents = self.table.parent[rows]
-        by_row = np.argsort(rows)
-        at = np.searchsorted(rows[by_row], parents)
-        found = (parents >= 0) & (at < rows.size)
-        found[found] = rows[by_row[at[found]]] == parents[found]
-        np.subtract.at(own, by_row[at[found]], clipped[found])  # children's time is theirs
-        names, inverse = unique(self.table.name[rows], return_inverse=True)
-        sums = np.bincount(inverse, weights=own)
-        order = sorted(range(names.size), key=lambda i: (-sums[i], self.table.names[names[i]]))
-        return [(cut_end(self.table.names[names[i]], BUSY_NAME_CHARS), float(sums[i]) / 1000.0)
-                for i in order[:n] if sums[i] > 0]
+def _top_busy(table: EventTable, work: Intervals, lo: int, hi: int,
+              n: int) -> list[tuple[str, float]]:
+    """The ``n`` names with the most self time (µs) within [lo, hi] among ``work`` (the
+    events whose self time ``busy`` shares out)."""
+    if hi <= lo or not work.rows.size:
+        return []
+    rows, s, e = work.clip_rows((lo, hi))
+    clipped = (e - s).astype(np.float64)
+    if not rows.size:
+        return []
+    own = clipped.copy()
+    found, parent = key_finder(rows)(table.parent[rows])  # each one's parent's place
+    np.subtract.at(own, parent[found], clipped[found])  # children's time is theirs
+    names, inverse = unique(table.name[rows], return_inverse=True)
+    sums = np.bincount(inverse, weights=own)
+    order = sorted(range(names.size), key=lambda i: (-sums[i], table.names[names[i]]))
+    return [(cut_end(table.names[names[i]], BUSY_NAME_CHARS), float(sums[i]) / 1000.0)
+            for i in order[:n] if sums[i] > 0]
 
 
 def _collective_name(table: EventTable, kernel: int, launch: int) -> str:
@@ -113,19 +104,19 @@ def _candidates(table: EventTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return ranges, table.start[ranges], [table.names[table.name[r]] for r in ranges]
 
 
-def _busy_work(table: EventTable) -> _Work:
+def _busy_work(table: EventTable) -> Intervals:
     if bool(device_work(table).any()):
         rows = np.flatnonzero(device_work(table) & ~((table.kind == Kind.KERNEL)
                                                      & name_mask(table, is_comm_kernel)))
     else:
         rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0)
                               & ~name_mask(table, is_comm_op))
-    return _Work(table, rows)
+    return Intervals(table, rows)
 
 
-def collective_arrivals(table: EventTable, windows: list[Window],
-                        kept: int = COLLECTIVES_KEPT) -> list[Arrival]:
-    """The rank's first ``kept`` collectives, step by step (see the module docstring)."""
+def collective_arrivals(table: EventTable, windows: list[Window]) -> list[Arrival]:
+    """The rank's first ``COLLECTIVES_KEPT`` collectives, step by step (see the module
+    docstring)."""
     if not windows:
         return []
     rows, anchors, names = _candidates(table)
@@ -134,7 +125,7 @@ def collective_arrivals(table: EventTable, windows: list[Window],
     w_end = np.asarray([e for _, e in bounds], dtype=np.int64)
     step = np.searchsorted(w_start, anchors, "right") - 1
     inside = (step >= 0) & (anchors <= w_end[np.maximum(step, 0)])
-    order = [int(i) for i in np.lexsort((table.start[rows], step)) if inside[i]][:kept]
+    order = [int(i) for i in np.lexsort((table.start[rows], step)) if inside[i]][:COLLECTIVES_KEPT]
     work = _busy_work(table)
     out: list[Arrival] = []
     seen: dict[tuple[int, str], int] = {}
@@ -148,6 +139,6 @@ def collective_arrivals(table: EventTable, windows: list[Window],
         out.append(Arrival(step=k, name=names[i], index=index,
                            arrival_us=(arrival - begin) / 1000.0,
                            end_us=(end - begin) / 1000.0,
-                           busy=work.top(lo, arrival, BUSY_TOP)))
+                           busy=_top_busy(table, work, lo, arrival, BUSY_TOP)))
         previous_end[k] = max(previous_end.get(k, begin), end)
     return out

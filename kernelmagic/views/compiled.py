@@ -29,9 +29,9 @@ from kernelmagic.core.compiled_rows import (
 )
 from kernelmagic.core.events import EventTable, Kind, Window, device_work
 from kernelmagic.core.units import format_fixed
-from kernelmagic.views.breakdown import Intervals, name_matches
-from kernelmagic.views.ops import is_op
-from kernelmagic.views.tree import Figures, nearest_ancestor
+from kernelmagic.views.breakdown import Intervals, name_mask, name_matches
+from kernelmagic.views.ops import group, is_op
+from kernelmagic.views.tree import Figures, in_start_order, nearest_ancestor
 
 __all__ = ["BACKWARD", "DYNAMO_OVERHEAD", "GRAPH_CALL", "KERNEL", "REGION", "CompiledView",
            "compiled_view", "id_order"]
@@ -107,31 +107,29 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
     its own and from another region's code): calls, inclusive time, own graphs' time,
     device time."""
     duration = (table.end - table.start) / 1e3
-    graph_time: Counter[int] = Counter()
-    for g in np.flatnonzero(graph).tolist():
-        if owner[g] >= 0:
-            graph_time[int(owner[g])] += float(duration[g])
-    count: Counter[tuple[str, bool]] = Counter()
-    cpu: Counter[tuple[str, bool]] = Counter()
-    own: Counter[tuple[str, bool]] = Counter()
-    dev: Counter[tuple[str, bool]] = Counter()
-    idx = np.flatnonzero(region)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    in_region = np.flatnonzero(graph & (owner >= 0))
+    graph_time = np.bincount(owner[in_region], weights=duration[in_region], minlength=table.n)
+    idx = in_start_order(table, region)
+    # one row per region name (one compile id each) and outermost or not
+    gid, first = group(table.name[idx].astype(np.int64) * 2 + (owner[idx] < 0))
     device = figures.range_device
-    for i in idx.tolist():
-        key = (_compile_id(table, i, found), bool(owner[i] < 0))
-        count[key] += 1
-        cpu[key] += float(figures.cpu_total[i])
-        own[key] += graph_time[i]
-        dev[key] += float(device[i])
-    rows = [CompiledRegionRow(compile_id=cid, count=count[cid, outer],
-                              cpu_time_total=cpu[cid, outer], graph_time_total=own[cid, outer],
-                              device_time_total=dev[cid, outer], outermost=outer)
-            for cid, outer in count]
+
+    def total(values: np.ndarray) -> list[float]:
+        return np.bincount(gid, weights=values[idx], minlength=first.size).tolist()
+
+    rows = [CompiledRegionRow(compile_id=_compile_id(table, i, found), count=n,
+                              cpu_time_total=cpu, graph_time_total=own,
+                              device_time_total=dev, outermost=bool(owner[i] < 0))
+            for i, n, cpu, own, dev in zip(idx[first].tolist(),
+                                           np.bincount(gid, minlength=first.size).tolist(),
+                                           total(figures.cpu_total), total(graph_time),
+                                           total(device), strict=True)]
     outside = np.flatnonzero(graph & (owner < 0))  # the backward: compiled, not eager
     if outside.size:
-        # Each graph's time in full: its autograd node's (wrappers included), else its own.
-        runs = sorted({_backward_node(table, g) for g in outside.tolist()})
+        # Each graph's time in full: its autograd node's (``BACKWARD_NODE`` around it, with
+        # the wrappers), else its own.
+        node = nearest_ancestor(table.parent, name_mask(table, BACKWARD_NODE.__eq__))[outside]
+        runs = sorted(set(np.where(node >= 0, node, outside).tolist()))
         rows.append(CompiledRegionRow(
             compile_id=BACKWARD, count=len(runs),
             cpu_time_total=float(figures.cpu_total[runs].sum()),
@@ -139,16 +137,6 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
             device_time_total=float(device[runs].sum()), outermost=True,
             function="compiled graphs autograd ran"))
     return sorted(rows, key=id_order)
-
-
-def _backward_node(table: EventTable, graph: int) -> int:
-    """The ``BACKWARD_NODE`` around the compiled graph run ``graph``, else ``graph``."""
-    at = int(table.parent[graph])
-    while at >= 0:
-        if table.names[int(table.name[at])] == BACKWARD_NODE:
-            return at
-        at = int(table.parent[at])
-    return graph
 
 
 def id_order(row: CompiledRegionRow | GraphBreakRow
@@ -174,8 +162,7 @@ def _gaps(table: EventTable, figures: Figures, graph: np.ndarray, owner: np.ndar
         while owner[top] >= 0:
             top = int(owner[top])
         calls.setdefault(top, []).append(g)
-    ops = np.flatnonzero(is_op(table))
-    ops = ops[np.argsort(table.start[ops], kind="stable")]
+    ops = in_start_order(table, is_op(table))
     op_starts = table.start[ops]
     total: Counter[str] = Counter()
     count: Counter[str] = Counter()

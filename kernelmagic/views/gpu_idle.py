@@ -31,9 +31,10 @@ from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, PythonSamples, Window, device_work
 from kernelmagic.core.op_names import DATA_LOADER, SYNC_OPS, WAIT_CALLS
 from kernelmagic.core.rows import DATA_LOADING, GpuIdleRow
-from kernelmagic.views.breakdown import merge, name_mask
+from kernelmagic.views.breakdown import Intervals, merge, name_mask
 from kernelmagic.views.python_lines import SampleIndex, label
 from kernelmagic.views.source_lines import frame_owner, user_frames
+from kernelmagic.views.tree import in_start_order
 
 _MEMCPY = int(Kind.MEMCPY)
 #: The causes, in the order the rules try them (the module's docstring); the one taxonomy
@@ -48,13 +49,13 @@ def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
     return np.flatnonzero(name_mask(table, test) & (table.device < 0))
 
 
-class _Spans:
+class _Spans(Intervals):
     """Some CPU events' intervals, by start, so "the first that runs during a gap" is a
     few binary searches for all gaps at once."""
 
     def __init__(self, table: EventTable, rows: np.ndarray) -> None:
-        self.rows = rows[np.argsort(table.start[rows], kind="stable")]
-        self.starts, ends = table.start[self.rows], table.end[self.rows]
+        super().__init__(table, rows)
+        ends = self.ends
         # The first event (by start) that ends after t is the first whose running maximum
         # of ends passes t. Only events of some length say that one runs during a gap
         # (an instant inside it does not), but the first to run may be an instant.
@@ -138,8 +139,7 @@ class _Context:
         self.lines = lines
         self.syncs = _Spans(table, _cpu_rows(table, lambda n: n in SYNC_OPS or n in WAIT_CALLS))
         self.loaders = _Spans(table, _cpu_rows(table, lambda n: n.startswith(DATA_LOADER)))
-        self.work = np.flatnonzero(device_work(table))
-        self.work_by_start = self.work[np.argsort(table.start[self.work], kind="stable")]
+        self.work = in_start_order(table, device_work(table))
         self.is_op = (table.kind == Kind.OP) & (table.device < 0)
         ops = np.flatnonzero(self.is_op)
         self.threads = []  # per thread: its ops' starts, and the ops, by start
@@ -185,7 +185,7 @@ class _Context:
         t = self.table
         edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
-        by_start = self.work_by_start
+        by_start = self.work
         nxt_at = np.searchsorted(t.start[by_start], hi, "left")
         nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
                        -1) if by_start.size else np.full(lo.shape, -1)
@@ -211,7 +211,6 @@ class _Context:
             return DATA_LOADER
         return self.table.names[self.table.name[event]] if event >= 0 else BETWEEN_OPS
 
-
     def launcher(self, work: int) -> int:
         """The CPU event that launched GPU work ``work`` (itself when none is known)."""
         linked = int(self.table.launcher[work])
@@ -235,6 +234,7 @@ class _Context:
         if held < 0:
             held = lines.frame_during(lo, hi, lines.slack)
         return (name, detail, *lines.of_frame(held))
+
 
 def _gaps(starts: np.ndarray, ends: np.ndarray,
           windows: list[Window]) -> tuple[np.ndarray, ...]:

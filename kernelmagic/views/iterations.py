@@ -31,6 +31,7 @@ import numpy as np
 from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind, Window, select
 from kernelmagic.core.range_names import ITERATION_RANGE
+from kernelmagic.views.ops import ranges_named
 from kernelmagic.views.tree import nearest_ancestor
 
 
@@ -125,9 +126,7 @@ def without_range(table: EventTable, range_name: str) -> EventTable:
     (autograd's backward threads), and the GPU work any of those launched. Everything else,
     the completed iterations included, is unchanged.
     """
-    if range_name not in table.names:
-        return table
-    ranges = (table.name == table.names.index(range_name)) & (table.kind == Kind.RANGE)
+    ranges = ranges_named(table, range_name)
     if not ranges.any():
         return table
     drop = ranges | (nearest_ancestor(table.parent, ranges) >= 0)

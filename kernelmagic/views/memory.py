@@ -33,6 +33,7 @@ from kernelmagic.core.memory_rows import (
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.views.memory_rules import BACKWARD_OP
 from kernelmagic.views.timeline import peak_iterations
+from kernelmagic.views.tree import in_start_order
 
 #: Timeline points kept per iteration and device (the peak always among them).
 MAX_POINTS = 1500
@@ -68,8 +69,7 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
     blocks allocated before profiling), the least that must have existed before is one
     change at ``BEFORE``, as torch's own timeline counts such frees' blocks as
     pre-existing; so no level reads below zero."""
-    mem = np.flatnonzero(table.kind == Kind.MEMORY)
-    mem = mem[np.argsort(table.start[mem], kind="stable")]
+    mem = in_start_order(table, table.kind == Kind.MEMORY)
     time = table.start[mem].astype(np.int64)
     device = table.device[mem].astype(np.int16)
     delta = table.nbytes[mem].astype(np.int64)
@@ -103,8 +103,8 @@ def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = No
     around = (table.start <= t) & (table.end >= t) & (table.tid >= 0)
     if tid is not None:
         around &= table.tid == tid
-    idx = np.flatnonzero(around & ((table.kind == Kind.OP) | (table.kind == Kind.RANGE)))
-    idx = idx[np.argsort(table.start[idx], kind="stable")[::-1]]  # innermost first
+    ops_and_ranges = (table.kind == Kind.OP) | (table.kind == Kind.RANGE)
+    idx = in_start_order(table, around & ops_and_ranges)[::-1]  # innermost first
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
@@ -133,13 +133,6 @@ def _scope_name(text: str, is_range: bool, name: str | None) -> str:
             and not text.startswith(STEP_PREFIX)):
         return text
     return ""
-
-
-def _thread_at(table: EventTable, t: int, device: int) -> int | None:
-    """The thread of a ``[memory]`` record at time ``t`` on ``device`` (None: none there)."""
-    hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t)
-                         & (table.device == device))
-    return int(table.tid[hit[0]]) if hit.size else None
 
 
 def _thin(points: list[MemoryPoint], keep: int) -> list[MemoryPoint]:
@@ -198,13 +191,10 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         delta = ledger.delta[sel]
         raw_at = raw.device == device
         label = device_label(device)
-        peaks, changes = [], []
-        for i, window in enumerate(windows):
-            row, k = _peak(table, window, i, label, (raw.time[raw_at],
-                           np.cumsum(raw.delta[raw_at])), (when, category, delta), device,
-                           name)
-            peaks.append(row)
-            changes.append(k)
+        levels = (raw.time[raw_at], np.cumsum(raw.delta[raw_at]))
+        found = [_peak(table, window, i, label, levels, (when, category, delta), device, name)
+                 for i, window in enumerate(windows)]
+        peaks = [row for row, _ in found]
         out.peaks += peaks
         best = highest_peak(peaks)
         chosen = best.iteration if best is not None else 0
@@ -212,7 +202,7 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
             if show is None or i == (chosen if show == PEAK else show):
                 out.points += _points(label, i, (start, end), when, category, delta)
         if best is not None and ledger.blocks:
-            out.alive += _alive(ledger, sel, changes[chosen], windows[chosen][0], label)
+            out.alive += _alive(ledger, sel, found[chosen][1], windows[chosen][0], label)
         if ledger.blocks:
             out.growth += _growth(ledger, device, windows, label)
     return out
@@ -257,8 +247,10 @@ def _peak(table: EventTable, window: Window, i: int, label: str,
             k = int(np.searchsorted(when, t_peak, "right")) - 1
     at = _levels_before(category, delta, k + 1)
     op, scope = ("", "")
-    if rise > 0:
-        op, scope = _enclosing(table, t_peak, _thread_at(table, t_peak, device), name)
+    if rise > 0:  # around the peak's ``[memory]`` record, on its thread
+        hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t_peak)
+                             & (table.device == device))
+        op, scope = _enclosing(table, t_peak, int(table.tid[hit[0]]) if hit.size else None, name)
     length = end - start
     row = MemoryPeakRow(
         label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,

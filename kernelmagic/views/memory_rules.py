@@ -40,7 +40,7 @@ from kernelmagic.core.memory_rows import (
     MemoryLedger,
 )
 from kernelmagic.views.breakdown import merge, span_index
-from kernelmagic.views.tree import nearest_ancestor
+from kernelmagic.views.tree import in_start_order, nearest_ancestor
 
 #: The range torch's optimizers open around ``step`` ("Optimizer.step#AdamW.step").
 STEP_RANGE = "Optimizer.step#"
@@ -60,8 +60,7 @@ def _named(table: EventTable, prefix: str, kinds: tuple[Kind, ...]) -> np.ndarra
     """Indices of the events of ``kinds`` whose name starts with ``prefix``, by start."""
     ids = np.asarray([i for i, text in enumerate(table.names) if text.startswith(prefix)],
                      dtype=np.int32)
-    hit = np.flatnonzero(isin(table.name, ids) & isin(table.kind, kinds))
-    return hit[np.argsort(table.start[hit], kind="stable")]
+    return in_start_order(table, isin(table.name, ids) & isin(table.kind, kinds))
 
 
 def optimizer_steps(table: EventTable) -> list[Window]:
@@ -73,8 +72,7 @@ def optimizer_steps(table: EventTable) -> list[Window]:
 def _outermost_ops(table: EventTable) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the CPU ops inside no other op, by start."""
     ops = (table.kind == Kind.OP) & (table.tid >= 0) & (table.device < 0)
-    idx = np.flatnonzero(ops & (nearest_ancestor(table.parent, ops) < 0))
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, ops & (nearest_ancestor(table.parent, ops) < 0))
     return table.start[idx], table.end[idx]
 
 

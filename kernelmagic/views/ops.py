@@ -36,10 +36,10 @@ from kernelmagic.core.events import NO_PARENT, EventTable, Kind, device_work, ke
 from kernelmagic.core.range_names import SYNC_RANGE, is_iteration, is_ours, marker_key
 from kernelmagic.core.rows import KIND_MARKS, KernelRow, OpRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.tree import Figures
+from kernelmagic.views.tree import Figures, in_start_order
 
 __all__ = ["group", "in_window", "is_op", "iteration_markers", "kernel_rows", "marker_work",
-           "op_rows", "our_sync_ranges", "outer_window", "range_owners", "row_events",
+           "op_rows", "outer_window", "range_owners", "ranges_named", "row_events",
            "runtime_calls", "under_our_sync"]
 
 #: ``OpRow.kind`` values.
@@ -58,16 +58,17 @@ def is_op(table: EventTable) -> np.ndarray:
     return (table.device < 0) & ((kind == Kind.OP) | (kind == Kind.RUNTIME))
 
 
-def our_sync_ranges(table: EventTable) -> np.ndarray:
-    """Per event: kernelmagic's own synchronise range (``SYNC_RANGE``)."""
-    if SYNC_RANGE not in table.names:  # (names are distinct: one id at most)
+def ranges_named(table: EventTable, name: str) -> np.ndarray:
+    """Per event: a range called ``name``, such as kernelmagic's own synchronise range
+    (``SYNC_RANGE``); none when no event is (names are distinct: one id at most)."""
+    if name not in table.names:
         return np.zeros(table.n, dtype=bool)
-    return (table.kind == Kind.RANGE) & (table.name == table.names.index(SYNC_RANGE))
+    return (table.kind == Kind.RANGE) & (table.name == table.names.index(name))
 
 
 def under_our_sync(table: EventTable) -> np.ndarray:
     """Per event: directly inside kernelmagic's own synchronise range."""
-    sync, has = our_sync_ranges(table), table.parent >= 0
+    sync, has = ranges_named(table, SYNC_RANGE), table.parent >= 0
     out = np.zeros(table.n, dtype=bool)
     out[has] = sync[table.parent[has]]
     return out
@@ -83,9 +84,7 @@ def group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def outer_window(table: EventTable, name: str) -> tuple[int, int] | None:
     """(start, end) of the run's outermost range ``name`` (kernelmagic's own), if any."""
-    if name not in table.names:
-        return None
-    found = np.flatnonzero((table.name == table.names.index(name)) & (table.kind == Kind.RANGE))
+    found = np.flatnonzero(ranges_named(table, name))
     if not found.size:
         return None
     return int(table.start[found].min()), int(table.end[found].max())
@@ -102,12 +101,6 @@ def _ops_below(table: EventTable) -> np.ndarray:
         up = table.parent[frontier]
         frontier = unique(up[up >= 0])
     return below
-
-
-def _launched(table: EventTable) -> np.ndarray:
-    """Per event: how many pieces of GPU work it launched directly (``launcher``)."""
-    work = device_work(table) & (table.launcher != NO_PARENT)
-    return np.bincount(table.launcher[work], minlength=table.n)
 
 
 def runtime_calls(table: EventTable, work: np.ndarray) -> np.ndarray:
@@ -133,7 +126,9 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     ours = name_mask(table, lambda x: is_ours(x, name))
     leaf = ((table.kind == Kind.RANGE) & ~ours & (table.end > table.start)
             & ~_ops_below(table))
-    return on_cpu & ~iteration_markers(table, name) & ((_launched(table) > 0) | leaf)
+    launched = np.zeros(table.n, dtype=bool)  # launched GPU work itself (its ``launcher``)
+    launched[table.launcher[device_work(table) & (table.launcher != NO_PARENT)]] = True
+    return on_cpu & ~iteration_markers(table, name) & (launched | leaf)
 
 
 def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
@@ -240,10 +235,8 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
     kinds = [RANGE if r else OP for r in is_range[first].tolist()]
     shape_texts = ([names[i] for i in table.shapes[first_events].tolist()] if shapes
                    else [""] * k)
-    fields = list(columns)
-    values = list(zip(*columns.values(), strict=True))
     return [OpRow(key=key_names[g], count=count[g], input_shapes=shape_texts[g], kind=kinds[g],
-                  **dict(zip(fields, values[g], strict=True)))
+                  **{name: column[g] for name, column in columns.items()})
             for g in range(k)]
 
 
@@ -260,10 +253,9 @@ def _marker_rows(table: EventTable, window: tuple[int, int] | None,
 def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[OpRow]:
     """GPU work with no recorded launch: one row per name, in order of first start."""
     work = device_work(table) & (table.launcher == NO_PARENT) & in_window(table.start, window)
-    idx = np.flatnonzero(work)
+    idx = in_start_order(table, work)
     if not idx.size:
         return []
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
     gid, first = group(table.name[idx])
     names = [table.names[i] for i in table.name[idx[first]].tolist()]
     return _work_rows(table, idx, gid, names, UNLAUNCHED)
@@ -284,10 +276,9 @@ def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
     """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op (the
     marked row, ``[no op] ProfilerStep``, for work an iteration marker launched: the
     run ``name``'s, ``marker_work``)."""
-    work = np.flatnonzero(device_work(table))
+    work = in_start_order(table, device_work(table))
     if not work.size:
         return []
-    work = work[np.argsort(table.start[work], kind="stable")]
     gid, first = group(table.name[work])
     k = first.size
     duration = table.end[work] / 1000.0 - table.start[work] / 1000.0

@@ -113,10 +113,9 @@ def python_lines(table: EventTable, windows: list[Window], samples: PythonSample
 TRACE_STEP_NS = 20_000
 
 
-def samples_from_trace(table: EventTable, windows: list[Window],
-                       step_ns: int = TRACE_STEP_NS) -> PythonSamples:
+def samples_from_trace(table: EventTable, windows: list[Window]) -> PythonSamples:
     """Samples made from a trace's ``python_function`` events (``with_stack``): a point
-    every ``step_ns`` in each window, each given the innermost user frame around it, or,
+    every ``TRACE_STEP_NS`` in each window, each given the innermost user frame around it, or,
     inside a DataLoader's frame (``torch/utils/data/``), the user frame around that one,
     marked loading (as the live sampler does).
 
@@ -126,7 +125,7 @@ def samples_from_trace(table: EventTable, windows: list[Window],
     frames, rows = user_frames(table)
     if not rows.size or not windows:
         return PythonSamples()
-    grid = np.concatenate([np.arange(lo, hi, step_ns, dtype=np.int64) for lo, hi in windows])
+    grid = np.concatenate([np.arange(lo, hi, TRACE_STEP_NS, dtype=np.int64) for lo, hi in windows])
     owner = np.full(grid.size, -1, dtype=np.int32)
     index: dict[tuple[int, bool], int] = {}
     listed: list[Frame] = []
@@ -149,7 +148,7 @@ def samples_from_trace(table: EventTable, windows: list[Window],
         if caller[row] >= 0:
             paint(row, int(table.name[caller[row]]), True)
     return PythonSamples(t_ns=grid + table.origin_ns, frame=owner, frames=listed,
-                         interval_s=step_ns / 1e9)
+                         interval_s=TRACE_STEP_NS / 1e9)
 
 
 def outermost_loaders(table: EventTable) -> np.ndarray:

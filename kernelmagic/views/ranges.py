@@ -6,13 +6,12 @@ from collections import Counter
 
 import numpy as np
 
-from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.range_names import MODULE_RANGE, is_ours
 from kernelmagic.core.rows import ModuleRow, RangeRow
 from kernelmagic.views.breakdown import name_mask, name_matches
 from kernelmagic.views.ops import group, is_op
-from kernelmagic.views.tree import Figures, nearest_ancestor
+from kernelmagic.views.tree import Figures, in_start_order, nearest_ancestor
 
 __all__ = ["module_rows", "user_ranges"]
 
@@ -26,8 +25,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     theirs = (table.kind == Kind.RANGE) & name_mask(table, lambda x: not is_ours(x, name))
     if not theirs.any():
         return []
-    idx = np.flatnonzero(theirs)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, theirs)
     gid, first = group(table.name[idx])
     k = first.size
     count = np.bincount(gid, minlength=k)
@@ -61,42 +59,35 @@ def module_rows(table: EventTable, figures: Figures) -> list[ModuleRow]:
     module = (table.kind == Kind.RANGE) & is_module_name[table.name]
     if not module.any():
         return []
-    idx = np.flatnonzero(module)
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, module)
     enclosing = nearest_ancestor(table.parent, module)
     # Depth among module ranges: parents come first in start order.
     depth_of: dict[int, int] = {}
     for i, up in zip(idx.tolist(), enclosing[idx].tolist(), strict=True):
         depth_of[i] = depth_of[up] + 1 if up >= 0 else 0
-    cpu = figures.cpu_total
-    dev = figures.range_device
-    path_of = {i: matches[i][1] for i in unique(table.name[idx]).tolist()}
-    type_of = {i: matches[i][2] for i in path_of}
-    total_cpu: dict[str, float] = {}
-    total_dev: dict[str, float] = {}
-    child_cpu: Counter[str] = Counter()
-    child_dev: Counter[str] = Counter()
-    count: Counter[str] = Counter()
-    types: dict[str, str] = {}
-    depth: dict[str, int] = {}
-    for i, name_id, up in zip(idx.tolist(), table.name[idx].tolist(), enclosing[idx].tolist(),
-                              strict=True):
-        path = path_of[name_id]
-        types[path] = type_of[name_id]
-        count[path] += 1
-        c, d = float(cpu[i]), float(dev[i])
-        total_cpu[path] = total_cpu.get(path, 0.0) + c
-        total_dev[path] = total_dev.get(path, 0.0) + d
-        depth[path] = depth_of[i]
-        if up >= 0:
-            outer = path_of[int(table.name[up])]
-            child_cpu[outer] += c
-            child_dev[outer] += d
-    return [
-        ModuleRow(key=path, module_type=types[path], depth=depth[path], count=count[path],
-                  cpu_time_total=total_cpu[path],
-                  self_cpu_time_total=total_cpu[path] - child_cpu[path],
-                  device_time_total=total_dev[path],
-                  self_device_time_total=total_dev[path] - child_dev[path])
-        for path in count  # first-seen order: a parent starts before its children
-    ]
+    names = table.name[idx].tolist()
+    paths = [matches[n][1] for n in names]
+    order = list(dict.fromkeys(paths))  # first-seen order: a parent starts before its children
+    path_id = {path: k for k, path in enumerate(order)}
+    of_event = np.full(table.n, -1, dtype=np.int64)
+    of_event[idx] = [path_id[path] for path in paths]
+    up = enclosing[idx]
+    inner = up >= 0  # the calls made inside another module
+
+    def per_path(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``values`` of the calls summed per path, and per the path of the module around
+        each call (its caller's child time)."""
+        return (np.bincount(of_event[idx], weights=values[idx], minlength=len(order)),
+                np.bincount(of_event[up[inner]], weights=values[idx][inner],
+                            minlength=len(order)))
+
+    (cpu, child_cpu), (dev, child_dev) = per_path(figures.cpu_total), per_path(figures.range_device)
+    count = np.bincount(of_event[idx], minlength=len(order))
+    last = {path: (matches[n][2], depth_of[i])  # the type and depth of each path's last call
+            for path, n, i in zip(paths, names, idx.tolist(), strict=True)}
+    return [ModuleRow(key=path, module_type=last[path][0], depth=last[path][1],
+                      count=int(count[k]), cpu_time_total=float(cpu[k]),
+                      self_cpu_time_total=float(cpu[k] - child_cpu[k]),
+                      device_time_total=float(dev[k]),
+                      self_device_time_total=float(dev[k] - child_dev[k]))
+            for k, path in enumerate(order)]

@@ -25,6 +25,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, make_dataclass
+from functools import cache
 from typing import Any
 
 from kernelmagic.core.options import Option
@@ -44,11 +45,15 @@ class Frame:
     row: type
 
 
-def rows_record(name: str, row: type, doc: str, module: str = __name__) -> type:
-    """The record of a view that holds one list of ``row`` and nothing else: a frozen
-    dataclass ``name`` with one field, ``rows: list[row]`` (empty by default)."""
-    record = make_dataclass(name, [("rows", list[row], field(default_factory=list))],
-                            frozen=True, namespace={"__doc__": doc})
+def rows_record(name: str, row: type, doc: str, module: str = __name__,
+                note: bool = False) -> type:
+    """The record of a view that holds one list of ``row`` and nothing else (with ``note``,
+    a line of text too): a frozen dataclass ``name`` with the field ``rows: list[row]``
+    (empty by default), and ``note: str`` ("" by default)."""
+    fields: list[Any] = [("rows", list[row], field(default_factory=list))]
+    if note:
+        fields.append(("note", str, ""))
+    record = make_dataclass(name, fields, frozen=True, namespace={"__doc__": doc})
     record.__module__ = module
     return record
 
@@ -115,7 +120,6 @@ class ViewSpec:
 
 
 _SPECS: dict[str, ViewSpec] = {}
-_loaded = False
 
 
 def register(spec: ViewSpec) -> ViewSpec:
@@ -126,12 +130,9 @@ def register(spec: ViewSpec) -> ViewSpec:
     return spec
 
 
+@cache
 def _load_view_modules() -> None:
     """Import every module of ``kernelmagic.views`` once, so each registers its views."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
     import kernelmagic.views as package
 
     for info in pkgutil.iter_modules(package.__path__):
@@ -139,17 +140,15 @@ def _load_view_modules() -> None:
 
 
 def view_specs() -> list[ViewSpec]:
-    """Every registered view, in the reports' order."""
+    """Every registered view, in the reports' order (equal orders: as registered)."""
     _load_view_modules()
-    ranked = enumerate(_SPECS.values())
-    return [spec for _, spec in sorted(ranked, key=lambda p: (p[1].order, p[0]))]
+    return sorted(_SPECS.values(), key=lambda spec: spec.order)  # a stable sort
 
 
 def view_spec(name: str) -> ViewSpec | None:
     """The view registered as ``name``, or None."""
     _load_view_modules()
     return _SPECS.get(name)
-
 
 
 def view_options() -> tuple[Option, ...]:

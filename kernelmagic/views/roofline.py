@@ -30,16 +30,17 @@ import numpy as np
 
 from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable
+from kernelmagic.core.range_names import SYNC_RANGE
 from kernelmagic.core.roofline_bounds import OpCount, Peaks, classify, unexplained_kind
 from kernelmagic.core.rows import RooflineRow
 from kernelmagic.views.breakdown import name_mask
-from kernelmagic.views.ops import in_window, is_op, our_sync_ranges, outer_window
+from kernelmagic.views.ops import in_window, is_op, outer_window, ranges_named
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 
 def attribute_times(table: EventTable, counted: set[str], on_device: bool,
-                    window: tuple[int, int] | None = None,
-                    figures: Figures | None = None) -> tuple[dict[str, float], dict[str, int]]:
+                    window: tuple[int, int] | None = None
+                    ) -> tuple[dict[str, float], dict[str, int]]:
     """Per owner name: time (µs) and calls, by the rule in the module docstring.
 
     The event tree (``table.parent``) read top-down: a counted op that no counted op
@@ -50,10 +51,10 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     ``window`` (``views.ops.outer_window``), only ops starting inside it are ops, as in
     the op rows.
     """
-    figures = figures if figures is not None else Figures(table)
+    figures = Figures(table)
     own = figures.self_device if on_device else figures.self_cpu
     parent = table.parent
-    sync_range = our_sync_ranges(table)
+    sync_range = ranges_named(table, SYNC_RANGE)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
     op = is_op(table) & ~skipped & in_window(table.start, window)
     is_counted = op & name_mask(table, lambda x: x in counted)

@@ -7,14 +7,13 @@ import os
 import re
 import sys
 import sysconfig
-from collections import Counter
 from functools import lru_cache
 
 import numpy as np
 
 from kernelmagic.core.events import EventTable, Kind
 from kernelmagic.core.rows import SourceRow
-from kernelmagic.views.ops import is_op
+from kernelmagic.views.ops import group, is_op
 from kernelmagic.views.tree import Figures, nearest_ancestor
 
 #: A Python frame as torch names it: ``file(line): function``.
@@ -91,23 +90,18 @@ def source_rows(table: EventTable, figures: Figures,
     if not rows.size:
         return []
     owner = frame_owner(table, rows)
-    ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]
-    self_cpu: dict[tuple[str, int, str], float] = {}
-    self_dev: dict[tuple[str, int, str], float] = {}
-    count: Counter[tuple[str, int, str]] = Counter()
-    for frame, cpu, dev in zip(table.name[owner[ops]].tolist(), figures.self_cpu[ops].tolist(),
-                               figures.self_device[ops].tolist(), strict=True):
-        where = frames[frame]
-        self_cpu[where] = self_cpu.get(where, 0.0) + cpu
-        self_dev[where] = self_dev.get(where, 0.0) + dev
-        count[where] += 1
+    ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]  # in torch's order
+    gid, first = group(table.name[owner[ops]])  # per frame (one name each)
+    count = np.bincount(gid, minlength=first.size).tolist()
+    self_cpu, self_dev = (np.bincount(gid, weights=values[ops], minlength=first.size).tolist()
+                          for values in (figures.self_cpu, figures.self_device))
     cell_names = {cell_file, os.path.basename(cell_file)} if cell_file else set()
     rows = []
-    for (file, line, func), cpu in self_cpu.items():
+    for g, frame in enumerate(table.name[owner[ops[first]]].tolist()):
+        file, line, func = frames[frame]
         code = linecache.getline(_resolve(file), line).strip() if line else "(top level)"
         rows.append(SourceRow(key=f"{file}:{line} {func}", file=file, line=line,
                               function=func, code=code, in_cell=file in cell_names,
-                              self_cpu_time_total=cpu,
-                              self_device_time_total=self_dev[(file, line, func)],
-                              ops=count[(file, line, func)]))
+                              self_cpu_time_total=self_cpu[g], self_device_time_total=self_dev[g],
+                              ops=count[g]))
     return sorted(rows, key=lambda r: (not r.in_cell, -r.self_cpu_time_total, r.key))

@@ -68,7 +68,8 @@ __all__ = ["CountersView", "CriticalPathView", "ExperimentsView", "GpuIdleView",
            "UnplacedView"]
 
 
-# The views that hold one list of rows and nothing else (``registry.rows_record``).
+# The views that hold one list of rows and nothing else, or a note too
+# (``registry.rows_record``).
 KernelsView = rows_record("KernelsView", KernelRow, "The GPU kernels (empty without a "
                           "device: ``views/ops.py: kernel_rows``).", __name__)
 RangesView = rows_record("RangesView", RangeRow, "The user's ``record_function`` ranges "
@@ -82,6 +83,13 @@ UnplacedView = rows_record("UnplacedView", UnplacedCategory, "Events of categori
                            "(``core/event_rules.py``), the most time first.", __name__)
 GpuIdleView = rows_record("GpuIdleView", GpuIdleRow, "Why the GPU waits: its idle time per "
                           "cause (``views/gpu_idle.py``).", __name__)
+CountersView = rows_record("CountersView", CounterRow, "``--counters``: hardware counters "
+                           "per kernel, and why they are missing or how they were joined "
+                           "to the kernels.", __name__, note=True)
+ExperimentsView = rows_record("ExperimentsView", ExperimentRow, "``--try``: one row per "
+                              "variant, each with its own result "
+                              "(``core/experiment_rows.py``), and a note (``--try auto`` "
+                              "found nothing to try).", __name__, note=True)
 
 
 @dataclass(frozen=True)
@@ -102,24 +110,6 @@ class RooflineView:
 
     rows: list[RooflineRow] = field(default_factory=list)
     peaks: Roofs = field(default_factory=dict)  # type: ignore[assignment]
-
-
-@dataclass(frozen=True)
-class CountersView:
-    """``--counters``: hardware counters per kernel, and why they are missing or how they
-    were joined to the kernels."""
-
-    rows: list[CounterRow] = field(default_factory=list)
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class ExperimentsView:
-    """``--try``: one row per variant, each with its own result (``core/experiment_rows.py``),
-    and a note (``--try auto`` found nothing to try)."""
-
-    rows: list[ExperimentRow] = field(default_factory=list)
-    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import EventTable, Kind, Window
 from kernelmagic.core.op_names import is_compile_event
-from kernelmagic.core.range_names import INPUT_SEPARATOR, parse_step
+from kernelmagic.core.range_names import INPUT_SEPARATOR, SYNC_RANGE, parse_step
 from kernelmagic.core.step_rows import StepGroupRow, StepRow, StepsSummary
 from kernelmagic.views.breakdown import span_index
-from kernelmagic.views.ops import is_op, our_sync_ranges
-from kernelmagic.views.tree import Figures, memory_running, nearest_ancestor
+from kernelmagic.views.ops import is_op, ranges_named
+from kernelmagic.views.tree import Figures, in_start_order, memory_running, nearest_ancestor
 
 __all__ = ["MAX_GROUPS", "REPEAT_HINT_CALLS", "StepsView", "steps_view"]
 
@@ -70,8 +70,7 @@ def _find_steps(table: EventTable, windows: list[Window], name: str) -> _Steps:
               if (p := parse_step(text, name)) is not None}
     is_step = np.zeros(len(table.names), dtype=bool)
     is_step[list(parsed)] = True
-    idx = np.flatnonzero((table.kind == Kind.RANGE) & is_step[table.name])
-    idx = idx[np.argsort(table.start[idx], kind="stable")]
+    idx = in_start_order(table, (table.kind == Kind.RANGE) & is_step[table.name])
     it = span_index(table.start[idx], *np.asarray(windows, dtype=np.int64).reshape(-1, 2).T)
     idx, it = idx[it >= 0], it[it >= 0]
     index = np.zeros(idx.size, dtype=np.int64)
@@ -128,16 +127,6 @@ def _labels(steps: _Steps, keys: list[str], shown: dict[str, str]) -> dict[str, 
     return {k: shown[k] or "no tensor inputs" for k in order}
 
 
-def _memory_levels(table: EventTable, on_device: bool):  # type: ignore[no-untyped-def]
-    """``level(t)``: the bytes allocated (on the GPU, or the CPU) since the table began,
-    at each time of the array ``t``; None when the table holds no memory records."""
-    records = memory_running(table, on_device)
-    if records is None:
-        return None
-    when, running = records
-    return lambda t: running[np.searchsorted(when, t, side="right")].astype(np.float64)
-
-
 def _top(names: list[str], ids: np.ndarray, values: np.ndarray) -> dict[str, float]:
     """The ``TOP_OPS`` ops with the most time, summed by name (ties: by name)."""
     sums: Counter[int] = Counter()
@@ -184,7 +173,7 @@ def _between(table: EventTable, figures: Figures, windows: list[Window], steps: 
     and the ops that ran there in the iteration at that median (the lower of the two
     middle ones of an even count): on the steps' thread, outside any step and outside
     kernelmagic's own synchronise, their self times add up to at most it."""
-    sync = our_sync_ranges(table)
+    sync = ranges_named(table, SYNC_RANGE)
     outside = []
     for i, (lo, hi) in enumerate(windows):
         ours = sync & (table.start >= lo) & (table.start <= hi)
@@ -250,11 +239,13 @@ def steps_view(table: EventTable, figures: Figures, windows: list[Window], name:
     at[idx] = np.arange(idx.size)
     cpu = np.bincount(at[owner[ops]], weights=figures.self_cpu[ops], minlength=idx.size)
     device = figures.range_device[idx]
-    levels = _memory_levels(table, on_device) if memory else None
+    records = memory_running(table, on_device) if memory else None
     held = grown = np.zeros(idx.size)
-    if levels is not None:
+    if records is not None:  # the bytes held at each step's end, since its iteration began
+        when, running = records
         win_start = np.asarray([w[0] for w in windows], dtype=np.int64)[steps.iteration]
-        held = levels(table.end[idx]) - levels(win_start)
+        end, start = running[np.searchsorted(when, [table.end[idx], win_start], side="right")]
+        held = end.astype(np.float64) - start.astype(np.float64)
         grown = held - np.where(steps.index > 0, np.roll(held, 1), 0.0)  # since the last step
     keys, shown = _group_keys(steps.inputs)
     labels = _labels(steps, keys, shown)

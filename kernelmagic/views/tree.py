@@ -173,10 +173,7 @@ class Figures:
         return out
 
     def _self_memory(self, total: np.ndarray) -> np.ndarray:
-        t = self.table
-        has = t.parent >= 0
-        kids = np.bincount(t.parent[has], weights=total[has], minlength=t.n)
-        out = total - kids.astype(np.int64)
+        out = total - self._children_sum(total).astype(np.int64)
         out[~self.in_tree] = 0
         return out
 
@@ -195,6 +192,12 @@ class Figures:
     @cached_property
     def self_device_memory(self) -> np.ndarray:
         return self._self_memory(self.device_memory)
+
+
+def in_start_order(table: EventTable, mask: np.ndarray) -> np.ndarray:
+    """The events ``mask`` selects, in order of start (ties: in table order)."""
+    idx = np.flatnonzero(mask)
+    return idx[np.argsort(table.start[idx], kind="stable")]
 
 
 def memory_running(table: EventTable, on_device: bool) -> tuple[np.ndarray, np.ndarray] | None:
