@@ -294,7 +294,8 @@ class StreamReader:
 
     def _adder(self) -> Any:
         """``add(event)``: one decoded event (a dict) into the columns."""
-        add_op, add_memory, ns = self.cols.adders()
+        add_op, add_memory = self.cols.adders()
+        ns = ns_of_value
         op_values, memory_values = (_values_of(self.cols.op_fields),
                                     _values_of(self.cols.memory_fields))
         add_counters, counter_category = self.cols.add_counters, COUNTER_CATEGORY
