@@ -60,7 +60,7 @@ from kernelmagic.views.registry import view_spec
 
 if TYPE_CHECKING:  # the convenience methods' return types (imported lazily where they run)
     import os
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
     import pandas
@@ -502,17 +502,7 @@ class ProfileResult(Shown):
         """Rebuild a result from ``to_dict`` output, every field checked against its declared
         type; ValueError on another format, or naming the field that does not fit
         (``malformed kernelmagic profile: rows[0].count: expected an integer, got "3"``)."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-            raise ValueError("not a kernelmagic profile (missing 'format' field)")
-        if data.get("version") != FORMAT_VERSION:
-            raise ValueError(
-                f"kernelmagic profile format version {data.get('version')!r} is not "
-                f"supported (this kernelmagic reads version {FORMAT_VERSION})"
-            )
-        try:
-            return cls.from_json_value(data)
-        except RecordError as exc:
-            raise ValueError(f"malformed kernelmagic profile: {exc}") from None
+        return read_saved(data, FORMAT_NAME, FORMAT_VERSION, "profile", cls.from_json_value)
 
     @classmethod
     def from_json_value(cls, data: Any, path: str = "") -> ProfileResult:
@@ -545,6 +535,22 @@ class ProfileResult(Shown):
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
+
+
+def read_saved(data: Any, name: str, version: int, what: str, read: Callable[[Any], T]) -> T:
+    """``read(data)`` for the JSON of a saved result of format ``name`` and ``version``
+    (``what`` names the kind in messages: ``profile``, ``many-ranks result``); ValueError
+    on another format or version, or naming the field that does not fit."""
+    if not isinstance(data, dict) or data.get("format") != name:
+        raise ValueError(f"not a kernelmagic {what} (missing 'format' field)")
+    if data.get("version") != version:
+        raise ValueError(f"kernelmagic {what.removesuffix(' result')} format version "
+                         f"{data.get('version')!r} is not supported (this kernelmagic reads "
+                         f"version {version})")
+    try:
+        return read(data)
+    except RecordError as exc:
+        raise ValueError(f"malformed kernelmagic {what}: {exc}") from None
 
 
 _dataclass_init = ProfileResult.__init__
