@@ -290,7 +290,6 @@ def check_keywords(keywords: Mapping[str, Any], more: Sequence[str] = ()) -> Non
             raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")
 
 
-
 def _check_variants(options: ProfileOptions) -> None:
     """``--try``'s value as one comma-separated string (the API may give a list)."""
     value = options.variants

@@ -57,6 +57,12 @@ class OpRow(Record):
         return min(self.max_gain_us, inclusive)
 
     @property
+    def label(self) -> str:
+        """The row's name as reports show it: its key, marked when the row is not an op
+        (``KIND_MARKS``: ``[range] nccl:all_reduce``)."""
+        return KIND_MARKS.get(self.kind, "") + self.key
+
+    @property
     def cpu_time(self) -> float:
         """Total (inclusive) CPU time per call, as torch's ``cpu_time``."""
         return self.cpu_time_total / self.count if self.count else 0.0

@@ -51,24 +51,15 @@ class TimingStats:
             raise ValueError("no timings to summarise")
         ordered = sorted(timings)
         q1 = q3 = ordered[0]
-        stdev = 0.0
-        ratio = None
+        stdev, ratio = 0.0, None
         if len(ordered) >= 2:
             q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
             stdev = statistics.stdev(ordered)
             median_rest = statistics.median(ordered[:-1])
             ratio = ordered[-1] / median_rest if median_rest > 0 else float("inf")
-        return cls(
-            n=len(ordered),
-            median=statistics.median(ordered),
-            q1=q1,
-            q3=q3,
-            mean=statistics.fmean(ordered),
-            stdev=stdev,
-            best=ordered[0],
-            worst=ordered[-1],
-            outlier_ratio=ratio,
-        )
+        return cls(n=len(ordered), median=statistics.median(ordered), q1=q1, q3=q3,
+                   mean=statistics.fmean(ordered), stdev=stdev, best=ordered[0],
+                   worst=ordered[-1], outlier_ratio=ratio)
 
     @property
     def iqr(self) -> float:
@@ -103,7 +94,6 @@ class TimingStats:
             "others: something may be cached after the first runs, or another process "
             f"competed for the machine. {advice}"
         )
-
 
 
 # --- the noise rule: a speed-up with its interval, and when it is beyond the noise -------
