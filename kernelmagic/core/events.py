@@ -46,11 +46,9 @@ class Kind(IntEnum):
     OTHER = 10  # anything else (profiler overhead, bracketed records, unknown categories)
 
 
-#: Kinds that are work on a GPU (their time is device time).
-DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-
 NO_PARENT = -1
-_DEVICE_WORK_KINDS = np.asarray(DEVICE_WORK, dtype=np.int8)
+#: Kinds that are work on a GPU (their time is device time).
+_DEVICE_WORK_KINDS = np.asarray((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), dtype=np.int8)
 
 #: A stretch of time, ``(start, end)`` ns from the trace's start (an iteration, a step).
 Window = tuple[int, int]

@@ -104,16 +104,12 @@ def from_json(tp: Any, value: Any, path: str = "") -> Any:
         return value
     if tp is float:
         return _number(value, path)
-    if tp is bool or tp is str:
+    if tp is bool or tp is str or tp is _NONE:
         if type(value) is not tp:
             raise _wrong(path, tp, value)
         return value
     if tp is int:
         return _integer(value, path)
-    if tp is _NONE:
-        if value is not None:
-            raise _wrong(path, tp, value)
-        return None
     if dataclasses.is_dataclass(tp):
         own = getattr(tp, "from_json_value", None)  # a result that finishes its own reading
         return own(value, path) if own is not None else fields_from_json(tp, value, path)

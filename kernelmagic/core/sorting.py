@@ -113,11 +113,8 @@ def resolve_sort(sort: str | None, profiles_device: bool, cpu_only: bool = False
 
 def sort_value(name: str, profiles_device: bool) -> Callable[[Any], float]:
     """A function from an op row to the figure sort key ``name`` orders it by."""
-    key = sort_key(name)
-    if key.field is None:  # avg: time per call on the primary device
-        per_call = "device_time" if profiles_device else "cpu_time"
-        return lambda row: float(getattr(row, per_call))
-    attr = key.field
+    # avg has no field: time per call on the primary device
+    attr = sort_key(name).field or ("device_time" if profiles_device else "cpu_time")
     return lambda row: float(getattr(row, attr))
 
 

@@ -80,9 +80,8 @@ class Scanner:
     def __init__(self, text: BufferedText) -> None:
         self.text = text
         # Floats as text (exact ns later); NaN and Infinity as a marker no number field takes.
-        decoder = json.JSONDecoder(parse_float=Number, parse_constant=NonFinite)
-        self.decoder = decoder
-        self.scan_once = decoder.scan_once
+        self.decoder = json.JSONDecoder(parse_float=Number, parse_constant=NonFinite)
+        self.scan_once = self.decoder.scan_once
 
     def value(self) -> Any:
         """The next JSON value; ``JsonFault`` naming where and why when it is not one."""
