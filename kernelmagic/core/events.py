@@ -242,12 +242,7 @@ class TableBuilder:
             append.append(given[column])
 
     def freeze(self, origin_ns: int = 0, meta: dict[str, Any] | None = None) -> EventTable:
-        n = len(self.columns["kind"])
-
-        def col(values: array, dtype: str) -> np.ndarray:
-            return np.frombuffer(values, dtype=dtype).copy() if n else np.zeros(0, dtype)
-
-        columns = {column: col(values, self.dtypes[column])
+        columns = {column: np.array(values, dtype=self.dtypes[column])  # (a copy)
                    for column, values in self.columns.items()}
         return table_of_columns(self.names, columns, origin_ns, meta, self.fields)
 
