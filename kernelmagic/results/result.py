@@ -586,9 +586,7 @@ def _inner(cls: type[ProfileResult], inner: Any, path: str) -> Any:
 
 
 def more_iterations(result: ProfileResult, n: int) -> str:
-    """Advice to measure ``n`` iterations: ``run more iterations (--iters 50)`` live,
-    ``record more steps (torch.profiler.schedule(active=50), prof.step() after each)``
-    for a trace."""
+    """Advice to measure ``n`` iterations, as an option live, as a schedule for a trace."""
     if result.from_trace:
         return (f"record more steps (torch.profiler.schedule(active={n}), "
                 "prof.step() after each)")
@@ -612,8 +610,8 @@ def warm_up(result: ProfileResult) -> str:
 
 
 def record(result: ProfileResult, option: str) -> str:
-    """How to record what ``%%profile`` option ``option`` adds (``--shapes``...):
-    the option itself live, ``torch.profiler.profile(record_shapes=True)`` for a trace."""
+    """How to record what ``%%profile`` option ``option`` (``--shapes``) adds: the option
+    itself live, its ``torch.profiler.profile`` argument for a trace."""
     if option not in RECORDING:
         raise ValueError(f"unknown recording option {option!r}; expected one of "
                          f"{', '.join(RECORDING)}")
