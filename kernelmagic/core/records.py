@@ -127,14 +127,9 @@ def from_json(tp: Any, value: Any, path: str = "") -> Any:
     raise TypeError(f"{path or 'value'}: cannot read a field of type {tp!r}")  # a bug, not a file
 
 
-@cache
-def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(cls)
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
+#: A class's dataclass fields and declared types, each looked up once per class.
+_fields = cache(dataclasses.fields)
+_hints = cache(get_type_hints)
 
 
 def fields_from_json(cls: type, value: Any, path: str = "") -> Any:

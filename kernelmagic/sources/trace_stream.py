@@ -339,10 +339,8 @@ class StreamReader:
         if type(event.get("name", "")) is not str:
             return f"{where}: 'name' is a JSON {json_type(event['name'])}, expected a string"
         for key in ("ts", "dur"):
-            if key in needed:
-                fault = _time_fault(key, event[key])
-                if fault:
-                    return f"{where}: {fault}"
+            if key in needed and (fault := _time_fault(key, event[key])):
+                return f"{where}: {fault}"
         args = event.get("args")
         if args is not None and type(args) is not dict:
             return f"{where}: 'args' is a JSON {json_type(args)}, expected an object"
