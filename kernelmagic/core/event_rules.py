@@ -127,9 +127,7 @@ def categories_meta(categories: Iterable[object],
 
 def category_kind(category: object) -> tuple[Kind, bool]:
     """(kind, whether on the GPU timeline) of a category; ``UNKNOWN`` for any other."""
-    if type(category) is not str:
-        return UNKNOWN
-    return CATEGORIES.get(category.lower(), UNKNOWN)
+    return CATEGORIES.get(category.lower(), UNKNOWN) if type(category) is str else UNKNOWN
 
 
 def name_kind(name: str, kind: Kind) -> Kind:

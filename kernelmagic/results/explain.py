@@ -225,9 +225,7 @@ def _kernel(result: ProfileResult, name: str, launchers: list[RowKernel]) -> Exp
 
 def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
     """The row twice as fast and gone (``FACTORS``), where the median iteration holds it."""
-    if not holds(result, key):
-        return []
-    return [(k, result.what_if({key: k})) for k in FACTORS]
+    return [(k, result.what_if({key: k})) for k in FACTORS] if holds(result, key) else []
 
 
 def holds(result: ProfileResult, key: str) -> bool:

@@ -105,6 +105,4 @@ def int_of(value: Any) -> int | None:
 
 def thread_id(number: int) -> int:
     """A 32-bit thread id written as signed (-(2**31) <= id < 0) is the real, unsigned one."""
-    if -(1 << 31) <= number < 0:
-        return number + (1 << 32)
-    return number
+    return number + (1 << 32) if -(1 << 31) <= number < 0 else number
