@@ -188,12 +188,11 @@ class SpeedUp:
         return f"{head}: {self.noise_text()}"
 
 
-def median_interval(values: list[float], confidence: float = CONFIDENCE
-                    ) -> tuple[float, float, float]:
+def median_interval(values: list[float]) -> tuple[float, float, float]:
     """An exact interval on the median of ``values``, from their order statistics:
     ``(low, high, coverage)``, with coverage ``1 - 2 P(Binomial(n, 1/2) < k)`` for the
     k-th smallest and k-th largest values, the largest k whose coverage is at least
-    ``confidence``; ``(median, median, 0.0)`` with fewer than ``MIN_PAIRS`` values.
+    ``CONFIDENCE``; ``(median, median, 0.0)`` with fewer than ``MIN_PAIRS`` values.
 
     It assumes only that each value is as likely above the median as below it, which a
     randomised order within each round makes true of paired ratios whatever the load did.
@@ -207,7 +206,7 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE
     k = 0
     while True:
         nxt = tail + math.comb(n, k) / 2**n
-        if 2 * nxt > 1 - confidence:
+        if 2 * nxt > 1 - CONFIDENCE:
             break
         tail, k = nxt, k + 1
     k = max(k, 1)
