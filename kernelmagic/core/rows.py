@@ -40,7 +40,6 @@ class OpRow(Record):
     self_device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
     device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
     kind: str = "op"
-    # how much the median iteration shrinks without this row (µs)
     max_gain_us: float = unit("µs the median iteration would shrink without this row", 0.0)
 
     def per_iteration(self, field: str, iters: int) -> float:
