@@ -104,10 +104,8 @@ def resolve_sort(sort: str | None, profiles_device: bool, cpu_only: bool = False
         return default_sort(profiles_device)
     if sort_key(sort).device and not profiles_device:
         reason = "--cpu-only was given" if cpu_only else "CUDA is not available"
-        raise ValueError(
-            f"-s/--sort {sort} needs device profiling, but {reason}; "
-            "use self_cpu, cpu, calls or avg"
-        )
+        raise ValueError(f"-s/--sort {sort} needs device profiling, but {reason}; "
+                         "use self_cpu, cpu, calls or avg")
     return sort
 
 

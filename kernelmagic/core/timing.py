@@ -89,11 +89,9 @@ class TimingStats:
         ending in ``advice`` (``kernelmagic/results/result.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
-        return (
-            f"The slowest iteration took {format_ratio(self.outlier_ratio, 1)} the median of the "
-            "others: something may be cached after the first runs, or another process "
-            f"competed for the machine. {advice}"
-        )
+        return (f"The slowest iteration took {format_ratio(self.outlier_ratio, 1)} the median of "
+                "the others: something may be cached after the first runs, or another process "
+                f"competed for the machine. {advice}")
 
 
 # --- the noise rule: a speed-up with its interval, and when it is beyond the noise -------

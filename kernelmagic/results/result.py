@@ -448,10 +448,8 @@ class ProfileResult(Shown):
         return mime_bundle(self, include=include)
 
     def __repr__(self) -> str:
-        return (
-            f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on {self.device}, "
-            f"{counted(len(self.rows), 'op')}>"
-        )
+        return (f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on "
+                f"{self.device}, {counted(len(self.rows), 'op')}>")
 
     # --- serialisation -------------------------------------------------------------
 
