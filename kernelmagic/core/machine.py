@@ -78,7 +78,7 @@ class DeviceInfo(Record):
         interval = self.speedup_interval.get(dtype)
         if interval:  # judged by the one noise rule, as a measured speed-up
             judged = SpeedUp(1.0, *interval, n=0, coverage=CONFIDENCE)
-            return True if judged.faster else False if judged.slower else None
+            return judged.faster if judged.beyond_noise else None
         ratio = self.speedup(dtype)
         if ratio is not None:
             return ratio > 1.0
