@@ -102,19 +102,6 @@ def known_category(category: object) -> bool:
     return type(category) is str and category.lower() in CATEGORIES
 
 
-def category_label(category: object) -> str:
-    """A category as the unplaced count names it (``NO_CATEGORY`` when it is not text)."""
-    return category if type(category) is str else NO_CATEGORY
-
-
-def backend_of(categories: Iterable[object]) -> str:
-    """The backend the first of ``categories`` that names one names ("" for none)."""
-    for category in categories:
-        if type(category) is str and category.lower() in BACKENDS:
-            return BACKENDS[category.lower()]
-    return ""
-
-
 def categories_meta(categories: Iterable[object],
                     unplaced: Iterable[tuple[object, int, int]]) -> dict[str, Any]:
     """The table's ``meta`` entries the categories a source read give it: the backend they
@@ -122,13 +109,15 @@ def categories_meta(categories: Iterable[object],
     no rule knows, their events and time (``UNPLACED_KEY``: ``{category: [events, ns]}``,
     those with time only)."""
     meta: dict[str, Any] = {}
-    backend = backend_of(categories)
+    backend = next((BACKENDS[c.lower()] for c in categories
+                    if type(c) is str and c.lower() in BACKENDS), "")  # the first named
     if backend:
         meta[BACKEND_KEY] = backend
     counts: dict[str, list[int]] = {}
     for category, events, ns in unplaced:
         if ns > 0:
-            tally = counts.setdefault(category_label(category), [0, 0])
+            label = category if type(category) is str else NO_CATEGORY
+            tally = counts.setdefault(label, [0, 0])
             tally[0] += events
             tally[1] += ns
     if counts:
@@ -138,9 +127,7 @@ def categories_meta(categories: Iterable[object],
 
 def category_kind(category: object) -> tuple[Kind, bool]:
     """(kind, whether on the GPU timeline) of a category; ``UNKNOWN`` for any other."""
-    if type(category) is not str:
-        return UNKNOWN
-    return CATEGORIES.get(category.lower(), UNKNOWN)
+    return CATEGORIES.get(category.lower(), UNKNOWN) if type(category) is str else UNKNOWN
 
 
 def name_kind(name: str, kind: Kind) -> Kind:

@@ -46,11 +46,9 @@ class Kind(IntEnum):
     OTHER = 10  # anything else (profiler overhead, bracketed records, unknown categories)
 
 
-#: Kinds that are work on a GPU (their time is device time).
-DEVICE_WORK = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-
 NO_PARENT = -1
-_DEVICE_WORK_KINDS = np.asarray(DEVICE_WORK, dtype=np.int8)
+#: Kinds that are work on a GPU (their time is device time).
+_DEVICE_WORK_KINDS = np.asarray((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), dtype=np.int8)
 
 #: A stretch of time, ``(start, end)`` ns from the trace's start (an iteration, a step).
 Window = tuple[int, int]
@@ -244,12 +242,7 @@ class TableBuilder:
             append.append(given[column])
 
     def freeze(self, origin_ns: int = 0, meta: dict[str, Any] | None = None) -> EventTable:
-        n = len(self.columns["kind"])
-
-        def col(values: array, dtype: str) -> np.ndarray:
-            return np.frombuffer(values, dtype=dtype).copy() if n else np.zeros(0, dtype)
-
-        columns = {column: col(values, self.dtypes[column])
+        columns = {column: np.array(values, dtype=self.dtypes[column])  # (a copy)
                    for column, values in self.columns.items()}
         return table_of_columns(self.names, columns, origin_ns, meta, self.fields)
 

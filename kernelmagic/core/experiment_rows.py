@@ -69,7 +69,6 @@ class ExperimentRow(Record):
     rounds: int = unit("interleaved rounds", 0)  # interleaved rounds its speed-up comes from
     batch: int = unit("calls of the cell per sample", 0)  # in those rounds
     profiled_us: float = unit("µs per iteration, profiled (median)", 0.0)
-    # what_if's prediction (at most), None: none
     predicted_speedup: float | None = unit(
         "the dependency model's largest predicted speed-up", None)
     # seconds per call in each round, beside the baseline's (result.unprofiled_timings)

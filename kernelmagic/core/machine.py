@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kernelmagic.core.datasheet import datasheet
 from kernelmagic.core.records import Record
-from kernelmagic.core.timing import MIN_EFFECT
+from kernelmagic.core.timing import CONFIDENCE, SpeedUp
 
 #: ``DeviceInfo.family`` values.
 CPU, PRE_VOLTA, VOLTA, TURING, AMPERE, ROCM, GPU = (
@@ -76,11 +76,9 @@ class DeviceInfo(Record):
         device's figures when it has them, else what its family supports; None when
         unknown (a CPU whose peaks were not measured, an unknown GPU)."""
         interval = self.speedup_interval.get(dtype)
-        if interval:
-            low, high = interval
-            if low > 1 + MIN_EFFECT:
-                return True
-            return False if high < 1 / (1 + MIN_EFFECT) else None
+        if interval:  # judged by the one noise rule, as a measured speed-up
+            judged = SpeedUp(1.0, *interval, n=0, coverage=CONFIDENCE)
+            return judged.faster if judged.beyond_noise else None
         ratio = self.speedup(dtype)
         if ratio is not None:
             return ratio > 1.0

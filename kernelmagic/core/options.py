@@ -214,9 +214,7 @@ class ProfileOptions:
         _check_int("-w/--warmup", self.warmup, minimum=0)
         _check_int("-k/--topk", self.topk, minimum=1)
         if self.sort is not None and self.sort not in SORT_KEYS:
-            raise ValueError(
-                f"-s/--sort must be one of {', '.join(SORT_KEYS)}; got {self.sort!r}"
-            )
+            raise ValueError(f"-s/--sort must be one of {', '.join(SORT_KEYS)}; got {self.sort!r}")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("--name must be a non-empty string")
         if any(ch in self.name for ch in "\r\n"):
@@ -233,10 +231,8 @@ class ProfileOptions:
             clash = [flag for flag, on in NSIGHT_EXCLUDES.items() if getattr(self, on)]
             clash += [f"the {view} view" for view in self.more_views]  # built from its events
             if clash:
-                raise ValueError(
-                    f"--nsight cannot be combined with {clash[0]}: Nsight owns the GPU's "
-                    "profiling, torch's profiler does not run"
-                )
+                raise ValueError(f"--nsight cannot be combined with {clash[0]}: Nsight owns the "
+                                 "GPU's profiling, torch's profiler does not run")
         if self.variants is not None:
             _check_variants(self)
         if self.memory_all and not self.memory:
@@ -288,7 +284,6 @@ def check_keywords(keywords: Mapping[str, Any], more: Sequence[str] = ()) -> Non
     for key in keywords:
         if key not in known:
             raise ValueError(f"unknown option {key!r}; expected one of {', '.join(known)}")
-
 
 
 def _check_variants(options: ProfileOptions) -> None:

@@ -69,9 +69,7 @@ def marker_key(text: str) -> str:
     ``ProfilerStep`` for ``ProfilerStep#N``, ``NAME/iter`` for ``NAME/iter i``, so every
     iteration's markers make one row."""
     found = ITERATION_RANGE.match(text)
-    if found is not None:
-        return f"{found.group(1)}/iter"
-    return text.split("#", 1)[0]
+    return f"{found.group(1)}/iter" if found is not None else text.split("#", 1)[0]
 
 
 def parse_step(text: str, name: str | None) -> tuple[int, str] | None:

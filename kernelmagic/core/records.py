@@ -104,16 +104,12 @@ def from_json(tp: Any, value: Any, path: str = "") -> Any:
         return value
     if tp is float:
         return _number(value, path)
-    if tp is bool or tp is str:
+    if tp is bool or tp is str or tp is _NONE:
         if type(value) is not tp:
             raise _wrong(path, tp, value)
         return value
     if tp is int:
         return _integer(value, path)
-    if tp is _NONE:
-        if value is not None:
-            raise _wrong(path, tp, value)
-        return None
     if dataclasses.is_dataclass(tp):
         own = getattr(tp, "from_json_value", None)  # a result that finishes its own reading
         return own(value, path) if own is not None else fields_from_json(tp, value, path)
@@ -131,14 +127,9 @@ def from_json(tp: Any, value: Any, path: str = "") -> Any:
     raise TypeError(f"{path or 'value'}: cannot read a field of type {tp!r}")  # a bug, not a file
 
 
-@cache
-def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(cls)
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
+#: A class's dataclass fields and declared types, each looked up once per class.
+_fields = cache(dataclasses.fields)
+_hints = cache(get_type_hints)
 
 
 def fields_from_json(cls: type, value: Any, path: str = "") -> Any:

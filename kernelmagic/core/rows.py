@@ -40,7 +40,6 @@ class OpRow(Record):
     self_device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
     device_memory_usage: float = unit("bytes, summed over {over}", 0.0)
     kind: str = "op"
-    # how much the median iteration shrinks without this row (µs)
     max_gain_us: float = unit("µs the median iteration would shrink without this row", 0.0)
 
     def per_iteration(self, field: str, iters: int) -> float:
@@ -55,6 +54,12 @@ class OpRow(Record):
         than the time the same line gives it."""
         inclusive = max(self.cpu_time_total, self.device_time_total) / max(1, iters)
         return min(self.max_gain_us, inclusive)
+
+    @property
+    def label(self) -> str:
+        """The row's name as reports show it: its key, marked when the row is not an op
+        (``KIND_MARKS``: ``[range] nccl:all_reduce``)."""
+        return KIND_MARKS.get(self.kind, "") + self.key
 
     @property
     def cpu_time(self) -> float:
@@ -100,24 +105,18 @@ class TrustChecks(Record):
 
     def line(self) -> str:
         """One line for the report ("" when every check passed)."""
-        parts = []
-        if self.before_launch:
-            n = self.before_launch
-            parts.append(f"{counted(n, 'kernel')} {'starts' if n == 1 else 'start'} before "
-                         f"{'its' if n == 1 else 'their'} launch: the GPU clock is about "
-                         f"{format_us(self.clock_offset_us)} off")
-        if self.missing_work:
-            n = self.missing_work
-            parts.append(f"{counted(n, 'launch', 'launches')} {'has' if n == 1 else 'have'} "
-                         "no GPU work in the trace")
-        if self.stream_overlaps:
-            n = self.stream_overlaps
-            parts.append(f"{counted(n, 'kernel')} {'overlaps' if n == 1 else 'overlap'} the "
-                         "work before it on its stream")
-        if self.zero_timestamps:
-            n = self.zero_timestamps
-            parts.append(f"{counted(n, 'GPU record')} {'has' if n == 1 else 'have'} a zero "
-                         "timestamp")
+        clock = f": the GPU clock is about {format_us(self.clock_offset_us)} off"
+        checks = (  # (count, noun, its plural, what one does, what several do)
+            (self.before_launch, "kernel", "kernels", "starts before its launch" + clock,
+             "start before their launch" + clock),
+            (self.missing_work, "launch", "launches", "has no GPU work in the trace",
+             "have no GPU work in the trace"),
+            (self.stream_overlaps, "kernel", "kernels", "overlaps the work before it on its "
+             "stream", "overlap the work before it on its stream"),
+            (self.zero_timestamps, "GPU record", "GPU records", "has a zero timestamp",
+             "have a zero timestamp"))
+        parts = [f"{counted(n, noun, plural)} {one if n == 1 else several}"
+                 for n, noun, plural, one, several in checks if n]
         return "; ".join(parts) + ": what-if figures are approximate" if parts else ""
 
 

@@ -104,20 +104,15 @@ def resolve_sort(sort: str | None, profiles_device: bool, cpu_only: bool = False
         return default_sort(profiles_device)
     if sort_key(sort).device and not profiles_device:
         reason = "--cpu-only was given" if cpu_only else "CUDA is not available"
-        raise ValueError(
-            f"-s/--sort {sort} needs device profiling, but {reason}; "
-            "use self_cpu, cpu, calls or avg"
-        )
+        raise ValueError(f"-s/--sort {sort} needs device profiling, but {reason}; "
+                         "use self_cpu, cpu, calls or avg")
     return sort
 
 
 def sort_value(name: str, profiles_device: bool) -> Callable[[Any], float]:
     """A function from an op row to the figure sort key ``name`` orders it by."""
-    key = sort_key(name)
-    if key.field is None:  # avg: time per call on the primary device
-        per_call = "device_time" if profiles_device else "cpu_time"
-        return lambda row: float(getattr(row, per_call))
-    attr = key.field
+    # avg has no field: time per call on the primary device
+    attr = sort_key(name).field or ("device_time" if profiles_device else "cpu_time")
     return lambda row: float(getattr(row, attr))
 
 

@@ -51,24 +51,15 @@ class TimingStats:
             raise ValueError("no timings to summarise")
         ordered = sorted(timings)
         q1 = q3 = ordered[0]
-        stdev = 0.0
-        ratio = None
+        stdev, ratio = 0.0, None
         if len(ordered) >= 2:
             q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
             stdev = statistics.stdev(ordered)
             median_rest = statistics.median(ordered[:-1])
             ratio = ordered[-1] / median_rest if median_rest > 0 else float("inf")
-        return cls(
-            n=len(ordered),
-            median=statistics.median(ordered),
-            q1=q1,
-            q3=q3,
-            mean=statistics.fmean(ordered),
-            stdev=stdev,
-            best=ordered[0],
-            worst=ordered[-1],
-            outlier_ratio=ratio,
-        )
+        return cls(n=len(ordered), median=statistics.median(ordered), q1=q1, q3=q3,
+                   mean=statistics.fmean(ordered), stdev=stdev, best=ordered[0],
+                   worst=ordered[-1], outlier_ratio=ratio)
 
     @property
     def iqr(self) -> float:
@@ -98,12 +89,9 @@ class TimingStats:
         ending in ``advice`` (``kernelmagic/results/result.py`` words it for a trace file)."""
         if self.outlier_ratio is None or self.outlier_ratio < OUTLIER_RATIO:
             return None
-        return (
-            f"The slowest iteration took {format_ratio(self.outlier_ratio, 1)} the median of the "
-            "others: something may be cached after the first runs, or another process "
-            f"competed for the machine. {advice}"
-        )
-
+        return (f"The slowest iteration took {format_ratio(self.outlier_ratio, 1)} the median of "
+                "the others: something may be cached after the first runs, or another process "
+                f"competed for the machine. {advice}")
 
 
 # --- the noise rule: a speed-up with its interval, and when it is beyond the noise -------
@@ -198,12 +186,11 @@ class SpeedUp:
         return f"{head}: {self.noise_text()}"
 
 
-def median_interval(values: list[float], confidence: float = CONFIDENCE
-                    ) -> tuple[float, float, float]:
+def median_interval(values: list[float]) -> tuple[float, float, float]:
     """An exact interval on the median of ``values``, from their order statistics:
     ``(low, high, coverage)``, with coverage ``1 - 2 P(Binomial(n, 1/2) < k)`` for the
     k-th smallest and k-th largest values, the largest k whose coverage is at least
-    ``confidence``; ``(median, median, 0.0)`` with fewer than ``MIN_PAIRS`` values.
+    ``CONFIDENCE``; ``(median, median, 0.0)`` with fewer than ``MIN_PAIRS`` values.
 
     It assumes only that each value is as likely above the median as below it, which a
     randomised order within each round makes true of paired ratios whatever the load did.
@@ -217,7 +204,7 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE
     k = 0
     while True:
         nxt = tail + math.comb(n, k) / 2**n
-        if 2 * nxt > 1 - confidence:
+        if 2 * nxt > 1 - CONFIDENCE:
             break
         tail, k = nxt, k + 1
     k = max(k, 1)

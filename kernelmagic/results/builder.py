@@ -169,13 +169,9 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
                    ranges=owners)
     model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
                             ranges=owners, median_us=median_us) if shown is not None else None)
-    return _with_gains(rows, model.gains_us if model else {}), model
-
-
-def _with_gains(rows: list[OpRow], gains: dict[tuple[str, str, str], float]) -> list[OpRow]:
-    """Each row with its ``max_gain_us`` (0 for a row with nothing in the median iteration)."""
+    gains = model.gains_us if model else {}  # (0 for a row with nothing in the median iteration)
     return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
-            for r in rows]
+            for r in rows], model
 
 
 def median_index(timings: Sequence[float]) -> int:

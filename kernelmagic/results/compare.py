@@ -32,9 +32,7 @@ class OpDelta(Record):
     @property
     def speedup(self) -> float | None:
         """before / after: above 1 is faster. None when either time is 0."""
-        if self.before > 0 and self.after > 0:
-            return self.before / self.after
-        return None
+        return self.before / self.after if self.before > 0 and self.after > 0 else None
 
 
 @dataclass(eq=False)

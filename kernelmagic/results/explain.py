@@ -16,7 +16,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kernelmagic.core.rows import KIND_MARKS, OpRow, RooflineRow
+from kernelmagic.core.rows import OpRow, RooflineRow
 from kernelmagic.views.row_detail import RowDetailView, RowGroup, RowKernel, RowSeries
 
 if TYPE_CHECKING:
@@ -147,13 +147,9 @@ def _of(part: float, whole: float) -> float:
     return part / whole if whole > 0 else 0.0
 
 
-def _label(row: OpRow) -> str:
-    return KIND_MARKS.get(row.kind, "") + row.key
-
-
 def _names(result: ProfileResult, detail: RowDetailView) -> list[str]:
     """Every name ``explain`` knows: the rows' labels and keys, and the kernels' names."""
-    return list(dict.fromkeys([*map(_label, result.rows), *(r.key for r in result.rows),
+    return list(dict.fromkeys([*(r.label for r in result.rows), *(r.key for r in result.rows),
                                *(k.kernel for k in detail.kernels),
                                *(k.key for k in result.view("kernels").rows)]))
 
@@ -173,7 +169,7 @@ def explain(result: ProfileResult, name: str, what_if: bool = True) -> Explanati
     the what-ifs (a replay of the dependency model each: on a long single-window trace,
     tens of ms), as the widget's panel does until its slider asks."""
     detail: RowDetailView = result.view("detail")
-    rows = [r for r in result.rows if name in (r.key, _label(r))]
+    rows = [r for r in result.rows if name in (r.key, r.label)]
     if rows:
         return _row(result, detail, rows, what_if)
     launchers = [k for k in detail.kernels if k.kernel == name and k.own_calls > 0]
@@ -185,7 +181,7 @@ def explain(result: ProfileResult, name: str, what_if: bool = True) -> Explanati
 def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
          what_if: bool) -> Explanation:
     first, per = rows[0], max(1, result.iters)
-    label = _label(first)
+    label = first.label
 
     def total(field_name: str) -> float:
         return sum(float(getattr(r, field_name)) for r in rows)
@@ -229,9 +225,7 @@ def _kernel(result: ProfileResult, name: str, launchers: list[RowKernel]) -> Exp
 
 def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
     """The row twice as fast and gone (``FACTORS``), where the median iteration holds it."""
-    if not holds(result, key):
-        return []
-    return [(k, result.what_if({key: k})) for k in FACTORS]
+    return [(k, result.what_if({key: k})) for k in FACTORS] if holds(result, key) else []
 
 
 def holds(result: ProfileResult, key: str) -> bool:

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelmagic.core.collective_rows import Arrival, Collective
-from kernelmagic.core.records import RecordError, from_json, to_json
+from kernelmagic.core.records import from_json, to_json
 from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
-from kernelmagic.results.result import ProfileResult, Shown
+from kernelmagic.results.result import ProfileResult, Shown, read_saved
 
 if TYPE_CHECKING:  # the convenience methods' return types
     import pandas
@@ -248,16 +248,8 @@ class ManyRanksResult(Shown):
     def from_dict(cls, data: Any) -> ManyRanksResult:
         """Rebuild from ``to_dict`` output, every field checked against its declared type;
         ValueError on another format or version, or naming the field that does not fit."""
-        if not isinstance(data, dict) or data.get("format") != RANKS_FORMAT_NAME:
-            raise ValueError("not a kernelmagic many-ranks result (missing 'format' field)")
-        if data.get("version") != RANKS_FORMAT_VERSION:
-            raise ValueError(f"kernelmagic many-ranks format version {data.get('version')!r} "
-                             f"is not supported (this kernelmagic reads version "
-                             f"{RANKS_FORMAT_VERSION})")
-        try:
-            items = from_json(_RanksFile, data).ranks
-        except RecordError as exc:
-            raise ValueError(f"malformed kernelmagic many-ranks result: {exc}") from None
+        items = read_saved(data, RANKS_FORMAT_NAME, RANKS_FORMAT_VERSION, "many-ranks result",
+                           lambda d: from_json(_RanksFile, d).ranks)
         return cls.from_parts([(item.result, item.summary) for item in items])
 
     def to_pandas(self, view: str = "ranks") -> pandas.DataFrame:

@@ -60,7 +60,7 @@ from kernelmagic.views.registry import view_spec
 
 if TYPE_CHECKING:  # the convenience methods' return types (imported lazily where they run)
     import os
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
     import pandas
@@ -448,10 +448,8 @@ class ProfileResult(Shown):
         return mime_bundle(self, include=include)
 
     def __repr__(self) -> str:
-        return (
-            f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on {self.device}, "
-            f"{counted(len(self.rows), 'op')}>"
-        )
+        return (f"<ProfileResult {self.name!r}: {counted(self.iters, 'iteration')} on "
+                f"{self.device}, {counted(len(self.rows), 'op')}>")
 
     # --- serialisation -------------------------------------------------------------
 
@@ -502,17 +500,7 @@ class ProfileResult(Shown):
         """Rebuild a result from ``to_dict`` output, every field checked against its declared
         type; ValueError on another format, or naming the field that does not fit
         (``malformed kernelmagic profile: rows[0].count: expected an integer, got "3"``)."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-            raise ValueError("not a kernelmagic profile (missing 'format' field)")
-        if data.get("version") != FORMAT_VERSION:
-            raise ValueError(
-                f"kernelmagic profile format version {data.get('version')!r} is not "
-                f"supported (this kernelmagic reads version {FORMAT_VERSION})"
-            )
-        try:
-            return cls.from_json_value(data)
-        except RecordError as exc:
-            raise ValueError(f"malformed kernelmagic profile: {exc}") from None
+        return read_saved(data, FORMAT_NAME, FORMAT_VERSION, "profile", cls.from_json_value)
 
     @classmethod
     def from_json_value(cls, data: Any, path: str = "") -> ProfileResult:
@@ -545,6 +533,22 @@ class ProfileResult(Shown):
         if not isinstance(other, ProfileResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()
+
+
+def read_saved(data: Any, name: str, version: int, what: str, read: Callable[[Any], T]) -> T:
+    """``read(data)`` for the JSON of a saved result of format ``name`` and ``version``
+    (``what`` names the kind in messages: ``profile``, ``many-ranks result``); ValueError
+    on another format or version, or naming the field that does not fit."""
+    if not isinstance(data, dict) or data.get("format") != name:
+        raise ValueError(f"not a kernelmagic {what} (missing 'format' field)")
+    if data.get("version") != version:
+        raise ValueError(f"kernelmagic {what.removesuffix(' result')} format version "
+                         f"{data.get('version')!r} is not supported (this kernelmagic reads "
+                         f"version {version})")
+    try:
+        return read(data)
+    except RecordError as exc:
+        raise ValueError(f"malformed kernelmagic {what}: {exc}") from None
 
 
 _dataclass_init = ProfileResult.__init__
@@ -580,9 +584,7 @@ def _inner(cls: type[ProfileResult], inner: Any, path: str) -> Any:
 
 
 def more_iterations(result: ProfileResult, n: int) -> str:
-    """Advice to measure ``n`` iterations: ``run more iterations (--iters 50)`` live,
-    ``record more steps (torch.profiler.schedule(active=50), prof.step() after each)``
-    for a trace."""
+    """Advice to measure ``n`` iterations, as an option live, as a schedule for a trace."""
     if result.from_trace:
         return (f"record more steps (torch.profiler.schedule(active={n}), "
                 "prof.step() after each)")
@@ -606,8 +608,8 @@ def warm_up(result: ProfileResult) -> str:
 
 
 def record(result: ProfileResult, option: str) -> str:
-    """How to record what ``%%profile`` option ``option`` adds (``--shapes``...):
-    the option itself live, ``torch.profiler.profile(record_shapes=True)`` for a trace."""
+    """How to record what ``%%profile`` option ``option`` (``--shapes``) adds: the option
+    itself live, its ``torch.profiler.profile`` argument for a trace."""
     if option not in RECORDING:
         raise ValueError(f"unknown recording option {option!r}; expected one of "
                          f"{', '.join(RECORDING)}")

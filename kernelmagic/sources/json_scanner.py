@@ -80,9 +80,8 @@ class Scanner:
     def __init__(self, text: BufferedText) -> None:
         self.text = text
         # Floats as text (exact ns later); NaN and Infinity as a marker no number field takes.
-        decoder = json.JSONDecoder(parse_float=Number, parse_constant=NonFinite)
-        self.decoder = decoder
-        self.scan_once = decoder.scan_once
+        self.decoder = json.JSONDecoder(parse_float=Number, parse_constant=NonFinite)
+        self.scan_once = self.decoder.scan_once
 
     def value(self) -> Any:
         """The next JSON value; ``JsonFault`` naming where and why when it is not one."""
@@ -142,8 +141,9 @@ def _max_digits() -> int:
     return int(getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300)
 
 
-def json_type(python_type: str) -> str:
-    """The JSON name of a decoded value's Python type name (``dict`` -> ``object``)."""
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type (a ``dict``: ``object``)."""
+    name = type(value).__name__
     return {"str": "string", "int": "number", "float": "number", "dict": "object",
             "list": "array", "bool": "boolean", "NoneType": "null",
-            "NonFinite": "NaN or Infinity"}.get(python_type, python_type)
+            "NonFinite": "NaN or Infinity"}.get(name, name)

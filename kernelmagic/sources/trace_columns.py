@@ -44,10 +44,7 @@ from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_val
 from kernelmagic.sources.trace_numbers import (
     MAX_DURATION_NS,
     MAX_TIME_NS,
-    Number,
     int_of,
-    ns_of_string,
-    ns_of_text,
     thread_id,
 )
 
@@ -111,17 +108,15 @@ class Columns(TableBuilder):
         self.lanes += 1  # a named lane
         return -self.lanes - (1 << 40)
 
-    def adders(self) -> tuple[Any, Any, Any]:
-        """``(add_op, add_memory, ns)``, the per-event functions every reader calls.
+    def adders(self) -> tuple[Any, Any]:
+        """``(add_op, add_memory)``, the per-event functions every reader calls.
 
         ``add_op(name, cat, start, dur, tid, pid, args)`` takes one complete ("X") event,
         ``add_memory(start, tid, args)`` one ``[memory]`` instant; ``start`` and ``dur`` are
         integer nanoseconds; ``args`` is the tuple of the event's values of ``op_fields``
         (``memory_fields``), in their order, each its field's ``default`` where the event
         lacks it (each reader makes it from the fields its own way). Ids may be ints or
-        strings holding ints (``int_of``). ``ns(value)`` turns a ``ts``/``dur`` as the
-        standard ``json`` module decodes it here (an int, a ``Number``, or a string holding
-        a number) into integer nanoseconds. A value of the wrong type raises TypeError or
+        strings holding ints (``int_of``). A value of the wrong type raises TypeError or
         ValueError. Locals are bound once: this is the readers' hot loop.
         """
         ids, intern, columns = self.ids, self.intern, self.columns
@@ -129,10 +124,9 @@ class Columns(TableBuilder):
             nbytes_col, dtypes_col = (columns[c].append for c in (
                 "kind", "name", "start", "end", "tid", "device", "correlation", "flops",
                 "shapes", "nbytes", "dtypes"))
-        tid_of, id_of, string_ns = self.tid_of, int_of, ns_of_string
+        tid_of, id_of = self.tid_of, int_of
         categories, rule_of, unplaced = self.categories, self._rule, self.unplaced
         by_name: dict[str, Any] = {}  # name -> its kind for each kind its category says
-        number, text_ns = Number, ns_of_text
         longest, latest = MAX_DURATION_NS, MAX_TIME_NS
         op, rng, other, memory = Kind.OP, Kind.RANGE, Kind.OTHER, Kind.MEMORY
         unknown = _UNPLACED
@@ -140,21 +134,6 @@ class Columns(TableBuilder):
         op_rules, memory_rules = len(OP_RULES), len(MEMORY_RULES)
         op_exact = len(self.op_fields) == op_rules  # args holds the rules' values alone
         memory_exact = len(self.memory_fields) == memory_rules
-
-        def ns(value: Any) -> int:
-            kind = type(value)
-            if kind is int:
-                return value * 1000
-            if kind is number:
-                if value[-4:-3] == ".":  # "123.456" µs: whole nanoseconds, the usual case
-                    try:  # (JSON number text: int() fails only on an exponent)
-                        return int(value[:-4] + value[-3:])
-                    except ValueError:
-                        pass
-                return text_ns(value)
-            if kind is str:  # "ts": "1712195495505543.2"
-                return string_ns(value)
-            raise TypeError
 
         def add_op(name: Any, cat: Any, start: int, dur: int, tid: Any, pid: Any,
                    args: tuple[Any, ...]) -> None:
@@ -184,19 +163,16 @@ class Columns(TableBuilder):
                 device = -1
                 if type(tid) is not int or tid < 0:
                     tid = tid_of(tid)
+                if kind is unknown:  # a category no rule places: counted, then OTHER
+                    tally = unplaced[cat]
+                    tally[0] += 1
+                    tally[1] += dur
+                    kind = other
                 if kind is op or kind is rng or kind is other:
                     again = by_name.get(name)
                     if again is None:
                         again = by_name[name] = kinds_by_name(name)
                     kind = again[kind]
-                elif kind is unknown:  # a category no rule places: counted, then OTHER
-                    tally = unplaced[cat]
-                    tally[0] += 1
-                    tally[1] += dur
-                    again = by_name.get(name)
-                    if again is None:
-                        again = by_name[name] = kinds_by_name(name)
-                    kind = again[other]
             kinds(kind)
             names(name_id)
             starts(start)
@@ -238,7 +214,7 @@ class Columns(TableBuilder):
                     value = args[at] if at >= 0 else None
                     append(default if value is None else cast(value))
 
-        return add_op, add_memory, ns
+        return add_op, add_memory
 
     def _plain(self, read: tuple[TraceField, ...]) -> tuple[Any, ...]:
         """What one kind of event (whose ``args`` hold ``read``) puts in the columns of the

@@ -123,7 +123,7 @@ def _fill(cols: Columns, records: _Records, events: list[Any],
     """Every event into ``cols``, in file order, by the streaming reader's rules;
     ``counter_args`` holds each event's ``args`` (by index) when the file has counter
     ranges (``_counter_args``)."""
-    add_op, add_memory, _ = cols.adders()
+    add_op, add_memory = cols.adders()
     complete, instant, no_args = records.complete, records.instants, records.no_args
     op_values = operator.attrgetter(*(f.name for f in cols.op_fields))
     memory_values = operator.attrgetter(*(f.name for f in cols.memory_fields))

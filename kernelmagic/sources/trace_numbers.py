@@ -74,12 +74,20 @@ def ns_of_string(text: str) -> int:
 
 
 def ns_of_value(value: Any) -> int:
-    """A ``ts``/``dur`` as decoded (int, float text, or a string) -> integer nanoseconds."""
-    if type(value) is int:
+    """A ``ts``/``dur`` as the standard ``json`` module decodes it (an int, a ``Number``, or
+    a string holding a number) -> integer nanoseconds; TypeError for any other type. The
+    streaming reader calls it for every time it reads."""
+    kind = type(value)
+    if kind is int:
         return value * 1000
-    if type(value) is Number:
+    if kind is Number:
+        if value[-4:-3] == ".":  # "123.456" µs: whole nanoseconds, the usual case
+            try:  # (JSON number text: int() fails only on an exponent)
+                return int(value[:-4] + value[-3:])
+            except ValueError:
+                pass
         return ns_of_text(value)
-    if type(value) is str:
+    if kind is str:  # "ts": "1712195495505543.2"
         return ns_of_string(value)
     raise TypeError
 
@@ -97,6 +105,4 @@ def int_of(value: Any) -> int | None:
 
 def thread_id(number: int) -> int:
     """A 32-bit thread id written as signed (-(2**31) <= id < 0) is the real, unsigned one."""
-    if -(1 << 31) <= number < 0:
-        return number + (1 << 32)
-    return number
+    return number + (1 << 32) if -(1 << 31) <= number < 0 else number

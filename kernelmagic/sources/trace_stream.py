@@ -118,7 +118,7 @@ def _time_fault(key: str, value: Any) -> str:
         return (f"'{key}' is a JSON string, expected a number "
                 f"(or a string holding one, not {value[:40]!r})")
     if type(value) not in (int, str, Number):  # (a float arrives as its text: Number)
-        return f"'{key}' is a JSON {json_type(type(value).__name__)}, expected a number"
+        return f"'{key}' is a JSON {json_type(value)}, expected a number"
     ns = ns_of_value(value)
     if key == "dur" and ns < 0:
         return f"'dur' is negative ({value})"
@@ -145,13 +145,10 @@ class StreamReader:
     def read(self) -> EventTable:
         try:
             stream, zipped = _open_text(self.path)
-        except FileNotFoundError:
-            raise self.fail("no such file") from None
-        except OSError as exc:
-            raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
-        try:
             with stream:
                 self._document(BufferedText(stream), zipped)
+        except FileNotFoundError:
+            raise self.fail("no such file") from None
         except EOFError:
             raise self.fail("truncated gzip file (it ends before the end of its data)") from None
         except GunzipLimit:
@@ -180,15 +177,15 @@ class StreamReader:
                 self._object(text, scanner)
             else:
                 scalar = scanner.value()  # a JSON scalar, or not JSON: the scanner says which
-                raise self.fail("not a kernelmagic profile or trace (a JSON "
-                                f"{json_type(type(scalar).__name__)}, not an object)")
+                raise self.fail(f"not a kernelmagic profile or trace (a JSON {json_type(scalar)}, "
+                                "not an object)")
         except JsonFault as fault:
             prefix = "" if self.events_seen else "not a kernelmagic profile or trace: "
             raise self.fail(prefix + str(fault)) from None
         if text.peek():
             raise self.fail(f"unexpected text after the JSON document at {text.where()}")
 
-    def _expect(self, text: BufferedText, scanner: Scanner, allowed: str) -> str:
+    def _expect(self, text: BufferedText, allowed: str) -> str:
         c = text.peek()
         if c and c in allowed:
             text.pos += 1
@@ -206,15 +203,15 @@ class StreamReader:
         else:
             while True:
                 if text.peek() != '"':
-                    self._expect(text, scanner, '"')
+                    self._expect(text, '"')
                 key = scanner.value()
-                self._expect(text, scanner, ":")
+                self._expect(text, ":")
                 keys.append(key)
                 if key == "traceEvents":
                     if self.events_seen:
                         raise self.fail("'traceEvents' twice in one document")
                     if text.peek() != "[":  # (the cursor is on the value now)
-                        kind = json_type(type(scanner.value()).__name__)
+                        kind = json_type(scanner.value())
                         raise self.fail(f"'traceEvents' is a JSON {kind}, not a list of events")
                     self._events(text, scanner, bare=False)
                     self.events_seen = True
@@ -223,7 +220,7 @@ class StreamReader:
                     value = scanner.value()
                     if key in META_KEYS:
                         self.meta[key] = value
-                if self._expect(text, scanner, ",}") == "}":
+                if self._expect(text, ",}") == "}":
                     break
         if not self.events_seen:
             if "format" in self.meta:
@@ -268,7 +265,7 @@ class StreamReader:
                     return
                 if index:
                     if c != ",":
-                        self._expect(text, scanner, ",]")
+                        self._expect(text, ",]")
                     text.pos += 1
                     if text.peek() == "]":  # tolerate a trailing comma
                         continue
@@ -279,7 +276,7 @@ class StreamReader:
                         raise
                     raise self.fail(f"{fault} in traceEvents[{index}]") from None
                 if type(event) is not dict:
-                    kind = json_type(type(event).__name__)
+                    kind = json_type(event)
                     if bare and not index:
                         raise self.fail(f"not a kernelmagic profile or trace (a JSON array of "
                                         f"{kind}s, not of events)")
@@ -294,7 +291,8 @@ class StreamReader:
 
     def _adder(self) -> Any:
         """``add(event)``: one decoded event (a dict) into the columns."""
-        add_op, add_memory, ns = self.cols.adders()
+        add_op, add_memory = self.cols.adders()
+        ns = ns_of_value
         op_values, memory_values = (_values_of(self.cols.op_fields),
                                     _values_of(self.cols.memory_fields))
         add_counters, counter_category = self.cols.add_counters, COUNTER_CATEGORY
@@ -333,23 +331,19 @@ class StreamReader:
             where += f" ({label[:60]!r})"
         ph = event.get("ph")
         if type(ph) is not str:
-            return f"{where}: 'ph' is a JSON {json_type(type(ph).__name__)}, expected a string"
+            return f"{where}: 'ph' is a JSON {json_type(ph)}, expected a string"
         needed = ("name", "ts", "dur") if ph == "X" else ("ts",)
         for key in needed:
             if key not in event:
                 return f"{where}: no '{key}'"
         if type(event.get("name", "")) is not str:
-            return f"{where}: 'name' is a JSON {json_type(type(event['name']).__name__)}, " \
-                   "expected a string"
+            return f"{where}: 'name' is a JSON {json_type(event['name'])}, expected a string"
         for key in ("ts", "dur"):
-            if key in needed:
-                fault = _time_fault(key, event[key])
-                if fault:
-                    return f"{where}: {fault}"
+            if key in needed and (fault := _time_fault(key, event[key])):
+                return f"{where}: {fault}"
         args = event.get("args")
         if args is not None and type(args) is not dict:
-            return f"{where}: 'args' is a JSON {json_type(type(args).__name__)}, " \
-                   "expected an object"
+            return f"{where}: 'args' is a JSON {json_type(args)}, expected an object"
         if ph in ("i", "I") and type((args or {}).get("Bytes", 0)) is not int:
             return f"{where}: args 'Bytes' is not an integer"
         read = {f.key for f in self.cols.fields}

@@ -51,15 +51,14 @@ def text_ahead(path: Path) -> Callable[[], bytes | None]:
 
 def text_bytes(path: Path) -> bytes | None:
     """The file's JSON bytes (gunzipped), or None when it is too large to hold whole."""
-    size = path.stat().st_size
+    if path.stat().st_size > MAX_TEXT:  # (compressed or not)
+        return None
     with open(path, "rb") as f:
         if f.read(2) != _GZIP_MAGIC:
-            if size > MAX_TEXT:
-                return None
             f.seek(0)
             return f.read()
         f.seek(-4, 2)  # gzip's trailer: the decompressed size (mod 4 GiB) of the last member
-        if size > MAX_TEXT or int.from_bytes(f.read(4), "little") > MAX_TEXT:
+        if int.from_bytes(f.read(4), "little") > MAX_TEXT:
             return None
         f.seek(0)
         compressed = f.read()
