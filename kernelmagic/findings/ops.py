@@ -13,7 +13,7 @@ from kernelmagic.core.op_names import (
     ELEMENTWISE_OPS,
     MATMUL_OPS,
 )
-from kernelmagic.core.rows import KIND_MARKS, OpRow
+from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time
 from kernelmagic.core.units import counted, format_us, percent
 from kernelmagic.findings.base import (
@@ -61,7 +61,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         return dominant_graph(result, top, share)
     tries: tuple[str, ...] = ()
     against: tuple[str, ...] = ()
-    subject = KIND_MARKS.get(top.kind, "") + top.key
+    subject = top.label
     if top.kind == NO_OP:  # GPU work launched right in the step: its kernels are the subject
         kernels = [k.key for k in result.kernels if k.launched_by == subject][:NAMED]
         subject += f" (launched with no op around: {', '.join(kernels)})" if kernels else ""
