@@ -35,7 +35,9 @@ def unique(values: Any, return_index: bool = False, return_inverse: bool = False
         out.append(order[first])
     if return_inverse:
         inverse = np.empty(ar.shape, dtype=np.intp)
-        inverse[order] = np.cumsum(first) - 1
+        position = np.cumsum(first)
+        position -= 1
+        inverse[order] = position
         out.append(inverse)
     if return_counts:
         out.append(np.diff(np.append(np.flatnonzero(first), ordered.size)))

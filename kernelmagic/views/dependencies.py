@@ -190,15 +190,24 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     keep[model.cross_source] = True
     kept = np.flatnonzero(keep)
     running = np.cumsum(keep)  # kept positions up to each one (its block: those before it)
-    has = np.flatnonzero(cpu.dur != 0)
-    ncat = len(CATEGORY_NAMES)
-    key = ((running[has] - keep[has]) * (len(model.row_key) + 1)
-           + (cpu.row[has] + 1)) * ncat + cpu.cat[has]
+    has = np.flatnonzero(cpu.dur)
+    # The key (block, row, category) made in place: at 1M events each temporary is tens of
+    # MB, and memory first written costs time (benchmarks/README.md).
+    ncat, rows = len(CATEGORY_NAMES), len(model.row_key) + 1
+    key = running[has]
+    key -= keep[has]
+    key *= rows
+    key += cpu.row[has]
+    key += 1
+    key *= ncat
+    key += cpu.cat[has]
     found, inverse = unique(key, return_inverse=True)
+    del key
     model.part_dur = np.bincount(inverse, weights=cpu.dur[has]).astype(np.int64)
-    model.part_cat = found % ncat
-    model.part_row = (found // ncat) % (len(model.row_key) + 1) - 1
-    part_block = found // ncat // (len(model.row_key) + 1)
+    del inverse
+    block_row, model.part_cat = np.divmod(found, ncat)
+    part_block, model.part_row = np.divmod(block_row, rows)
+    model.part_row -= 1
     model.part_off = np.searchsorted(part_block, np.arange(kept.size + 1)).astype(np.int64)
     model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
     model.pos_anchor = np.full(kept.size, NONE, np.int64)
