@@ -599,11 +599,10 @@ def test_an_op_of_no_length_owns_no_time() -> None:
     assert outside == pytest.approx(60.0)
 
 
-
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0, 7, 2**40]), st.integers(0, 50),
                           st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=40),
-       st.sampled_from([60, 2**45]))
+       st.sampled_from([60, 2**45, 2**61]))
 def test_positions_are_ordered_as_four_sorted_keys(events, span):
     """The packed key of ``_position_order`` orders positions as the lexsort of (thread,
     time, ends before starts and no-length last, depth) does: with thread ids and windows

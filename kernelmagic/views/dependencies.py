@@ -419,9 +419,9 @@ def _position_order(tid: np.ndarray, times: np.ndarray, zero: np.ndarray, depth:
     threads = int(tid.max()) + 1 if n else 1
     low = min(0, int(times.min())) if n else 0  # (an end before the window: a bad trace)
     width = span + 1 - low
-    if threads * width * 4 * levels >= 2**62:
-        threads = unique(tid).size
-        tid = np.searchsorted(unique(tid), tid)
+    if threads * width * 4 * levels >= 2**62:  # (thread ids too large: their ranks)
+        found, tid = unique(tid, return_inverse=True)
+        threads = found.size
     if threads * width * 4 * levels >= 2**62:  # (a window of weeks: four keys)
         return np.lexsort((np.concatenate((depth, -depth)),
                            np.concatenate((zero + 1, zero * 3)), times,
