@@ -162,6 +162,9 @@ def test_text_and_html_say_the_same_figures(result: ProfileResult) -> None:
         assert part in text and part in html, part
     assert "<svg" in html  # the iterations picture
     assert "memory: run with --memory" in text  # what an option would add
+    # one markup for the static panel and the widget's row panel (render/explain.py)
+    assert html.startswith('<div class="km-explain"') and 'class="km-explain-head"' in html
+    assert html.count("<div") == html.count("</div>")
 
 
 def test_what_a_trace_lacks_is_said_as_the_recording_would_need() -> None:

@@ -59,7 +59,7 @@ class OpRow(Record):
     def label(self) -> str:
         """The row's name as reports show it: its key, marked when the row is not an op
         (``KIND_MARKS``: ``[range] nccl:all_reduce``)."""
-        return KIND_MARKS.get(self.kind, "") + self.key
+        return marked_key(self.kind, self.key)
 
     @property
     def cpu_time(self) -> float:
@@ -77,6 +77,12 @@ class OpRow(Record):
 #: does not hold, GPU work an iteration marker launched with no op between
 #: (``[no op] ProfilerStep``).
 KIND_MARKS = {"range": "[range] ", "unlaunched": "[no launch] ", "no op": "[no op] "}
+
+
+def marked_key(kind: str, key: str) -> str:
+    """A row's key as the reports show it: marked when the row is not an op (``KIND_MARKS``:
+    ``[range] nccl:all_reduce``); ``OpRow.label``, and any row's in ``render/table.py``."""
+    return KIND_MARKS.get(kind, "") + key
 
 
 @dataclass(frozen=True)

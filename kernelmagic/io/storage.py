@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +62,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     disagree on which of the two counts."""
     found = dict(pairs)
     if len(found) != len(pairs):
-        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
         raise ValueError(f"the key {twice!r} twice in one object")
     return found
 

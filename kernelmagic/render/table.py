@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelmagic.core.rows import KIND_MARKS, OpRow
+from kernelmagic.core.rows import OpRow, marked_key
 from kernelmagic.core.sorting import self_time, sort_column
 from kernelmagic.core.units import counted, format_bytes, format_count, format_us, percent
 from kernelmagic.results.result import ProfileResult
@@ -104,7 +104,7 @@ class Table:
 
 def row_label(row: Any) -> str:
     """The row's name as shown: ``[range] nccl:all_reduce`` for a range row."""
-    return KIND_MARKS.get(getattr(row, "kind", "op"), "") + row.key
+    return marked_key(getattr(row, "kind", "op"), row.key)
 
 
 def name_column(title: str = "op", width: int = 360) -> Column:

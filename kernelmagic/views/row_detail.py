@@ -3,7 +3,7 @@ the widget's row panel (#47).
 
 Built once with the result, from the event table already in memory, so a panel opens
 without a new profile or a trace re-read. Per row of the op table (its label, as
-``render/table.py: row_label`` writes it: ``aten::addmm``, ``[range] nccl:all_reduce``,
+``core/rows.py: marked_key`` writes it: ``aten::addmm``, ``[range] nccl:all_reduce``,
 ``[no launch] Memcpy HtoD``, ``[no op] ProfilerStep``):
 
 - **GPU work** (``kernels``): the kernels, memcpys and memsets by name. ``own`` work is
