@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -24,9 +24,9 @@ from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.timing import paired_speedup
 from kernelmagic.core.units import percent
+from kernelmagic.live.variants import torch_threads
 
-__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks",
-           "torch_threads"]
+__all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 
 #: The dtypes a compute roof is kept for; ops in other dtypes use the float32 roof.
 DTYPES = ("float32", "bfloat16", "float16")
@@ -97,19 +97,6 @@ def _device_key(device: str | None) -> str:
     return "cuda" if device.startswith("cuda") else device
 
 
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` (``torch.set_num_threads``), put back after."""
-    import torch
-
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(n)
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 # --- measuring ---------------------------------------------------------------------------
 
 
@@ -175,6 +162,8 @@ def measure(device: str = "cpu",
 
     max_n = 8192 if device == "cuda" else 1024
     threads = torch.get_num_threads()
+    # One core, times the cores: a multi-threaded product on a busy machine stalls at its
+    # barriers for whole scheduler slices, one thread does not.
     with torch_threads(1) if device != "cuda" else contextlib.nullcontext():
         matmuls = _matmuls(device, max_n, best_time, clock)
     scale = 1 if device == "cuda" else threads

@@ -236,11 +236,11 @@ class WidgetSink:
         front end that re-used the bar's widget view for the report would hide the
         report when the bar's view goes (JupyterLab does).
         """
-        from kernelmagic.render.bundle import close_tree
-
         handle = self.handle
         if handle is None:
             return False
+        from kernelmagic.render.bundle import close_tree
+
         handle.update({"text/plain": (bundle or {}).get("text/plain", "")}, raw=True)
         close_tree(self.box)
         self.box = self.bar = self.label = self.handle = None

@@ -539,6 +539,7 @@ def _result(prof: Any, run: Plan, timed: Timed, warm: WarmUp, source_file: str |
         table = without_range(table, iteration_range(opts.name, ran))
     ledger = None
     if opts.memory:
+        assert owners is not None  # (_profile watches the owners whenever opts.memory)
         ledger = memory_categories.ledger_or_note(prof, table, owners, lines=opts.stack)
         if timed.out_of_memory is not None:  # the analysis' own note stays after it
             failed = _out_of_memory_note(timed.out_of_memory, ran - 1)
