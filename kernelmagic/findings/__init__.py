@@ -122,7 +122,7 @@ def weighed(result: ProfileResult, finding: Finding) -> Finding | None:
     return dataclasses.replace(finding, bound=bound_by(result, finding))
 
 
-def measured_text(row: ExperimentRow) -> str:
+def _measured_text(row: ExperimentRow) -> str:
     """``bf16 autocast: measured 1.90x faster, max rel error 3.1e-03`` (with "within
     the noise" when its interval is not beyond 1 ± 3%, and the tolerance when it is
     exceeded)."""
@@ -149,8 +149,8 @@ def with_measurements(found: list[Finding], result: ProfileResult) -> list[Findi
         if not rows:
             out.append(finding)
             continue
-        kept = [measured_text(r) for r in rows if not r.slower]
-        withdrawn = [f"{measured_text(r)}: withdrawn" for r in rows if r.slower]
+        kept = [_measured_text(r) for r in rows if not r.slower]
+        withdrawn = [f"{_measured_text(r)}: withdrawn" for r in rows if r.slower]
         suggestion = f"{finding.suggestion} [{'; '.join(withdrawn + kept)}]"
         out.append(dataclasses.replace(finding, suggestion=suggestion))
     return out

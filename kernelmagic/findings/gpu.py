@@ -76,7 +76,7 @@ def _median_kernel_us(result: ProfileResult) -> float | None:
     launches = sorted((k.device_time, k.count) for k in result.kernels if k.count)
     if not launches:
         return None
-    seen = list(accumulate(2 * n for _, n in launches))  # twice the launches up to each
+    seen = list(accumulate(n for _, n in launches))  # the launches up to each
     return launches[bisect_left(seen, seen[-1] / 2)][0]  # the first at or past half
 
 

@@ -110,12 +110,13 @@ def compute_far_from_peak(result: ProfileResult) -> Finding | None:
     if reached >= COMPUTE_FAR and gain < LOW_PRECISION_GAIN:
         return None
     device = "cuda" if result.profiles_device else "cpu"
-    p = precision(result)  # else: better shapes, and the device's faster precision, if any
-    low = f", and {p.call}" if p.call else f"; {p.note}" if p.note else ""
-    hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
-            f"(the {fast} roof is {format_ratio(gain, 1)} the float32 one on this device)"
-            if gain >= LOW_PRECISION_GAIN else
-            f"larger, better-shaped matmuls (multiples of 64/128){low}")
+    if gain >= LOW_PRECISION_GAIN:
+        hint = (f'lower precision: torch.autocast("{device}", dtype=torch.{fast}) '
+                f"(the {fast} roof is {format_ratio(gain, 1)} the float32 one on this device)")
+    else:  # better shapes, and the device's faster precision, if any
+        p = precision(result)
+        also = f", and {p.call}" if p.call else f"; {p.note}" if p.note else ""
+        hint = f"larger, better-shaped matmuls (multiples of 64/128){also}"
     title = ("Compute-bound, far from the roof" if reached < COMPUTE_FAR else
              "Compute-bound in float32, below a faster low-precision roof")
     return Finding(

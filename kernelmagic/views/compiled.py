@@ -128,7 +128,8 @@ def _region_rows(table: EventTable, figures: Figures, region: np.ndarray, graph:
     if outside.size:
         # Each graph's time in full: its autograd node's (``BACKWARD_NODE`` around it, with
         # the wrappers), else its own.
-        node = nearest_ancestor(table.parent, name_mask(table, BACKWARD_NODE.__eq__))[outside]
+        backward = name_mask(table, lambda n: n == BACKWARD_NODE)
+        node = nearest_ancestor(table.parent, backward)[outside]
         runs = sorted(set(np.where(node >= 0, node, outside).tolist()))
         rows.append(CompiledRegionRow(
             compile_id=BACKWARD, count=len(runs),

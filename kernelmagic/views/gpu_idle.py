@@ -185,10 +185,10 @@ class _Context:
         t = self.table
         edge = (lo <= w_lo) | (hi >= w_hi)
         sync = self.syncs.first_during(lo, hi)
-        by_start = self.work
-        nxt_at = np.searchsorted(t.start[by_start], hi, "left")
-        nxt = np.where(nxt_at < by_start.size, by_start[np.minimum(nxt_at, by_start.size - 1)],
-                       -1) if by_start.size else np.full(lo.shape, -1)
+        work = self.work  # (by start)
+        nxt_at = np.searchsorted(t.start[work], hi, "left")
+        nxt = np.where(nxt_at < work.size, work[np.minimum(nxt_at, work.size - 1)],
+                       -1) if work.size else np.full(lo.shape, -1)
         htod_name = name_mask(t, lambda n: "htod" in n.lower().replace(" ", ""))
         safe = np.maximum(nxt, 0)
         htod = (nxt >= 0) & (t.kind[safe] == _MEMCPY) & htod_name[safe]

@@ -32,9 +32,8 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     cpu = np.bincount(gid, weights=figures.cpu_total[idx], minlength=k)
     dev = np.bincount(gid, weights=figures.range_device[idx], minlength=k)
     owner = nearest_ancestor(table.parent, theirs)
-    ops = np.flatnonzero(is_op(table) & (owner >= 0))
+    ops = in_start_order(table, is_op(table) & (owner >= 0))
     own_self = figures.self_device if on_device else figures.self_cpu
-    ops = ops[np.argsort(table.start[ops], kind="stable")]
     width = len(table.names)
     pairs = table.name[owner[ops]].astype(np.int64) * width + table.name[ops]
     pair_id, pair_first = group(pairs)
