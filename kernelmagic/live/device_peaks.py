@@ -24,7 +24,7 @@ from kernelmagic.core.machine import DeviceInfo, gpu_info
 from kernelmagic.core.roofline_bounds import Peaks
 from kernelmagic.core.timing import paired_speedup
 from kernelmagic.core.units import percent
-from kernelmagic.live.variants import torch_threads
+from kernelmagic.live import torch_threads
 
 __all__ = ["DTYPES", "device_info", "measure", "peaks", "quick_rates", "set_peaks"]
 

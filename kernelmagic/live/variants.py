@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelmagic.core.units import counted
+from kernelmagic.live import torch_threads
 
 #: ``sdpa=NAME``: the backend names of ``torch.nn.attention.SDPBackend``.
 SDPA_BACKENDS = {"math": "MATH", "efficient": "EFFICIENT_ATTENTION",
@@ -29,19 +30,6 @@ SDPA_BACKENDS = {"math": "MATH", "efficient": "EFFICIENT_ATTENTION",
 SDPA_CUDA_ONLY = ("efficient", "cudnn")
 AUTO = "auto"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` (``torch.set_num_threads``), put back after."""
-    import torch
-
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(n)
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
