@@ -99,6 +99,21 @@ def test_python_lines_survive_the_json_text_round_trip():
     assert list(frame["location"]) == [r.location for r in result.python_lines]
 
 
+def test_a_stack_read_that_straddled_a_wait_is_dropped():
+    # The clock gives 1000 then 1020 ns around the first read (20 ns: kept, timed at its
+    # middle), then 5000 and 5000 + MAX_READ_NS + 1 around the second: the frame could be of
+    # any moment in that stretch, so no sample.
+    from kernelmagic.live.python_sampler import MAX_READ_NS, Sampler
+    readings = iter([1000, 1020, 5000, 5000 + MAX_READ_NS + 1])
+    sampler = Sampler(stop=_median_seconds.__code__)  # not on the stack: walks to the top
+    sampler.take_one(clock=lambda: next(readings))
+    sampler.take_one(clock=lambda: next(readings))
+    samples = sampler.samples()
+    assert list(samples.t_ns) == [1010] and samples.n == 1
+    this = test_a_stack_read_that_straddled_a_wait_is_dropped.__name__
+    assert samples.frames[samples.frame[0]].function == this
+
+
 # --- live --------------------------------------------------------------------------------
 
 
@@ -134,7 +149,7 @@ def test_a_pure_python_helper_is_named_with_its_measured_share():
     top = result.python_lines[0]
     assert top.function == "busy_python" and top.line == HELPER_LINE
     assert top.location.endswith(f"pyline_helpers.py:{HELPER_LINE}")
-    assert top.code == "return sum(map(int.__mul__, range(n), range(n)))"
+    assert top.code.startswith("for i in range(n): total += i * i")
     # The helper's time is the iteration's time outside the ops, less what the samples gave
     # to the step's other lines or to no line: on a loaded machine the sampler's thread
     # waits for a core, a sample then stands for a longer stretch, and a stretch of the

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from types import CodeType, FrameType
 
 import numpy as np
@@ -27,6 +28,9 @@ from kernelmagic.views.source_lines import is_data_loading_file, is_library_file
 
 #: Seconds between samples: 1 kHz, about 36 samples in an iteration of the seed's Block.
 INTERVAL = 0.001
+#: A read of the stack that took longer than this (ns) is dropped: the sampler lost the GIL
+#: or its core partway, so the moment the frame was read is not known (a read takes 1-40 µs).
+MAX_READ_NS = 100_000
 
 
 class Sampler:
@@ -69,13 +73,21 @@ class Sampler:
     def _run(self) -> None:
         wait = self._done.wait
         while not wait(self.interval):
-            frame = sys._current_frames().get(self.target)
-            now = time.time_ns()  # the profiler's clock: Unix ns (EventTable.origin_ns)
-            if frame is None:
-                continue
-            self.t_ns.append(now)
-            self.frame.append(self._user_frame(frame))
-            del frame
+            self.take_one()
+
+    def take_one(self, clock: Callable[[], int] = time.time_ns) -> None:
+        """One sample, timed by the profiler's clock (Unix ns, ``EventTable.origin_ns``) on
+        both sides of the read: a read that straddled a wait (the sampler's thread lost the
+        GIL or its core) could give a frame of one moment the time of a later one, a frame
+        read in an op the time of the Python after it, so it is dropped, and the next sample
+        stands for its stretch."""
+        before = clock()
+        frame = sys._current_frames().get(self.target)
+        after = clock()
+        if frame is None or after - before > MAX_READ_NS:
+            return
+        self.t_ns.append((before + after) // 2)
+        self.frame.append(self._user_frame(frame))
 
     def _user_frame(self, frame: FrameType | None) -> int:
         """Index of the frame the sample goes to (added on first sight), -1 when none runs:
