@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 from fakes import US, table_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kernelmagic.core.events import NO_PARENT, Kind
+from kernelmagic.core.events import NO_PARENT, Kind, _nested_parents, _stack_sweep
 from kernelmagic.core.range_names import SYNC_RANGE
 from kernelmagic.core.rows import KernelRow, OpRow
 from kernelmagic.results.builder import build_result
@@ -186,3 +188,37 @@ def test_iterations_from_our_ranges_else_profiler_steps_else_whole_trace():
     assert iteration_windows(plain, "run") == [(20 * US, 70 * US)]
     ours = table_of((Kind.RANGE, "run/iter 0", 0, 10, 1), (Kind.STEP, "ProfilerStep#1", 0, 9, 1))
     assert iteration_windows(ours, "run") == [(0, 10 * US)]
+
+
+def _sorted(events: list[tuple[int, int, int]]) -> tuple[np.ndarray, ...]:
+    tids, starts, ends = np.array(events, dtype=np.int64).reshape(-1, 3).T
+    order = np.lexsort((-ends, starts, tids))  # derive_links' order
+    return tids[order], starts[order], ends[order]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 8), st.integers(0, 4)),
+                min_size=1, max_size=14))
+def test_the_nested_reading_is_the_stack_sweep_or_defers_to_it(events):
+    # Few threads and times, so ties, events of no length and partial overlaps are common.
+    tids, starts, ends = _sorted([(t, s, s + d) for t, s, d in events])
+    swept = _stack_sweep(tids.tolist(), starts.tolist(), ends.tolist())
+    found = _nested_parents(tids, starts, ends)
+    assert found is None or found.tolist() == swept.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 6), st.integers(0, 6)),
+                min_size=1, max_size=6), st.integers(1, 3))
+def test_properly_nested_events_never_need_the_sweep(boxes, depth):
+    # Each box [s, s + w] on a thread, with ``depth`` boxes nested inside it (each
+    # narrower by one at the end, down to no length): intervals that nest, ties included.
+    events = []
+    for tid, s, w in boxes:
+        span = 8 * s  # boxes of a thread lie apart: [8s, 8s + w] with w < 8
+        events += [(tid, span, span + max(w - k, 0)) for k in range(depth + 1)]
+    events = list(dict.fromkeys(events))
+    tids, starts, ends = _sorted(events)
+    found = _nested_parents(tids, starts, ends)
+    assert found is not None
+    assert found.tolist() == _stack_sweep(tids.tolist(), starts.tolist(), ends.tolist()).tolist()

@@ -284,35 +284,88 @@ def derive_links(table: EventTable) -> EventTable:
     return _remove_duplicate_nodes(table)
 
 
+#: Sort keys stay below this (int64), else the sweep decides.
+_KEY_LIMIT = 1 << 62
+
+
 def _nested_parents(tids: np.ndarray, starts: np.ndarray,
                     ends: np.ndarray) -> np.ndarray | None:
     """The stack sweep's answer without a Python loop, when intervals nest properly.
 
-    With events sorted by (thread, start, -end), the innermost event containing event i
-    is the last earlier event j of its thread with ``end[j] > start[i]``, provided no two
-    events overlap without one containing the other. That last j is found for all events
-    at once by binary lifting over block maxima of ``end``; if any found j does not
-    contain its event, some events overlap partially (the first such pair in order
-    always shows up this way) and None tells the caller to run the sweep.
+    With events sorted by (thread, start, -end), an event's depth is the number of earlier
+    events of its thread that end after it starts (``_depths``). Where intervals nest,
+    those are its ancestors, and its parent is the last earlier event of its thread one
+    level up: every event between the two lies inside the parent, deeper. That event is
+    found for all at once, by a sort on (thread, depth) and a binary search in it. If a
+    found parent does not contain its event, some events overlap partially (the first such
+    event in order always shows up this way) and None tells the caller to run the sweep;
+    None as well where a sort key would not fit in 64 bits.
     """
     n = starts.shape[0]
-    levels = [ends]  # levels[k][p] = max(ends[p : p + 2**k])
-    while (1 << len(levels)) <= n:
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        levels.append(np.maximum(prev[:-half], prev[half:]))
-    pos = np.arange(n)  # every end in [pos, i) is <= start[i]
-    for k in range(len(levels) - 1, -1, -1):
-        lo = pos - (1 << k)
-        can = np.flatnonzero(lo >= 0)
-        skip = levels[k][lo[can]] <= starts[can]
-        pos[can[skip]] = lo[can[skip]]
-    parent = pos - 1
-    has = parent >= 0
-    has[has] = tids[parent[has]] == tids[has]
-    parent[~has] = -1
-    if np.any(ends[has] > ends[parent[has]]):
+    if not n:
+        return np.zeros(0, np.int64)
+    first = np.empty(n, bool)
+    first[0] = True
+    np.not_equal(tids[1:], tids[:-1], out=first[1:])
+    thread = np.cumsum(first)
+    thread -= 1
+    depth = _depths(thread, np.flatnonzero(first), starts, ends)
+    if depth is None:
+        return None
+    levels = int(depth.max()) + 1
+    if (int(thread[-1]) + 1) * levels * n >= _KEY_LIMIT:
+        return None
+    group = thread * levels
+    group += depth
+    order = group.argsort(kind="stable")  # by (thread, depth), then position
+    key = group[order]
+    key *= n
+    key += order
+    group -= 1  # the parent's: the same thread, a level up
+    group *= n
+    group += np.arange(n)  # (before the event itself)
+    at = key.searchsorted(group)
+    at -= 1
+    parent = order[np.maximum(at, 0)]
+    deep = depth > 0
+    del group, key, order
+    if (at[deep] < 0).any():
+        return None
+    parent[~deep] = -1
+    p = parent[deep]
+    if (thread[p] != thread[deep]).any() or (depth[p] != depth[deep] - 1).any() \
+            or (ends[deep] > ends[p]).any() or (ends[p] <= starts[deep]).any():
         return None
     return parent
+
+
+def _depths(thread: np.ndarray, heads: np.ndarray, starts: np.ndarray,
+            ends: np.ndarray) -> np.ndarray | None:
+    """Per event (sorted by thread, start, -end): the earlier events of its thread that end
+    after it starts; None where the sort key of (thread, end) would not fit in 64 bits."""
+    n = starts.size
+    low = int(min(starts.min(), ends.min()))
+    span = int(max(starts.max(), ends.max())) - low + 1
+    if (int(thread[-1]) + 1) * span >= _KEY_LIMIT:
+        return None
+    base = thread * span
+    base -= low
+    ended = np.sort(ends + base)  # each thread's ends, sorted, thread after thread
+    ended = ended.searchsorted(starts + base, "right")  # ends by each start, all threads
+    ended -= heads[thread]  # ... of its own thread
+    depth = np.arange(n) - heads[thread] - ended
+    # An event of no length at the same start, at or after the event, was counted as ended
+    # but is not earlier: counted back.
+    zero = starts == ends
+    if zero.any():
+        same = np.empty(n, bool)
+        same[0] = True
+        same[1:] = (thread[1:] != thread[:-1]) | (starts[1:] != starts[:-1])
+        group_first = np.flatnonzero(same)
+        last = np.append(group_first[1:], n)[np.cumsum(same) - 1] - 1
+        zeros = np.cumsum(zero)
+        depth += zeros[last] - zeros + zero
+    return depth
 
 
 def _stack_sweep(tids: list[int], starts: list[int], ends: list[int]) -> np.ndarray:
