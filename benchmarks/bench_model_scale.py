@@ -40,6 +40,7 @@ sizes of that shape are then skipped (they would be over it too).
 
     python benchmarks/bench_model_scale.py [--max-events 1000000] [--timeout 600]
         [--step-events 2000] [--rounds 1] [--no-hta | --hta-python PYTHON]
+        [--numpy-hugepages off]
 """
 
 from __future__ import annotations
@@ -313,6 +314,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-hta", action="store_true")
+    parser.add_argument("--numpy-hugepages", choices=("default", "off"), default="default",
+                        help="off: NUMPY_MADVISE_HUGEPAGE=0 in every process, HTA's and the "
+                             "floor's too (benchmarks/README.md: fresh memory)")
     parser.add_argument("--hta-python", default=sys.executable,
                         help="the interpreter HTA runs in: one with pandas < 3 (under pandas 3 "
                              "HTA 0.5 fails to load the split traces from 40k events: "
@@ -330,9 +334,12 @@ def main() -> None:
              f"to {args.max_events:,}",
              f"    a fresh process per load, timeout {args.timeout:g} s, "
              f"{args.rounds} round(s), split: one ProfilerStep per {args.step_events:,} "
-             f"events; traces cached in {st.cache_folder()}")
+             f"events; numpy's huge pages: {args.numpy_hugepages}; traces cached in "
+             f"{st.cache_folder()}")
     cache = Path(tempfile.mkdtemp(prefix="km_pycache_"))
     env = installed_env(cache)
+    if args.numpy_hugepages == "off":
+        env["NUMPY_MADVISE_HUGEPAGE"] = "0"
     warm = st.cached_trace(FIRST, None, args.seed)  # untimed: fills the bytecode caches
     measure(Point(FIRST, "one window", warm), env, args, hta)
     by_shape: dict[str, list[Point]] = {shape: [] for shape in SHAPES}

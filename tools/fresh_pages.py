@@ -1,9 +1,13 @@
 """What this machine charges for memory a process touches for the first time.
 
-On this project's machines (a virtual machine whose memory the host backs only when the
-guest first touches it, and takes back once freed), writing to newly allocated memory can
-cost milliseconds per megabyte, where reused memory costs a fraction of one. A phase of a
-benchmark that allocates more then pays for it in time: read its figures beside this.
+On this project's machines writing to newly allocated memory can cost milliseconds per
+megabyte, where reused memory costs a fraction of one. A phase of a benchmark that allocates
+more then pays for it in time: read its figures beside this. The cause found: numpy asks
+for transparent huge pages for arrays of 4 MB and more (``madvise(MADV_HUGEPAGE)``), and
+where the kernel's THP ``defrag`` setting is ``madvise`` (printed) and memory is
+fragmented, each such fault waits for the kernel to compact memory into a huge page.
+Run it again with ``NUMPY_MADVISE_HUGEPAGE=0`` (numpy's switch, read at its import) to
+see the cost of plain pages (benchmarks/README.md: "Fresh memory costs time here").
 
 Allocates ``--mb`` megabytes in arrays of 30 MB, keeping them (each one fresh), then frees
 them and allocates again (reused), and prints the cost of each, per megabyte.
@@ -14,7 +18,9 @@ them and allocates again (reused), and prints the cost of each, per megabyte.
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +44,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=600)
     n = max(1, parser.parse_args().mb // CHUNK_MB)
+    thp = Path("/sys/kernel/mm/transparent_hugepage")
+    for name in ("enabled", "defrag"):
+        where = thp / name
+        print(f"THP {name}: {where.read_text().strip() if where.exists() else 'n/a'}")
+    print(f"NUMPY_MADVISE_HUGEPAGE: {os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset')}")
     fresh = _touch(n, keep=True)
     reused = _touch(n, keep=False)
     for label, costs in (("fresh", fresh), ("reused", reused)):
