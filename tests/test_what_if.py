@@ -232,6 +232,36 @@ def test_predictions_stay_within_the_iteration_and_shrink_with_the_factor(
     assert not math.isnan(real.what_if({}).saved_share)
 
 
+def test_savings_asked_together_are_each_what_if_alone(real: ProfileResult) -> None:
+    # One batched replay for the findings' changes: each answer what ``what_if`` gives for
+    # that change alone (removing the rows, on its side); keys it does not hold: None.
+    rows = sorted(real.rows, key=lambda r: -r.max_gain_us)[:3]
+    asks = [([r.key], side) for r in rows for side in ("both", "cpu", "device")]
+    asks += [([r.key for r in rows], "both"), (["no such op"], "both")]
+    answers = real.saves_at_most(asks)
+    assert answers[-1] is None
+    for (keys, side), answer in zip(asks[:-1], answers[:-1], strict=True):
+        if not real.dependency_model:
+            assert answer is None
+            continue
+        alone = real.what_if(dict.fromkeys(keys, INF), side)
+        assert answer == (pytest.approx(alone.saved_us, rel=1e-9, abs=1e-6),
+                          pytest.approx(alone.measured_us, rel=1e-12))
+
+
+def test_the_findings_are_priced_in_one_replay(monkeypatch) -> None:
+    # The loaded result keeps the model its load built (with its baseline): pricing every
+    # finding then costs one replay of the model, whatever the number of findings.
+    from kernelmagic.views import critical_path
+    result = kernelmagic.load(DATA / "h200_launch_and_sync.json.gz")
+    replays = []
+    real_replay = critical_path._replay
+    monkeypatch.setattr(critical_path, "_replay",
+                        lambda *a: replays.append(a[1].shape[0]) or real_replay(*a))
+    priced = [f for f in result.findings() if f.saves_us is not None]
+    assert len(priced) >= 3 and replays == [len(priced)]
+
+
 def test_the_critical_path_is_as_long_as_the_median_iteration(real: ProfileResult) -> None:
     # docs/what-if.md: the path describes the iteration, never a longer span; its shares
     # are of that length. Also in a what-if, where it is the predicted iteration's.

@@ -68,11 +68,12 @@ assert (trace_fast._nesting_within(data, trace_fast.MAX_NESTING) and trace_fast.
         and data.count(b'"traceEvents"') == 1 and trace_fast._COUNTER_TEXT not in data), (
     "this trace takes another path (counter ranges, or the streaming reader): not timed here")
 mark("whole-file checks")
-doc = trace_fast._DECODER.decode(data)
+records = trace_fast._records(trace_fast.TRACE_FIELDS)
+doc = records.decoder.decode(data)
 del data
 mark("msgspec decode")
 cols = Columns()
-trace_fast._fill(cols, doc.traceEvents)
+trace_fast._fill(cols, records, doc.traceEvents)
 mark("per-event fill (times to ns included)")
 found = {{"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
          "traceName": doc.traceName}}

@@ -93,21 +93,24 @@ def find(result: ProfileResult) -> list[Finding]:
     rules = RULES + ROOFLINE_RULES if result.roofline else RULES
     if result.counters:  # --counters, or a trace recorded with profiler metrics
         rules = rules + COUNTER_RULES
-    found = [weighed(result, priced(result, f))
-             for f in (rule(result) for rule in rules) if f is not None]
+    said = [f for f in (rule(result) for rule in rules) if f is not None]
+    found = [weighed(result, f) for f in priced(result, said)]
     found = sorted((f for f in found if f is not None),
                    key=lambda f: -(f.saves_share if f.saves_share is not None else f.share))
     return with_measurements(found, result) if result.experiments else found
 
 
-def priced(result: ProfileResult, finding: Finding) -> Finding:
-    """``finding`` with ``saves_us``: the iteration without its rows' time (``what_if``
-    with ``inf``), when it names rows the median iteration holds."""
-    answer = result.saves_at_most(finding.rows, finding.side) if finding.rows else None
-    if answer is None:
-        return finding
-    return dataclasses.replace(finding, saves_us=answer.saved_us,
-                               iteration_us=answer.measured_us)
+def priced(result: ProfileResult, found: list[Finding]) -> list[Finding]:
+    """Each finding with ``saves_us``: the iteration without its rows' time (``what_if``
+    with ``inf``), where it names rows the median iteration holds; all of them priced in
+    one replay of the model (``ProfileResult.saves_at_most``)."""
+    answers = iter(result.saves_at_most([(f.rows, f.side) for f in found if f.rows]))
+    out = []
+    for f in found:
+        answer = next(answers) if f.rows else None
+        out.append(f if answer is None else
+                   dataclasses.replace(f, saves_us=answer[0], iteration_us=answer[1]))
+    return out
 
 
 def weighed(result: ProfileResult, finding: Finding) -> Finding | None:

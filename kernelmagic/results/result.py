@@ -60,7 +60,7 @@ from kernelmagic.views.registry import view_spec
 
 if TYPE_CHECKING:  # the convenience methods' return types (imported lazily where they run)
     import os
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
     import pandas
@@ -412,14 +412,29 @@ class ProfileResult(Shown):
 
         return explain(self, name, what_if)
 
-    def saves_at_most(self, keys: Iterable[str], side: str = "both") -> WhatIf | None:
-        """``what_if`` with every row of ``keys`` removed (``inf``), leaving out keys the
-        median iteration does not hold; None when it holds none of them (or no model)."""
+    def saves_at_most(self, asks: Sequence[tuple[Iterable[str], str]]
+                      ) -> list[tuple[float, float] | None]:
+        """For each ``(keys, side)`` of ``asks``: ``(saved_us, iteration_us)``, what
+        ``what_if`` gives with every row of ``keys`` removed (``inf``) on ``side``, leaving out
+        keys the median iteration does not hold; None where it holds none of them (or there
+        is no model). One batched replay answers them all (``saved_each``)."""
         if not self.dependency_model:
-            return None
-        held = set(self._model.row_key)
-        present = [k for k in keys if k in held]
-        return self.what_if(dict.fromkeys(present, float("inf")), side) if present else None
+            return [None] * len(asks)
+        from kernelmagic.views.critical_path import saved_each
+
+        m = self._model
+        held = set(m.row_key)
+        present = [[k for k in keys if k in held] for keys, _ in asks]
+        wanted = [i for i, keys in enumerate(present) if keys]
+        saved = saved_each(m, [(dict.fromkeys(present[i], float("inf")), asks[i][1])
+                               for i in wanted])
+        measured_us = m.window_ns / 1000.0
+        scale = (self.stats.median * 1e6 / measured_us
+                 if measured_us > 0 and self.timings else 1.0)
+        out: list[tuple[float, float] | None] = [None] * len(asks)
+        for i, ns in zip(wanted, saved.tolist(), strict=True):
+            out[i] = (ns / 1000.0 * scale, measured_us * scale)
+        return out
 
     # --- presentation --------------------------------------------------------------
 
