@@ -360,6 +360,7 @@ class _Sweep:
         # what each item's start asks of its launch, beyond its running sum's step
         # (gap + duration): latency - gap
         self.lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
+        self.launch_of = g.launch.tolist()  # (read one item at a time by ``_gpu_one``)
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -411,24 +412,35 @@ class _Sweep:
             self.cross_c[xs] = got
             at = m.cross_target[xs] - lo
             c[at] = np.maximum(c[at], got)
+        c -= self.cpu_run[lo:hi]
         self.cpu_in.advance(seg, c, self.cpu_run, self.t)
 
     def _gpu(self, seg: _Segment) -> None:
+        """A stream's items ``lo:hi``, in ``_Carried``'s terms: what each item's end asks
+        beyond its running sum (``c``), the largest of its launch's (the launch's time, the
+        latency, less the gap and the running sum before the item), its anchor's and its
+        waits' (each an end time, less the item's running sum)."""
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
-        ready = self.t[g.launch[lo:hi]]
-        ready += self.lat_gap[lo:hi]  # + gap + duration: the running sum's step
-        ready += self.gpu_run[lo:hi]
-        if hi > lo + 1:
-            ready[1:] -= self.gpu_run[lo:hi - 1]
+        run = self.gpu_run
+        if hi == lo + 1:
+            self._gpu_one(seg)
+            return
+        c = self.t[g.launch[lo:hi]]
+        c += self.lat_gap[lo:hi]
+        c[1:] -= run[lo:hi - 1]
         if seg.carry:
-            ready[0] -= self.gpu_in.run[seg.k]
+            c[0] -= self.gpu_in.run[seg.k]
         if seg.c:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
-            at = self.anchored_at[first:last] - lo
-            ready[at] = np.maximum(ready[at], self.anchors[first:last])
+            on = self.anchored_at[first:last]
+            at = on - lo
+            c[at] = np.maximum(c[at], self.anchors[first:last] - run[on])
         if seg.b == seg.a + 1 and self.wait_dep:
-            row = ready[self.wait_item[seg.a] - lo]
-            np.maximum(row, self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a], out=row)
+            i = self.wait_item[seg.a]
+            row = c[i - lo]
+            waited = self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a]
+            waited -= run[i]
+            np.maximum(row, waited, out=row)
         elif seg.b > seg.a:
             items = g.waiting[seg.a:seg.b]
             deps = m.wait_dep[m.wait_off[items[0]]:m.wait_off[items[-1] + 1]]
@@ -437,9 +449,36 @@ class _Sweep:
                 waited = np.maximum.reduceat(waited, m.wait_off[items] - m.wait_off[items[0]],
                                              axis=0)
             waited += self.wait_dur[seg.a:seg.b]
+            waited -= run[items]
             at = items - lo
-            ready[at] = np.maximum(ready[at], waited)
-        self.gpu_in.advance(seg, ready, self.gpu_run, self.end)
+            c[at] = np.maximum(c[at], waited)
+        self.gpu_in.advance(seg, c, run, self.end)
+
+    def _gpu_one(self, seg: _Segment) -> None:
+        """``_gpu`` for a segment of one item (half the segments where two streams wait on
+        each other): its rows read and written as they are, no index arrays."""
+        i, k = seg.lo, seg.k
+        run, carried = self.gpu_run, self.gpu_in
+        c = self.t[self.launch_of[i]] + self.lat_gap[i]
+        if seg.carry:
+            c -= carried.run[k]
+        if seg.c:
+            at = int(self.g.anchored[i])
+            np.maximum(c, self.anchors[at] - run[i], out=c)
+        if seg.b > seg.a:
+            if self.wait_dep:
+                waited = self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a]
+            else:
+                m = self.m
+                deps = m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]]
+                waited = self.end[deps].max(axis=0) + self.wait_dur[seg.a]
+            waited -= run[i]
+            np.maximum(c, waited, out=c)
+        if seg.carry:
+            np.maximum(c, carried.max[k], out=c)
+        carried.max[k] = c
+        carried.run[k] = run[i]
+        np.add(c, run[i], out=self.end[i])
 
 
 class _Carried:
@@ -452,10 +491,9 @@ class _Carried:
         self.run = np.empty_like(self.max)
 
     def advance(self, seg: _Segment, c: np.ndarray, run: np.ndarray, out: np.ndarray) -> None:
-        """``out[lo:hi]`` from ``c`` (used up) and the running sums ``run[lo:hi]``, which
-        may be ``out`` itself."""
+        """``out[lo:hi]`` from ``c`` (used up: what each node asks beyond its running sum)
+        and the running sums ``run[lo:hi]``, which may be ``out`` itself."""
         lo, hi, k = seg.lo, seg.hi, seg.k
-        np.subtract(c, run[lo:hi], out=c)
         if seg.carry:
             np.maximum(c[0], self.max[k], out=c[0])
         if hi > lo + 1:  # (a segment of one node, common on streams that wait on each other)
