@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelmagic.core.arrays import unique
 from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
 from kernelmagic.core.units import format_us, percent
@@ -992,13 +991,11 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
         whole = d[at]
         kept = np.clip(t[at] - floor, 0.0, whole) / np.where(whole > 0, whole, 1.0)
         ns = ns * np.repeat(np.where(whole > 0, kept, 0.0), counts)
-    key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1
-    found, inverse = unique(key, return_inverse=True)
-    sums = np.bincount(inverse, weights=ns)
-    for k, v in zip(found.tolist(), sums.tolist(), strict=True):
+    key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1  # (categories x rows: few)
+    sums = np.bincount(key, weights=ns)
+    for k in np.flatnonzero(sums > 0).tolist():
         cat, row = divmod(k, len(m.row_key) + 1)
-        if v > 0:
-            acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + v
+        acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + float(sums[k])
     if spans is None or not counts.any():  # (positions that hold no part: nothing to lay)
         return
     # Merged parts are in no real order: laid back to back, ending at the position.
