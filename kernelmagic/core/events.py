@@ -309,7 +309,7 @@ def _nested_parents(tids: np.ndarray, starts: np.ndarray,
     np.not_equal(tids[1:], tids[:-1], out=first[1:])
     thread = np.cumsum(first)
     thread -= 1
-    depth = _depths(thread, np.flatnonzero(first), starts, ends)
+    depth = _depths(thread, starts, ends)
     if depth is None:
         return None
     levels = int(depth.max()) + 1
@@ -339,7 +339,7 @@ def _nested_parents(tids: np.ndarray, starts: np.ndarray,
     return parent
 
 
-def _depths(thread: np.ndarray, heads: np.ndarray, starts: np.ndarray,
+def _depths(thread: np.ndarray, starts: np.ndarray,
             ends: np.ndarray) -> np.ndarray | None:
     """Per event (sorted by thread, start, -end): the earlier events of its thread that end
     after it starts; None where the sort key of (thread, end) would not fit in 64 bits."""
@@ -352,8 +352,9 @@ def _depths(thread: np.ndarray, heads: np.ndarray, starts: np.ndarray,
     base -= low
     ended = np.sort(ends + base)  # each thread's ends, sorted, thread after thread
     ended = ended.searchsorted(starts + base, "right")  # ends by each start, all threads
-    ended -= heads[thread]  # ... of its own thread
-    depth = np.arange(n) - heads[thread] - ended
+    # The events of its thread before it, less its thread's ends by its start: the threads
+    # before it hold as many events as ends, so both counts may include them.
+    depth = np.arange(n) - ended
     # An event of no length at the same start, at or after the event, was counted as ended
     # but is not earlier: counted back.
     zero = starts == ends

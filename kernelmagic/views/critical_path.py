@@ -359,7 +359,6 @@ class _Sweep:
         # what each item's start asks of its launch, beyond its running sum's step
         # (gap + duration): latency - gap
         self.lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
-        self.launch_of = g.launch.tolist()  # (read one item at a time by ``_gpu_one``)
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -421,9 +420,6 @@ class _Sweep:
         waits' (each an end time, less the item's running sum)."""
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         run = self.gpu_run
-        if hi == lo + 1:
-            self._gpu_one(seg)
-            return
         c = self.t[g.launch[lo:hi]]
         c += self.lat_gap[lo:hi]
         c[1:] -= run[lo:hi - 1]
@@ -453,37 +449,11 @@ class _Sweep:
             c[at] = np.maximum(c[at], waited)
         self.gpu_in.advance(seg, c, run, self.end)
 
-    def _gpu_one(self, seg: _Segment) -> None:
-        """``_gpu`` for a segment of one item (half the segments where two streams wait on
-        each other): its rows read and written as they are, no index arrays."""
-        i, k = seg.lo, seg.k
-        run, carried = self.gpu_run, self.gpu_in
-        c = self.t[self.launch_of[i]] + self.lat_gap[i]
-        if seg.carry:
-            c -= carried.run[k]
-        if seg.c:
-            at = int(self.g.anchored[i])
-            np.maximum(c, self.anchors[at] - run[i], out=c)
-        if seg.b > seg.a:
-            if self.wait_dep:
-                waited = self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a]
-            else:
-                m = self.m
-                deps = m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]]
-                waited = self.end[deps].max(axis=0) + self.wait_dur[seg.a]
-            waited -= run[i]
-            np.maximum(c, waited, out=c)
-        if seg.carry:
-            np.maximum(c, carried.max[k], out=c)
-        carried.max[k] = c
-        carried.run[k] = run[i]
-        np.add(c, run[i], out=self.end[i])
-
 
 class _Carried:
     """What each chain's next segment takes from the one before (``out[p] = max(out[p-1] +
-    step[p], c[p])`` continued): the running maximum of ``c - run`` so far, and the running
-    sum at the segment's end, per chain (S each)."""
+    step[p], c[p])`` continued): the running maximum so far of what a node asks beyond its
+    running sum, and the running sum at the segment's end, per chain (S each)."""
 
     def __init__(self, off: np.ndarray, s: int) -> None:
         self.max = np.empty((max(off.size - 1, 0), s))
@@ -607,7 +577,7 @@ def max_gains(m: Model) -> np.ndarray:
     gains = np.zeros(r)
     if m.empty or not r:
         return gains
-    per_chunk = max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
+    per_chunk = _scenarios_per_replay(m)
     if r + 1 <= per_chunk and "_baseline" not in m.__dict__:
         return _gains_with_baseline(m)  # one replay: nothing to prune
     held = np.flatnonzero(_may_gain(m))
@@ -619,6 +589,11 @@ def max_gains(m: Model) -> np.ndarray:
         predicted, _ = predict(m, cpu_f, gpu_f)
         gains[rows] = np.maximum(0.0, m.window_ns - predicted)
     return gains
+
+
+def _scenarios_per_replay(m: Model) -> int:
+    """How many scenarios one replay takes (``_MAX_CELLS`` scenario x node cells)."""
+    return max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
 
 
 def _gains_with_baseline(m: Model) -> np.ndarray:
@@ -705,7 +680,7 @@ def saved_each(m: Model, asks: Sequence[tuple[Mapping[str, float], str]]) -> np.
     through the model, nearly the same for one scenario as for a few (the findings price
     their changes this way)."""
     out = np.zeros(len(asks))
-    per_chunk = max(1, _MAX_CELLS // max(1, m.pos_anchor.size + m.item_dur.size))
+    per_chunk = _scenarios_per_replay(m)
     for lo in range(0, len(asks), per_chunk):
         chunk = asks[lo:lo + per_chunk]
         cpu_f, gpu_f = _factors(m, len(chunk))
