@@ -621,3 +621,14 @@ def test_a_variants_python_rows_name_the_cells_lines_as_the_baselines_do(ip):
         assert re.fullmatch(r"cell\[\d+\]:2", top.location), top.location
         assert top.code == "time.sleep(0.03)"
     assert variant.result.python_lines[0].location == result.python_lines[0].location
+
+
+def test_a_code_object_skips_the_compile_variant_and_says_why():
+    # A code object cannot become a function for torch.compile: the variant is a row,
+    # skipped, with the reason (``experiments.cell_of_callable``).
+    code = compile("x = torch.ones(8, 8) @ torch.ones(8, 8)", "<t>", "exec")
+    result = kernelmagic.profile(code, namespace={"torch": torch}, iters=2, warmup=1,
+                                 variants=["compile"])
+    (row,) = result.experiments
+    assert row.skipped
+    assert row.error == "the cell cannot be compiled as a function (a code object)"

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 from fakes import cpu_result, cuda_result
 
+from kernelmagic.core.collective_rows import Collective
 from kernelmagic.core.rows import Breakdown, KernelRow, OpRow, Span
 from kernelmagic.io import frames
 from kernelmagic.results.compare import compare
@@ -161,3 +162,16 @@ def test_many_ranks_frames_say_their_units():
     ops = many.to_pandas("ops")
     assert ops.attrs["units"]["self_cpu_time_total"] == ("µs, summed over the 10 profiled "
                                                          "iterations")
+
+
+def test_a_job_of_no_ranks_still_has_every_column_and_unit():
+    # An empty job: the ranks and collectives frames keep their columns (a rank's
+    # collectives are the next view, not a column) and their units, with no rows.
+    empty = ManyRanksResult.from_parts([])
+    ranks = empty.to_pandas("ranks")
+    fields = [f.name for f in dataclasses.fields(RankSummary) if f.name != "collectives"]
+    assert list(ranks.columns) == fields and len(ranks) == 0
+    assert ranks.attrs["units"]["step_median_us"] == "µs per step"
+    collectives = empty.to_pandas("collectives")
+    assert list(collectives.columns) == [f.name for f in dataclasses.fields(Collective)]
+    assert len(collectives) == 0 and collectives.attrs["units"]["skew_us"].startswith("µs")

@@ -118,10 +118,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     else:
         raise ValueError(f"no view {view!r} in this result; views: "
                          f"{', '.join(view_names(result))}")
-    # The row's fields, less those marked ``metadata={"column": False}`` (an experiment's
-    # own result).
-    columns = [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
-    rows = [{c: getattr(item, c) for c in columns} for item in items]
+    columns = _columns(row_type)
+    rows = _as_rows(items, columns)
     if row_type is not OpRow:
         return rows, columns
     for row, item in zip(rows, items, strict=True):  # the per-iteration columns after
@@ -129,6 +127,18 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
                     for c, (field, _) in PER_ITERATION.items()})
         row[GAIN_PER_ITER[0]] = item.gain_per_iteration(result.iters)
     return rows, [*columns, *PER_ITERATION, GAIN_PER_ITER[0]]
+
+
+def _columns(row_type: type, skip: tuple[str, ...] = ()) -> list[str]:
+    """A row type's fields as columns, less those marked ``metadata={"column": False}`` (an
+    experiment's own result) and ``skip``."""
+    return [f.name for f in dataclasses.fields(row_type)
+            if f.metadata.get("column", True) and f.name not in skip]
+
+
+def _as_rows(items: Any, columns: list[str]) -> list[dict[str, Any]]:
+    """Each item as a dict of its ``columns``."""
+    return [{c: getattr(item, c) for c in columns} for item in items]
 
 
 def dataframe(rows: list[dict[str, Any]], columns: list[str],
@@ -158,8 +168,7 @@ def comparison_frame(comparison: Any) -> Any:
     iteration before and after, the change, the speed-up (before / after, None where either
     is 0) and the status; units in attrs."""
     columns = ["key", "before", "after", "delta", "speedup", "status"]
-    rows = [{c: getattr(d, c) for c in columns} for d in comparison.rows]
-    return dataframe(rows, columns, COMPARISON_UNITS)
+    return dataframe(_as_rows(comparison.rows, columns), columns, COMPARISON_UNITS)
 
 
 def ranks_frame(ranks: Any, view: str = "ranks") -> Any:
@@ -169,12 +178,10 @@ def ranks_frame(ranks: Any, view: str = "ranks") -> Any:
     with a ``rank`` column first, its sums over that rank's own steps (``steps`` in the
     ``ranks`` view)."""
     if view in ("ranks", "collectives"):
-        whose = RankSummary if view == "ranks" else Collective
-        items = list(ranks.summaries.values()) if view == "ranks" else ranks.collectives()
-        # (a rank's collectives are the next view's)
-        columns = [f.name for f in dataclasses.fields(whose) if f.name != "collectives"]
-        rows = [{c: getattr(item, c) for c in columns} for item in items]
-        return dataframe(rows, columns, units(whose, columns, None))
+        whose, items = ((RankSummary, list(ranks.summaries.values())) if view == "ranks"
+                        else (Collective, ranks.collectives()))
+        columns = _columns(whose, skip=("collectives",))  # (a rank's: the next view's)
+        return dataframe(_as_rows(items, columns), columns, units(whose, columns, None))
     rows: list[dict[str, Any]] = []
     columns = ["rank"]
     for rank, result in ranks.ranks.items():

@@ -172,10 +172,11 @@ def load_ranks(sources: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     files = trace_files(sources)
     paths = [str(p.resolve()) if p.exists() else str(p) for p in files]
     parsed = _run(paths, executor)
-    good = [(path, item.summary) for path, item in zip(paths, parsed, strict=True)
-            if item.error is None and item.summary is not None]
-    errors = [item.error or "unknown error" for item in parsed
-              if item.error is not None or item.summary is None]
+    read = [item.error is None and item.summary is not None for item in parsed]
+    good = [(path, item.summary) for path, item, ok in zip(paths, parsed, read, strict=True)
+            if ok]
+    errors = [item.error or "unknown error" for item, ok in zip(parsed, read, strict=True)
+              if not ok]
     if not good:
         raise RanksError(f"none of the {len(files)} trace files could be read; "
                          f"first: {errors[0]}")

@@ -4,8 +4,8 @@ The only package that imports torch's private modules and attributes (``torch._C
 ``torch._dynamo``, ``torch.profiler._memory_profiler``, ...); ``tests/test_layers.py`` fails
 when one appears anywhere else. This file itself imports nothing heavy: it keeps Kineto's
 start/stop banners out of notebooks (``quiet_kineto_logs``, which ``%load_ext`` calls), and
-holds ``torch_threads``, which the ``threads=N`` variant and the peak measurement share (the
-runner may import the one, never the other: ``pyproject.toml``'s contracts).
+holds ``torch_threads``, which the ``threads=N`` variant (``variants``) and the peak
+measurement (``device_peaks``) share: here, neither imports the other's modules for it.
 """
 
 from __future__ import annotations

@@ -107,10 +107,7 @@ def _dtype(args: Any, kwargs: dict[str, Any]) -> str:
 
 
 def _mode_class(dynamo_loaded: bool) -> type:
-    # A dispatch mode sees every aten op below autograd, with its tensors.
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class CountingMode(TorchDispatchMode):
+    class CountingMode(torch_compat.dispatch_mode_base()):  # type: ignore[misc]
         @classmethod
         def _should_skip_dynamo(cls) -> bool:
             # torch wraps a mode's __torch_dispatch__ so that Dynamo never compiles it,

@@ -99,7 +99,7 @@ def run_to_completion(coro: Coroutine[Any, Any, Any],
     only this thread, so the coroutine cannot go to another one.
     """
     __tracebackhide__ = True
-    running = asyncio.events._get_running_loop()
+    running = asyncio._get_running_loop()  # None outside a loop (get_running_loop raises)
     if running is None:
         if loop_runner is not None:
             return loop_runner(coro)

@@ -252,6 +252,13 @@ def dtype_name(dtype: Any) -> str:
 _SDPA_ALIASES = ("_scaled_dot_product_flash_attention_for_cpu",)
 
 
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode``: sees every aten op below autograd, with its tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
 def flop_formula(func: Any) -> Any:
     """torch.utils.flop_counter's formula for an ``OpOverload``, or None.
 

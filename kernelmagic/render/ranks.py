@@ -102,8 +102,9 @@ def summary_line(result: ManyRanksResult) -> str:
     ranks of the job without a file (``ManyRanksResult.missing_ranks``)."""
     summaries = list(result.summaries.values())
     n = len(summaries)
-    job = [f"world size {result.world_size}" if result.world_size else "", result.backend]
-    head = counted(n, "rank") + (f" ({', '.join(filter(None, job))})" if any(job) else "")
+    job = ", ".join(filter(None, [result.world_size and f"world size {result.world_size}",
+                                  result.backend]))
+    head = counted(n, "rank") + (f" ({job})" if job else "")
     if not summaries:
         return head
     slow = max(summaries, key=lambda s: (s.step_median_us, -s.rank))
