@@ -222,3 +222,16 @@ def test_properly_nested_events_never_need_the_sweep(boxes, depth):
     found = _nested_parents(tids, starts, ends)
     assert found is not None
     assert found.tolist() == _stack_sweep(tids.tolist(), starts.tolist(), ends.tolist()).tolist()
+
+
+def test_python_frames_named_two_ways_are_one_source_row():
+    # ``u.py(3): f`` and ``u.py(03): f`` are the same frame as parsed: one row, its ops'
+    # self time summed (5 + 3 µs), not two rows with one key.
+    from kernelmagic.views.source_lines import source_rows
+    table = table_of((Kind.PYTHON, "/home/u/u.py(3): f", 0, 10, 1),
+                     (Kind.OP, "aten::mm", 2, 7, 1),
+                     (Kind.PYTHON, "/home/u/u.py(03): f", 20, 30, 1),
+                     (Kind.OP, "aten::add", 22, 25, 1))
+    (row,) = source_rows(table, Figures(table))
+    assert row.key == "/home/u/u.py:3 f" and row.ops == 2
+    assert row.self_cpu_time_total == 8.0

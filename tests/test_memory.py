@@ -780,3 +780,29 @@ def test_memory_categories_are_clearly_different_colours_on_light_and_dark(page)
     assert [n for n, lab in labs.items() if math.dist(lab, page_lab) < MIN_DELTA_E] == []
     # The gradients and autograd detail were two blues 8.8 apart (#46).
     assert math.dist(labs["gradient"], labs["autograd_detail"]) >= MIN_DELTA_E
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_events_around_a_peak_are_those_that_hold_its_moment(seed):
+    # What names a peak's op and scope: the ops and ranges of the thread trees that started
+    # by ``t`` and end at or after it, in start order; read by blocks (``_Around``), it must
+    # be exactly what a pass over the whole table gives.
+    from kernelmagic.views.memory import _Around
+    from kernelmagic.views.tree import in_start_order
+    rng = np.random.default_rng(seed)
+    kinds = [Kind.OP, Kind.RANGE, Kind.RUNTIME, Kind.PYTHON]
+    events = []
+    for _ in range(int(rng.integers(1, 900))):  # up to several blocks of 256
+        start = int(rng.integers(0, 2000))
+        length = int(rng.choice([0, 1, 5, 50, 400, 1500]))
+        events.append((kinds[int(rng.integers(4))], f"e{int(rng.integers(6))}", start,
+                       start + length, int(rng.integers(1, 4))))
+    table = table_of(*events)
+    around = _Around(table)
+    for t in rng.integers(-10, 3600, 40).tolist():
+        for tid in (None, 1, 2):
+            held = (table.start <= t) & (table.end >= t) & (table.tid >= 0) & (
+                (table.kind == Kind.OP) | (table.kind == Kind.RANGE))
+            if tid is not None:
+                held &= table.tid == tid
+            assert around.at(t, tid).tolist() == in_start_order(table, held).tolist()

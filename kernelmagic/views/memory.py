@@ -87,24 +87,60 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
                         block=np.full(time.size, -1, dtype=np.int32), note=note)
 
 
-def _levels_before(category: np.ndarray, delta: np.ndarray, k: int) -> np.ndarray:
-    """Bytes per category after the first ``k`` changes (int64, one per category)."""
-    if k <= 0:
-        return np.zeros(len(CATEGORIES), dtype=np.int64)
-    sums = np.bincount(category[:k], weights=delta[:k], minlength=len(CATEGORIES))
-    return np.rint(sums).astype(np.int64)
+class _Levels:
+    """Bytes per category after the first ``k`` changes of a device's ledger (``before``),
+    asked for the iterations in order: each change is summed once, not once per
+    iteration (a ``k`` below the last one starts again from the first change)."""
+
+    def __init__(self, category: np.ndarray, delta: np.ndarray) -> None:
+        self.category, self.delta = category, delta
+        self.k, self.sums = 0, np.zeros(len(CATEGORIES))
+
+    def before(self, k: int) -> np.ndarray:
+        """int64, one per category (whole bytes: the float sums are exact)."""
+        k = max(k, 0)
+        if k < self.k:
+            self.k, self.sums = 0, np.zeros(len(CATEGORIES))
+        self.sums = self.sums + np.bincount(self.category[self.k:k], weights=self.delta[self.k:k],
+                                            minlength=len(CATEGORIES))
+        self.k = k
+        return np.rint(self.sums).astype(np.int64)
 
 
-def _enclosing(table: EventTable, t: int, tid: int | None, name: str | None = None
-               ) -> tuple[str, str]:
+class _Around:
+    """The ops and ranges of the threads' trees in start order (ties: table order), with the
+    latest end in each block of ``BLOCK`` of them: the events around a time are read a
+    block at a time, only in the blocks that reach it, not over the whole table once per
+    iteration (``_peak``)."""
+
+    BLOCK = 256
+
+    def __init__(self, table: EventTable) -> None:
+        self.idx = in_start_order(table, ((table.kind == Kind.OP) | (table.kind == Kind.RANGE))
+                                  & (table.tid >= 0))
+        self.start, self.end = table.start[self.idx], table.end[self.idx]
+        self.tid = table.tid[self.idx]
+        self.block_end = (np.maximum.reduceat(self.end, np.arange(0, self.idx.size, self.BLOCK))
+                          if self.idx.size else self.end)
+
+    def at(self, t: int, tid: int | None) -> np.ndarray:
+        """The events around time ``t`` (on thread ``tid``, or any), in start order."""
+        upto = int(np.searchsorted(self.start, t, "right"))  # those started by ``t``
+        blocks = np.flatnonzero(self.block_end[:-(-upto // self.BLOCK)] >= t)
+        pos = (blocks[:, None] * self.BLOCK + np.arange(self.BLOCK)).ravel()
+        pos = pos[pos < upto]
+        held = self.end[pos] >= t
+        if tid is not None:
+            held &= self.tid[pos] == tid
+        return self.idx[pos[held]]
+
+
+def _enclosing(table: EventTable, around: _Around, t: int, tid: int | None,
+               name: str | None = None) -> tuple[str, str]:
     """(innermost op, innermost scope) around time ``t`` on thread ``tid``: the scope is the
     backward function, module range or user range closest around it (not the ranges
     kernelmagic opened for the run ``name``, nor a ``ProfilerStep#N``)."""
-    around = (table.start <= t) & (table.end >= t) & (table.tid >= 0)
-    if tid is not None:
-        around &= table.tid == tid
-    ops_and_ranges = (table.kind == Kind.OP) | (table.kind == Kind.RANGE)
-    idx = in_start_order(table, around & ops_and_ranges)[::-1]  # innermost first
+    idx = around.at(t, tid)[::-1]  # innermost first
     op = scope = ""
     for i in idx.tolist():
         text = table.names[table.name[i]]
@@ -184,6 +220,7 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     if not windows or ledger.time.size == 0:
         return out
     raw = ledger_from_table(table)
+    around = _Around(table)
     for device in sorted(set(ledger.device.tolist())):
         sel = np.flatnonzero(ledger.device == device)
         when = ledger.time[sel]
@@ -192,7 +229,10 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         raw_at = raw.device == device
         label = device_label(device)
         levels = (raw.time[raw_at], np.cumsum(raw.delta[raw_at]))
-        found = [_peak(table, window, i, label, levels, (when, category, delta), device, name)
+        records = in_start_order(table, (table.kind == Kind.MEMORY) & (table.device == device))
+        made_of = _Levels(category, delta)
+        found = [_peak(table, window, i, label, levels, when, device, name, around, made_of,
+                       (records, table.start[records]))
                  for i, window in enumerate(windows)]
         peaks = [row for row, _ in found]
         out.peaks += peaks
@@ -214,7 +254,7 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
     start, end = window
     lo = int(np.searchsorted(when, start, "left"))
     hi = int(np.searchsorted(when, end, "right"))
-    base = _levels_before(category, delta, lo)
+    base = _Levels(category, delta).before(lo)
     changes = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
     changes[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
     levels = base + np.cumsum(changes, axis=0)  # bytes per category after each change
@@ -227,14 +267,15 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
 
 
 def _peak(table: EventTable, window: Window, i: int, label: str,
-          raw: tuple[np.ndarray, np.ndarray], ledger: tuple[np.ndarray, np.ndarray, np.ndarray],
-          device: int, name: str | None) -> tuple[MemoryPeakRow, int]:
+          raw: tuple[np.ndarray, np.ndarray], when: np.ndarray,
+          device: int, name: str | None, around: _Around, made_of: _Levels,
+          memory_records: tuple[np.ndarray, np.ndarray]) -> tuple[MemoryPeakRow, int]:
     """Iteration ``i``'s peak on one device, and the index of the ledger's last change at
     it (-1 before the first): the moment and rise from the raw records, the make-up from
-    the ledger's categories."""
+    the ledger's categories (``when``: its changes' times; ``made_of``: its ``_Levels``);
+    ``memory_records``: the device's ``[memory]`` events in start order, and their starts."""
     start, end = window
     raw_when, raw_total = raw
-    when, category, delta = ledger
     lo = int(np.searchsorted(when, start, "left"))
     rlo = int(np.searchsorted(raw_when, start, "left"))
     rhi = int(np.searchsorted(raw_when, end, "right"))
@@ -245,12 +286,14 @@ def _peak(table: EventTable, window: Window, i: int, label: str,
         if int(raw_total[top]) > raw_base:
             t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
             k = int(np.searchsorted(when, t_peak, "right")) - 1
-    at = _levels_before(category, delta, k + 1)
+    at = made_of.before(k + 1)
     op, scope = ("", "")
     if rise > 0:  # around the peak's ``[memory]`` record, on its thread
-        hit = np.flatnonzero((table.kind == Kind.MEMORY) & (table.start == t_peak)
-                             & (table.device == device))
-        op, scope = _enclosing(table, t_peak, int(table.tid[hit[0]]) if hit.size else None, name)
+        records, record_start = memory_records
+        j = int(np.searchsorted(record_start, t_peak))
+        hit = records[j] if j < records.size and record_start[j] == t_peak else -1
+        op, scope = _enclosing(table, around, t_peak, int(table.tid[hit]) if hit >= 0 else None,
+                               name)
     length = end - start
     row = MemoryPeakRow(
         label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,

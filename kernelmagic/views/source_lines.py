@@ -91,7 +91,12 @@ def source_rows(table: EventTable, figures: Figures,
         return []
     owner = frame_owner(table, rows)
     ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]  # in torch's order
-    gid, first = group(table.name[owner[ops]])  # per frame (one name each)
+    # per frame as parsed: two names may read as one (``u.py(3): f``, ``u.py(03): f``)
+    key_of: dict[tuple[str, int, str], int] = {}
+    frame_key = np.full(len(table.names), -1, dtype=np.int64)
+    for name, where in frames.items():
+        frame_key[name] = key_of.setdefault(where, len(key_of))
+    gid, first = group(frame_key[table.name[owner[ops]]])
     count = np.bincount(gid, minlength=first.size).tolist()
     self_cpu, self_dev = (np.bincount(gid, weights=values[ops], minlength=first.size).tolist()
                           for values in (figures.self_cpu, figures.self_device))
