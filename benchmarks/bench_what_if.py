@@ -67,7 +67,7 @@ def main() -> None:
                          "without it": lambda: _load(False)}, args.rounds)
     result = kernelmagic.load(TRACE)
     text = json.dumps(result.to_dict())
-    model_bytes = len(json.dumps(result.dependency_model))
+    model_bytes = len(json.dumps(result.dependency_model.to_dict()))
     again = ProfileResult.from_dict(json.loads(text))
     key = max(result.rows, key=lambda r: r.max_gain_us).key
     asks = c.alternate({"loaded": lambda: _what_if(result, key),

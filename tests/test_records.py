@@ -13,6 +13,7 @@ import json
 import types
 from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddict
 
+import numpy as np
 import pytest
 
 from kernelmagic.core.records import Record
@@ -73,6 +74,8 @@ class Sampler:
             return not default if isinstance(default, bool) else True
         if tp is Any:
             return {"k": [n, "x", None]}
+        if tp is np.ndarray:  # (the dependency model's arrays, saved packed)
+            return np.array([n, n + 1], np.int64)
         if dataclasses.is_dataclass(tp):
             return self.record(tp)
         if is_typeddict(tp):
@@ -102,7 +105,7 @@ class Sampler:
                 values[f.name] = self.inner_result()  # declared Any: core cannot name it
                 if values[f.name] is None:
                     continue
-            assert values[f.name] != default, (cls.__name__, f.name)
+            assert not _equal(values[f.name], default), (cls.__name__, f.name)
         return cls(**values)
 
     def view_records(self) -> dict[str, Any]:
@@ -122,6 +125,12 @@ class Sampler:
             self.depth -= 1
 
 
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
 def assert_same(before: Any, after: Any, path: str) -> None:
     """Field by field, with types: a tuple stays a tuple, a float a float."""
     assert type(after) is type(before), f"{path}: {type(before)} became {type(after)}"
@@ -132,6 +141,8 @@ def assert_same(before: Any, after: Any, path: str) -> None:
         assert len(after) == len(before), path
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
             assert_same(b, a, f"{path}[{i}]")
+    elif isinstance(before, np.ndarray):
+        assert after.dtype == before.dtype and np.array_equal(after, before), path
     elif isinstance(before, dict):
         assert list(after) == list(before), path
         for key in before:

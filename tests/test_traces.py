@@ -27,7 +27,6 @@ import kernelmagic
 from kernelmagic.core.op_names import SYNC_OPS
 from kernelmagic.core.units import format_us
 from kernelmagic.findings.gpu import launch_bound
-from kernelmagic.views.dependencies import Model
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -481,7 +480,7 @@ def markers_shown(result) -> list[str]:
     from kernelmagic.render.chart import chart_texts
 
     shown = [r.key for r in result.rows] + [k.launched_by for k in result.kernels]
-    shown += list(result.dependency_model.get("row_key", []))
+    shown += result.dependency_model.row_key if result.dependency_model else []
     shown += chart_texts(result, k=len(result.rows))[1]
     shown += [str(f) for f in result.findings()] + [r.key for r in result.critical_path]
     return [s for s in shown if MARKER_NAME.search(s)]
@@ -549,9 +548,9 @@ def test_what_the_markers_launch_is_one_marked_row(tmp_path, marker, outer, key)
         "triton_poi_fused_1": f"[no op] {key}",
         "Memcpy HtoD (Pageable -> Device)": ""}
     model = result.dependency_model
-    rows = list(zip(model["row_kind"], model["row_key"], strict=True))
+    rows = list(zip(model.row_kind, model.row_key, strict=True))
     assert ("no op", key) in rows
-    items = Model.from_dict(model).item_row
+    items = model.item_row
     assert sum(rows[i] == ("no op", key) for i in items.tolist()) == 2  # per iteration
     assert result.what_if({f"[no op] {key}": 2.0}).iteration_us > 0
     assert "[no op] " + key in result.table(None)

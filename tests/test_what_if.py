@@ -185,6 +185,27 @@ def test_saved_profiles_answer_what_if() -> None:
     assert again.trust == result.trust
 
 
+def test_the_model_is_packed_when_saved_not_when_built(monkeypatch) -> None:
+    from kernelmagic.views.dependencies import Model
+
+    packed = []
+    pack = Model.to_dict
+    monkeypatch.setattr(Model, "to_dict", lambda m: packed.append(m) or pack(m))
+    result = gpu_bound_run()
+    assert packed == [] and isinstance(result.dependency_model, Model)
+    text = json.dumps(result.to_dict())
+    assert packed == [result.dependency_model]  # once, by the save
+    again = ProfileResult.from_dict(json.loads(text))
+    assert again.dependency_model.to_dict() == pack(result.dependency_model)
+    # a file saved without a model (an empty object, as older versions wrote) has none
+    data = json.loads(text)
+    data["view_records"]["critical_path"]["model"] = {}
+    assert ProfileResult.from_dict(data).dependency_model is None
+    data["view_records"]["critical_path"]["model"] = {"chain_off": "not packed"}
+    with pytest.raises(ValueError, match="view_records.critical_path.model: not a packed"):
+        ProfileResult.from_dict(data)
+
+
 def test_max_gain_is_a_column_everywhere() -> None:
     result = cpu_only_run()
     assert "max gain/iter" in result.table()

@@ -250,7 +250,7 @@ def _overhang(result: ProfileResult) -> str:
     """``; the GPU finishes 66.0 ms after the iteration ends``: the median iteration's own
     device work that runs on past it (the path stays the iteration's length)."""
     model = result.dependency_model
-    ns, window = model.get("overhang_ns", 0), model.get("window_ns", 0)
+    ns, window = (model.overhang_ns, model.window_ns) if model else (0, 0)
     if not ns or not window:
         return ""
     scale = result.stats.median * 1e9 / window if result.timings else 1.0

@@ -137,16 +137,13 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                                                records["timeline"])
     records["critical_path"] = CriticalPathView(
         path=model.path if model else [], spans=model.spans if model else [],
-        model=model.model.to_dict() if model else {}, trust=TrustChecks(**trust_checks(table)))
+        model=model.model if model else None, trust=TrustChecks(**trust_checks(table)))
     result = ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows, gpu_busy=busy if on_device else [],
         breakdown=breakdown(table, windows, busy) if windows else None,
         view_records=records, **_copied(facts, on_device),
     )
-    if model:  # the model just built, with its replay's plan and baseline, is the one the
-        # result would unpack from ``dependency_model`` (its findings replay it at once)
-        result.__dict__["_model"] = model.model
     return result
 
 

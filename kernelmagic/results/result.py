@@ -213,7 +213,7 @@ class ProfileResult(Shown):
     python_note = Legacy[str]("python", "note")
     critical_path = Legacy[list[CriticalPathRow]]("critical_path", "path")
     critical_spans = Legacy[list[Span]]("critical_path", "spans")
-    dependency_model = Legacy[dict[str, Any]]("critical_path", "model")
+    dependency_model = Legacy["Model | None"]("critical_path", "model")
     trust = Legacy["TrustChecks | None"]("critical_path", "trust")
     steps = Legacy[list[StepRow]]("steps", "rows")
     step_groups = Legacy[list[StepGroupRow]]("steps", "groups")
@@ -374,11 +374,12 @@ class ProfileResult(Shown):
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
 
-    @cached_property
+    @property
     def _model(self) -> Model:
-        from kernelmagic.views.dependencies import Model
-
-        return Model.from_dict(self.dependency_model)
+        """The dependency model (callers check ``dependency_model`` first)."""
+        model = self.dependency_model
+        assert model is not None
+        return model
 
     def what_if(self, factors: dict[str, float], side: str = "both") -> WhatIf:
         """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``

@@ -42,6 +42,7 @@ import numpy as np
 from kernelmagic.core.arrays import isin, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
+from kernelmagic.core.records import RecordError
 from kernelmagic.views.ops import (
     NO_OP,
     UNLAUNCHED,
@@ -130,6 +131,21 @@ class Model:
                 value = base64.b64encode(raw).decode("ascii")
             out[f.name] = value
         return out
+
+    @classmethod
+    def from_json_value(cls, data: Any, path: str = "") -> Model | None:
+        """A saved model (``to_dict``'s), as ``core/records.py`` reads a field of this type;
+        None for an empty object (a result saved without a model by kernelmagic before
+        the model was a field of its own)."""
+        if not isinstance(data, dict):
+            raise RecordError(f"{path}: expected a packed dependency model, got "
+                              f"{type(data).__name__}")
+        if not data:
+            return None
+        try:
+            return cls.from_dict(data)
+        except (TypeError, ValueError, zlib.error) as exc:
+            raise RecordError(f"{path}: not a packed dependency model ({exc})") from exc
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Model:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kernelmagic.core.compiled_rows import (
     CompiledRegionRow,
@@ -41,6 +40,7 @@ from kernelmagic.core.rows import (
 from kernelmagic.core.step_rows import StepGroupRow, StepRow
 from kernelmagic.views.compiled import CompiledView, compiled_view
 from kernelmagic.views.counters import counter_rows, join_note
+from kernelmagic.views.dependencies import Model
 from kernelmagic.views.gpu_idle import gpu_idle_rows
 from kernelmagic.views.memory import (
     PEAK,
@@ -94,13 +94,14 @@ ExperimentsView = rows_record("ExperimentsView", ExperimentRow, "``--try``: one 
 
 @dataclass(frozen=True)
 class CriticalPathView:
-    """The median iteration's dependency model (``views/dependencies.py``, packed, so that
-    ``what_if`` works on a saved result), its critical path (``spans``: in time, with
-    ``--timeline``) and what the model found wrong with its own edges (the trust line)."""
+    """The median iteration's dependency model (``views/dependencies.py``; saved packed, so
+    that ``what_if`` works on a saved result: packed when saved, not when built), its
+    critical path (``spans``: in time, with ``--timeline``) and what the model found wrong
+    with its own edges (the trust line)."""
 
     path: list[CriticalPathRow] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
-    model: dict[str, Any] = field(default_factory=dict)
+    model: Model | None = None
     trust: TrustChecks | None = None
 
 
