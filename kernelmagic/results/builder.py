@@ -169,7 +169,8 @@ def _rows_and_model(table: EventTable, figures: Figures, name: str, wanted: list
                    flops="flops" in wanted, window=outer_window(table, name), name=name,
                    ranges=owners)
     model = (iteration_view(table, shown, name, shapes="shapes" in wanted, spans=spans,
-                            ranges=owners, median_us=median_us) if shown is not None else None)
+                            ranges=owners, median_us=median_us, figures=figures)
+             if shown is not None else None)
     gains = model.gains_us if model else {}  # (0 for a row with nothing in the median iteration)
     return [dataclasses.replace(r, max_gain_us=gains.get((r.kind, r.key, r.input_shapes), 0.0))
             for r in rows], model

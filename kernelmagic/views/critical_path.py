@@ -35,6 +35,7 @@ from kernelmagic.views.dependencies import (
     Model,
     build_model,
 )
+from kernelmagic.views.tree import Figures
 
 __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view", "max_gains",
            "path_summary", "predict", "saved_each", "what_if"]
@@ -1012,12 +1013,14 @@ class IterationView:
 def iteration_view(table: EventTable, window: Window, name: str | None = None,
                    shapes: bool = False, spans: bool = False,
                    ranges: np.ndarray | None = None,
-                   median_us: float | None = None) -> IterationView:
+                   median_us: float | None = None,
+                   figures: Figures | None = None) -> IterationView:
     """The dependency model of ``window`` (the median iteration), its path (in time too,
-    with ``spans``: for the timeline) and each row's gain; ``ranges``: ``range_owners``.
+    with ``spans``: for the timeline) and each row's gain; ``ranges``, ``figures``: see
+    ``build_model``.
     ``median_us``: the measured median iteration, which the path's and the gains' µs are
     given in (as ``what_if``'s answers are); default the window's own length."""
-    m = build_model(table, window, name, shapes, ranges)
+    m = build_model(table, window, name, shapes, ranges, figures)
     scale = (median_us * 1000.0 / m.window_ns if median_us and m.window_ns > 0 else 1.0)
     gains = max_gains(m) / 1000.0 * scale
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in

@@ -52,7 +52,7 @@ from kernelmagic.views.ops import (
     runtime_calls,
     under_our_sync,
 )
-from kernelmagic.views.tree import depth_of
+from kernelmagic.views.tree import Figures
 
 JOIN_NS = 1_000_000  # a thread resuming this soon after another went idle waited for it
 OVERLAP_NS = 0  # work may start this long before the previous work on its stream ends
@@ -173,14 +173,17 @@ class Model:
 
 
 def build_model(table: EventTable, window: Window, name: str | None = None,
-                shapes: bool = False, ranges: np.ndarray | None = None) -> Model:
+                shapes: bool = False, ranges: np.ndarray | None = None,
+                figures: Figures | None = None) -> Model:
     """The dependency model of the iteration ``window`` of ``table`` (module docstring);
-    ``ranges``: ``views/ops.py: range_owners(table, name)``, when the caller has it."""
+    ``ranges``: ``views/ops.py: range_owners(table, name)``, and ``figures``: the table's
+    ``Figures`` (its events' depths, made once for the views too), when the caller has
+    them."""
     ws, we = window
     if ranges is None:
         ranges = range_owners(table, name)
     row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name)
-    cpu = _cpu_chains(table, ws, we, row_of)
+    cpu = _cpu_chains(table, ws, we, row_of, (figures or Figures(table)).depth)
     gpu = _gpu_items(table, ws, we, row_of, cpu)
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
                   row_key=keys, row_kind=kinds, row_shapes=shape_texts,
@@ -247,7 +250,7 @@ def _thread_edges(model: Model, cpu: _Chains, table: EventTable) -> None:
     targets: list[int] = []
     sources: list[int] = []
     offsets: list[int] = []
-    if main < 0:
+    if main < 0 or cpu.chain_off.size <= 2:  # (one thread: no edges between threads)
         return
     lo, hi = int(cpu.chain_off[main]), int(cpu.chain_off[main + 1])
     a_time = cpu.time[lo:hi]
@@ -376,7 +379,8 @@ class _Chains:
         return out
 
 
-def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Chains:
+def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
+                depth_all: np.ndarray) -> _Chains:
     """Every CPU thread's positions in the window, one sort for all threads. (Two positions
     per event: each array here is as long as that, so few are made, in small types.)"""
     on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
@@ -388,7 +392,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray) -> _Cha
     # an event of no length starts and ends after them (else its end would come before its
     # start, and the stretch after it would be its own).
     zero = (end <= start).view(np.int8)
-    depth = depth_of(table.parent)[ev].astype(np.int32)
+    depth = depth_all[ev].astype(np.int32)
     tid = table.tid[ev]
     times = np.concatenate((start, end))
     del start, end
@@ -520,6 +524,13 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     Work queued behind work launched before the window starts after that backlog
     (``item_backlog``: how far into the window it runs)."""
     work, same, prev_end = _stream_order(table)
+    if not work.size:  # (a CPU-only run: the same arrays, all empty, without their work)
+        none = np.zeros(0, np.int64)
+        return dict(stream_off=np.zeros(1, np.int64), item_dur=none, item_row=none,
+                    item_launch=none, item_lat=none, item_gap=none, item_anchor=none,
+                    item_backlog=none, wait_off=np.zeros(1, np.int64), wait_dep=none,
+                    items=none, work=none, work_launch=none, item_of_work=none,
+                    queued=np.zeros(0, bool), item_call=none)
     call = runtime_calls(table, work)
     launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
@@ -640,6 +651,8 @@ def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.
                                     table.end[calls]), np.int64).reshape(-1, 2)
     queries = [(calls[q], int(end_pos[q]), w, SYNC) for q, w in pairs.tolist()]
     queries += _blocked_launches(table, cpu, gpu)
+    if not queries:  # (the model's own empty arrays stand)
+        return
     stream_of_key = _stream_of_key(table, model, gpu["items"])
     per_call: dict[tuple[int, int, int], list[int]] = {}
     for call, pos, w, cat in queries:

@@ -86,6 +86,11 @@ class Figures:
         return (t.device < 0) & (t.kind != Kind.MEMORY) & (t.tid >= 0)
 
     @cached_property
+    def depth(self) -> np.ndarray:
+        """Each event's number of ancestors (``depth_of``)."""
+        return depth_of(self.table.parent)
+
+    @cached_property
     def cpu_total(self) -> np.ndarray:
         t = self.table
         total = t.end / 1000.0 - t.start / 1000.0
@@ -132,7 +137,7 @@ class Figures:
         if not own.any():
             return total
         total[~self.in_tree] = 0.0
-        depth = depth_of(t.parent)
+        depth = self.depth
         order = self.order
         d_sorted = depth[order]
         parent_sorted = t.parent[order]
