@@ -14,7 +14,8 @@ a user runs it (bytecode cached, as after ``pip install``: ``bench_trace_load.py
 * **parse**: reading the file into the event table (the gunzip's wait, msgspec's decode,
   the per-event fill: ``trace_fast.read_table``, through ``trace_file.start_reading``);
 * **model**: the dependency model, its critical path and every row's ``max_gain_us``
-  (``views/critical_path.py: iteration_view``, which ``results/builder.py`` calls);
+  (``views/critical_path.py: iteration_view``, which ``results/builder.py`` calls) and
+  its trust checks (``trust_checks``): what ``bench_what_if.py`` stubs out;
 * **rest**: the rest of ``kernelmagic.load`` (iterations, links, the other views);
 * the peak resident memory of each of the two phases (the process's high-water mark reset
   before it: ``/proc/self/clear_refs``) and of the whole process;
@@ -104,14 +105,17 @@ def start_reading(source):
     finish = begin(source)
     def finish_timed():
         from kernelmagic.results import builder
-        model = builder.iteration_view
+        model, trust = builder.iteration_view, builder.trust_checks
         builder.iteration_view = lambda *a, **k: timed("model", model, *a, **k)
+        builder.trust_checks = lambda *a, **k: timed("trust", trust, *a, **k)
         return timed("parse", finish)
     return finish_timed
 trace_file.start_reading = start_reading
 t1 = time.perf_counter()
 result = kernelmagic.load({path!r})
 t2 = time.perf_counter()
+phases["model"] = phases.get("model", 0.0) + phases.pop("trust", 0.0)  # (as bench_what_if)
+phases.pop("trust peak MB", None)
 print(json.dumps({{"import": t1 - t0, "load": t2 - t1, **phases, "iters": result.iters,
                   "peak MB": peak_kb() / 1024,
                   "path": sum(p.time for p in result.critical_path) / 1e3}}))

@@ -80,7 +80,8 @@ def main() -> None:
           "aten::add_ removed):")
     for name, values in asks.items():
         print(c.describe(name, values))
-    print(f"  first what_if on a result read back (unpacks the model): {c.fmt_time(first)}")
+    print("  first what_if on a result read back (its plan and baseline made): "
+          f"{c.fmt_time(first)}")
     print(f"saved profile: {len(text):,} bytes of JSON, of which the packed model "
           f"{model_bytes:,} ({model_bytes / len(text):.0%}); "
           f"{len(result._model.pos_anchor):,} CPU positions, "

@@ -235,3 +235,28 @@ def test_python_frames_named_two_ways_are_one_source_row():
     (row,) = source_rows(table, Figures(table))
     assert row.key == "/home/u/u.py:3 f" and row.ops == 2
     assert row.self_cpu_time_total == 8.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["ProfilerStep#1", "cell/iter 0", "aten::mm",
+                                           "cell", "other/iter 2", "x"]),
+                          st.sampled_from([Kind.OP, Kind.RANGE, Kind.STEP, Kind.KERNEL])),
+                min_size=1, max_size=12))
+def test_a_name_mask_among_some_events_tests_only_their_names(events) -> None:
+    from kernelmagic.core.events import TableBuilder
+    from kernelmagic.views.breakdown import name_mask
+    from kernelmagic.views.ops import iteration_markers
+
+    builder = TableBuilder()
+    for i, (text, kind) in enumerate(events):
+        builder.add(kind, text, i * 10, i * 10 + 5, 1, device=0 if kind == Kind.KERNEL else -1)
+    table = builder.freeze()
+    among = table.kind == Kind.RANGE
+    tested: list[str] = []
+    got = name_mask(table, lambda n: tested.append(n) or n.endswith("/iter 0"), among=among)
+    assert got.tolist() == [kind == Kind.RANGE and text.endswith("/iter 0")
+                            for text, kind in events]
+    assert sorted(tested) == sorted({text for text, kind in events if kind == Kind.RANGE})
+    assert iteration_markers(table, "cell").tolist() == [
+        kind == Kind.STEP or (kind == Kind.RANGE and text == "cell/iter 0")
+        for text, kind in events]

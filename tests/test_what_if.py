@@ -202,7 +202,7 @@ def test_the_model_is_packed_when_saved_not_when_built(monkeypatch) -> None:
     data["view_records"]["critical_path"]["model"] = {}
     assert ProfileResult.from_dict(data).dependency_model is None
     data["view_records"]["critical_path"]["model"] = {"chain_off": "not packed"}
-    with pytest.raises(ValueError, match="view_records.critical_path.model: not a packed"):
+    with pytest.raises(ValueError, match=r"view_records\.critical_path\.model: not a packed"):
         ProfileResult.from_dict(data)
 
 

@@ -125,10 +125,17 @@ class Intervals:
 # --- the breakdown ----------------------------------------------------------------------
 
 
-def name_mask(table: EventTable, test: Any) -> np.ndarray:
-    """Per event: ``test(name)`` evaluated once per distinct name."""
-    per_name = np.fromiter((test(n) for n in table.names), dtype=bool, count=len(table.names))
-    return per_name[table.name]
+def name_mask(table: EventTable, test: Any, among: np.ndarray | None = None) -> np.ndarray:
+    """Per event: ``test(name)`` evaluated once per distinct name; with ``among`` (a mask
+    of events), only for the names those events have (False for the other events)."""
+    if among is None:
+        per_name = np.fromiter((test(n) for n in table.names), dtype=bool,
+                               count=len(table.names))
+        return per_name[table.name]
+    ids = np.flatnonzero(np.bincount(table.name[among], minlength=len(table.names)))
+    per_name = np.zeros(len(table.names), bool)
+    per_name[ids] = [test(table.names[i]) for i in ids.tolist()]
+    return per_name[table.name] & among
 
 
 def name_matches(table: EventTable, pattern: re.Pattern[str]) -> tuple[np.ndarray, list[Any]]:

@@ -123,7 +123,7 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
     on_cpu = (table.device < 0) & isin(table.kind, _RANGE_KINDS)
     if not on_cpu.any():
         return on_cpu
-    ours = name_mask(table, lambda x: is_ours(x, name))
+    ours = name_mask(table, lambda x: is_ours(x, name), among=on_cpu)
     leaf = ((table.kind == Kind.RANGE) & ~ours & (table.end > table.start)
             & ~_ops_below(table))
     launched = np.zeros(table.n, dtype=bool)  # launched GPU work itself (its ``launcher``)
@@ -134,9 +134,10 @@ def range_owners(table: EventTable, name: str | None = None) -> np.ndarray:
 def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
     """Per event: an iteration marker, ``ProfilerStep#N`` or kernelmagic's ``NAME/iter i``
     of the run ``name`` (any run's when None). They mark the window; they are no row."""
-    ours = name_mask(table, lambda x: is_iteration(x, name))
-    return (table.device < 0) & ((table.kind == Kind.STEP)
-                                 | ((table.kind == Kind.RANGE) & ours))
+    on_cpu = table.device < 0
+    ranges = on_cpu & (table.kind == Kind.RANGE)
+    return (on_cpu & (table.kind == Kind.STEP)) | name_mask(
+        table, lambda x: is_iteration(x, name), among=ranges)
 
 
 def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray, list[str]]:
