@@ -357,9 +357,7 @@ class _Sweep:
         # a stream wait of one item on one item, the common case, read by plain indexing
         self.wait_item = g.waiting.tolist()
         self.wait_dep = m.wait_dep[m.wait_off[g.waiting]].tolist() if g.wait_single else []
-        # what each item's start asks of its launch, beyond its running sum's step
-        # (gap + duration): latency - gap
-        self.lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
+        self.ask = _launch_asks(m, gpu_run)
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -371,7 +369,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
-        del self.anchors, self.cpu_run, self.gpu_run
+        del self.anchors, self.cpu_run, self.gpu_run, self.ask
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
@@ -422,10 +420,7 @@ class _Sweep:
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         run = self.gpu_run
         c = self.t[g.launch[lo:hi]]
-        c += self.lat_gap[lo:hi]
-        c[1:] -= run[lo:hi - 1]
-        if seg.carry:
-            c[0] -= self.gpu_in.run[seg.k]
+        c += self.ask[lo:hi]
         if seg.c:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
             on = self.anchored_at[first:last]
@@ -451,14 +446,28 @@ class _Sweep:
         self.gpu_in.advance(seg, c, run, self.end)
 
 
+def _launch_asks(m: Model, gpu_run: np.ndarray) -> np.ndarray:
+    """(W, S): what each item's end asks of its launch's time beyond the item's own running
+    sum (gap + duration, summed down its stream): the latency, less the gap, less the
+    running sum before the item on its stream. Made once per replay, before the sweep
+    turns the running sums into end times."""
+    w = gpu_run.shape[0]
+    lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
+    ask = np.empty_like(gpu_run)
+    if w:
+        np.subtract(lat_gap[1:], gpu_run[:-1], out=ask[1:])
+        firsts = m.stream_off[:-1][m.stream_off[:-1] < w]  # (nothing before them)
+        ask[firsts] = lat_gap[firsts]
+    return ask
+
+
 class _Carried:
     """What each chain's next segment takes from the one before (``out[p] = max(out[p-1] +
     step[p], c[p])`` continued): the running maximum so far of what a node asks beyond its
-    running sum, and the running sum at the segment's end, per chain (S each)."""
+    running sum, per chain (S each)."""
 
     def __init__(self, off: np.ndarray, s: int) -> None:
         self.max = np.empty((max(off.size - 1, 0), s))
-        self.run = np.empty_like(self.max)
 
     def advance(self, seg: _Segment, c: np.ndarray, run: np.ndarray, out: np.ndarray) -> None:
         """``out[lo:hi]`` from ``c`` (used up: what each node asks beyond its running sum)
@@ -469,7 +478,6 @@ class _Carried:
         if hi > lo + 1:  # (a segment of one node, common on streams that wait on each other)
             np.maximum.accumulate(c, axis=0, out=c)
         self.max[k] = c[-1]
-        self.run[k] = run[hi - 1]
         np.add(c, run[lo:hi], out=out[lo:hi])
 
 
