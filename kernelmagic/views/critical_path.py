@@ -352,8 +352,13 @@ class _Sweep:
         self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
         self.anchor = _f(m.pos_anchor)
-        self.anchors, self.anchored_at = anchors, np.flatnonzero(m.item_anchor != NONE)
-        self.wait_dur = wait_dur  # the waiting items' durations, in ``waiting``'s order
+        # What the anchors and the stream waits ask of an item's end, beyond its running
+        # sum: anchors (A, S) and the waiting items' durations (in ``waiting``'s order),
+        # less the items' running sums, before the sweep makes those end times.
+        self.anchored_at = np.flatnonzero(m.item_anchor != NONE)
+        anchors -= gpu_run[self.anchored_at]
+        wait_dur -= gpu_run[g.waiting]
+        self.anchors, self.wait_ask = anchors, wait_dur
         # a stream wait of one item on one item, the common case, read by plain indexing
         self.wait_item = g.waiting.tolist()
         self.wait_dep = m.wait_dep[m.wait_off[g.waiting]].tolist() if g.wait_single else []
@@ -425,13 +430,11 @@ class _Sweep:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
             on = self.anchored_at[first:last]
             at = on - lo
-            c[at] = np.maximum(c[at], self.anchors[first:last] - run[on])
+            c[at] = np.maximum(c[at], self.anchors[first:last])
         if seg.b == seg.a + 1 and self.wait_dep:
             i = self.wait_item[seg.a]
             row = c[i - lo]
-            waited = self.end[self.wait_dep[seg.a]] + self.wait_dur[seg.a]
-            waited -= run[i]
-            np.maximum(row, waited, out=row)
+            np.maximum(row, self.end[self.wait_dep[seg.a]] + self.wait_ask[seg.a], out=row)
         elif seg.b > seg.a:
             items = g.waiting[seg.a:seg.b]
             deps = m.wait_dep[m.wait_off[items[0]]:m.wait_off[items[-1] + 1]]
@@ -439,8 +442,7 @@ class _Sweep:
             if not g.wait_single:
                 waited = np.maximum.reduceat(waited, m.wait_off[items] - m.wait_off[items[0]],
                                              axis=0)
-            waited += self.wait_dur[seg.a:seg.b]
-            waited -= run[items]
+            waited += self.wait_ask[seg.a:seg.b]
             at = items - lo
             c[at] = np.maximum(c[at], waited)
         self.gpu_in.advance(seg, c, run, self.end)
