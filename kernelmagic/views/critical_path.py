@@ -714,15 +714,17 @@ def what_if(m: Model, factors: Mapping[str, float], side: str = "both") -> WhatI
                   _walk(m, sched, float(predicted[0])))
 
 
-def critical_path(m: Model, spans: bool = False) -> tuple[list[CriticalPathRow], list[Span]]:
-    """The measured iteration's critical path, by category and row (µs, largest first),
-    and with ``spans`` where it lies in time (``Span``: the category as ``key``, lane
-    "critical path", µs from the iteration's start; neighbours of one category merged)."""
+def critical_path(m: Model, spans: bool = False,
+                  scale: float = 1.0) -> tuple[list[CriticalPathRow], list[Span]]:
+    """The measured iteration's critical path, by category and row (µs, largest first;
+    each row's time times ``scale``), and with ``spans`` where it lies in time (``Span``:
+    the category as ``key``, lane "critical path", µs from the iteration's start;
+    neighbours of one category merged)."""
     if m.empty:
         return [], []
     predicted, sched = predict(m, *_factors(m, 1))
     pieces = _Pieces(m.window_ns / SPAN_RESOLUTION) if spans else None
-    rows = _walk(m, sched, float(predicted[0]), pieces)
+    rows = _walk(m, sched, float(predicted[0]), pieces, scale)
     return rows, _merged(pieces) if pieces else []
 
 
@@ -789,14 +791,14 @@ def path_summary(rows: list[CriticalPathRow]) -> str:
     return "critical path: " + ", ".join(parts)
 
 
-def _walk(m: Model, sched: _Schedule, length: float,
-          spans: _Pieces | None = None) -> list[CriticalPathRow]:
+def _walk(m: Model, sched: _Schedule, length: float, spans: _Pieces | None = None,
+          scale: float = 1.0) -> list[CriticalPathRow]:
     """The critical path of the predicted iteration of ``length`` ns: walk back from what
     ends it, adding up what lies on the way. It is exactly ``length`` long: the walk
     starts at the iteration's own thread's end, or, where the GPU's work bounds the
     iteration (it ends later), at the GPU's last work, and then leaves out the earliest
     part, which in the steady state belongs to the iteration before (``docs/what-if.md``);
-    where nothing ends that late, the rest is idle."""
+    where nothing ends that late, the rest is idle. Rows' times in µs, times ``scale``."""
     node, finish = _path_start(m, sched, length)
     acc: dict[tuple[int, int], float] = {}
     if length > finish + 1e-6:  # nothing recorded ends the iteration: the rest is idle
@@ -809,7 +811,7 @@ def _walk(m: Model, sched: _Schedule, length: float,
     rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
                             key=m.row_key[row] if row >= 0 else "",
                             kind=m.row_kind[row] if row >= 0 else "",
-                            time=ns / 1000.0, share=ns / total if total > 0 else 0.0)
+                            time=ns / 1000.0 * scale, share=ns / total if total > 0 else 0.0)
             for (cat, row), ns in acc.items() if ns > 0]
     return sorted(rows, key=lambda r: (-r.time, r.category, r.key))
 
@@ -1035,8 +1037,5 @@ def iteration_view(table: EventTable, window: Window, name: str | None = None,
     gains = max_gains(m) / 1000.0 * scale
     keyed = {(kind, key, shape): float(g) for kind, key, shape, g in
              zip(m.row_kind, m.row_key, m.row_shapes, gains.tolist(), strict=True)}
-    path, in_time = critical_path(m, spans)
-    if scale != 1.0:
-        path = [CriticalPathRow(row.category, row.key, row.kind, row.time * scale, row.share)
-                for row in path]
+    path, in_time = critical_path(m, spans, scale)
     return IterationView(m, path, in_time, keyed)
