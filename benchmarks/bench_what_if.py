@@ -72,7 +72,7 @@ def main() -> None:
     key = max(result.rows, key=lambda r: r.max_gain_us).key
     asks = c.alternate({"loaded": lambda: _what_if(result, key),
                         "read back": lambda: _what_if(again, key)}, args.rounds)
-    first = _what_if(ProfileResult.from_dict(json.loads(text)), key)  # unpacks the model
+    first = _what_if(ProfileResult.from_dict(json.loads(text)), key)  # makes its plan, baseline
     print(f"\nkernelmagic.load({TRACE.name}), {args.rounds} alternating rounds:")
     for name, values in loads.items():
         print(c.describe(name, values))

@@ -106,6 +106,10 @@ def known():
     return out
 
 
+#: The findings of a run that a busy machine slowed (``findings/measurement.py``).
+SLOWED = {"busy_machine", "noisy"}
+
+
 def rows_of(result):
     return {r.key: r for r in result.roofline}
 
@@ -125,7 +129,10 @@ def test_large_matmul_is_compute_bound(known):
 
 def test_large_add_is_memory_bound(known):
     add = rows_of(known["add"])["aten::add"]
-    assert add.bound == "memory"
+    # Left of the ridge whatever the load (both rates share one time); under 1% of the
+    # roof ("overhead") only in a run slowed by a busy machine, which the report says.
+    rules = {f.rule for f in known["add"].findings()}
+    assert add.bound == "memory" or (add.bound == "overhead" and rules & SLOWED), rules
     assert add.bytes == 3 * 16 * 2**20 * F32 and add.flops == 16 * 2**20
     assert add.bytes_per_s == pytest.approx(3 * add.bytes / (add.time / 1e6))
 
@@ -383,10 +390,11 @@ def test_round_trip_and_older_files(known, tmp_path):
     old = ProfileResult.from_dict(older)
     assert old.roofline == [] and old.roofline_peaks == {}
     # A file from before --roofline has no roofline findings (and no error finding them),
-    # where the same run with its roofline has one.
-    assert "memory_bound" in {f.rule for f in result.findings()}
-    assert not {f.rule for f in old.findings()} & {"memory_bound", "overhead_bound",
-                                                   "compute_far_from_peak"}
+    # where the same run with its roofline has one (memory_bound; overhead_bound in a run
+    # a busy machine slowed: test_large_add_is_memory_bound).
+    roofline_rules = {"memory_bound", "overhead_bound", "compute_far_from_peak"}
+    assert {f.rule for f in result.findings()} & roofline_rules
+    assert not {f.rule for f in old.findings()} & roofline_rules
 
 
 def test_text_html_and_widget(known):

@@ -3,6 +3,7 @@ on traces built here, and the model's invariants on every real trace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -197,10 +198,17 @@ def test_the_model_is_packed_when_saved_not_when_built(monkeypatch) -> None:
     assert packed == [result.dependency_model]  # once, by the save
     again = ProfileResult.from_dict(json.loads(text))
     assert again.dependency_model.to_dict() == pack(result.dependency_model)
-    # a file saved without a model (an empty object, as older versions wrote) has none
+    assert again.view("critical_path") == result.view("critical_path")  # (models by value)
+    # a file saved without a model (an empty object, as older versions wrote too) has none
     data = json.loads(text)
     data["view_records"]["critical_path"]["model"] = {}
-    assert ProfileResult.from_dict(data).dependency_model is None
+    none = ProfileResult.from_dict(data)
+    assert none.dependency_model is None
+    assert none.to_dict()["view_records"]["critical_path"]["model"] == {}
+    # the flat layout's name takes the packed form too, as a saved file gives it
+    again = dataclasses.replace(none, dependency_model=pack(result.dependency_model))
+    assert again.dependency_model == result.dependency_model
+    assert again.what_if({"aten::mm": 2.0}).saved_us == result.what_if({"aten::mm": 2.0}).saved_us
     data["view_records"]["critical_path"]["model"] = {"chain_off": "not packed"}
     with pytest.raises(ValueError, match=r"view_records\.critical_path\.model: not a packed"):
         ProfileResult.from_dict(data)

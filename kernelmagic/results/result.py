@@ -571,8 +571,11 @@ _dataclass_init = ProfileResult.__init__
 
 
 def _init(self: ProfileResult, *args: Any, **kwargs: Any) -> None:
-    """The dataclass's ``__init__``, taking the flat layout's names too (``Legacy``)."""
+    """The dataclass's ``__init__``, taking the flat layout's names too (``Legacy``); a
+    value given as a JSON object (a packed ``dependency_model``) is read as a saved file's."""
     legacy = {name: kwargs.pop(name) for name in list(kwargs) if name in LEGACY_NAMES}
+    legacy = {name: _legacy_value(name, value, name) if isinstance(value, dict) else value
+              for name, value in legacy.items()}
     _dataclass_init(self, *args, **kwargs)
     if legacy:
         self.view_records = with_legacy(self.view_records, legacy)

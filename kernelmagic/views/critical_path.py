@@ -43,7 +43,9 @@ __all__ = ["SIDES", "IterationView", "WhatIf", "critical_path", "iteration_view"
 SIDES = ("both", "cpu", "device")
 PATH_LANE = "critical path"  # the timeline lane the path is drawn on
 SPAN_RESOLUTION = 4000  # the lane keeps pieces longer than the iteration / this (a pixel)
-_MAX_CELLS = 8_000_000  # scenario x node cells replayed at once (about 125 MB at the peak)
+#: Scenario x node cells replayed at once: about 160 MB at the peak where half the nodes
+#: are GPU items (the chains' running sums and the items' launch asks, ``_launch_asks``).
+_MAX_CELLS = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,9 @@ def _replay(m: Model, cpu_f: np.ndarray, gpu_f: np.ndarray) -> _Schedule:
     """Every scenario's schedule; ``cpu_f``/``gpu_f``: (S, R+1) multipliers per row (the
     last column, 1, is for time that belongs to no row). One sweep through the graph in
     an order that respects every edge (``_Sweep``): time linear in the model's size.
-    Two arrays of node x scenario hold it all (their memory is most of the replay's
-    cost): each chain's running sums become its times in place."""
+    Three arrays of node x scenario hold it all (their memory is most of the replay's
+    cost): each chain's running sums, which become its times in place, and each GPU
+    item's launch ask (``_launch_asks``)."""
     r = len(m.row_key)
     g = _graph(m)
     d = _stretches(m, cpu_f)

@@ -121,6 +121,17 @@ class Model:
     def empty(self) -> bool:
         return self.pos_anchor.size == 0 and self.item_dur.size == 0
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (the arrays element by element), as the packed dict compared; the
+        replay's caches are no fields."""
+        if not isinstance(other, Model):
+            return NotImplemented
+        return all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+                   for a, b in ((getattr(self, f.name), getattr(other, f.name))
+                                for f in fields(self)))
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as the dict was)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly: scalars and lists as they are, each array zlib-packed in base64."""
         out: dict[str, Any] = {}

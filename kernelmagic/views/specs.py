@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernelmagic.core.compiled_rows import (
     CompiledRegionRow,
@@ -23,6 +24,7 @@ from kernelmagic.core.event_rules import UNPLACED_KEY
 from kernelmagic.core.events import PythonSamples
 from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow, MemoryPeakRow, MemoryPoint
+from kernelmagic.core.records import fields_json
 from kernelmagic.core.rows import (
     CriticalPathRow,
     GpuIdleRow,
@@ -103,6 +105,14 @@ class CriticalPathView:
     spans: list[Span] = field(default_factory=list)
     model: Model | None = None
     trust: TrustChecks | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON values; no model as ``{}``, as kernelmagic wrote it before the
+        model was a field of its own (an older reader takes an object only)."""
+        out = fields_json(self)
+        if self.model is None:
+            out["model"] = {}
+        return out
 
 
 @dataclass(frozen=True)
