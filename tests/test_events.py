@@ -235,6 +235,10 @@ def test_python_frames_named_two_ways_are_one_source_row():
     (row,) = source_rows(table, Figures(table))
     assert row.key == "/home/u/u.py:3 f" and row.ops == 2
     assert row.self_cpu_time_total == 8.0
+    # and one frame for the python view's samples of a trace (its rows, gpu_idle's lines)
+    from kernelmagic.views.python_lines import samples_from_trace
+    samples = samples_from_trace(table, [(0, 30 * US)])
+    assert [(f.file, f.line, f.function) for f in samples.frames] == [("/home/u/u.py", 3, "f")]
 
 
 @settings(max_examples=60, deadline=None)

@@ -214,6 +214,35 @@ def test_the_model_is_packed_when_saved_not_when_built(monkeypatch) -> None:
         ProfileResult.from_dict(data)
 
 
+def test_the_flat_layouts_other_objects_are_kept_as_given() -> None:
+    # dependency_model= takes the packed form (above); the other flat names holding an
+    # object are kept as given, not read as JSON (numpy numbers stay numpy numbers)
+    result = ProfileResult(name="x", iters=1, warmup=0, device="cpu", rows=[], timings=[0.1],
+                           peak_memory={"iter 0": np.float64(2.5), "iter 1": np.int64(3)})
+    assert result.peak_memory == {"iter 0": 2.5, "iter 1": 3}
+    assert type(result.peak_memory["iter 1"]) is np.int64
+
+
+def test_a_cpu_only_window_has_the_gpu_sides_arrays_empty() -> None:
+    # The CPU-only shortcut of _gpu_items gives what the full path gives: the same keys
+    # and types (the model's own empty arrays).
+    from kernelmagic.views.dependencies import _cpu_chains, _gpu_items, _row_ids
+    from kernelmagic.views.tree import Figures
+
+    def items(*events) -> dict:
+        table = table_of(step(100), op("aten::mm", 0, 40), *events)
+        window = (0, int(table.end.max()))
+        row_of = _row_ids(table, window, np.zeros(table.n, bool), False)[0]
+        cpu = _cpu_chains(table, *window, row_of, Figures(table).depth)
+        return _gpu_items(table, *window, row_of, cpu)
+
+    cpu, gpu = items(), items(launch(30, 35, 1), kernel("k_mm", 36, 46, 1))
+    assert gpu["items"].size == 1  # (the full path)
+    assert {k: v.dtype for k, v in cpu.items()} == {k: v.dtype for k, v in gpu.items()}
+    assert all(v.size == 0 for k, v in cpu.items() if k not in ("stream_off", "wait_off"))
+    assert cpu["stream_off"].tolist() == cpu["wait_off"].tolist() == [0]
+
+
 def test_max_gain_is_a_column_everywhere() -> None:
     result = cpu_only_run()
     assert "max gain/iter" in result.table()

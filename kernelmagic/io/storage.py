@@ -63,8 +63,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     found = dict(pairs)
     if len(found) != len(pairs):
         seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {twice!r} twice in one object")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key!r} twice in one object")
+            seen.add(key)
     return found
 
 

@@ -138,13 +138,12 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
     records["critical_path"] = CriticalPathView(
         path=model.path if model else [], spans=model.spans if model else [],
         model=model.model if model else None, trust=TrustChecks(**trust_checks(table)))
-    result = ProfileResult(
+    return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows, gpu_busy=busy if on_device else [],
         breakdown=breakdown(table, windows, busy) if windows else None,
         view_records=records, **_copied(facts, on_device),
     )
-    return result
 
 
 def _view_records(inputs: ViewInputs) -> dict[str, Any]:

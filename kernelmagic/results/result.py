@@ -396,8 +396,7 @@ class ProfileResult(Shown):
             raise ValueError("this result has no dependency model (saved by an older "
                              "kernelmagic, or no iteration was profiled)")
         answer = what_if(self._model, factors, side)
-        scale = (self.stats.median * 1e6 / answer.measured_us
-                 if answer.measured_us > 0 and self.timings else 1.0)
+        scale = self._median_scale(answer.measured_us)
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
 
@@ -412,6 +411,12 @@ class ProfileResult(Shown):
         from kernelmagic.results.explain import explain
 
         return explain(self, name, what_if)
+
+    def _median_scale(self, measured_us: float) -> float:
+        """The measured median iteration over the model's window (``measured_us``): what
+        ``what_if``'s answers are given in."""
+        return (self.stats.median * 1e6 / measured_us
+                if measured_us > 0 and self.timings else 1.0)
 
     def saves_at_most(self, asks: Sequence[tuple[Iterable[str], str]]
                       ) -> list[tuple[float, float] | None]:
@@ -430,8 +435,7 @@ class ProfileResult(Shown):
         saved = saved_each(m, [(dict.fromkeys(present[i], float("inf")), asks[i][1])
                                for i in wanted])
         measured_us = m.window_ns / 1000.0
-        scale = (self.stats.median * 1e6 / measured_us
-                 if measured_us > 0 and self.timings else 1.0)
+        scale = self._median_scale(measured_us)
         out: list[tuple[float, float] | None] = [None] * len(asks)
         for i, ns in zip(wanted, saved.tolist(), strict=True):
             out[i] = (ns / 1000.0 * scale, measured_us * scale)
@@ -571,11 +575,8 @@ _dataclass_init = ProfileResult.__init__
 
 
 def _init(self: ProfileResult, *args: Any, **kwargs: Any) -> None:
-    """The dataclass's ``__init__``, taking the flat layout's names too (``Legacy``); a
-    value given as a JSON object (a packed ``dependency_model``) is read as a saved file's."""
+    """The dataclass's ``__init__``, taking the flat layout's names too (``Legacy``)."""
     legacy = {name: kwargs.pop(name) for name in list(kwargs) if name in LEGACY_NAMES}
-    legacy = {name: _legacy_value(name, value, name) if isinstance(value, dict) else value
-              for name, value in legacy.items()}
     _dataclass_init(self, *args, **kwargs)
     if legacy:
         self.view_records = with_legacy(self.view_records, legacy)

@@ -377,7 +377,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
-        del self.anchors, self.cpu_run, self.gpu_run, self.ask
+        del self.anchors, self.wait_ask, self.cpu_run, self.gpu_run, self.ask
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
@@ -459,10 +459,9 @@ def _launch_asks(m: Model, gpu_run: np.ndarray) -> np.ndarray:
     w = gpu_run.shape[0]
     lat_gap = (m.item_lat - m.item_gap).astype(np.float64)[:, None]
     ask = np.empty_like(gpu_run)
-    if w:
-        np.subtract(lat_gap[1:], gpu_run[:-1], out=ask[1:])
-        firsts = m.stream_off[:-1][m.stream_off[:-1] < w]  # (nothing before them)
-        ask[firsts] = lat_gap[firsts]
+    np.subtract(lat_gap[1:], gpu_run[:-1], out=ask[1:])
+    firsts = m.stream_off[:-1][m.stream_off[:-1] < w]  # (nothing before them)
+    ask[firsts] = lat_gap[firsts]
     return ask
 
 

@@ -529,19 +529,21 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
     return DEFAULT_LAUNCH_LATENCY_NS
 
 
+_MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", "item_lat",
+                           "item_gap", "item_anchor", "item_backlog", "wait_off", "wait_dep"))
+
+
 def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
                cpu: _Chains) -> dict[str, np.ndarray]:
     """The GPU work launched in the window (or starting there, with no recorded launch).
     Work queued behind work launched before the window starts after that backlog
     (``item_backlog``: how far into the window it runs)."""
     work, same, prev_end = _stream_order(table)
-    if not work.size:  # (a CPU-only run: the same arrays, all empty, without their work)
-        none = np.zeros(0, np.int64)
-        return dict(stream_off=np.zeros(1, np.int64), item_dur=none, item_row=none,
-                    item_launch=none, item_lat=none, item_gap=none, item_anchor=none,
-                    item_backlog=none, wait_off=np.zeros(1, np.int64), wait_dep=none,
-                    items=none, work=none, work_launch=none, item_of_work=none,
-                    queued=np.zeros(0, bool), item_call=none)
+    if not work.size:  # (a CPU-only run: the model's own empty arrays, without their work)
+        empty, none = Model(), np.zeros(0, np.int64)
+        return {k: getattr(empty, k) for k in _MODEL_ARRAYS} | dict(
+            items=none, work=none, work_launch=none, item_of_work=none,
+            queued=np.zeros(0, bool), item_call=none)
     call = runtime_calls(table, work)
     launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
@@ -581,10 +583,6 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
                 wait_off=wait_off, wait_dep=wait_dep, items=items, work=work,
                 work_launch=launch_start, item_of_work=item_of_work, queued=queued,
                 item_call=call[keep])
-
-
-_MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", "item_lat",
-                           "item_gap", "item_anchor", "item_backlog", "wait_off", "wait_dep"))
 
 
 def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,

@@ -93,7 +93,7 @@ class Lines:
         self.index = SampleIndex(self.samples, self.samples.t_ns - table.origin_ns)
         self.slack = int(2 * self.samples.interval_s * 1e9)
         self.table, self.cell_file, self.cell_label = table, cell_file, cell_label
-        self.frames, rows = user_frames(table)
+        self.frames, _, rows = user_frames(table)
         self.owner = frame_owner(table, rows) if rows.size else None
 
     def frame_during(self, lo: int, hi: int, slack: int = 0) -> int:

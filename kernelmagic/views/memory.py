@@ -230,9 +230,10 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         label = device_label(device)
         levels = (raw.time[raw_at], np.cumsum(raw.delta[raw_at]))
         records = in_start_order(table, (table.kind == Kind.MEMORY) & (table.device == device))
+        memory_records = (records, table.start[records])
         made_of = _Levels(category, delta)
-        found = [_peak(table, window, i, label, levels, when, device, name, around, made_of,
-                       (records, table.start[records]))
+        found = [_peak(table, window, i, label, levels, when, name, around, made_of,
+                       memory_records)
                  for i, window in enumerate(windows)]
         peaks = [row for row, _ in found]
         out.peaks += peaks
@@ -240,7 +241,7 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
         chosen = best.iteration if best is not None else 0
         for i, (start, end) in enumerate(windows):
             if show is None or i == (chosen if show == PEAK else show):
-                out.points += _points(label, i, (start, end), when, category, delta)
+                out.points += _points(label, i, (start, end), when, category, delta, made_of)
         if best is not None and ledger.blocks:
             out.alive += _alive(ledger, sel, found[chosen][1], windows[chosen][0], label)
         if ledger.blocks:
@@ -249,12 +250,13 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
 
 
 def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.ndarray,
-            delta: np.ndarray) -> list[MemoryPoint]:
-    """Iteration ``i``'s timeline: its start, each change, its end (thinned)."""
+            delta: np.ndarray, made_of: _Levels) -> list[MemoryPoint]:
+    """Iteration ``i``'s timeline: its start, each change, its end (thinned); ``made_of``:
+    the ledger's ``_Levels``, asked for the iterations in order."""
     start, end = window
     lo = int(np.searchsorted(when, start, "left"))
     hi = int(np.searchsorted(when, end, "right"))
-    base = _Levels(category, delta).before(lo)
+    base = made_of.before(lo)
     changes = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
     changes[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
     levels = base + np.cumsum(changes, axis=0)  # bytes per category after each change
@@ -268,7 +270,7 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
 
 def _peak(table: EventTable, window: Window, i: int, label: str,
           raw: tuple[np.ndarray, np.ndarray], when: np.ndarray,
-          device: int, name: str | None, around: _Around, made_of: _Levels,
+          name: str | None, around: _Around, made_of: _Levels,
           memory_records: tuple[np.ndarray, np.ndarray]) -> tuple[MemoryPeakRow, int]:
     """Iteration ``i``'s peak on one device, and the index of the ledger's last change at
     it (-1 before the first): the moment and rise from the raw records, the make-up from

@@ -122,7 +122,7 @@ def samples_from_trace(table: EventTable, windows: list[Window]) -> PythonSample
     torch names a frame ``file(line): function`` with the line the function starts at, so
     a trace's rows are per function, not per line. Empty when the trace has no such frame.
     """
-    frames, rows = user_frames(table)
+    frames, frame_id, rows = user_frames(table)
     if not rows.size or not windows:
         return PythonSamples()
     grid = np.concatenate([np.arange(lo, hi, TRACE_STEP_NS, dtype=np.int64) for lo, hi in windows])
@@ -142,11 +142,11 @@ def samples_from_trace(table: EventTable, windows: list[Window]) -> PythonSample
 
     # Painting frames in order of start leaves each point with the innermost one around it.
     for row in rows[np.argsort(table.start[rows], kind="stable")].tolist():
-        paint(row, int(table.name[row]), False)
+        paint(row, int(frame_id[table.name[row]]), False)
     caller = frame_owner(table, rows)
     for row in outermost_loaders(table).tolist():  # then DataLoaders over their insides
         if caller[row] >= 0:
-            paint(row, int(table.name[caller[row]]), True)
+            paint(row, int(frame_id[table.name[caller[row]]]), True)
     return PythonSamples(t_ns=grid + table.origin_ns, frame=owner, frames=listed,
                          interval_s=TRACE_STEP_NS / 1e9)
 

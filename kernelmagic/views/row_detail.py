@@ -268,7 +268,7 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
            figures: tuple[np.ndarray, np.ndarray, np.ndarray], cell_file: str | None,
            cell_label: str) -> list[RowGroup]:
     """Each row's calls per innermost frame of the user's code around them."""
-    frames, frame_events = user_frames(table)
+    frames, frame_id, frame_events = user_frames(table)
     if not frame_events.size or not calls.size:
         return []
     owner = frame_owner(table, frame_events)[calls]
@@ -276,7 +276,7 @@ def _sites(table: EventTable, rows: _Rows, calls: np.ndarray,
     texts = [""] * len(table.names)
     for i, (file, line, func) in frames.items():
         texts[i] = f"{label(file, line, cell_file, cell_label)} {func}"
-    return _groups(rows, calls[has], table.name[owner[has]].astype(np.int64), texts, figures)
+    return _groups(rows, calls[has], frame_id[table.name[owner[has]]], texts, figures)
 
 
 def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,

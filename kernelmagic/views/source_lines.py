@@ -57,17 +57,22 @@ def is_data_loading_file(path: str) -> bool:
     return DATA_LOADING_DIR in path.replace("\\", "/")
 
 
-def user_frames(table: EventTable) -> tuple[dict[int, tuple[str, int, str]], np.ndarray]:
+def user_frames(table: EventTable) -> tuple[dict[int, tuple[str, int, str]], np.ndarray,
+                                            np.ndarray]:
     """The Python frames ``with_stack`` recorded in the user's own code: (file, line,
-    function) per name index, and the rows of the table that are such frames."""
+    function) per name index; per name index, the frame's id, the first name index of the
+    frame as parsed (-1: not the user's; ``u.py(3): f`` and ``u.py(03): f`` are one frame,
+    which every view groups by); and the rows of the table that are such frames."""
     frames: dict[int, tuple[str, int, str]] = {}
-    user_name = np.zeros(len(table.names), dtype=bool)
+    first_of: dict[tuple[str, int, str], int] = {}
+    frame_id = np.full(len(table.names), -1, dtype=np.int64)
     for i, text in enumerate(table.names):
         m = FRAME.match(text)
         if m is not None and not is_library_file(m["file"]):
-            frames[i] = (m["file"], int(m["line"]), m["func"])
-            user_name[i] = True
-    return frames, np.flatnonzero((table.kind == Kind.PYTHON) & user_name[table.name])
+            where = frames[i] = (m["file"], int(m["line"]), m["func"])
+            frame_id[i] = first_of.setdefault(where, i)
+    return frames, frame_id, np.flatnonzero((table.kind == Kind.PYTHON)
+                                            & (frame_id >= 0)[table.name])
 
 
 def frame_owner(table: EventTable, frame_rows: np.ndarray) -> np.ndarray:
@@ -86,17 +91,12 @@ def source_rows(table: EventTable, figures: Figures,
     the standard library or an installed package takes the op's self time. Code at the
     top level of a cell has line 0 (the whole cell). The cell's own frames come first.
     """
-    frames, rows = user_frames(table)
+    frames, frame_id, rows = user_frames(table)
     if not rows.size:
         return []
     owner = frame_owner(table, rows)
     ops = figures.order[(is_op(table) & (owner >= 0))[figures.order]]  # in torch's order
-    # per frame as parsed: two names may read as one (``u.py(3): f``, ``u.py(03): f``)
-    key_of: dict[tuple[str, int, str], int] = {}
-    frame_key = np.full(len(table.names), -1, dtype=np.int64)
-    for name, where in frames.items():
-        frame_key[name] = key_of.setdefault(where, len(key_of))
-    gid, first = group(frame_key[table.name[owner[ops]]])
+    gid, first = group(frame_id[table.name[owner[ops]]])
     count = np.bincount(gid, minlength=first.size).tolist()
     self_cpu, self_dev = (np.bincount(gid, weights=values[ops], minlength=first.size).tolist()
                           for values in (figures.self_cpu, figures.self_device))

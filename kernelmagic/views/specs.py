@@ -106,6 +106,12 @@ class CriticalPathView:
     model: Model | None = None
     trust: TrustChecks | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):  # packed (``Model.to_dict``), as code written
+            # against the flat layout gives it: ``ProfileResult(..., dependency_model=...)``
+            object.__setattr__(self, "model",
+                               Model.from_json_value(self.model, "critical_path.model"))
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values; no model as ``{}``, as kernelmagic wrote it before the
         model was a field of its own (an older reader takes an object only)."""
