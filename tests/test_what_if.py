@@ -649,6 +649,73 @@ def test_the_sweep_gives_the_relaxations_schedule(seed, factor, side) -> None:
     assert np.allclose(sched.end[:, 0], end, atol=1e-6)
 
 
+def scanned_runs(dom_off, needs):
+    """The sweep's order found node by node: each domain in turn advanced while its next
+    node's needs are computed (node n of a domain is computed when n < its progress); a
+    domain waits until the first need that stopped it is computed; where none moves, the
+    first open one is forced on by a node (no order)."""
+    dom_of = np.repeat(np.arange(len(dom_off) - 1), np.diff(dom_off))
+    progress, stop = list(dom_off[:-1]), list(dom_off[1:])
+    blocker, runs, cyclic = [-1] * len(stop), [], False
+    open_ = [k for k in range(len(stop)) if progress[k] < stop[k]]
+    while open_:
+        moved = False
+        for k in open_:
+            if blocker[k] >= 0 and progress[dom_of[blocker[k]]] <= blocker[k]:
+                continue
+            lo = hi = progress[k]
+            blocker[k] = -1
+            while hi < stop[k]:
+                missing = [u for u in needs.get(hi, []) if u >= progress[dom_of[u]]]
+                if missing:
+                    blocker[k] = missing[0]
+                    break
+                hi += 1
+            if hi > lo:
+                runs.append((k, lo, hi))
+                progress[k], moved = hi, True
+        open_ = [k for k in open_ if progress[k] < stop[k]]
+        if not moved and open_:
+            k = open_[0]
+            runs.append((k, progress[k], progress[k] + 1))
+            progress[k] += 1
+            blocker[k], cyclic = -1, True
+            open_ = [k for k in open_ if progress[k] < stop[k]]
+    return runs, cyclic
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 12), min_size=1, max_size=5), data=st.data())
+def test_the_plan_is_the_node_by_node_scan(sizes, data) -> None:
+    """``_runs`` (a binary search per domain needed, over the latest need so far) orders
+    the nodes as scanning them one by one does, with forward needs (no order) too."""
+    from types import SimpleNamespace
+
+    from kernelmagic.views.critical_path import _runs
+
+    dom_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    n = int(dom_off[-1])
+    # In time (each domain's nodes in order), a node needs only earlier ones: an order
+    # exists; otherwise needs go anywhere (no order, mostly).
+    at = data.draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
+    at = np.concatenate([sorted(at[lo:hi]) for lo, hi in zip(dom_off[:-1], dom_off[1:],
+                                                              strict=True)] or [[]])
+    in_time = data.draw(st.booleans())
+    needs = {}
+    for node in range(n):
+        drawn = data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=2))
+        needs[node] = [u for u in drawn if u != node and (not in_time or at[u] < at[node])]
+    need_of = np.asarray([v for v in range(n) for _ in needs[v]], np.int64)
+    need_node = np.asarray([u for v in range(n) for u in needs[v]], np.int64)
+    dom_of = np.repeat(np.arange(len(sizes)), sizes)
+    graph = SimpleNamespace(dom_off=dom_off, dom_of=dom_of, need_of=need_of,
+                            need_node=need_node)
+    runs, cyclic = _runs(graph)
+    expected, expected_cyclic = scanned_runs(dom_off.tolist(), needs)
+    assert (runs.tolist(), cyclic) == ([list(r) for r in expected], expected_cyclic)
+    assert not (in_time and cyclic)
+
+
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:
     # HolisticTraceAnalysis's path over ProfilerStep#104 is 97.9% GPU compute
     # (docs/what-if.md); the GPU runs 65-89 ms behind the CPU, whose launches wait for

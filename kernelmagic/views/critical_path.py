@@ -17,6 +17,7 @@ measured window, so ``what_if({})`` reproduces it; speed-ups never lengthen it.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -240,64 +241,111 @@ def _groups(off: np.ndarray, dep: np.ndarray,
     return full, dep[index], firsts
 
 
+class _Needs(NamedTuple):
+    """What one domain's nodes need of another domain ``dom``: its nodes that need some
+    (``nodes``, in order) and, down them, the latest node needed so far (``latest``), kept
+    only where that grows (``_reachable`` searches it); ``all_nodes``, ``all_needs``: every
+    need, for ``_forget_before``."""
+
+    dom: int
+    nodes: list[int]
+    latest: list[int]
+    all_nodes: np.ndarray
+    all_needs: np.ndarray
+
+
+def _needs_by_domain(g: _Graph) -> list[list[_Needs]]:
+    """Per domain, what its nodes need of each other domain (``_Needs``)."""
+    n_dom = g.dom_off.size - 1
+    of, need = g.dom_of[g.need_of], g.dom_of[g.need_node]
+    order = np.argsort(of * n_dom + need, kind="stable")  # (each node's needs stay in order)
+    pair = (of * n_dom + need)[order]
+    cuts = np.flatnonzero(np.diff(pair)) + 1
+    out: list[list[_Needs]] = [[] for _ in range(n_dom)]
+    if not pair.size:
+        return out
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), pair.size], strict=True):
+        at = order[lo:hi]
+        out[int(of[at[0]])].append(_latest_needs(int(need[at[0]]), g.need_of[at],
+                                                 g.need_node[at]))
+    return out
+
+
+def _latest_needs(dom: int, nodes: np.ndarray, needs: np.ndarray) -> _Needs:
+    latest = np.maximum.accumulate(needs)
+    grows = np.ones(latest.size, bool)
+    grows[1:] = latest[1:] > latest[:-1]
+    return _Needs(dom, nodes[grows].tolist(), latest[grows].tolist(), nodes, needs)
+
+
 def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], bool]:
-    """The order the sweep computes the model in, once per model (it does not depend on
-    the durations): each domain advanced as far as the nodes whose needs from other
-    domains are computed, found by galloping over ``_Graph.need_of``; a domain waits,
+    """The order the sweep computes the model in (``_runs``) as segments, once per model
+    (it does not depend on the durations)."""
+    cached = m.__dict__.get("_plan")
+    if cached is None:
+        runs, cyclic = _runs(g)
+        cached = m.__dict__["_plan"] = (_segments(m, g, runs), cyclic)
+    return cached
+
+
+def _runs(g: _Graph) -> tuple[np.ndarray, bool]:
+    """(domain, lo, hi) in the order computed: each domain advanced in turn as far as the
+    nodes whose needs from other domains are computed (``_reachable``); a domain waits,
     untried, until the node that stopped it is computed. True as well when no such order
     exists (never with measured times: then the sweep relaxes after)."""
-    cached = m.__dict__.get("_plan")
-    if cached is not None:
-        return cached
-    progress = g.dom_off[:-1].copy()
+    needs = _needs_by_domain(g)
+    progress = g.dom_off[:-1].tolist()
     stop = g.dom_off[1:].tolist()
-    blocker = [-1] * progress.size  # the node each domain waits for (-1: none)
-    need_dom = g.dom_of[g.need_node]
-    runs: list[tuple[int, int, int]] = []  # (domain, lo, hi) in the order computed
+    blocker: list[tuple[int, int] | None] = [None] * len(stop)  # (domain, node) waited for
+    runs: list[tuple[int, int, int]] = []
     cyclic = False
-    open_ = [k for k in range(progress.size) if progress[k] < stop[k]]
+    open_ = [k for k in range(len(stop)) if progress[k] < stop[k]]
     while open_:
-        moved = False
+        moved = done = False
         for k in open_:
             wait = blocker[k]
-            if wait >= 0 and progress[g.dom_of[wait]] <= wait:
+            if wait is not None and progress[wait[0]] <= wait[1]:
                 continue  # (still not computed)
-            lo = int(progress[k])
-            hi, blocker[k] = _reachable(g, need_dom, progress, lo, stop[k])
+            lo = progress[k]
+            hi, blocker[k] = _reachable(needs[k], progress, stop[k])
             if hi > lo:
                 runs.append((k, lo, hi))
                 progress[k] = hi
                 moved = True
-        open_ = [k for k in open_ if progress[k] < stop[k]]
-        if not moved and open_:
+                done = done or hi == stop[k]
+        if done:
+            open_ = [k for k in open_ if progress[k] < stop[k]]
+        if not moved and open_:  # (no order: one node forced on)
             k = open_[0]
-            runs.append((k, int(progress[k]), int(progress[k]) + 1))
+            runs.append((k, progress[k], progress[k] + 1))
             progress[k] += 1
-            blocker[k] = -1
+            blocker[k] = None
+            needs[k] = [_forget_before(x, progress[k]) for x in needs[k]]
+            open_ = [k for k in open_ if progress[k] < stop[k]]
             cyclic = True
-    plan = _segments(m, g, np.asarray(runs, np.int64).reshape(-1, 3))
-    m.__dict__["_plan"] = (plan, cyclic)
-    return plan, cyclic
+    return np.asarray(runs, np.int64).reshape(-1, 3), cyclic
 
 
-def _reachable(g: _Graph, need_dom: np.ndarray, progress: np.ndarray, lo: int,
-               hi: int) -> tuple[int, int]:
-    """The end of the run of nodes from ``lo`` whose needs are all computed, and the first
-    need not computed yet (-1: none)."""
-    at, size = lo, 64
-    need_of = g.need_of
-    while at < hi:
-        upto = min(hi, at + size)
-        a, b = need_of.searchsorted((at, upto)).tolist()
-        if b > a:
-            need = g.need_node[a:b]
-            bad = need >= progress[need_dom[a:b]]
-            first = int(bad.argmax())  # (the first not computed, if any: one call, not two)
-            if bad[first]:
-                return int(need_of[a + first]), int(need[first])
-        at = upto
-        size *= 2
-    return hi, -1
+def _reachable(needs: list[_Needs], progress: list[int],
+               hi: int) -> tuple[int, tuple[int, int] | None]:
+    """The end (``hi`` at most) of the run of a domain's nodes from its progress on whose
+    needs are all computed (node n of a domain is computed when n < its progress), and
+    the (domain, node) of the first need not computed yet (None: none). The first node
+    whose latest need so far is not computed is the first whose own need is not: a
+    binary search per domain needed."""
+    block = None
+    for x in needs:
+        i = bisect_left(x.latest, progress[x.dom])
+        if i < len(x.nodes) and x.nodes[i] < hi:
+            hi, block = x.nodes[i], (x.dom, x.latest[i])
+    return hi, block
+
+
+def _forget_before(x: _Needs, lo: int) -> _Needs:
+    """``x`` without the needs of nodes before ``lo`` (the plan moved past a node whose need
+    was not computed: ``_plan`` where no order exists)."""
+    keep = x.all_nodes >= lo
+    return _latest_needs(x.dom, x.all_nodes[keep], x.all_needs[keep])
 
 
 def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
@@ -426,6 +474,9 @@ class _Sweep:
         latency, less the gap and the running sum before the item), its anchor's and its
         waits' (each an end time, less the item's running sum)."""
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
+        if hi == lo + 1 and not seg.c and (seg.b == seg.a or self.wait_dep):
+            self._gpu_item(seg)
+            return
         run = self.gpu_run
         c = self.t[g.launch[lo:hi]]
         c += self.ask[lo:hi]
@@ -449,6 +500,20 @@ class _Sweep:
             at = items - lo
             c[at] = np.maximum(c[at], waited)
         self.gpu_in.advance(seg, c, run, self.end)
+
+    def _gpu_item(self, seg: _Segment) -> None:
+        """``_gpu`` for a segment of one item with no anchor and at most one wait (most of
+        them where streams wait on each other): the same steps, on the one row."""
+        i = seg.lo
+        c = self.t[self.g.launch[i]] + self.ask[i]
+        if seg.b > seg.a:
+            np.maximum(c, self.end[self.wait_dep[seg.a]] + self.wait_ask[seg.a], out=c)
+        carried = self.gpu_in.max[seg.k]
+        if seg.carry:
+            np.maximum(carried, c, out=carried)
+        else:
+            carried[:] = c
+        np.add(carried, self.gpu_run[i], out=self.end[i])
 
 
 def _launch_asks(m: Model, gpu_run: np.ndarray) -> np.ndarray:
@@ -501,18 +566,25 @@ def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
 
 def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each position's stretch unscaled, and the CPU parts grouped by row (the last group:
-    no row): their positions, their durations, and where each row's group starts.
+    no row), one per (row, position) (a position's parts of one row in several categories
+    summed): their positions, their durations, and where each row's group starts.
     Sparse: a model of many rows and positions never holds a row x position matrix."""
     cached = m.__dict__.get("_parts_by_row")
     if cached is None:
         r = len(m.row_key)
-        block = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
-        base = np.bincount(block, weights=m.part_dur, minlength=m.pos_anchor.size)
+        pos = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
+        dur = m.part_dur.astype(np.float64)
+        base = np.bincount(pos, weights=dur, minlength=m.pos_anchor.size)
         row = np.where(m.part_row >= 0, m.part_row, r)
-        order = np.argsort(row, kind="stable")
-        off = np.searchsorted(row[order], np.arange(r + 2))
-        cached = (base.astype(np.float64), block[order], m.part_dur[order].astype(np.float64),
-                  off)
+        # (rows are small integers: a radix sort, linear; positions stay in order in each)
+        order = row.astype(np.min_scalar_type(r)).argsort(kind="stable")
+        row, pos, dur = row[order], pos[order], dur[order]
+        first = np.ones(row.size, bool)
+        first[1:] = (row[1:] != row[:-1]) | (pos[1:] != pos[:-1])
+        if not first.all():
+            at = np.flatnonzero(first)
+            row, pos, dur = row[at], pos[at], np.add.reduceat(dur, at)
+        cached = (base, pos, dur, np.searchsorted(row, np.arange(r + 2)))
         m.__dict__["_parts_by_row"] = cached
     return cached
 
@@ -530,7 +602,12 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
         firsts = np.cumsum(counts) - counts
         parts = np.repeat(off[row] - firsts, counts) + np.arange(int(counts.sum()))
         change = np.repeat(cpu_f[scenario, row] - 1.0, counts) * dur[parts]
-        np.add.at(d, (pos[parts], np.repeat(scenario, counts)), change)
+        at = pos[parts] * d.shape[1]  # (flat indices into d)
+        at += np.repeat(scenario, counts)
+        if (scenario[1:] != scenario[:-1]).all():  # one row a scenario: no cell twice
+            d.reshape(-1)[at] += change
+        else:
+            np.add.at(d.reshape(-1), at, change)
     return d
 
 

@@ -658,45 +658,60 @@ def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.
     work = gpu["work"]
     pairs = np.asarray(_last_before(table, work, gpu["work_launch"], table.start[calls],
                                     table.end[calls]), np.int64).reshape(-1, 2)
-    queries = [(calls[q], int(end_pos[q]), w, SYNC) for q, w in pairs.tolist()]
-    queries += _blocked_launches(table, cpu, gpu)
-    if not queries:  # (the model's own empty arrays stand)
+    launches = np.asarray(_blocked_launches(table, cpu, gpu), np.int64).reshape(-1, 4)
+    call = np.concatenate((calls[pairs[:, 0]], launches[:, 0]))
+    if not call.size:  # (the model's own empty arrays stand)
         return
+    pos = np.concatenate((end_pos[pairs[:, 0]], launches[:, 1]))
+    waited_work = np.concatenate((pairs[:, 1], launches[:, 2]))
+    cat = np.concatenate((np.full(pairs.shape[0], SYNC), launches[:, 3]))
+    # One sync per (position, call, category), in that order; its work in the order found.
+    order = np.lexsort((cat, call, pos))
+    call, pos, cat, waited_work = call[order], pos[order], cat[order], waited_work[order]
+    first = np.ones(call.size, bool)
+    first[1:] = (pos[1:] != pos[:-1]) | (call[1:] != call[:-1]) | (cat[1:] != cat[:-1])
+    firsts = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    ends = table.end[work[waited_work]]
+    waited = np.maximum.reduceat(ends, firsts)
+    call = call[firsts]
+    s, e = table.start[call], table.end[call]
+    keep = waited > s  # (work done before the call began: nothing to wait for)
+    inside = gpu["item_of_work"][waited_work]
+    dep = keep[group] & (inside >= 0)
+    fixed, stream = _waited_before(table, model, gpu, ws, group, keep[group] & (inside < 0),
+                                   ends, work[waited_work], firsts.size)
+    sync_pos = pos[firsts][keep]
+    model.sync_pos = sync_pos
+    model.sync_row = cpu.row[sync_pos].astype(np.int64)
+    model.sync_post = (e - np.maximum(s, waited))[keep].astype(np.int64)
+    model.sync_fixed = fixed[keep]
+    model.sync_stream = stream[keep]
+    model.sync_cat = cat[firsts][keep].astype(np.int64)
+    model.sync_off = np.concatenate(([0], np.cumsum(np.bincount(
+        group[dep], minlength=firsts.size)[keep]))).astype(np.int64)
+    model.sync_dep = inside[dep].astype(np.int64)
+    np.minimum.at(cpu.dur, sync_pos, model.sync_post)
+
+
+def _waited_before(table: EventTable, model: Model, gpu: dict[str, np.ndarray], ws: int,
+                   group: np.ndarray, outside: np.ndarray, ends: np.ndarray,
+                   waited: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per sync (``group`` numbers each one's waited work ``waited``, ending at ``ends``),
+    the work launched before the window it waited for (``outside``): when the latest of
+    it ends (from the window's start; NONE: none) and the model's stream it is on (-1)."""
+    fixed, stream = np.full(n, NONE, np.int64), np.full(n, -1, np.int64)
+    at = np.flatnonzero(outside)
+    if not at.size:
+        return fixed, stream
+    at = at[np.lexsort((at, -ends[at], group[at]))]  # (the latest first, the first of ties)
+    at = at[np.append(True, group[at][1:] != group[at][:-1])]
+    last = waited[at]
+    fixed[group[at]] = table.end[last] - ws
     stream_of_key = _stream_of_key(table, model, gpu["items"])
-    per_call: dict[tuple[int, int, int], list[int]] = {}
-    for call, pos, w, cat in queries:
-        per_call.setdefault((pos, int(call), cat), []).append(w)
-    sync_pos, rows, post, fixed, stream, cats, off, dep = [], [], [], [], [], [], [0], []
-    for (p, call, cat), waited_work in sorted(per_call.items()):
-        ends = table.end[work[waited_work]]
-        s, e = int(table.start[call]), int(table.end[call])
-        waited = int(ends.max())
-        if waited <= s:
-            continue  # the work was done before the call began: nothing to wait for
-        inside = gpu["item_of_work"][waited_work]
-        outside = inside < 0
-        dep += inside[~outside].tolist()
-        if outside.any():
-            last = work[np.asarray(waited_work)[outside][np.argmax(ends[outside])]]
-            fixed.append(int(table.end[last]) - ws)
-            stream.append(stream_of_key.get((int(table.device[last]), int(table.tid[last])), -1))
-        else:
-            fixed.append(NONE)
-            stream.append(-1)
-        sync_pos.append(p)
-        rows.append(int(cpu.row[p]))
-        post.append(e - max(s, waited))
-        cats.append(cat)
-        off.append(len(dep))
-        cpu.dur[p] = min(int(cpu.dur[p]), post[-1])
-    model.sync_pos = np.asarray(sync_pos, np.int64)
-    model.sync_row = np.asarray(rows, np.int64)
-    model.sync_post = np.asarray(post, np.int64)
-    model.sync_fixed = np.asarray(fixed, np.int64)
-    model.sync_stream = np.asarray(stream, np.int64)
-    model.sync_cat = np.asarray(cats, np.int64)
-    model.sync_off = np.asarray(off, np.int64)
-    model.sync_dep = np.asarray(dep, np.int64)
+    stream[group[at]] = [stream_of_key.get(key, -1) for key in
+                         zip(table.device[last].tolist(), table.tid[last].tolist(), strict=True)]
+    return fixed, stream
 
 
 def _blocked_launches(table: EventTable, cpu: _Chains,
