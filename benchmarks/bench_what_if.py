@@ -37,7 +37,7 @@ def _without_model() -> tuple[Any, Any]:
     """Swap the model out of ``build_result``; returns what to put back."""
     saved = builder.iteration_view, builder.trust_checks
     builder.iteration_view = lambda *a, **k: None  # type: ignore[assignment]
-    builder.trust_checks = lambda table: {}  # type: ignore[assignment]
+    builder.trust_checks = lambda *a, **k: {}  # type: ignore[assignment]
     return saved
 
 

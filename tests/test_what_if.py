@@ -233,8 +233,9 @@ def test_a_cpu_only_window_has_the_gpu_sides_arrays_empty() -> None:
         table = table_of(step(100), op("aten::mm", 0, 40), *events)
         window = (0, int(table.end.max()))
         row_of = _row_ids(table, window, np.zeros(table.n, bool), False)[0]
-        cpu = _cpu_chains(table, *window, row_of, Figures(table).depth)
-        return _gpu_items(table, *window, row_of, cpu)
+        figures = Figures(table)
+        cpu = _cpu_chains(table, *window, row_of, figures.depth)
+        return _gpu_items(table, *window, row_of, cpu, figures)
 
     cpu, gpu = items(), items(launch(30, 35, 1), kernel("k_mm", 36, 46, 1))
     assert gpu["items"].size == 1  # (the full path)
@@ -714,6 +715,20 @@ def test_the_plan_is_the_node_by_node_scan(sizes, data) -> None:
     expected, expected_cyclic = scanned_runs(dom_off.tolist(), needs)
     assert (runs.tolist(), cyclic) == ([list(r) for r in expected], expected_cyclic)
     assert not (in_time and cyclic)
+
+
+def test_the_model_and_the_trust_checks_share_the_stream_order(monkeypatch) -> None:
+    # One load orders the GPU work by stream and finds its runtime calls once, for the
+    # model and the trust checks alike (Figures.shared); the checks still count as before.
+    from kernelmagic.views import dependencies
+
+    calls = []
+    real = dependencies._stream_order
+    monkeypatch.setattr(dependencies, "_stream_order", lambda t: calls.append(t) or real(t))
+    result = kernelmagic.load(DATA / "h200_train_step.json.gz")
+    assert len(calls) == 1
+    assert result.view_records["critical_path"].trust == loaded(
+        DATA / "h200_train_step.json.gz").view_records["critical_path"].trust
 
 
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:

@@ -137,7 +137,7 @@ def build_result(table: EventTable, *, name: str, views: Sequence[str] = (),
                                                records["timeline"])
     records["critical_path"] = CriticalPathView(
         path=model.path if model else [], spans=model.spans if model else [],
-        model=model.model if model else None, trust=TrustChecks(**trust_checks(table)))
+        model=model.model if model else None, trust=TrustChecks(**trust_checks(table, figures)))
     return ProfileResult(
         name=name, iters=len(timings), device=device, views=wanted, timings=list(timings),
         rows=rows, gpu_busy=busy if on_device else [],

@@ -188,14 +188,15 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
                 figures: Figures | None = None) -> Model:
     """The dependency model of the iteration ``window`` of ``table`` (module docstring);
     ``ranges``: ``views/ops.py: range_owners(table, name)``, and ``figures``: the table's
-    ``Figures`` (its events' depths, made once for the views too), when the caller has
-    them."""
+    ``Figures`` (its events' depths and the GPU work's stream order, made once for the
+    views and the trust checks too), when the caller has them."""
     ws, we = window
     if ranges is None:
         ranges = range_owners(table, name)
+    figures = figures or Figures(table)
     row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name)
-    cpu = _cpu_chains(table, ws, we, row_of, (figures or Figures(table)).depth)
-    gpu = _gpu_items(table, ws, we, row_of, cpu)
+    cpu = _cpu_chains(table, ws, we, row_of, figures.depth)
+    gpu = _gpu_items(table, ws, we, row_of, cpu, figures)
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
                   row_key=keys, row_kind=kinds, row_shapes=shape_texts,
                   **{k: v for k, v in gpu.items() if k in _MODEL_ARRAYS})
@@ -368,9 +369,9 @@ class _Chains:
                 return int(hit[0])
         if not self.chain_tid.size:
             return -1
-        ops = isin(table.kind[self.event], (Kind.OP, Kind.RUNTIME))
-        chain = np.searchsorted(self.chain_off, np.arange(self.event.size), "right") - 1
-        return int(np.argmax(np.bincount(chain[ops], minlength=self.chain_tid.size)))
+        kind = table.kind[self.event]
+        ops = ((kind == Kind.OP) | (kind == Kind.RUNTIME)).view(np.int8)
+        return int(np.argmax(np.add.reduceat(ops, self.chain_off[:-1], dtype=np.int64)))
 
     def position_of_start(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's start (-1 when the event is not on a chain)."""
@@ -496,8 +497,10 @@ def _categories(table: EventTable, owner: np.ndarray) -> np.ndarray:
     return of_event[owner]
 
 
-def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All GPU work by (device, stream, start); each one's previous end on its stream."""
+def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """All GPU work by (device, stream, start); whether the work before it is on its
+    stream, and its end there (NONE: none); each one's runtime call (``runtime_calls``).
+    The model and the trust checks read it alike (``Figures.shared``)."""
     work = np.flatnonzero(device_work(table) & (table.device >= 0))
     work = work[np.lexsort((table.end[work], table.start[work], table.tid[work],
                             table.device[work]))]
@@ -507,7 +510,7 @@ def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray
     prev_end = np.full(work.size, NONE, np.int64)
     prev_end[1:] = table.end[work[:-1]]
     prev_end[~same] = NONE
-    return work, same, prev_end
+    return work, same, prev_end, runtime_calls(table, work)
 
 
 def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
@@ -533,18 +536,17 @@ _MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", 
                            "item_gap", "item_anchor", "item_backlog", "wait_off", "wait_dep"))
 
 
-def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray,
-               cpu: _Chains) -> dict[str, np.ndarray]:
+def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Chains,
+               figures: Figures) -> dict[str, np.ndarray]:
     """The GPU work launched in the window (or starting there, with no recorded launch).
     Work queued behind work launched before the window starts after that backlog
     (``item_backlog``: how far into the window it runs)."""
-    work, same, prev_end = _stream_order(table)
+    work, same, prev_end, call = figures.shared(_stream_order)
     if not work.size:  # (a CPU-only run: the model's own empty arrays, without their work)
         empty, none = Model(), np.zeros(0, np.int64)
         return {k: getattr(empty, k) for k in _MODEL_ARRAYS} | dict(
             items=none, work=none, work_launch=none, item_of_work=none,
             queued=np.zeros(0, bool), item_call=none)
-    call = runtime_calls(table, work)
     launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
                          (table.start[work] >= ws) & (table.start[work] < we))
@@ -763,14 +765,13 @@ def _stream_of_key(table: EventTable, model: Model, items: np.ndarray) -> dict[t
     return out
 
 
-def trust_checks(table: EventTable) -> dict[str, float]:
+def trust_checks(table: EventTable, figures: Figures | None = None) -> dict[str, float]:
     """The model checks its own edges (``TrustChecks`` in ``core/rows.py``): GPU work that
     starts before its launch began (and by how much, the median), launches whose GPU work
     is missing, work that overlaps the work before it on its stream, GPU records with a
     zero timestamp. torch's profiler is known to drop or shift GPU events in later
     sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109)."""
-    work, same, prev_end = _stream_order(table)
-    call = runtime_calls(table, work)
+    work, same, prev_end, call = (figures or Figures(table)).shared(_stream_order)
     has = call >= 0
     early = table.start[call[has]] - table.start[work[has]]
     early = early[early > 0]

@@ -14,12 +14,16 @@ float sums come out bit for bit as torch's:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 import numpy as np
 
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind
+
+_T = TypeVar("_T")
 
 
 def nearest_ancestor(parent: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -70,9 +74,17 @@ def _children_index(parent: np.ndarray):  # type: ignore[no-untyped-def]
 
 @dataclass(eq=False)
 class Figures:
-    """Per-event figures of one table (arrays of length ``table.n``, µs and bytes)."""
+    """Per-event figures of one table (arrays of length ``table.n``, µs and bytes), and
+    what several views derive from the table alike, made once (``shared``)."""
 
     table: EventTable
+    _shared: dict[Callable[[EventTable], Any], Any] = field(default_factory=dict, repr=False)
+
+    def shared(self, derive: Callable[[EventTable], _T]) -> _T:
+        """``derive(table)``, computed on the first call with ``derive`` only."""
+        if derive not in self._shared:
+            self._shared[derive] = derive(self.table)
+        return self._shared[derive]  # type: ignore[no-any-return]
 
     @cached_property
     def order(self) -> np.ndarray:
