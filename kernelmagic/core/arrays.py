@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["isin", "unique"]
+__all__ = ["isin", "stable_order", "unique"]
 
 
 def unique(values: Any, return_index: bool = False, return_inverse: bool = False,
@@ -23,7 +23,7 @@ def unique(values: Any, return_index: bool = False, return_inverse: bool = False
     distinct ones) and the counts when asked, in that order."""
     ar = np.asarray(values).ravel()
     if return_index or return_inverse:
-        order = _stable_order(ar)
+        order = stable_order(ar)
         ordered = ar[order]
     else:
         ordered = np.sort(ar)
@@ -44,7 +44,7 @@ def unique(values: Any, return_index: bool = False, return_inverse: bool = False
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _stable_order(ar: np.ndarray) -> np.ndarray:
+def stable_order(ar: np.ndarray) -> np.ndarray:
     """``ar.argsort(kind="stable")``. Integers that fit in 16 bits are sorted as such:
     numpy sorts those by radix, in linear time (7x faster than int64's at 1M values)."""
     if ar.dtype.kind in "iu" and ar.size and ar.min() >= 0 and ar.max() < 2**16:

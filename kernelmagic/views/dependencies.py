@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelmagic.core.arrays import isin, unique
+from kernelmagic.core.arrays import isin, stable_order, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
 from kernelmagic.core.records import RecordError
@@ -194,7 +194,7 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
     if ranges is None:
         ranges = range_owners(table, name)
     figures = figures or Figures(table)
-    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name)
+    row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name, figures)
     cpu = _cpu_chains(table, ws, we, row_of, figures.depth)
     gpu = _gpu_items(table, ws, we, row_of, cpu, figures)
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
@@ -232,10 +232,16 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     key += 1
     key *= ncat
     key += cpu.cat[has]
-    found, inverse = unique(key, return_inverse=True)
+    order = stable_order(key)
+    key = key[order]
+    first = np.ones(key.size, bool)
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    del first
+    found = key[starts]
     del key
-    model.part_dur = np.bincount(inverse, weights=cpu.dur[has]).astype(np.int64)
-    del inverse
+    model.part_dur = np.add.reduceat(cpu.dur[has[order]], starts).astype(np.int64)
+    del order, starts
     block_row, model.part_cat = np.divmod(found, ncat)
     part_block, model.part_row = np.divmod(block_row, rows)
     model.part_row -= 1
@@ -307,7 +313,8 @@ def _last_per_target(targets: np.ndarray, sources: np.ndarray) -> list[tuple[int
 
 
 def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool,
-             name: str | None = None) -> tuple[np.ndarray, list[str], list[str], list[str]]:
+             name: str | None = None, figures: Figures | None = None,
+             ) -> tuple[np.ndarray, list[str], list[str], list[str]]:
     """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them); GPU
     work with a row of its own (no launch; launched by an iteration marker: ``[no op]``)
     has it, the rest of the GPU work its launcher's."""
@@ -315,9 +322,12 @@ def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool
     inside = (table.start < we) & (table.end > ws) | (table.start == ws)
     owner = (is_op(table) | ranges) & ~under_our_sync(table) & inside
     work = device_work(table) & (table.launcher == NO_PARENT) & inside
-    marked, marker_keys = marker_work(table, name)
+    marked, marker_keys = (figures or Figures(table)).shared(marker_work, name)
     has = np.flatnonzero(marked >= 0)
-    marked[has[~inside[table.launcher[has]]]] = -1
+    outside = has[~inside[table.launcher[has]]]
+    if outside.size:  # (the shared array stays as it is)
+        marked = marked.copy()
+        marked[outside] = -1
     events = np.flatnonzero(owner | work | (marked >= 0))
     row_of = np.full(table.n, -1, dtype=np.int64)
     if not events.size:

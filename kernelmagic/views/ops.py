@@ -177,7 +177,7 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     sel = order[wanted[order]]
     rows = _grouped_rows(table, figures, sel, ranges[sel], shapes=shapes, memory=memory,
                          flops=flops)
-    return rows + _marker_rows(table, window, name) + _unlaunched_rows(table, window)
+    return rows + _marker_rows(table, figures, window, name) + _unlaunched_rows(table, window)
 
 
 def row_events(table: EventTable, ranges: np.ndarray,
@@ -241,11 +241,12 @@ def _grouped_rows(table: EventTable, figures: Figures, sel: np.ndarray, is_range
             for g in range(k)]
 
 
-def _marker_rows(table: EventTable, window: tuple[int, int] | None,
+def _marker_rows(table: EventTable, figures: Figures, window: tuple[int, int] | None,
                  name: str | None) -> list[OpRow]:
     """The GPU work iteration markers launched directly: one "no op" row per kind of
-    marker (``marker_work``), counting the pieces of work, with their device time."""
-    row, keys = marker_work(table, name)
+    marker (``marker_work``, which the dependency model reads too), counting the pieces
+    of work, with their device time."""
+    row, keys = figures.shared(marker_work, name)
     idx = np.flatnonzero(row >= 0)
     idx = idx[in_window(table.start[table.launcher[idx]], window)]
     return _work_rows(table, idx, row[idx], keys, NO_OP) if idx.size else []

@@ -78,13 +78,19 @@ class Figures:
     what several views derive from the table alike, made once (``shared``)."""
 
     table: EventTable
-    _shared: dict[Callable[[EventTable], Any], Any] = field(default_factory=dict, repr=False)
+    _shared: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
-    def shared(self, derive: Callable[[EventTable], _T]) -> _T:
-        """``derive(table)``, computed on the first call with ``derive`` only."""
-        if derive not in self._shared:
-            self._shared[derive] = derive(self.table)
-        return self._shared[derive]  # type: ignore[no-any-return]
+    def shared(self, derive: Callable[..., _T], *args: Any) -> _T:
+        """``derive(table, *args)``, computed on the first call with these only; its arrays
+        are made read-only (every view that asks reads the same ones)."""
+        key = (derive, *args)
+        if key not in self._shared:
+            value = derive(self.table, *args)
+            for part in value if isinstance(value, tuple) else (value,):
+                if isinstance(part, np.ndarray):
+                    part.flags.writeable = False
+            self._shared[key] = value
+        return self._shared[key]  # type: ignore[no-any-return]
 
     @cached_property
     def order(self) -> np.ndarray:
