@@ -1,4 +1,4 @@
-"""``core/arrays.py``'s ``unique`` answers as ``np.unique`` does."""
+"""``core/arrays.py``'s ``unique``, ``isin`` and ``median`` answer as numpy's do."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from trace_json import DATA
 
-from kernelmagic.core.arrays import isin, unique
+from kernelmagic.core.arrays import isin, median, unique
 
 CASES = [np.array([], dtype=np.int64), np.array([7]), np.array([3, 1, 3, 2, 1, 3]),
          np.random.default_rng(0).integers(-5, 6, 500), np.array([[2, 1], [2, 0]]),
-         np.arange(10, dtype=np.int8)[::-1]]
+         np.arange(10, dtype=np.int8)[::-1],
+         np.array([70_000, 3, 2**16 - 1, 70_000, 1])]  # (16 bits sort by radix; these not)
 
 
 @pytest.mark.parametrize("values", CASES, ids=range(len(CASES)))
@@ -54,3 +57,8 @@ def test_isin_is_numpys(of):
     np.testing.assert_array_equal(isin(values, of), np.isin(values, of))
     kinds = np.arange(11, dtype=np.int8)
     np.testing.assert_array_equal(isin(kinds, of), np.isin(kinds, of))
+
+
+@given(st.lists(st.integers(-2**40, 2**40), min_size=1, max_size=60))
+def test_median_is_numpys(values):
+    assert median(np.asarray(values, np.int64)) == np.median(np.asarray(values, np.int64))

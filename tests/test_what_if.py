@@ -4,6 +4,7 @@ on traces built here, and the model's invariants on every real trace."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -699,8 +700,8 @@ def test_the_plan_is_the_node_by_node_scan(sizes, data) -> None:
     # In time (each domain's nodes in order), a node needs only earlier ones: an order
     # exists; otherwise needs go anywhere (no order, mostly).
     at = data.draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
-    at = np.concatenate([sorted(at[lo:hi]) for lo, hi in zip(dom_off[:-1], dom_off[1:],
-                                                              strict=True)] or [[]])
+    at = np.concatenate([sorted(at[lo:hi]) for lo, hi in itertools.pairwise(dom_off)]
+                        or [[]])
     in_time = data.draw(st.booleans())
     needs = {}
     for node in range(n):

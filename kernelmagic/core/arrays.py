@@ -1,5 +1,5 @@
 """``unique`` and ``isin``: ``np.unique`` and ``np.isin`` for integer columns, without
-their import cost.
+their import cost; ``median``: ``np.median`` of one column, without its overhead.
 
 numpy 2's ``np.unique`` (which ``np.isin`` calls) reaches for ``np.ma`` on every call,
 which imports ``numpy.ma``: tens of milliseconds in a fresh process, on the way to a
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["isin", "stable_order", "unique"]
+__all__ = ["isin", "median", "stable_order", "unique"]
 
 
 def unique(values: Any, return_index: bool = False, return_inverse: bool = False,
@@ -61,3 +61,11 @@ def isin(values: Any, of: Any) -> np.ndarray:
         return np.zeros(values.shape, dtype=bool)
     at = np.minimum(np.searchsorted(wanted, values), wanted.size - 1)
     return wanted[at] == values  # type: ignore[no-any-return]
+
+
+def median(values: np.ndarray) -> float:
+    """``np.median`` of a non-empty 1-D array (the mean of the two middle values of an even
+    count), by one partition: a few µs where ``np.median`` takes 5 to 20 µs a call."""
+    n = values.size
+    middle = np.partition(values, ((n - 1) // 2, n // 2))
+    return float((middle[(n - 1) // 2] + middle[n // 2]) / 2)

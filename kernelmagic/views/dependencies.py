@@ -35,11 +35,12 @@ from __future__ import annotations
 import base64
 import zlib
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from kernelmagic.core.arrays import isin, stable_order, unique
+from kernelmagic.core.arrays import isin, median, stable_order, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
 from kernelmagic.core.records import RecordError
@@ -385,16 +386,29 @@ class _Chains:
 
     def position_of_start(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's start (-1 when the event is not on a chain)."""
-        return self._position(events, self.is_start)
+        return self._position(events, self._start_at)
 
     def position_of_end(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's end (-1 when the event is not on a chain)."""
-        return self._position(events, ~self.is_start)
+        return self._position(events, self._end_at)
 
-    def _position(self, events: np.ndarray, which: np.ndarray) -> np.ndarray:
+    @cached_property
+    def _start_at(self) -> np.ndarray:
+        return self._lookup(self.is_start)
+
+    @cached_property
+    def _end_at(self) -> np.ndarray:
+        return self._lookup(~self.is_start)
+
+    def _lookup(self, which: np.ndarray) -> np.ndarray:
+        """Per event (up to the last on a chain), its position of ``which`` kind (-1)."""
         lookup = np.full(int(self.event.max()) + 1 if self.event.size else 1, -1, np.int64)
         at = np.flatnonzero(which)
         lookup[self.event[at]] = at
+        return lookup
+
+    @staticmethod
+    def _position(events: np.ndarray, lookup: np.ndarray) -> np.ndarray:
         ok = (events >= 0) & (events < lookup.size)
         out = np.full(events.shape, -1, np.int64)
         out[ok] = lookup[events[ok]]
@@ -423,7 +437,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     time = times[order]
     del times
     is_start = order < n
-    order[~is_start] -= n  # (now each position's event, in ``ev``)
+    np.remainder(order, n, out=order)  # (now each position's event, in ``ev``)
     tid, event = tid[order], ev[order]
     del order
     owner = event.copy()  # what runs after the position: the event started, or ...
@@ -538,7 +552,7 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
                                              lat <= FIRST_LAUNCH_MAX_NS)
     for chosen in (free & in_window, free):
         if chosen.any():
-            return int(np.median(lat[chosen]))
+            return int(median(lat[chosen]))
     return DEFAULT_LAUNCH_LATENCY_NS
 
 
@@ -740,7 +754,7 @@ def _blocked_launches(table: EventTable, cpu: _Chains,
         return []
     dur = table.end[calls[has]] - table.start[calls[has]]
     # (the median launch, or less: where every launch waited, the median is a wait too)
-    cut = min(float(np.median(dur)), BLOCKED_LAUNCH_EXTRA_NS) + BLOCKED_LAUNCH_EXTRA_NS
+    cut = min(median(dur), BLOCKED_LAUNCH_EXTRA_NS) + BLOCKED_LAUNCH_EXTRA_NS
     chosen = np.flatnonzero(has & gpu["queued"])
     chosen = chosen[(table.end[calls[chosen]] - table.start[calls[chosen]]) > cut]
     if not chosen.size:
@@ -792,7 +806,7 @@ def trust_checks(table: EventTable, figures: Figures | None = None) -> dict[str,
     overlap = same & (prev_end != NONE) & (table.start[work] < prev_end - OVERLAP_NS)
     zero = (table.device >= 0) & (table.start + table.origin_ns == 0) & (table.kind != Kind.MEMORY)
     return {"before_launch": int(early.size),
-            "clock_offset_us": float(np.median(early)) / 1000.0 if early.size else 0.0,
+            "clock_offset_us": median(early) / 1000.0 if early.size else 0.0,
             "missing_work": int((~done).sum()),
             "stream_overlaps": int(overlap.sum()),
             "zero_timestamps": int(zero.sum())}
