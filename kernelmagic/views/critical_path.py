@@ -337,10 +337,10 @@ def _reachable(needs: list[_Needs], progress: list[int],
     whose latest need so far is not computed is the first whose own need is not: a
     binary search per domain needed."""
     block = None
-    for x in needs:
-        i = bisect_left(x.latest, progress[x.dom])
-        if i < len(x.nodes) and x.nodes[i] < hi:
-            hi, block = x.nodes[i], (x.dom, x.latest[i])
+    for dom, nodes, latest, _, _ in needs:
+        i = bisect_left(latest, progress[dom])
+        if i < len(nodes) and nodes[i] < hi:
+            hi, block = nodes[i], (dom, latest[i])
     return hi, block
 
 

@@ -203,7 +203,7 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
                   **{k: v for k, v in gpu.items() if k in _MODEL_ARRAYS})
     ends = table.end[gpu["items"]]
     model.overhang_ns = max(0, int(ends.max()) - we) if ends.size else 0
-    _add_syncs(table, model, cpu, gpu, ws)
+    _add_syncs(table, model, cpu, gpu, ws, figures)
     _thread_edges(model, cpu, table)
     _merge_positions(model, cpu)
     return model
@@ -600,7 +600,7 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
                         row_of[np.maximum(table.launcher[items], 0)], -1)
     item_row = np.where(row_of[items] >= 0, row_of[items], item_row)  # its own row
     launch_pos = np.where(launched, cpu.position_of_start(call[keep]), -1)
-    wait_off, wait_dep = _stream_waits(table, items, call[keep], ws)
+    wait_off, wait_dep = _stream_waits(table, items, call[keep], ws, figures)
     item_of_work = np.full(work.size, -1, np.int64)
     item_of_work[keep] = np.arange(keep.size)
     return dict(stream_off=stream_off, item_dur=(table.end[items] - table.start[items]),
@@ -612,12 +612,13 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
 
 
 def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
-                 launch_by: np.ndarray, end_by: np.ndarray) -> list[tuple[int, int]]:
-    """(query, item) pairs: per query and stream, the last item launched by ``launch_by``
-    that ended by ``end_by`` (items in stream order; ``launch_at`` their launch times)."""
-    pairs: list[tuple[int, int]] = []
+                 launch_by: np.ndarray, end_by: np.ndarray) -> np.ndarray:
+    """(query, item) pairs, one per row: per query and stream, the last item launched by
+    ``launch_by`` that ended by ``end_by`` (items in stream order; ``launch_at`` their
+    launch times)."""
+    pairs = [np.zeros((0, 2), np.int64)]
     if not items.size or not launch_by.size:
-        return pairs
+        return pairs[0]
     stream = table.device[items].astype(np.int64) * (1 << 40) + table.tid[items]
     bounds = np.flatnonzero(np.diff(stream)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [items.size])),
@@ -627,20 +628,27 @@ def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
         upto = np.minimum(np.searchsorted(launched, launch_by, "right"),
                           np.searchsorted(ends, end_by, "right"))
         has = np.flatnonzero(upto > 0)
-        pairs += zip(has.tolist(), (lo + upto[has] - 1).tolist(), strict=True)
-    return pairs
+        pairs.append(np.stack((has, lo + upto[has] - 1), axis=1))
+    return np.concatenate(pairs).astype(np.int64, copy=False)
 
 
-def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
-                  ws: int) -> tuple[np.ndarray, np.ndarray]:
+def runtime_named(table: EventTable, names: frozenset[str]) -> np.ndarray:
+    """The runtime calls (event indices, in order) whose name is one of ``names``: for
+    ``Figures.shared``, once per load and set of names."""
+    runtime = np.flatnonzero(table.kind == Kind.RUNTIME)
+    return runtime[isin(table.name[runtime], [i for i, n in enumerate(table.names)
+                                              if n in names])]
+
+
+def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray, ws: int,
+                  figures: Figures) -> tuple[np.ndarray, np.ndarray]:
     """Each stream wait's edges: the next item its thread launches waits for the other
     streams' last work launched before the wait (that ended before it started). All the
     window's waits at once: a sort and a search per stream, no loop over the waits."""
     w = items.size
     off = np.zeros(w + 1, np.int64)
-    waits = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(
-        table.name, [i for i, n in enumerate(table.names) if n in STREAM_WAIT_CALLS])
-        & (table.start >= ws))
+    waits = figures.shared(runtime_named, STREAM_WAIT_CALLS)
+    waits = waits[table.start[waits] >= ws]
     launched = np.flatnonzero(call >= 0)
     if not waits.size or not launched.size:
         return off, np.zeros(0, np.int64)
@@ -659,8 +667,8 @@ def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
     target[found] = launched[by[at[found]]]
     waits, target = waits[found], target[found]
     launch_at = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
-    pairs = np.asarray(_last_before(table, items, launch_at, table.start[waits],
-                                    table.start[items[target]]), np.int64).reshape(-1, 2)
+    pairs = _last_before(table, items, launch_at, table.start[waits],
+                         table.start[items[target]])
     tgt, dep = target[pairs[:, 0]], pairs[:, 1]
     other = (table.tid[items[dep]] != table.tid[items[tgt]]) & (dep != tgt)
     tgt, dep = tgt[other], dep[other]
@@ -671,19 +679,18 @@ def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray,
 
 
 def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.ndarray],
-               ws: int) -> None:
+               ws: int, figures: Figures) -> None:
     """The calls whose end waits for GPU work: blocking calls (module docstring) and
     launches that waited for a slot in a full launch queue (``_blocked_launches``). Work
     waited for that was launched before the window is fixed in time (``sync_fixed``),
     scaled with its stream's work in the window (``sync_stream``)."""
-    blocking = [i for i, n in enumerate(table.names) if n in BLOCKING_CALLS]
-    calls = np.flatnonzero((table.kind == Kind.RUNTIME) & isin(table.name, blocking)
-                           & (table.device < 0) & (table.tid >= 0))
+    calls = figures.shared(runtime_named, BLOCKING_CALLS)
+    calls = calls[(table.device[calls] < 0) & (table.tid[calls] >= 0)]
     end_pos = cpu.position_of_end(calls)
     calls, end_pos = calls[end_pos >= 0], end_pos[end_pos >= 0]
     work = gpu["work"]
-    pairs = np.asarray(_last_before(table, work, gpu["work_launch"], table.start[calls],
-                                    table.end[calls]), np.int64).reshape(-1, 2)
+    pairs = _last_before(table, work, gpu["work_launch"], table.start[calls],
+                         table.end[calls])
     launches = np.asarray(_blocked_launches(table, cpu, gpu), np.int64).reshape(-1, 4)
     call = np.concatenate((calls[pairs[:, 0]], launches[:, 0]))
     if not call.size:  # (the model's own empty arrays stand)
@@ -795,13 +802,13 @@ def trust_checks(table: EventTable, figures: Figures | None = None) -> dict[str,
     is missing, work that overlaps the work before it on its stream, GPU records with a
     zero timestamp. torch's profiler is known to drop or shift GPU events in later
     sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109)."""
-    work, same, prev_end, call = (figures or Figures(table)).shared(_stream_order)
+    figures = figures or Figures(table)
+    work, same, prev_end, call = figures.shared(_stream_order)
     has = call >= 0
     early = table.start[call[has]] - table.start[work[has]]
     early = early[early > 0]
-    launches = np.flatnonzero((table.kind == Kind.RUNTIME) & (table.correlation != 0)
-                              & isin(table.name, [i for i, n in enumerate(table.names)
-                                                     if n in LAUNCH_CALLS]))
+    launches = figures.shared(runtime_named, LAUNCH_CALLS)
+    launches = launches[table.correlation[launches] != 0]
     done = isin(table.correlation[launches], table.correlation[work])
     overlap = same & (prev_end != NONE) & (table.start[work] < prev_end - OVERLAP_NS)
     zero = (table.device >= 0) & (table.start + table.origin_ns == 0) & (table.kind != Kind.MEMORY)
