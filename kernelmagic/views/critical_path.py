@@ -385,9 +385,10 @@ class _Sweep:
     The chains' running sums (``cpu_run``: of the stretches; ``gpu_run``: of each item's
     gap and duration) become the times (``t``, ``end``) in place, segment by segment: a
     node's running sum is read only while its own segment is computed, and each chain
-    carries what its next segment needs (``_Carried``). Where ``_plan`` found no order,
-    the relaxation's passes need the sums again: there the times get arrays of their
-    own."""
+    carries what its next segment needs (``_Carried``); each GPU item's launch ask takes
+    its launch's time as soon as that is computed (``_launched``). Where ``_plan`` found
+    no order, the relaxation's passes need the sums and the asks again: there the times
+    get arrays of their own and each segment reads its launches' times itself."""
 
     def __init__(self, m: Model, g: _Graph, cpu_run: np.ndarray, gpu_run: np.ndarray,
                  anchors: np.ndarray, wait_dur: np.ndarray, fixed: np.ndarray,
@@ -419,6 +420,12 @@ class _Sweep:
         self.wait_item = g.waiting.tolist()
         self.wait_dep = m.wait_dep[m.wait_off[g.waiting]].tolist() if g.wait_single else []
         self.ask = _launch_asks(m, gpu_run)
+        if not self.cyclic:
+            # Each item's ask takes its launch's time when the sweep computes the launch
+            # (``_launched``), one gather per CPU segment, not per stream segment.
+            self.ask[g.launch == m.pos_anchor.size] = -np.inf  # (work with no launch)
+            self.by_launch = np.argsort(g.launch, kind="stable")
+            self.launch_order = g.launch[self.by_launch]
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -472,6 +479,16 @@ class _Sweep:
             c[at] = np.maximum(c[at], got)
         c -= self.cpu_run[lo:hi]
         self.cpu_in.advance(seg, c, self.cpu_run, self.t)
+        if not self.cyclic:
+            self._launched(lo, hi)
+
+    def _launched(self, lo: int, hi: int) -> None:
+        """The items launched from positions ``lo:hi``, now computed: their launch's time
+        added to what they ask (``_launch_asks``)."""
+        a, b = self.launch_order.searchsorted((lo, hi)).tolist()
+        if b > a:
+            items = self.by_launch[a:b]
+            self.ask[items] += self.t[self.g.launch[items]]
 
     def _gpu(self, seg: _Segment) -> None:
         """A stream's items ``lo:hi``, in ``_Carried``'s terms: what each item's end asks
@@ -483,8 +500,11 @@ class _Sweep:
             self._gpu_item(seg)
             return
         run = self.gpu_run
-        c = self.t[g.launch[lo:hi]]
-        c += self.ask[lo:hi]
+        if self.cyclic:
+            c = self.t[g.launch[lo:hi]]
+            c += self.ask[lo:hi]
+        else:  # (their launches' times are in: ``_launched``)
+            c = self.ask[lo:hi]
         if seg.c:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
             on = self.anchored_at[first:last]
@@ -510,7 +530,7 @@ class _Sweep:
         """``_gpu`` for a segment of one item with no anchor and at most one wait (most of
         them where streams wait on each other): the same steps, on the one row."""
         i = seg.lo
-        c = self.t[self.g.launch[i]] + self.ask[i]
+        c = self.t[self.g.launch[i]] + self.ask[i] if self.cyclic else self.ask[i]
         if seg.b > seg.a:
             np.maximum(c, self.end[self.wait_dep[seg.a]] + self.wait_ask[seg.a], out=c)
         carried = self.gpu_in.max[seg.k]
