@@ -49,6 +49,11 @@ SPAN_RESOLUTION = 4000  # the lane keeps pieces longer than the iteration / this
 #: Scenario x node cells replayed at once: about 160 MB at the peak where half the nodes
 #: are GPU items (the chains' running sums and the items' launch asks, ``_launch_asks``).
 _MAX_CELLS = 8_000_000
+#: What a replay's fixed cost is worth in node x scenario cells (``_worth_pruning``): a
+#: segment of the sweep costs about as much as 1,500 cells (about 10 µs against 7-15 ns
+#: a cell here), a replay about as much as 15,000 besides.
+_SEGMENT_CELLS = 1_500
+_REPLAY_CELLS = 15_000
 
 
 @dataclass(frozen=True)
@@ -693,8 +698,8 @@ def max_gains(m: Model) -> np.ndarray:
     if m.empty or not r:
         return gains
     per_chunk = _scenarios_per_replay(m)
-    if r + 1 <= per_chunk and "_baseline" not in m.__dict__:
-        return _gains_with_baseline(m)  # one replay: nothing to prune
+    if r + 1 <= per_chunk and "_baseline" not in m.__dict__ and not _worth_pruning(m):
+        return _gains_with_baseline(m)  # one replay of every row
     held = np.flatnonzero(_may_gain(m))
     for lo in range(0, held.size, per_chunk):
         rows = held[lo:lo + per_chunk]
@@ -704,6 +709,16 @@ def max_gains(m: Model) -> np.ndarray:
         predicted, _ = predict(m, cpu_f, gpu_f)
         gains[rows] = np.maximum(0.0, m.window_ns - predicted)
     return gains
+
+
+def _worth_pruning(m: Model) -> bool:
+    """Whether replaying the measured schedule first, then only the rows that can gain
+    (``_may_gain``), is likely cheaper than one replay of every row with it: when the
+    cells that half the rows would save outweigh a replay's fixed cost, which grows with
+    the sweep's segments (``_SEGMENT_CELLS``, ``_REPLAY_CELLS``)."""
+    nodes = m.pos_anchor.size + m.item_dur.size
+    segments = len(_plan(m, _graph(m))[0])
+    return nodes * len(m.row_key) / 2 > _SEGMENT_CELLS * segments + _REPLAY_CELLS
 
 
 def _scenarios_per_replay(m: Model) -> int:
