@@ -330,7 +330,7 @@ def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool
         marked = marked.copy()
         marked[outside] = -1
     events = np.flatnonzero(owner | work | (marked >= 0))
-    row_of = np.full(table.n, -1, dtype=np.int64)
+    row_of = np.full(table.n, -1, dtype=np.int32)  # (the rows are few: small types)
     if not events.size:
         return row_of, [], [], []
     kind_code = np.where(marked[events] >= 0, 3,
@@ -421,7 +421,8 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     per event: each array here is as long as that, so few are made, in small types.)"""
     on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
     ev = np.flatnonzero(on_tree & (((table.start < we) & (table.end > ws))
-                                   | ((table.start >= ws) & (table.start <= we))))
+                                   | ((table.start >= ws) & (table.start <= we)))
+                        ).astype(np.int32)  # (event indices fit, as ``parent``'s do)
     n = ev.size
     start, end = np.maximum(table.start[ev], ws) - ws, np.minimum(table.end[ev], we) - ws
     # Ends before starts at one instant; the deeper end first, the shallower start first;
@@ -498,7 +499,7 @@ def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> n
     parent, unless the trace nests them badly (a child that outlives its parent, as CUDA's
     start-up calls do in ``a100_alexnet.json.gz``); then the stretch is not the ended
     parent's, whose self time torch counts without it."""
-    owner = parent.astype(np.int64)
+    owner = parent.astype(np.int32)
     while True:
         ended = np.flatnonzero((owner >= 0) & (table.end[np.maximum(owner, 0)] <= time))
         if not ended.size:
@@ -598,7 +599,7 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
     stream_off = np.concatenate((np.flatnonzero(~prev_in), [keep.size])).astype(np.int64)
     item_row = np.where(table.launcher[items] >= 0,
                         row_of[np.maximum(table.launcher[items], 0)], -1)
-    item_row = np.where(row_of[items] >= 0, row_of[items], item_row)  # its own row
+    item_row = np.where(row_of[items] >= 0, row_of[items], item_row).astype(np.int64)  # own
     launch_pos = np.where(launched, cpu.position_of_start(call[keep]), -1)
     wait_off, wait_dep = _stream_waits(table, items, call[keep], ws, figures)
     item_of_work = np.full(work.size, -1, np.int64)
