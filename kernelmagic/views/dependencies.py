@@ -241,12 +241,15 @@ def _merge_positions(model: Model, cpu: _Chains) -> None:
     del first
     found = key[starts]
     del key
-    model.part_dur = np.add.reduceat(cpu.dur[has[order]], starts).astype(np.int64)
+    model.part_dur = np.add.reduceat(cpu.dur[has[order]], starts).astype(np.int64,
+                                                                          copy=False)
     del order, starts
-    block_row, model.part_cat = np.divmod(found, ncat)
-    part_block, model.part_row = np.divmod(block_row, rows)
+    model.part_cat = found % ncat
+    found //= ncat
+    model.part_row = found % rows
     model.part_row -= 1
-    model.part_off = np.searchsorted(part_block, np.arange(kept.size + 1)).astype(np.int64)
+    found //= rows  # (each part's block)
+    model.part_off = np.searchsorted(found, np.arange(kept.size + 1)).astype(np.int64)
     model.chain_off = np.searchsorted(kept, cpu.chain_off).astype(np.int64)
     model.pos_anchor = np.full(kept.size, NONE, np.int64)
     model.pos_anchor[model.chain_off[:-1]] = cpu.chain_anchor
