@@ -347,8 +347,8 @@ def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool
     found, first, inverse = unique(key, return_index=True, return_inverse=True)
     row_of[events] = inverse
     firsts = events[first]
-    names = [marker_keys[marked[e]] if marked[e] >= 0 else table.names[table.name[e]]
-             for e in firsts.tolist()]
+    names = [marker_keys[k] if k >= 0 else table.names[i]
+             for k, i in zip(marked[firsts].tolist(), table.name[firsts].tolist(), strict=True)]
     kind_names = [("op", "range", UNLAUNCHED, NO_OP)[c] for c in kind_code[first].tolist()]
     shape_texts = ([table.names[i] if k in ("op", "range") else ""
                     for i, k in zip(table.shapes[firsts].tolist(), kind_names, strict=True)]
