@@ -235,7 +235,7 @@ def test_a_cpu_only_window_has_the_gpu_sides_arrays_empty() -> None:
         window = (0, int(table.end.max()))
         row_of = _row_ids(table, window, np.zeros(table.n, bool), False)[0]
         figures = Figures(table)
-        cpu = _cpu_chains(table, *window, row_of, figures.depth)
+        cpu = _cpu_chains(table, *window, row_of, figures)
         return _gpu_items(table, *window, row_of, cpu, figures)
 
     cpu, gpu = items(), items(launch(30, 35, 1), kernel("k_mm", 36, 46, 1))

@@ -927,10 +927,10 @@ def _walk(m: Model, sched: _Schedule, length: float, spans: _Pieces | None = Non
     floor = max(0.0, finish - length)
     _follow(m, sched, node, acc, floor, spans)
     total = sum(acc.values())
-    rows = [CriticalPathRow(category=CATEGORY_NAMES[cat],
-                            key=m.row_key[row] if row >= 0 else "",
-                            kind=m.row_kind[row] if row >= 0 else "",
-                            time=ns / 1000.0 * scale, share=ns / total if total > 0 else 0.0)
+    rows = [CriticalPathRow(CATEGORY_NAMES[cat],  # (category, key, kind, time, share)
+                            m.row_key[row] if row >= 0 else "",
+                            m.row_kind[row] if row >= 0 else "",
+                            ns / 1000.0 * scale, ns / total if total > 0 else 0.0)
             for (cat, row), ns in acc.items() if ns > 0]
     return sorted(rows, key=lambda r: (-r.time, r.category, r.key))
 
@@ -1070,9 +1070,10 @@ def _add_gpu_work(m: Model, h: _Holds, items: np.ndarray, floor: float,
     ns = np.clip(np.minimum(h.dur[items], h.end[items] - floor), 0.0, None)
     rows = np.where(m.item_row[items] >= 0, m.item_row[items], r)
     sums = np.bincount(rows, weights=ns, minlength=r + 1)
-    for row in np.flatnonzero(sums > 0).tolist():
+    held_rows = np.flatnonzero(sums > 0)
+    for row, ns_row in zip(held_rows.tolist(), sums[held_rows].tolist(), strict=True):
         key = (GPU_WORK, row if row < r else -1)
-        acc[key] = acc.get(key, 0.0) + float(sums[row])
+        acc[key] = acc.get(key, 0.0) + ns_row
     held = items[h.prev_binds[items] & ~h.launch_binds[items] & ~h.wait_binds[items]]
     gap = np.clip(np.minimum(m.item_gap[held], h.start[held] - floor), 0.0, None)
     if gap.sum() > 0:
@@ -1102,9 +1103,11 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
         ns = ns * np.repeat(np.where(whole > 0, kept, 0.0), counts)
     key = m.part_cat[parts] * (len(m.row_key) + 1) + rows + 1  # (categories x rows: few)
     sums = np.bincount(key, weights=ns)
-    for k in np.flatnonzero(sums > 0).tolist():
-        cat, row = divmod(k, len(m.row_key) + 1)
-        acc[(cat, row - 1)] = acc.get((cat, row - 1), 0.0) + float(sums[k])
+    held = np.flatnonzero(sums > 0)
+    cats, rows_1 = np.divmod(held, len(m.row_key) + 1)
+    for cat_row, ns_held in zip(zip(cats.tolist(), (rows_1 - 1).tolist(), strict=True),
+                                sums[held].tolist(), strict=True):
+        acc[cat_row] = acc.get(cat_row, 0.0) + ns_held
     if spans is None or not counts.any():  # (positions that hold no part: nothing to lay)
         return
     # Merged parts are in no real order: laid back to back, ending at the position. Only

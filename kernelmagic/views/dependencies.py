@@ -196,7 +196,7 @@ def build_model(table: EventTable, window: Window, name: str | None = None,
         ranges = range_owners(table, name)
     figures = figures or Figures(table)
     row_of, keys, kinds, shape_texts = _row_ids(table, window, ranges, shapes, name, figures)
-    cpu = _cpu_chains(table, ws, we, row_of, figures.depth)
+    cpu = _cpu_chains(table, ws, we, row_of, figures)
     gpu = _gpu_items(table, ws, we, row_of, cpu, figures)
     model = Model(window_ns=we - ws, main_chain=cpu.main_chain(table, window),
                   row_key=keys, row_kind=kinds, row_shapes=shape_texts,
@@ -323,10 +323,11 @@ def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool
     work with a row of its own (no launch; launched by an iteration marker: ``[no op]``)
     has it, the rest of the GPU work its launcher's."""
     ws, we = window
+    figures = figures or Figures(table)
     inside = (table.start < we) & (table.end > ws) | (table.start == ws)
-    owner = (is_op(table) | ranges) & ~under_our_sync(table) & inside
+    owner = (is_op(table) | ranges) & ~figures.shared(under_our_sync) & inside
     work = device_work(table) & (table.launcher == NO_PARENT) & inside
-    marked, marker_keys = (figures or Figures(table)).shared(marker_work, name)
+    marked, marker_keys = figures.shared(marker_work, name)
     has = np.flatnonzero(marked >= 0)
     outside = has[~inside[table.launcher[has]]]
     if outside.size:  # (the shared array stays as it is)
@@ -419,7 +420,7 @@ class _Chains:
 
 
 def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
-                depth_all: np.ndarray) -> _Chains:
+                figures: Figures) -> _Chains:
     """Every CPU thread's positions in the window, one sort for all threads. (Two positions
     per event: each array here is as long as that, so few are made, in small types.)"""
     on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
@@ -432,7 +433,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     # an event of no length starts and ends after them (else its end would come before its
     # start, and the stretch after it would be its own).
     zero = (end <= start).view(np.int8)
-    depth = depth_all[ev].astype(np.int32)
+    depth = figures.depth[ev].astype(np.int32)
     tid = table.tid[ev]
     times = np.concatenate((start, end))
     del start, end
@@ -461,7 +462,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
     dur[new_chain] = 0
     row = row_of[prev_owner]
     row[prev_owner < 0] = -1
-    cat = _categories(table, prev_owner)
+    cat = _categories(table, prev_owner, figures)
     del prev_owner
     return _Chains(chain_off, dur, time[new_chain], row, cat, time, event, owner, is_start,
                    tid[new_chain])
@@ -510,18 +511,15 @@ def _open_ancestor(table: EventTable, parent: np.ndarray, time: np.ndarray) -> n
         owner[ended] = table.parent[owner[ended]]
 
 
-def _categories(table: EventTable, owner: np.ndarray) -> np.ndarray:
+def _categories(table: EventTable, owner: np.ndarray, figures: Figures) -> np.ndarray:
     """What each stretch of a thread is, by the kind and name of the event that owns it
     (``owner`` -1: none, idle)."""
-    blocking = np.fromiter((n in BLOCKING_CALLS for n in table.names), bool,
-                           count=len(table.names))
     # per event, then read per stretch (the last entry: no owner)
     of_event = np.full(table.n + 1, OUTSIDE_OPS, np.int8)
     of_event[-1] = IDLE
     of_event[:-1][table.kind == Kind.OP] = CPU_OP
-    runtime = table.kind == Kind.RUNTIME
-    of_event[:-1][runtime] = LAUNCH
-    of_event[:-1][runtime & blocking[table.name]] = SYNC
+    of_event[:-1][table.kind == Kind.RUNTIME] = LAUNCH
+    of_event[figures.shared(runtime_named, BLOCKING_CALLS)] = SYNC
     return of_event[owner]
 
 

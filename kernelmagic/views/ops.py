@@ -173,19 +173,20 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
     """
     order = figures.order
     ranges = range_owners(table, name) if ranges is None else ranges
-    wanted = row_events(table, ranges, window)
+    wanted = row_events(table, ranges, window, figures)
     sel = order[wanted[order]]
     rows = _grouped_rows(table, figures, sel, ranges[sel], shapes=shapes, memory=memory,
                          flops=flops)
     return rows + _marker_rows(table, figures, window, name) + _unlaunched_rows(table, window)
 
 
-def row_events(table: EventTable, ranges: np.ndarray,
-               window: tuple[int, int] | None) -> np.ndarray:
+def row_events(table: EventTable, ranges: np.ndarray, window: tuple[int, int] | None,
+               figures: Figures | None = None) -> np.ndarray:
     """Per event: whether it is counted in an op or range row (``op_rows``): an op, a
     runtime call or a range that owns time (``ranges``: ``range_owners``), not under
     kernelmagic's own synchronize, starting inside ``window`` when one is given."""
-    return (is_op(table) | ranges) & ~under_our_sync(table) & in_window(table.start, window)
+    ours = figures.shared(under_our_sync) if figures else under_our_sync(table)
+    return (is_op(table) | ranges) & ~ours & in_window(table.start, window)
 
 
 def in_window(times: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
