@@ -630,7 +630,9 @@ def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
         upto = np.minimum(np.searchsorted(launched, launch_by, "right"),
                           np.searchsorted(ends, end_by, "right"))
         has = np.flatnonzero(upto > 0)
-        pairs.append(np.stack((has, lo + upto[has] - 1), axis=1))
+        pair = np.empty((has.size, 2), np.int64)
+        pair[:, 0], pair[:, 1] = has, lo + upto[has] - 1
+        pairs.append(pair)
     return np.concatenate(pairs).astype(np.int64, copy=False)
 
 
