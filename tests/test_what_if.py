@@ -732,6 +732,25 @@ def test_the_model_and_the_trust_checks_share_the_stream_order(monkeypatch) -> N
         DATA / "h200_train_step.json.gz").view_records["critical_path"].trust
 
 
+def test_a_model_whose_waits_form_a_cycle_is_an_error_not_a_hang() -> None:
+    # A saved model edited so that the launch's own end waits for the kernel it launches:
+    # no schedule meets it; the replay says so after one pass per node, not never.
+    from kernelmagic.views.critical_path import max_gains
+    from kernelmagic.views.dependencies import SYNC, Model
+
+    model = result_of(step(100), op("aten::a", 0, 10), op("aten::b", 20, 60),
+                      launch(30, 35, 1), kernel("k_b", 40, 50, 1))._model
+    edited = Model.from_dict(model.to_dict())
+    launch_pos = int(edited.item_launch[0])
+    for name, value in dict(sync_pos=[launch_pos], sync_row=[-1], sync_post=[5_000],
+                            sync_fixed=[NONE], sync_stream=[-1], sync_cat=[SYNC],
+                            sync_off=[0, 1], sync_dep=[0]).items():
+        setattr(edited, name, np.asarray(value, np.int64))
+    with pytest.raises(ValueError, match="cycle of waits"):
+        max_gains(edited)
+    assert max_gains(Model.from_dict(model.to_dict())).tolist() == max_gains(model).tolist()
+
+
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:
     # HolisticTraceAnalysis's path over ProfilerStep#104 is 97.9% GPU compute
     # (docs/what-if.md); the GPU runs 65-89 ms behind the CPU, whose launches wait for

@@ -446,8 +446,11 @@ class _Sweep:
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
-        sweep's lower bound): only where ``_plan`` found no order."""
-        while True:
+        sweep's lower bound): only where ``_plan`` found no order. Without a cycle that
+        adds time (measured times have none) that takes at most one pass per node and
+        one more; a model that needs more (a saved one edited by hand) is an error, not
+        a hang."""
+        for _ in range(self.t.shape[0] + self.end.shape[0] + 1):
             before = self.t.copy(), self.end.copy()
             for seg in self.plan:
                 if seg.cpu:
@@ -456,6 +459,8 @@ class _Sweep:
                     self._gpu(seg)
             if np.array_equal(before[0], self.t) and np.array_equal(before[1], self.end):
                 return
+        raise ValueError("the dependency model has a cycle of waits that adds time: "
+                         "no schedule meets it (a model that was not measured)")
 
     def _cpu(self, seg: _Segment) -> None:
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
@@ -594,11 +599,11 @@ def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     return out
 
 
-def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """Each position's stretch unscaled, and the CPU parts grouped by row (the last group:
-    no row), one per (row, position) (a position's parts of one row in several categories
-    summed): their positions, their durations, and where each row's group starts.
-    Sparse: a model of many rows and positions never holds a row x position matrix."""
+    no row): their positions, their durations, where each row's group starts, and whether
+    no row has two parts at one position (in two categories). Sparse: a model of many
+    rows and positions never holds a row x position matrix."""
     cached = m.__dict__.get("_parts_by_row")
     if cached is None:
         r = len(m.row_key)
@@ -609,12 +614,8 @@ def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
         # (rows are small integers: a radix sort, linear; positions stay in order in each)
         order = row.astype(np.min_scalar_type(r)).argsort(kind="stable")
         row, pos, dur = row[order], pos[order], dur[order]
-        first = np.ones(row.size, bool)
-        first[1:] = (row[1:] != row[:-1]) | (pos[1:] != pos[:-1])
-        if not first.all():
-            at = np.flatnonzero(first)
-            row, pos, dur = row[at], pos[at], np.add.reduceat(dur, at)
-        cached = (base, pos, dur, np.searchsorted(row, np.arange(r + 2)))
+        once = not ((row[1:] == row[:-1]) & (pos[1:] == pos[:-1])).any()
+        cached = (base, pos, dur, np.searchsorted(row, np.arange(r + 2)), once)
         m.__dict__["_parts_by_row"] = cached
     return cached
 
@@ -623,7 +624,7 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
     """(P+1, S): each position's stretch since the previous one, its parts scaled by row
     (the last row: room for ``_Sweep``'s row of work with no launch). Only the parts of
     the rows a scenario changes are touched."""
-    base, pos, dur, off = _parts_by_row(m)
+    base, pos, dur, off, once = _parts_by_row(m)
     d = np.empty((base.size + 1, cpu_f.shape[0]))
     d[:-1] = base[:, None]
     scenario, row = np.nonzero(cpu_f != 1.0)
@@ -634,7 +635,7 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
         change = np.repeat(cpu_f[scenario, row] - 1.0, counts) * dur[parts]
         at = pos[parts] * d.shape[1]  # (flat indices into d)
         at += np.repeat(scenario, counts)
-        if (scenario[1:] != scenario[:-1]).all():  # one row a scenario: no cell twice
+        if once and (scenario[1:] != scenario[:-1]).all():  # (no cell twice)
             d.reshape(-1)[at] += change
         else:
             np.add.at(d.reshape(-1), at, change)
@@ -692,7 +693,9 @@ def max_gains(m: Model) -> np.ndarray:
     time on the critical path, and a row with none there saves nothing. (Rows whose
     removal changes more than their own time are always replayed: a blocking call's,
     whose wait goes with it, and GPU work on a stream whose carried-in backlog scales
-    with it.) Then one batched replay for the rest."""
+    with it.) Then one batched replay for the rest. Where every row fits in one replay
+    and pruning is not worth its own replay of the measured schedule (``_worth_pruning``),
+    one replay of every row and the measured schedule instead."""
     r = len(m.row_key)
     gains = np.zeros(r)
     if m.empty or not r:
@@ -728,7 +731,7 @@ def _scenarios_per_replay(m: Model) -> int:
 
 def _gains_with_baseline(m: Model) -> np.ndarray:
     """Every row's gain and the measured schedule (scenario 0, then kept as ``_baseline``)
-    in one replay: where all the rows fit in one batch, pruning them saves no replay."""
+    in one replay (``max_gains`` says when)."""
     r = len(m.row_key)
     cpu_f, gpu_f = _factors(m, r + 1)
     cpu_f[np.arange(1, r + 1), np.arange(r)] = 0.0
@@ -1112,7 +1115,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
         return
     # Merged parts are in no real order: laid back to back, ending at the position. Only
     # those of about a pixel or more are placed (``_Pieces`` keeps no shorter ones).
-    drawn = np.flatnonzero(ns >= spans.finest - 1e-3)
+    drawn = np.flatnonzero(ns >= spans.finest * (1 - 1e-9) - 1e-3)  # (rounding's room)
     if not drawn.size:
         return
     total = np.cumsum(ns)
