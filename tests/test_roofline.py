@@ -392,7 +392,8 @@ def test_round_trip_and_older_files(known, tmp_path):
     # A file from before --roofline has no roofline findings (and no error finding them),
     # where the same run with its roofline has one (memory_bound; overhead_bound in a run
     # a busy machine slowed: test_large_add_is_memory_bound).
-    assert {f.rule for f in result.findings()} & {"memory_bound", "overhead_bound"}
+    rules = {f.rule for f in result.findings()}
+    assert "memory_bound" in rules or ("overhead_bound" in rules and rules & SLOWED), rules
     assert not {f.rule for f in old.findings()} & {"memory_bound", "overhead_bound",
                                                    "compute_far_from_peak"}
 

@@ -68,4 +68,4 @@ def median(values: np.ndarray) -> float:
     count), by one partition: a few µs where ``np.median`` takes 5 to 20 µs a call."""
     n = values.size
     middle = np.partition(values, ((n - 1) // 2, n // 2))
-    return float((middle[(n - 1) // 2] + middle[n // 2]) / 2)
+    return (float(middle[(n - 1) // 2]) + float(middle[n // 2])) / 2

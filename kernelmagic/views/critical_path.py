@@ -4,8 +4,8 @@
 replay is max-plus arithmetic over the model's arrays: each thread is one chain
 (``t[p] = max(t[p-1] + d[p], c[p])``, a cumulative sum and a running maximum), each stream
 one chain (``end[i] = max(end[i-1] + gap[i], ready[i]) + dur[i]``), and the blocking calls
-tie the two; the two passes alternate until nothing moves (as many rounds as the schedule
-switches between CPU and GPU waits). Many scenarios replay at once, one per matrix row:
+tie the two; one sweep computes every node once, in an order planned once per model
+(``_Sweep``, ``_runs``). Many scenarios replay at once, one per matrix column:
 ``max_gains`` removes each op-table row in turn with one batched replay.
 
 The predicted iteration is the longer of (a) the iteration's own thread, from the window's
@@ -121,6 +121,7 @@ class _Graph:
     sync_gather: np.ndarray
     sync_firsts: np.ndarray
     launch: np.ndarray  # each item's launch position (P: none, the sweep's row of -inf)
+    by_launch: np.ndarray  # the items in the order of their launch positions
     waiting: np.ndarray  # the items that wait on other streams, in order
     wait_single: bool  # each of them waits for one item
     anchored: np.ndarray  # (W+1,) how many items before each have an anchor (running count)
@@ -153,11 +154,12 @@ def _graph(m: Model) -> _Graph:
     item_stream = np.repeat(np.arange(m.stream_off.size - 1), np.diff(m.stream_off))
     full, gather, firsts = _groups(m.sync_off, m.sync_dep, sync_order)
     waiting = np.flatnonzero(np.diff(m.wait_off) > 0)
+    launch = np.where(m.item_launch >= 0, m.item_launch, p)
     graph = _Graph(dom_off, dom_of, need_of[order], need_node[order], sync_order,
                    m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
                    item_stream, full, gather, firsts,
-                   np.where(m.item_launch >= 0, m.item_launch, p),
-                   waiting, bool(m.wait_dep.size == waiting.size),
+                   launch, np.argsort(launch, kind="stable"), waiting,
+                   bool(m.wait_dep.size == waiting.size),
                    np.concatenate(([0], np.cumsum(m.item_anchor != NONE))))
     m.__dict__["_graph"] = graph
     return graph
@@ -286,27 +288,28 @@ def _latest_needs(dom: int, nodes: np.ndarray, needs: np.ndarray) -> _Needs:
     return _Needs(dom, nodes[grows].tolist(), latest[grows].tolist(), nodes, needs)
 
 
-def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], bool]:
-    """The order the sweep computes the model in (``_runs``) as segments, once per model
-    (it does not depend on the durations)."""
+def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], int]:
+    """The order the sweep computes the model in (``_runs``) as segments, and how many
+    nodes it forced on; once per model (it does not depend on the durations)."""
     cached = m.__dict__.get("_plan")
     if cached is None:
-        runs, cyclic = _runs(g)
-        cached = m.__dict__["_plan"] = (_segments(m, g, runs), cyclic)
+        runs, forced = _runs(g)
+        cached = m.__dict__["_plan"] = (_segments(m, g, runs), forced)
     return cached
 
 
-def _runs(g: _Graph) -> tuple[np.ndarray, bool]:
+def _runs(g: _Graph) -> tuple[np.ndarray, int]:
     """(domain, lo, hi) in the order computed: each domain advanced in turn as far as the
     nodes whose needs from other domains are computed (``_reachable``); a domain waits,
-    untried, until the node that stopped it is computed. True as well when no such order
-    exists (never with measured times: then the sweep relaxes after)."""
+    untried, until the node that stopped it is computed. Where no such order exists (a
+    cycle of needs: waits recorded out of order), one node is forced on, before a need;
+    how many were is the second value (then the sweep relaxes after: ``_Sweep.relax``)."""
     needs = _needs_by_domain(g)
     progress = g.dom_off[:-1].tolist()
     stop = g.dom_off[1:].tolist()
     blocker: list[tuple[int, int] | None] = [None] * len(stop)  # (domain, node) waited for
     runs: list[tuple[int, int, int]] = []
-    cyclic = False
+    forced = 0
     open_ = [k for k in range(len(stop)) if progress[k] < stop[k]]
     while open_:
         moved = done = False
@@ -330,8 +333,8 @@ def _runs(g: _Graph) -> tuple[np.ndarray, bool]:
             blocker[k] = None
             needs[k] = [_forget_before(x, progress[k]) for x in needs[k]]
             open_ = [k for k in open_ if progress[k] < stop[k]]
-            cyclic = True
-    return np.asarray(runs, np.int64).reshape(-1, 3), cyclic
+            forced += 1
+    return np.asarray(runs, np.int64).reshape(-1, 3), forced
 
 
 def _reachable(needs: list[_Needs], progress: list[int],
@@ -358,7 +361,7 @@ def _forget_before(x: _Needs, lo: int) -> _Needs:
 
 def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
     """The plan's runs ``(domain, lo, hi)`` as segments, every lookup done at once."""
-    k, lo, hi = runs.T
+    k, lo, hi = runs.T.copy()  # (``runs`` stays as given)
     n_chains, p = m.chain_off.size - 1, m.pos_anchor.size
     cpu = k < n_chains
     first = np.where(cpu, m.chain_off[np.minimum(k, n_chains)],
@@ -402,7 +405,8 @@ class _Sweep:
         (W, S) are used up unless the plan has no order."""
         self.m, self.g = m, g
         s = cpu_run.shape[1]
-        self.plan, self.cyclic = _plan(m, g)
+        self.plan, self.forced = _plan(m, g)
+        self.cyclic = self.forced > 0
         self.cpu_run, self.gpu_run = cpu_run, gpu_run
         if self.cyclic:  # -inf: what is not computed yet
             self.t, self.end = np.full(cpu_run.shape, -np.inf), np.full(gpu_run.shape, -np.inf)
@@ -429,8 +433,7 @@ class _Sweep:
             # Each item's ask takes its launch's time when the sweep computes the launch
             # (``_launched``), one gather per CPU segment, not per stream segment.
             self.ask[g.launch == m.pos_anchor.size] = -np.inf  # (work with no launch)
-            self.by_launch = np.argsort(g.launch, kind="stable")
-            self.launch_order = g.launch[self.by_launch]
+            self.launch_order = g.launch[g.by_launch]
         self.fixed, self.post, self.dropped = fixed, post, dropped
 
     def run(self) -> None:
@@ -446,11 +449,12 @@ class _Sweep:
 
     def relax(self) -> None:
         """Whole passes over the plan until nothing moves (the least fixed point, from the
-        sweep's lower bound): only where ``_plan`` found no order. Without a cycle that
-        adds time (measured times have none) that takes at most one pass per node and
-        one more; a model that needs more (a saved one edited by hand) is an error, not
-        a hang."""
-        for _ in range(self.t.shape[0] + self.end.shape[0] + 1):
+        sweep's lower bound): only where ``_plan`` found no order. Only the needs of the
+        nodes it forced on point back in the plan, and a longest path enters each node
+        once, so each pass settles one more of them: without a cycle that adds time
+        that takes one pass per forced node and one more. A model that needs more (its
+        waits form such a cycle: no schedule meets it) is an error, not a hang."""
+        for _ in range(self.forced + 1):
             before = self.t.copy(), self.end.copy()
             for seg in self.plan:
                 if seg.cpu:
@@ -497,7 +501,7 @@ class _Sweep:
         added to what they ask (``_launch_asks``)."""
         a, b = self.launch_order.searchsorted((lo, hi)).tolist()
         if b > a:
-            items = self.by_launch[a:b]
+            items = self.g.by_launch[a:b]
             self.ask[items] += self.t[self.g.launch[items]]
 
     def _gpu(self, seg: _Segment) -> None:
@@ -506,9 +510,6 @@ class _Sweep:
         latency, less the gap and the running sum before the item), its anchor's and its
         waits' (each an end time, less the item's running sum)."""
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
-        if hi == lo + 1 and not seg.c and (seg.b == seg.a or self.wait_dep):
-            self._gpu_item(seg)
-            return
         run = self.gpu_run
         if self.cyclic:
             c = self.t[g.launch[lo:hi]]
@@ -535,20 +536,6 @@ class _Sweep:
             at = items - lo
             c[at] = np.maximum(c[at], waited)
         self.gpu_in.advance(seg, c, run, self.end)
-
-    def _gpu_item(self, seg: _Segment) -> None:
-        """``_gpu`` for a segment of one item with no anchor and at most one wait (most of
-        them where streams wait on each other): the same steps, on the one row."""
-        i = seg.lo
-        c = self.t[self.g.launch[i]] + self.ask[i] if self.cyclic else self.ask[i]
-        if seg.b > seg.a:
-            np.maximum(c, self.end[self.wait_dep[seg.a]] + self.wait_ask[seg.a], out=c)
-        carried = self.gpu_in.max[seg.k]
-        if seg.carry:
-            np.maximum(carried, c, out=carried)
-        else:
-            carried[:] = c
-        np.add(carried, self.gpu_run[i], out=self.end[i])
 
 
 def _launch_asks(m: Model, gpu_run: np.ndarray) -> np.ndarray:
@@ -611,8 +598,8 @@ def _parts_by_row(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
         dur = m.part_dur.astype(np.float64)
         base = np.bincount(pos, weights=dur, minlength=m.pos_anchor.size)
         row = np.where(m.part_row >= 0, m.part_row, r)
-        # (rows are small integers: a radix sort, linear; positions stay in order in each)
-        order = row.astype(np.min_scalar_type(r)).argsort(kind="stable")
+        # (rows are few: a radix sort, linear; positions stay in order within each)
+        order = stable_order(row)
         row, pos, dur = row[order], pos[order], dur[order]
         once = not ((row[1:] == row[:-1]) & (pos[1:] == pos[:-1])).any()
         cached = (base, pos, dur, np.searchsorted(row, np.arange(r + 2)), once)

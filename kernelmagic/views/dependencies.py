@@ -44,6 +44,7 @@ from kernelmagic.core.arrays import isin, median, stable_order, unique
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_work
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
 from kernelmagic.core.records import RecordError
+from kernelmagic.views.breakdown import name_mask
 from kernelmagic.views.ops import (
     NO_OP,
     UNLAUNCHED,
@@ -317,13 +318,12 @@ def _last_per_target(targets: np.ndarray, sources: np.ndarray) -> list[tuple[int
 
 
 def _row_ids(table: EventTable, window: Window, ranges: np.ndarray, shapes: bool,
-             name: str | None = None, figures: Figures | None = None,
+             name: str | None, figures: Figures,
              ) -> tuple[np.ndarray, list[str], list[str], list[str]]:
     """Per event, the op-table row it belongs to (as ``views/ops.py`` groups them); GPU
     work with a row of its own (no launch; launched by an iteration marker: ``[no op]``)
     has it, the rest of the GPU work its launcher's."""
     ws, we = window
-    figures = figures or Figures(table)
     inside = (table.start < we) & (table.end > ws) | (table.start == ws)
     owner = (is_op(table) | ranges) & ~figures.shared(under_our_sync) & inside
     work = device_work(table) & (table.launcher == NO_PARENT) & inside
@@ -423,8 +423,7 @@ def _cpu_chains(table: EventTable, ws: int, we: int, row_of: np.ndarray,
                 figures: Figures) -> _Chains:
     """Every CPU thread's positions in the window, one sort for all threads. (Two positions
     per event: each array here is as long as that, so few are made, in small types.)"""
-    on_tree = (table.device < 0) & (table.kind != Kind.MEMORY) & (table.tid >= 0)
-    ev = np.flatnonzero(on_tree & (((table.start < we) & (table.end > ws))
+    ev = np.flatnonzero(figures.in_tree & (((table.start < we) & (table.end > ws))
                                    | ((table.start >= ws) & (table.start <= we)))
                         ).astype(np.int32)  # (event indices fit, as ``parent``'s do)
     n = ev.size
@@ -639,9 +638,8 @@ def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
 def runtime_named(table: EventTable, names: frozenset[str]) -> np.ndarray:
     """The runtime calls (event indices, in order) whose name is one of ``names``: for
     ``Figures.shared``, once per load and set of names."""
-    runtime = np.flatnonzero(table.kind == Kind.RUNTIME)
-    return runtime[isin(table.name[runtime], [i for i, n in enumerate(table.names)
-                                              if n in names])]
+    return np.flatnonzero(name_mask(table, names.__contains__,
+                                    among=table.kind == Kind.RUNTIME))
 
 
 def _stream_waits(table: EventTable, items: np.ndarray, call: np.ndarray, ws: int,

@@ -28,6 +28,7 @@ Who owns what: every microsecond of GPU work and of op time is in exactly one ro
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -140,7 +141,8 @@ def iteration_markers(table: EventTable, name: str | None = None) -> np.ndarray:
         table, lambda x: is_iteration(x, name), among=ranges)
 
 
-def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray, list[str]]:
+def marker_work(table: EventTable,
+                name: str | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
     """The GPU work an iteration marker launched directly (module docstring): per event,
     the index of its row in the keys returned (``ProfilerStep``, ``NAME/iter``), -1 for
     any other event."""
@@ -148,13 +150,13 @@ def marker_work(table: EventTable, name: str | None = None) -> tuple[np.ndarray,
     work = np.flatnonzero(device_work(table) & (table.launcher != NO_PARENT))
     work = work[iteration_markers(table, name)[table.launcher[work]]]
     if not work.size:
-        return row, []
+        return row, ()
     marker_names = table.name[table.launcher[work]]
     found, inverse = unique(marker_names, return_inverse=True)
     keys = sorted({marker_key(table.names[i]) for i in found.tolist()})
     of_name = np.asarray([keys.index(marker_key(table.names[i])) for i in found.tolist()])
     row[work] = of_name[inverse]
-    return row, keys
+    return row, tuple(keys)
 
 
 def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
@@ -181,12 +183,12 @@ def op_rows(table: EventTable, figures: Figures, *, shapes: bool = False,
 
 
 def row_events(table: EventTable, ranges: np.ndarray, window: tuple[int, int] | None,
-               figures: Figures | None = None) -> np.ndarray:
+               figures: Figures) -> np.ndarray:
     """Per event: whether it is counted in an op or range row (``op_rows``): an op, a
     runtime call or a range that owns time (``ranges``: ``range_owners``), not under
     kernelmagic's own synchronize, starting inside ``window`` when one is given."""
-    ours = figures.shared(under_our_sync) if figures else under_our_sync(table)
-    return (is_op(table) | ranges) & ~ours & in_window(table.start, window)
+    return (is_op(table) | ranges) & ~figures.shared(under_our_sync) & in_window(table.start,
+                                                                               window)
 
 
 def in_window(times: np.ndarray, window: tuple[int, int] | None) -> np.ndarray:
@@ -264,7 +266,7 @@ def _unlaunched_rows(table: EventTable, window: tuple[int, int] | None) -> list[
     return _work_rows(table, idx, gid, names, UNLAUNCHED)
 
 
-def _work_rows(table: EventTable, idx: np.ndarray, gid: np.ndarray, keys: list[str],
+def _work_rows(table: EventTable, idx: np.ndarray, gid: np.ndarray, keys: Sequence[str],
                kind: str) -> list[OpRow]:
     """A ``kind`` row per group ``gid`` (named ``keys``) of GPU work ``idx``: device time only."""
     duration = table.end[idx] / 1000.0 - table.start[idx] / 1000.0
@@ -275,10 +277,11 @@ def _work_rows(table: EventTable, idx: np.ndarray, gid: np.ndarray, keys: list[s
             for g, key in enumerate(keys) if count[g]]
 
 
-def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
+def kernel_rows(table: EventTable, name: str | None = None,
+                figures: Figures | None = None) -> list[KernelRow]:
     """GPU work (kernels, memcpy, memset) by name: calls, device time, launching op (the
     marked row, ``[no op] ProfilerStep``, for work an iteration marker launched: the
-    run ``name``'s, ``marker_work``)."""
+    run ``name``'s, ``marker_work``, from the load's ``figures`` when given)."""
     work = in_start_order(table, device_work(table))
     if not work.size:
         return []
@@ -287,7 +290,7 @@ def kernel_rows(table: EventTable, name: str | None = None) -> list[KernelRow]:
     duration = table.end[work] / 1000.0 - table.start[work] / 1000.0
     time = np.bincount(gid, weights=duration, minlength=k)
     count = np.bincount(gid, minlength=k)
-    marked, marker_keys = marker_work(table, name)
+    marked, marker_keys = (figures or Figures(table)).shared(marker_work, name)
     labels = table.names + [KIND_MARKS[NO_OP] + key for key in marker_keys]
     launchers: list[Counter[int]] = [Counter() for _ in range(k)]
     launcher = table.launcher[work]

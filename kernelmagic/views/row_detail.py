@@ -48,6 +48,7 @@ from kernelmagic.views.ops import (
 from kernelmagic.views.python_lines import label
 from kernelmagic.views.registry import Frame, ViewInputs, ViewSpec, register
 from kernelmagic.views.source_lines import frame_owner, user_frames
+from kernelmagic.views.tree import Figures
 
 __all__ = ["RowDetailView", "RowGroup", "RowKernel", "RowSeries", "row_detail"]
 
@@ -119,30 +120,29 @@ class _Rows:
         return first
 
 
-def row_detail(table: EventTable, windows: list[tuple[int, int]], self_cpu: np.ndarray,
-               cpu_total: np.ndarray, self_device: np.ndarray, name: str | None = None,
-               cell_file: str | None = None, cell_label: str = "",
+def row_detail(table: EventTable, figures: Figures, windows: list[tuple[int, int]],
+               name: str | None = None, cell_file: str | None = None, cell_label: str = "",
                ranges: np.ndarray | None = None) -> RowDetailView:
-    """The detail of every op-table row (module docstring). ``self_cpu``, ``cpu_total``,
-    ``self_device``: ``Figures``' per-event columns; ``ranges``: ``range_owners``."""
+    """The detail of every op-table row (module docstring). ``figures``: the load's
+    ``Figures``; ``ranges``: ``range_owners``."""
     window = outer_window(table, name) if name else None
-    rows, calls = _op_events(table, window, name, ranges)
-    work, own = _device_owners(table, rows, window, name)
+    rows, calls = _op_events(table, figures, window, name, ranges)
+    work, own = _device_owners(table, figures, rows, window, name)
     kernels = _kernels(table, rows, work, own, calls)
-    figures = (self_cpu, cpu_total, self_device)
-    shapes = _shapes(table, rows, calls, figures)
-    sites = _sites(table, rows, calls, figures, cell_file, cell_label)
-    series = _series(table, rows, calls, work, own, windows, self_cpu)
+    columns = (figures.self_cpu, figures.cpu_total, figures.self_device)
+    shapes = _shapes(table, rows, calls, columns)
+    sites = _sites(table, rows, calls, columns, cell_file, cell_label)
+    series = _series(table, rows, calls, work, own, windows, figures.self_cpu)
     return RowDetailView(kernels=kernels, shapes=shapes, sites=sites, series=series,
                          shapes_recorded=bool(shapes),
                          stack_recorded=bool((table.kind == Kind.PYTHON).any()))
 
 
-def _op_events(table: EventTable, window: tuple[int, int] | None, name: str | None,
-               ranges: np.ndarray | None) -> tuple[_Rows, np.ndarray]:
+def _op_events(table: EventTable, figures: Figures, window: tuple[int, int] | None,
+               name: str | None, ranges: np.ndarray | None) -> tuple[_Rows, np.ndarray]:
     """The events that are op-table rows (as ``op_rows`` picks them) and their labels."""
     ranges = range_owners(table, name) if ranges is None else ranges
-    calls = np.flatnonzero(row_events(table, ranges, window))
+    calls = np.flatnonzero(row_events(table, ranges, window, figures))
     keys = table.name[calls].astype(np.int64) * 2 + ranges[calls]
     found, inverse = unique(keys, return_inverse=True)
     labels = [KIND_MARKS[RANGE] * int(k % 2) + table.names[int(k // 2)]
@@ -152,7 +152,8 @@ def _op_events(table: EventTable, window: tuple[int, int] | None, name: str | No
     return _Rows(of_event, labels), calls
 
 
-def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | None,
+def _device_owners(table: EventTable, figures: Figures, rows: _Rows,
+                   window: tuple[int, int] | None,
                    name: str | None) -> tuple[np.ndarray, np.ndarray]:
     """Every piece of GPU work and the row that owns it (its self device time): its
     launcher's row, else the iteration marker's "no op" row, else (no launch recorded)
@@ -160,7 +161,7 @@ def _device_owners(table: EventTable, rows: _Rows, window: tuple[int, int] | Non
     work = np.flatnonzero(device_work(table))
     launcher = table.launcher[work]
     own = np.where(launcher != NO_PARENT, rows.of_event[np.maximum(launcher, 0)], -1)
-    marked, marker_keys = marker_work(table, name)
+    marked, marker_keys = figures.shared(marker_work, name)
     by_marker = marked[work]
     if marker_keys:
         first = rows.add([KIND_MARKS[NO_OP] + k for k in marker_keys])
@@ -322,10 +323,8 @@ def _series(table: EventTable, rows: _Rows, calls: np.ndarray, work: np.ndarray,
 
 
 def build_row_detail(inputs: ViewInputs) -> RowDetailView:
-    figures = inputs.figures
-    return row_detail(inputs.table, list(inputs.windows), figures.self_cpu, figures.cpu_total,
-                      figures.self_device, inputs.name, inputs.source_file, inputs.cell_label,
-                      inputs.extra.get("range_owners"))
+    return row_detail(inputs.table, inputs.figures, list(inputs.windows), inputs.name,
+                      inputs.source_file, inputs.cell_label, inputs.extra.get("range_owners"))
 
 
 DETAIL = register(ViewSpec(

@@ -216,7 +216,8 @@ def build_compiled(inputs: ViewInputs) -> CompiledView:
 
 
 def build_kernels(inputs: ViewInputs) -> KernelsView | None:
-    return KernelsView(kernel_rows(inputs.table, inputs.name)) if inputs.on_device else None
+    return (KernelsView(kernel_rows(inputs.table, inputs.name, inputs.figures))
+            if inputs.on_device else None)
 
 
 def build_ranges(inputs: ViewInputs) -> RangesView:

@@ -78,11 +78,13 @@ class Figures:
     what several views derive from the table alike, made once (``shared``)."""
 
     table: EventTable
-    _shared: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    _shared: dict[tuple[Any, ...], Any] = field(default_factory=dict, init=False,
+                                                repr=False, compare=False)
 
     def shared(self, derive: Callable[..., _T], *args: Any) -> _T:
-        """``derive(table, *args)``, computed on the first call with these only; its arrays
-        are made read-only (every view that asks reads the same ones)."""
+        """``derive(table, *args)``, computed on the first call with these ``args`` only
+        (hashable, and passed alike by every caller: positionally, defaults included);
+        its arrays are made read-only (every view that asks reads the same ones)."""
         key = (derive, *args)
         if key not in self._shared:
             value = derive(self.table, *args)
