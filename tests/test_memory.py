@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 from fakes import table_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from IPython.utils.capture import capture_output
 from workloads import training_step
 
@@ -806,3 +808,21 @@ def test_the_events_around_a_peak_are_those_that_hold_its_moment(seed):
             if tid is not None:
                 held &= table.tid == tid
             assert around.at(t, tid).tolist() == in_start_order(table, held).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-5, 40), min_size=1, max_size=12), st.integers(0, 2**31))
+def test_the_ledgers_levels_are_the_sums_of_its_first_changes(ks, seed):
+    # _Levels keeps its running sums for the iterations asked in order, and starts again
+    # for a k below the last: each answer is the plain sum of the first k changes.
+    from kernelmagic.views.memory import _Levels
+
+    rng = np.random.default_rng(seed)
+    category = rng.integers(0, len(CATEGORIES), 30)
+    delta = rng.integers(-2**20, 2**20, 30).astype(np.float64)
+    levels = _Levels(category, delta)
+    for k in ks:
+        upto = min(max(k, 0), 30)
+        expected = np.bincount(category[:upto], weights=delta[:upto],
+                               minlength=len(CATEGORIES)).astype(np.int64)
+        assert levels.before(k).tolist() == expected.tolist()

@@ -250,12 +250,11 @@ def _overhang(result: ProfileResult) -> str:
     """``; the GPU finishes 66.0 ms after the iteration ends``: the median iteration's own
     device work that runs on past it (the path stays the iteration's length)."""
     model = result.dependency_model
-    ns, window = (model.overhang_ns, model.window_ns) if model else (0, 0)
-    if not ns or not window:
+    ns = model.overhang_ns if model and model.window_ns else 0
+    if not ns:
         return ""
-    scale = result.stats.median * 1e9 / window if result.timings else 1.0
-    return (f"; the {result.device_word} finishes {format_us(ns * scale / 1000)} after the "
-            "iteration ends")
+    after = format_us(ns * result.model_scale / 1000)
+    return f"; the {result.device_word} finishes {after} after the iteration ends"
 
 
 def critical_path_notes(result: ProfileResult) -> list[str]:

@@ -396,7 +396,7 @@ class ProfileResult(Shown):
             raise ValueError("this result has no dependency model (saved by an older "
                              "kernelmagic, or no iteration was profiled)")
         answer = what_if(self._model, factors, side)
-        scale = self._median_scale(answer.measured_us)
+        scale = self.model_scale
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
 
@@ -412,11 +412,14 @@ class ProfileResult(Shown):
 
         return explain(self, name, what_if)
 
-    def _median_scale(self, measured_us: float) -> float:
-        """The measured median iteration over the model's window (``measured_us``): what
-        ``what_if``'s answers are given in."""
-        return (self.stats.median * 1e6 / measured_us
-                if measured_us > 0 and self.timings else 1.0)
+    @property
+    def model_scale(self) -> float:
+        """The measured median iteration over the dependency model's window: what the
+        model's times are multiplied by to be in the median iteration's terms, as
+        ``what_if``'s answers, the path and the gains are (1 without a model or timings)."""
+        model = self.dependency_model
+        window_ns = model.window_ns if model else 0
+        return self.stats.median * 1e9 / window_ns if window_ns > 0 and self.timings else 1.0
 
     def saves_at_most(self, asks: Sequence[tuple[Iterable[str], str]]
                       ) -> list[tuple[float, float] | None]:
@@ -435,7 +438,7 @@ class ProfileResult(Shown):
         saved = saved_each(m, [(dict.fromkeys(present[i], float("inf")), asks[i][1])
                                for i in wanted])
         measured_us = m.window_ns / 1000.0
-        scale = self._median_scale(measured_us)
+        scale = self.model_scale
         out: list[tuple[float, float] | None] = [None] * len(asks)
         for i, ns in zip(wanted, saved.tolist(), strict=True):
             out[i] = (ns / 1000.0 * scale, measured_us * scale)
