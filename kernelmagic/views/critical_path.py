@@ -415,7 +415,7 @@ class _Sweep:
         self.t[-1] = -np.inf  # (the launch position of work with no launch)
         self.cpu_in = _Carried(m.chain_off, s)
         self.gpu_in = _Carried(m.stream_off, s)
-        self.sync_c = np.full((m.sync_pos.size, s), -np.inf)
+        self.sync_c = np.full((m.sync_pos.size, s), -np.inf)  # (in ``sync_order`` until run)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
         self.anchor = _f(m.pos_anchor)
         # What the anchors and the stream waits ask of an item's end, beyond its running
@@ -434,7 +434,13 @@ class _Sweep:
             # (``_launched``), one gather per CPU segment, not per stream segment.
             self.ask[g.launch == m.pos_anchor.size] = -np.inf  # (work with no launch)
             self.launch_order = g.launch[g.by_launch]
-        self.fixed, self.post, self.dropped = fixed, post, dropped
+        # The syncs in ``sync_order`` (a CPU segment's are a slice): what each one's end
+        # asks without its work (the work launched before the window, and after it the
+        # call's own time), and the call's own time, to add to its work's end; -inf for a
+        # blocking call removed altogether, which no longer waits.
+        post = post[g.sync_order]
+        post[dropped[g.sync_order]] = -np.inf
+        self.sync_post, self.sync_floor = post, fixed[g.sync_order] + post
 
     def run(self) -> None:
         for seg in self.plan:
@@ -445,6 +451,7 @@ class _Sweep:
         if self.cyclic:
             self.relax()
         self.t = self.t[:-1]
+        self.sync_c[self.g.sync_order] = self.sync_c.copy()  # (back in the model's order)
         del self.anchors, self.wait_ask, self.cpu_run, self.gpu_run, self.ask
 
     def relax(self) -> None:
@@ -469,21 +476,24 @@ class _Sweep:
     def _cpu(self, seg: _Segment) -> None:
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
         c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
-        if seg.b > seg.a:
-            qs = g.sync_order[seg.a:seg.b]
-            got = self.fixed[qs]  # (a copy: qs is an index array)
+        a, b = seg.a, seg.b
+        if b > a:
+            got = self.sync_floor[a:b].copy()
             if seg.e > seg.c:
                 first = int(g.sync_firsts[seg.c])
                 stop = (int(g.sync_firsts[seg.e]) if seg.e < g.sync_firsts.size
                         else g.sync_gather.size)
                 waited = np.maximum.reduceat(self.end[g.sync_gather[first:stop]],
                                              g.sync_firsts[seg.c:seg.e] - first, axis=0)
-                has = g.sync_full[seg.c:seg.e] - seg.a
-                got[has] = np.maximum(got[has], waited)
-            got += self.post[qs]
-            got[self.dropped[qs]] = -np.inf
-            self.sync_c[qs] = got
-            at = m.sync_pos[qs] - lo
+                if seg.e - seg.c == b - a:  # (every sync here waits for work in the window)
+                    waited += self.sync_post[a:b]
+                    np.maximum(got, waited, out=got)
+                else:
+                    has = g.sync_full[seg.c:seg.e] - a
+                    waited += self.sync_post[a:b][has]
+                    got[has] = np.maximum(got[has], waited)
+            self.sync_c[a:b] = got
+            at = g.sync_at[a:b] - lo
             c[at] = np.maximum(c[at], got)
         if seg.y > seg.x:
             xs = g.cross_order[seg.x:seg.y]
@@ -882,9 +892,9 @@ def _merged(pieces: _Pieces) -> list[Span]:
     joined[1:] = (cat[1:] == cat[:-1]) & (start[1:] - end[:-1] < max(finest, 1.0))
     first = np.flatnonzero(~joined)
     stop = np.maximum.reduceat(end, first)
-    return [Span(CATEGORY_NAMES[k], PATH_LANE, a / 1000.0, b / 1000.0)
-            for k, a, b in zip(cat[first].tolist(), start[first].tolist(), stop.tolist(),
-                               strict=True)]
+    names = np.asarray(CATEGORY_NAMES, dtype=object)[cat[first]].tolist()
+    return list(map(Span, names, itertools.repeat(PATH_LANE),
+                    (start[first] / 1000.0).tolist(), (stop / 1000.0).tolist()))
 
 
 def path_summary(rows: list[CriticalPathRow]) -> str:
@@ -968,7 +978,7 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
         if (t[i] if what == "c" else end[i]) <= floor + 1e-6:
             break
         if what == "c":
-            j = int(h.cpu_breaks[np.searchsorted(h.cpu_breaks, i, "right") - 1])
+            j = int(h.cpu_break_of[i])
             cpu_runs.append((j + 1, i))
             if t[j] <= floor + 1e-6:
                 break
@@ -984,15 +994,16 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             sync_row = int(m.sync_row[q])
             waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
             add(int(m.sync_cat[q]), sync_row, waited, float(t[j]))
-            lo, hi = int(m.sync_off[q]), int(m.sync_off[q + 1])
-            deps = m.sync_dep[lo:hi]
-            if hi > lo and end[deps].max() >= t[j] - waited - 1e-6:
-                node = ("g", int(deps[np.argmax(end[deps])]))
+            deps = m.sync_dep[m.sync_off[q]:m.sync_off[q + 1]]
+            ends = end[deps]
+            last = int(ends.argmax()) if deps.size else -1
+            if last >= 0 and ends[last] >= t[j] - waited - 1e-6:
+                node = ("g", int(deps[last]))
             else:  # work launched before the window: the GPU was busy with it
                 add(GPU_WORK, -1, float(t[j]) - waited, float(t[j]) - waited)
                 node = None
             continue
-        j = int(h.gpu_breaks[np.searchsorted(h.gpu_breaks, i, "right") - 1])
+        j = int(h.gpu_break_of[i])
         gpu_runs.append((j, i))
         node = _gpu_cause(m, sched, h, j, add)
     _add_stretches(m, _ranges(cpu_runs), scale, t, sched.d[:, 0], floor, acc, spans)
@@ -1032,7 +1043,7 @@ class _Holds:
         breaks = self.chain_start.copy()
         breaks[m.cross_target[self.cross_binds]] = True
         breaks[m.sync_pos[sync_binds]] = True
-        self.cpu_breaks = np.flatnonzero(breaks)
+        self.cpu_break_of = _last_true(breaks)
         self.start = end - dur
         lp = m.item_launch
         self.launch_binds = (lp >= 0) & (t[np.maximum(lp, 0)] + m.item_lat
@@ -1045,8 +1056,14 @@ class _Holds:
         prev[1:] = end[:-1] + m.item_gap[1:]
         prev[self.stream_first] = -np.inf
         self.prev_binds = prev >= self.start - 1e-6
-        self.gpu_breaks = np.flatnonzero(self.launch_binds | self.wait_binds | ~self.prev_binds)
+        self.gpu_break_of = _last_true(self.launch_binds | self.wait_binds | ~self.prev_binds)
         self.dur = dur
+
+
+def _last_true(flags: np.ndarray) -> np.ndarray:
+    """Per index, the last index at or before it where ``flags`` is true (0 where none):
+    the break that starts the run of nodes taken whole (``_Holds``)."""
+    return np.maximum.accumulate(np.where(flags, np.arange(flags.size), 0))
 
 
 def _add_gpu_work(m: Model, h: _Holds, items: np.ndarray, floor: float,
