@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trace_json import DATA
 
-from kernelmagic.core.arrays import isin, median, unique
+from kernelmagic.core.arrays import concat_ranges, isin, median, unique
 
 CASES = [np.array([], dtype=np.int64), np.array([7]), np.array([3, 1, 3, 2, 1, 3]),
          np.random.default_rng(0).integers(-5, 6, 500), np.array([[2, 1], [2, 0]]),
@@ -62,3 +62,11 @@ def test_isin_is_numpys(of):
 @given(st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=60))
 def test_median_is_numpys(values):
     assert median(np.asarray(values, np.int64)) == np.median(np.asarray(values, np.int64))
+
+
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 6)), max_size=12))
+def test_concat_ranges_is_each_range_in_turn(groups):
+    lo = np.array([g[0] for g in groups], np.int64)
+    n = np.array([g[1] for g in groups], np.int64)
+    expected = [i for a, k in groups for i in range(a, a + k)]
+    assert concat_ranges(lo, n).tolist() == expected

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelmagic.core.arrays import stable_order
+from kernelmagic.core.arrays import concat_ranges, stable_order
 from kernelmagic.core.events import EventTable, Window
 from kernelmagic.core.rows import KIND_MARKS, CriticalPathRow, Span
 from kernelmagic.core.units import format_us, percent
@@ -245,9 +245,7 @@ def _groups(off: np.ndarray, dep: np.ndarray,
     counts = off[which + 1] - off[which]
     full = np.flatnonzero(counts > 0)
     n = counts[full]
-    firsts = np.cumsum(n) - n
-    index = np.repeat(off[which[full]] - firsts, n) + np.arange(int(n.sum()))
-    return full, dep[index], firsts
+    return full, dep[concat_ranges(off[which[full]], n)], np.cumsum(n) - n
 
 
 class _Needs(NamedTuple):
@@ -590,9 +588,8 @@ def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     if not full.size:
         return out
     n = counts[full]
-    firsts = np.cumsum(n) - n
-    index = np.repeat(lo[full] - firsts, n) + np.arange(int(n.sum()))
-    out[full] = np.maximum.reduceat(end[dep[index]], firsts, axis=0)
+    out[full] = np.maximum.reduceat(end[dep[concat_ranges(lo[full], n)]], np.cumsum(n) - n,
+                                    axis=0)
     return out
 
 
@@ -627,8 +624,7 @@ def _stretches(m: Model, cpu_f: np.ndarray) -> np.ndarray:
     scenario, row = np.nonzero(cpu_f != 1.0)
     counts = off[row + 1] - off[row]
     if counts.sum():  # every changed row's parts at once: (position, scenario) += change
-        firsts = np.cumsum(counts) - counts
-        parts = np.repeat(off[row] - firsts, counts) + np.arange(int(counts.sum()))
+        parts = concat_ranges(off[row], counts)
         change = np.repeat(cpu_f[scenario, row] - 1.0, counts) * dur[parts]
         at = pos[parts] * d.shape[1]  # (flat indices into d)
         at += np.repeat(scenario, counts)
@@ -1015,9 +1011,7 @@ def _ranges(runs: list[tuple[int, int]]) -> np.ndarray:
     if not runs:
         return np.zeros(0, np.int64)
     lo, hi = np.asarray(runs, np.int64).T
-    n = np.maximum(hi - lo + 1, 0)
-    firsts = np.cumsum(n) - n
-    return np.repeat(lo - firsts, n) + np.arange(int(n.sum()))
+    return concat_ranges(lo, np.maximum(hi - lo + 1, 0))
 
 
 class _Holds:
@@ -1099,7 +1093,7 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
         return
     lo, hi = m.part_off[at], m.part_off[at + 1]
     counts = hi - lo
-    parts = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    parts = concat_ranges(lo, counts)
     rows = m.part_row[parts]
     ns = m.part_dur[parts].astype(np.float64)
     if (scale != 1.0).any():  # (the measured path's scale is 1 throughout)

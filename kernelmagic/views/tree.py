@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kernelmagic.core.arrays import concat_ranges
 from kernelmagic.core.events import NO_PARENT, EventTable, Kind
 
 _T = TypeVar("_T")
@@ -66,8 +67,7 @@ def _children_index(parent: np.ndarray):  # type: ignore[no-untyped-def]
         counts = hi - lo
         if not counts.sum():
             return np.empty(0, dtype=np.int64)
-        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
-        return by_parent[starts + np.arange(counts.sum())]
+        return by_parent[concat_ranges(lo, counts)]
 
     return children_of
 
