@@ -180,8 +180,8 @@ def _comm_range_rows(table: EventTable) -> np.ndarray:
     (``gloo:all_reduce`` on gloo's own threads): communication, and busy."""
     has_child = np.zeros(table.n, dtype=bool)
     has_child[table.parent[table.parent >= 0]] = True
-    return np.flatnonzero((table.kind == Kind.RANGE) & (table.device < 0) & ~has_child
-                          & name_mask(table, is_comm_kernel))
+    return np.flatnonzero(name_mask(table, is_comm_kernel, among=(table.kind == Kind.RANGE)
+                                    & (table.device < 0) & ~has_child))
 
 
 def cpu_busy(table: EventTable) -> Intervals:
@@ -212,8 +212,8 @@ def communication_intervals(table: EventTable) -> Intervals:
     """The communication of the module docstring: NCCL/gloo kernels on a GPU; on a CPU-only
     trace, collective ops and the collective ranges with nothing under them."""
     if bool(device_work(table).any()):
-        return Intervals(table, np.flatnonzero((table.kind == Kind.KERNEL)
-                                               & name_mask(table, is_comm_kernel)))
+        return Intervals(table, np.flatnonzero(name_mask(table, is_comm_kernel,
+                                                         among=table.kind == Kind.KERNEL)))
     op_rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0))
     comm = name_mask(table, is_comm_op)[op_rows]
     return Intervals(table, np.concatenate([op_rows[comm], _comm_range_rows(table)]))

@@ -91,7 +91,7 @@ def _collective_name(table: EventTable, kernel: int, launch: int) -> str:
 
 def _candidates(table: EventTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The collective events (rows), the time that places each in a step, their names."""
-    kernels = np.flatnonzero((table.kind == Kind.KERNEL) & name_mask(table, is_comm_kernel))
+    kernels = np.flatnonzero(name_mask(table, is_comm_kernel, among=table.kind == Kind.KERNEL))
     if kernels.size:
         launches = runtime_calls(table, kernels)
         anchors = np.where(launches >= 0, table.start[np.maximum(launches, 0)],
@@ -99,15 +99,15 @@ def _candidates(table: EventTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
         names = [_collective_name(table, int(k), int(r)) for k, r in zip(kernels, launches,
                                                                           strict=True)]
         return kernels, anchors, names
-    ranges = np.flatnonzero(isin(table.kind, (Kind.RANGE, Kind.OP)) & (table.device < 0)
-                            & name_mask(table, _is_collective_range))
+    ranges = np.flatnonzero(name_mask(table, _is_collective_range, among=isin(
+        table.kind, (Kind.RANGE, Kind.OP)) & (table.device < 0)))
     return ranges, table.start[ranges], [table.names[table.name[r]] for r in ranges]
 
 
 def _busy_work(table: EventTable) -> Intervals:
     if bool(device_work(table).any()):
-        rows = np.flatnonzero(device_work(table) & ~((table.kind == Kind.KERNEL)
-                                                     & name_mask(table, is_comm_kernel)))
+        rows = np.flatnonzero(device_work(table) & ~name_mask(
+            table, is_comm_kernel, among=table.kind == Kind.KERNEL))
     else:
         rows = np.flatnonzero((table.kind == Kind.OP) & (table.device < 0)
                               & ~name_mask(table, is_comm_op))

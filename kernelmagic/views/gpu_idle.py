@@ -46,7 +46,7 @@ BETWEEN_OPS = "Python between ops"
 
 
 def _cpu_rows(table: EventTable, test: object) -> np.ndarray:
-    return np.flatnonzero(name_mask(table, test) & (table.device < 0))
+    return np.flatnonzero(name_mask(table, test, among=table.device < 0))
 
 
 class _Spans(Intervals):

@@ -154,7 +154,8 @@ def samples_from_trace(table: EventTable, windows: list[Window]) -> PythonSample
 def outermost_loaders(table: EventTable) -> np.ndarray:
     """A trace's ``python_function`` events in a DataLoader's files with no such event
     around them."""
-    rows = np.flatnonzero((table.kind == Kind.PYTHON) & name_mask(table, is_data_loading_file))
+    rows = np.flatnonzero(name_mask(table, is_data_loading_file,
+                                    among=table.kind == Kind.PYTHON))
     if not rows.size:
         return rows
     return rows[frame_owner(table, rows)[rows] < 0]

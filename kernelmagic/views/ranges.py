@@ -22,7 +22,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
 
     The top ops are ranked by self time on the profiled device (CPU without CUDA).
     """
-    theirs = (table.kind == Kind.RANGE) & name_mask(table, lambda x: not is_ours(x, name))
+    theirs = name_mask(table, lambda x: not is_ours(x, name), among=table.kind == Kind.RANGE)
     if not theirs.any():
         return []
     idx = in_start_order(table, theirs)

@@ -57,7 +57,7 @@ def attribute_times(table: EventTable, counted: set[str], on_device: bool,
     sync_range = ranges_named(table, SYNC_RANGE)
     skipped = sync_range | (nearest_ancestor(parent, sync_range) >= 0)
     op = is_op(table) & ~skipped & in_window(table.start, window)
-    is_counted = op & name_mask(table, lambda x: x in counted)
+    is_counted = name_mask(table, lambda x: x in counted, among=op)
     # The outermost counted op above each event (-1: none): it owns the event's time.
     inner = nearest_ancestor(parent, is_counted)
     owner = inner.copy()
