@@ -87,8 +87,8 @@ def main() -> None:
           f"{c.fmt_time(first)}")
     print(f"saved profile: {len(text):,} bytes of JSON, of which the packed model "
           f"{model_bytes:,} ({model_bytes / len(text):.0%}); "
-          f"{len(result._model.pos_anchor):,} CPU positions, "
-          f"{len(result._model.item_dur):,} GPU items")
+          f"{len(result.dependency_model.pos_anchor):,} CPU positions, "
+          f"{len(result.dependency_model.item_dur):,} GPU items")
     ratio = c.paired_ratio(loads["with the model"], loads["without it"])
     c.verdict("what_if", "load v100 trace with the dependency model / without it",
               km=c.median(loads["with the model"]), manual=c.median(loads["without it"]),

@@ -328,7 +328,7 @@ def test_the_critical_path_is_as_long_as_the_median_iteration(real: ProfileResul
     assert sum(r.share for r in real.critical_path) == pytest.approx(1.0, rel=1e-6)
     top = max(real.rows, key=lambda r: r.max_gain_us)
     answer = real.what_if({KIND_MARKS.get(top.kind, "") + top.key: 2.0})
-    model_us = real._model.window_ns / 1000
+    model_us = real.dependency_model.window_ns / 1000
     scale = measured / model_us
     assert sum(r.time for r in answer.critical_path) * scale == pytest.approx(
         answer.iteration_us, rel=1e-6)
@@ -465,8 +465,9 @@ def test_a_gpu_bound_queue_is_gpu_work_on_the_path_and_its_kernels_are_worth_it(
     # anywhere, so it is the documented constant.
     from kernelmagic.views.dependencies import DEFAULT_LAUNCH_LATENCY_NS
 
-    assert result._model.item_lat.max() == DEFAULT_LAUNCH_LATENCY_NS
-    assert result._model.overhang_ns == 60 * MS * 1000 - 20 * 1000  # the last ends at 160 ms
+    model = result.dependency_model
+    assert model.item_lat.max() == DEFAULT_LAUNCH_LATENCY_NS
+    assert model.overhang_ns == 60 * MS * 1000 - 20 * 1000  # the last ends at 160 ms
 
 
 def queue_that_drains() -> ProfileResult:
@@ -504,7 +505,7 @@ def test_the_path_switches_from_gpu_to_cpu_where_the_queue_drains() -> None:
     assert by["CPU ops"] == pytest.approx(90 * MS, rel=0.01)
     from kernelmagic.views.critical_path import critical_path
 
-    _, spans = critical_path(result._model, spans=True)
+    _, spans = critical_path(result.dependency_model, spans=True)
     gpu_end = max(s.end for s in spans if s.key == "GPU work")
     cpu_start = min(s.start for s in spans if s.key == "CPU ops" and s.end - s.start > 100)
     assert gpu_end == pytest.approx(30 * MS, abs=0.1 * MS)
@@ -639,7 +640,7 @@ def random_trace(seed: int) -> ProfileResult:
 def test_the_sweep_gives_the_relaxations_schedule(seed, factor, side) -> None:
     from kernelmagic.views.critical_path import _factors, _replay
 
-    m = random_trace(seed)._model
+    m = random_trace(seed).dependency_model
     if m.empty or not m.row_key:
         return
     cpu_f, gpu_f = _factors(m, 1)
@@ -772,7 +773,7 @@ def test_a_model_whose_waits_form_a_cycle_is_an_error_not_a_hang() -> None:
     from kernelmagic.views.dependencies import SYNC, Model
 
     model = result_of(step(100), op("aten::a", 0, 10), op("aten::b", 20, 60),
-                      launch(30, 35, 1), kernel("k_b", 40, 50, 1))._model
+                      launch(30, 35, 1), kernel("k_b", 40, 50, 1)).dependency_model
     edited = Model.from_dict(model.to_dict())
     launch_pos = int(edited.item_launch[0])
     for name, value in dict(sync_pos=[launch_pos], sync_row=[-1], sync_post=[5_000],
@@ -793,7 +794,7 @@ def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
     from kernelmagic.views.critical_path import _factors, _graph, _plan, _replay
     from kernelmagic.views.dependencies import SYNC, Model
 
-    m = Model.from_dict(random_trace(seed)._model.to_dict())
+    m = Model.from_dict(random_trace(seed).dependency_model.to_dict())
     free = [i for i in range(m.item_dur.size)
             if m.item_launch[i] >= 0 and m.item_launch[i] not in m.sync_pos]
     if not free or not m.row_key:
@@ -820,7 +821,7 @@ def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:
     result = loaded(DATA / "v100_gpu_annotations.json.gz")
     gpu = sum(r.time for r in result.critical_path if r.category == "GPU work")
     assert gpu / (result.stats.median * 1e6) > 0.97
-    assert result._model.overhang_ns > 60e6
+    assert result.dependency_model.overhang_ns > 60e6
     every = {KIND_MARKS.get(r.kind, "") + r.key: 2.0 for r in result.rows}
     assert result.what_if(every, side="device").saved_share > 0.4
     assert result.what_if(every, side="cpu").saved_us < 0.01 * result.stats.median * 1e6

@@ -231,7 +231,8 @@ def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
 def holds(result: ProfileResult, key: str) -> bool:
     """Whether the dependency model's median iteration holds row ``key`` (its what-if can
     save something)."""
-    return bool(result.dependency_model) and key in result._model.row_key
+    model = result.dependency_model
+    return model is not None and key in model.row_key
 
 
 def _notes(result: ProfileResult, detail: RowDetailView) -> list[str]:

@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # the convenience methods' return types (imported lazily wher
     from kernelmagic.results.compare import Comparison
     from kernelmagic.results.explain import Explanation
     from kernelmagic.views.critical_path import WhatIf
-    from kernelmagic.views.dependencies import Model
+    from kernelmagic.views.dependencies import Model  # noqa: F401 (Legacy["Model | None"])
 
 #: Identifies the JSON written by ``to_dict``; bumped when its layout changes.
 FORMAT_NAME = "kernelmagic.profile"
@@ -374,13 +374,6 @@ class ProfileResult(Shown):
         ordered = sorted(self.rows, key=lambda r: (-key(r), r.key))
         return ordered if k is None else ordered[:k]
 
-    @property
-    def _model(self) -> Model:
-        """The dependency model (callers check ``dependency_model`` first)."""
-        model = self.dependency_model
-        assert model is not None
-        return model
-
     def what_if(self, factors: dict[str, float], side: str = "both") -> WhatIf:
         """The median iteration if the named rows were faster: ``{"aten::addmm": 2.0}``
         makes that row twice as fast, ``float("inf")`` removes it; keys are the op
@@ -392,10 +385,11 @@ class ProfileResult(Shown):
         iteration's terms (``what_if({})`` gives it back). See ``docs/what-if.md``."""
         from kernelmagic.views.critical_path import WhatIf, what_if
 
-        if not self.dependency_model:
+        model = self.dependency_model
+        if not model:
             raise ValueError("this result has no dependency model (saved by an older "
                              "kernelmagic, or no iteration was profiled)")
-        answer = what_if(self._model, factors, side)
+        answer = what_if(model, factors, side)
         scale = self.model_scale
         return WhatIf(answer.iteration_us * scale, answer.measured_us * scale,
                       answer.saved_us * scale, answer.saved_share, answer.critical_path)
@@ -427,11 +421,11 @@ class ProfileResult(Shown):
         ``what_if`` gives with every row of ``keys`` removed (``inf``) on ``side``, leaving out
         keys the median iteration does not hold; None where it holds none of them (or there
         is no model). One batched replay answers them all (``saved_each``)."""
-        if not self.dependency_model:
+        m = self.dependency_model
+        if not m:
             return [None] * len(asks)
         from kernelmagic.views.critical_path import saved_each
 
-        m = self._model
         held = set(m.row_key)
         present = [[k for k in keys if k in held] for keys, _ in asks]
         wanted = [i for i, keys in enumerate(present) if keys]
