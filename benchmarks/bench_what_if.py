@@ -121,7 +121,7 @@ def _every_trace(rounds: int) -> None:
         if share > worst[1]:
             worst = (trace.name, share)
     c.verdict("what_if", "every real trace: the model's share of the load (the worst)",
-              km=worst[1], manual=SHARE_TARGET, ratio=worst[1],
+              km=round(worst[1], 3), manual=SHARE_TARGET, ratio=worst[1],
               target=f"<= {SHARE_TARGET:g}", passed=worst[1] <= SHARE_TARGET, note=worst[0],
               unit="")
 
