@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -69,7 +70,16 @@ def ledger_from_table(table: EventTable, note: str = "") -> MemoryLedger:
     blocks allocated before profiling), the least that must have existed before is one
     change at ``BEFORE``, as torch's own timeline counts such frees' blocks as
     pre-existing; so no level reads below zero."""
-    mem = in_start_order(table, table.kind == Kind.MEMORY)
+    return _ledger(table, _memory_records(table), note)
+
+
+def _memory_records(table: EventTable) -> np.ndarray:
+    """The table's ``[memory]`` records in start order (ties: in table order)."""
+    return in_start_order(table, table.kind == Kind.MEMORY)
+
+
+def _ledger(table: EventTable, mem: np.ndarray, note: str = "") -> MemoryLedger:
+    """``ledger_from_table`` of the ``[memory]`` records ``mem`` (``_memory_records``)."""
     time = table.start[mem].astype(np.int64)
     device = table.device[mem].astype(np.int16)
     delta = table.nbytes[mem].astype(np.int64)
@@ -111,28 +121,53 @@ class _Around:
     """The ops and ranges of the threads' trees in start order (ties: table order), with the
     latest end in each block of ``BLOCK`` of them: the events around a time are read a
     block at a time, only in the blocks that reach it, not over the whole table once per
-    iteration (``_peak``)."""
+    iteration (``_peak``). Made when first asked: only a peak with a rise asks."""
 
     BLOCK = 256
 
     def __init__(self, table: EventTable) -> None:
-        self.idx = in_start_order(table, ((table.kind == Kind.OP) | (table.kind == Kind.RANGE))
-                                  & (table.tid >= 0))
-        self.start, self.end = table.start[self.idx], table.end[self.idx]
-        self.tid = table.tid[self.idx]
-        self.block_end = (np.maximum.reduceat(self.end, np.arange(0, self.idx.size, self.BLOCK))
-                          if self.idx.size else self.end)
+        self.table = table
+
+    @cached_property
+    def _events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The events in start order; their starts, ends and threads; each block's latest end."""
+        table = self.table
+        idx = in_start_order(table, ((table.kind == Kind.OP) | (table.kind == Kind.RANGE))
+                             & (table.tid >= 0))
+        end = table.end[idx]
+        block_end = (np.maximum.reduceat(end, np.arange(0, idx.size, self.BLOCK))
+                     if idx.size else end)
+        return idx, table.start[idx], end, table.tid[idx], block_end
 
     def at(self, t: int, tid: int | None) -> np.ndarray:
         """The events around time ``t`` (on thread ``tid``, or any), in start order."""
-        upto = int(np.searchsorted(self.start, t, "right"))  # those started by ``t``
-        blocks = np.flatnonzero(self.block_end[:-(-upto // self.BLOCK)] >= t)
+        idx, start, end, tids, block_end = self._events
+        upto = int(np.searchsorted(start, t, "right"))  # those started by ``t``
+        blocks = np.flatnonzero(block_end[:-(-upto // self.BLOCK)] >= t)
         pos = (blocks[:, None] * self.BLOCK + np.arange(self.BLOCK)).ravel()
         pos = pos[pos < upto]
-        held = self.end[pos] >= t
+        held = end[pos] >= t
         if tid is not None:
-            held &= self.tid[pos] == tid
-        return self.idx[pos[held]]
+            held &= tids[pos] == tid
+        return idx[pos[held]]
+
+
+@dataclass
+class _Device:
+    """One device's memory, as its peaks and timeline points read it: the ledger's changes
+    (their times, categories and bytes; ``made_of``: their running levels by category,
+    ``_Levels``) and the raw ``[memory]`` records (their times and the running total after
+    each; the events themselves, in start order, and their starts)."""
+
+    label: str
+    when: np.ndarray
+    category: np.ndarray
+    delta: np.ndarray
+    made_of: _Levels
+    raw_when: np.ndarray
+    raw_total: np.ndarray
+    records: np.ndarray
+    record_start: np.ndarray
 
 
 def _enclosing(table: EventTable, around: _Around, t: int, tid: int | None,
@@ -219,46 +254,42 @@ def memory_views(table: EventTable, windows: list[Window], ledger: MemoryLedger,
     out = MemoryViews()
     if not windows or ledger.time.size == 0:
         return out
-    raw = ledger_from_table(table)
+    mem = _memory_records(table)
+    raw = _ledger(table, mem)
     around = _Around(table)
     for device in sorted(set(ledger.device.tolist())):
         sel = np.flatnonzero(ledger.device == device)
-        when = ledger.time[sel]
-        category = ledger.category[sel]
-        delta = ledger.delta[sel]
         raw_at = raw.device == device
-        label = device_label(device)
-        levels = (raw.time[raw_at], np.cumsum(raw.delta[raw_at]))
-        records = in_start_order(table, (table.kind == Kind.MEMORY) & (table.device == device))
-        memory_records = (records, table.start[records])
-        made_of = _Levels(category, delta)
-        found = [_peak(table, window, i, label, levels, when, name, around, made_of,
-                       memory_records)
-                 for i, window in enumerate(windows)]
+        category, delta = ledger.category[sel], ledger.delta[sel]
+        records = mem[table.device[mem] == device]
+        dev = _Device(device_label(device), ledger.time[sel], category, delta,
+                      _Levels(category, delta), raw.time[raw_at], np.cumsum(raw.delta[raw_at]),
+                      records, table.start[records])
+        found = [_peak(table, dev, window, i, name, around) for i, window in enumerate(windows)]
         peaks = [row for row, _ in found]
         out.peaks += peaks
         best = highest_peak(peaks)
         chosen = best.iteration if best is not None else 0
-        for i, (start, end) in enumerate(windows):
+        for i, window in enumerate(windows):
             if show is None or i == (chosen if show == PEAK else show):
-                out.points += _points(label, i, (start, end), when, category, delta, made_of)
+                out.points += _points(dev, i, window)
         if best is not None and ledger.blocks:
-            out.alive += _alive(ledger, sel, found[chosen][1], windows[chosen][0], label)
+            out.alive += _alive(ledger, sel, found[chosen][1], windows[chosen][0], dev.label)
         if ledger.blocks:
-            out.growth += _growth(ledger, device, windows, label)
+            out.growth += _growth(ledger, device, windows, dev.label)
     return out
 
 
-def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.ndarray,
-            delta: np.ndarray, made_of: _Levels) -> list[MemoryPoint]:
-    """Iteration ``i``'s timeline: its start, each change, its end (thinned); ``made_of``:
-    the ledger's ``_Levels``, asked for the iterations in order."""
+def _points(dev: _Device, i: int, window: Window) -> list[MemoryPoint]:
+    """Iteration ``i``'s timeline on ``dev``: its start, each change, its end (thinned);
+    the iterations asked in order (``_Levels``)."""
     start, end = window
+    label, when = dev.label, dev.when
     lo = int(np.searchsorted(when, start, "left"))
     hi = int(np.searchsorted(when, end, "right"))
-    base = made_of.before(lo)
+    base = dev.made_of.before(lo)
     changes = np.zeros((hi - lo, len(CATEGORIES)), dtype=np.int64)
-    changes[np.arange(hi - lo), category[lo:hi]] = delta[lo:hi]
+    changes[np.arange(hi - lo), dev.category[lo:hi]] = dev.delta[lo:hi]
     levels = base + np.cumsum(changes, axis=0)  # bytes per category after each change
     pts = [MemoryPoint(label, i, 0.0, **by_category(base.tolist()))]
     pts += [MemoryPoint(label, i, (int(t) - start) / 1000.0, **by_category(row))
@@ -268,16 +299,13 @@ def _points(label: str, i: int, window: Window, when: np.ndarray, category: np.n
     return _thin(pts, MAX_POINTS)
 
 
-def _peak(table: EventTable, window: Window, i: int, label: str,
-          raw: tuple[np.ndarray, np.ndarray], when: np.ndarray,
-          name: str | None, around: _Around, made_of: _Levels,
-          memory_records: tuple[np.ndarray, np.ndarray]) -> tuple[MemoryPeakRow, int]:
-    """Iteration ``i``'s peak on one device, and the index of the ledger's last change at
-    it (-1 before the first): the moment and rise from the raw records, the make-up from
-    the ledger's categories (``when``: its changes' times; ``made_of``: its ``_Levels``);
-    ``memory_records``: the device's ``[memory]`` events in start order, and their starts."""
+def _peak(table: EventTable, dev: _Device, window: Window, i: int, name: str | None,
+          around: _Around) -> tuple[MemoryPeakRow, int]:
+    """Iteration ``i``'s peak on ``dev``, and the index of the ledger's last change at it
+    (-1 before the first): the moment and rise from the raw records, the make-up from the
+    ledger's categories; what was running then from ``around``, for the run ``name``."""
     start, end = window
-    raw_when, raw_total = raw
+    when, raw_when, raw_total = dev.when, dev.raw_when, dev.raw_total
     lo = int(np.searchsorted(when, start, "left"))
     rlo = int(np.searchsorted(raw_when, start, "left"))
     rhi = int(np.searchsorted(raw_when, end, "right"))
@@ -288,17 +316,17 @@ def _peak(table: EventTable, window: Window, i: int, label: str,
         if int(raw_total[top]) > raw_base:
             t_peak, rise = int(raw_when[top]), int(raw_total[top]) - raw_base
             k = int(np.searchsorted(when, t_peak, "right")) - 1
-    at = made_of.before(k + 1)
+    at = dev.made_of.before(k + 1)
     op, scope = ("", "")
     if rise > 0:  # around the peak's ``[memory]`` record, on its thread
-        records, record_start = memory_records
-        j = int(np.searchsorted(record_start, t_peak))
-        hit = records[j] if j < records.size and record_start[j] == t_peak else -1
+        j = int(np.searchsorted(dev.record_start, t_peak))
+        hit = (dev.records[j] if j < dev.records.size and dev.record_start[j] == t_peak
+               else -1)
         op, scope = _enclosing(table, around, t_peak, int(table.tid[hit]) if hit >= 0 else None,
                                name)
     length = end - start
     row = MemoryPeakRow(
-        label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
+        dev.label, i, (t_peak - start) / 1000.0, (t_peak - start) / length if length else 0.0,
         length / 1000.0, op, scope, float(at.sum()), float(rise), **by_category(at.tolist()))
     return row, k
 
