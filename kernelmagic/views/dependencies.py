@@ -693,13 +693,13 @@ def _add_syncs(table: EventTable, model: Model, cpu: _Chains, gpu: dict[str, np.
     work = gpu["work"]
     pairs = _last_before(table, work, gpu["work_launch"], table.start[calls],
                          table.end[calls])
-    launches = np.asarray(_blocked_launches(table, cpu, gpu), np.int64).reshape(-1, 4)
-    call = np.concatenate((calls[pairs[:, 0]], launches[:, 0]))
+    launch, launch_pos, launch_waited = _blocked_launches(table, cpu, gpu)
+    call = np.concatenate((calls[pairs[:, 0]], launch))
     if not call.size:  # (the model's own empty arrays stand)
         return
-    pos = np.concatenate((end_pos[pairs[:, 0]], launches[:, 1]))
-    waited_work = np.concatenate((pairs[:, 1], launches[:, 2]))
-    cat = np.concatenate((np.full(pairs.shape[0], SYNC), launches[:, 3]))
+    pos = np.concatenate((end_pos[pairs[:, 0]], launch_pos))
+    waited_work = np.concatenate((pairs[:, 1], launch_waited))
+    cat = np.concatenate((np.full(pairs.shape[0], SYNC), np.full(launch.size, LAUNCH)))
     # One sync per (position, call, category), in that order; its work in the order found.
     order = np.lexsort((cat, call, pos))
     call, pos, cat, waited_work = call[order], pos[order], cat[order], waited_work[order]
@@ -749,27 +749,29 @@ def _waited_before(table: EventTable, model: Model, gpu: dict[str, np.ndarray], 
     return fixed, stream
 
 
-def _blocked_launches(table: EventTable, cpu: _Chains,
-                      gpu: dict[str, np.ndarray]) -> list[tuple[int, int, int, int]]:
+def _blocked_launches(table: EventTable, cpu: _Chains, gpu: dict[str, np.ndarray]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Launches that waited for the GPU because its launch queue was full: the call took
     ``BLOCKED_LAUNCH_EXTRA_NS`` longer than the window's median launch (at most that
     long: where every launch waited, the median is a wait too), its own work was
     queued, and it returned within ``QUEUE_RETURN_NS`` of some GPU work on its device
-    ending (the work whose end freed the slot). Each is (call, its end's position, the
-    work waited for, ``LAUNCH``): its end waits for that work, like a blocking call."""
+    ending (the work whose end freed the slot). The calls, their ends' positions and the
+    work each waited for (in ``gpu["work"]``): its end waits for that work, like a
+    blocking call's."""
+    none = np.zeros(0, np.int64)
     calls = gpu["item_call"]
     has = calls >= 0
     if not has.any():
-        return []
+        return none, none, none
     dur = table.end[calls[has]] - table.start[calls[has]]
     # (the median launch, or less: where every launch waited, the median is a wait too)
     cut = min(median(dur), BLOCKED_LAUNCH_EXTRA_NS) + BLOCKED_LAUNCH_EXTRA_NS
     chosen = np.flatnonzero(has & gpu["queued"])
     chosen = chosen[(table.end[calls[chosen]] - table.start[calls[chosen]]) > cut]
     if not chosen.size:
-        return []
+        return none, none, none
     work = gpu["work"]
-    found: list[tuple[int, int, int, int]] = []
+    found = [(none, none, none)]
     for device in unique(table.device[gpu["items"][chosen]]).tolist():
         on = np.flatnonzero(table.device[work] == device)
         by_end = on[np.argsort(table.end[work[on]], kind="stable")]
@@ -782,9 +784,10 @@ def _blocked_launches(table: EventTable, cpu: _Chains,
         ok &= (ends[at] > table.start[c]) & (table.end[c] - ends[at] <= QUEUE_RETURN_NS)
         pos = cpu.position_of_end(c)
         ok &= pos >= 0
-        found += [(int(a), int(p), int(w), LAUNCH) for a, p, w in
-                  zip(c[ok].tolist(), pos[ok].tolist(), by_end[at[ok]].tolist(), strict=True)]
-    return found
+        found.append((c[ok], pos[ok], by_end[at[ok]]))
+    launch, launch_pos, waited = (np.concatenate(x).astype(np.int64, copy=False)
+                                  for x in zip(*found, strict=True))
+    return launch, launch_pos, waited
 
 
 def _stream_of_key(table: EventTable, model: Model, items: np.ndarray) -> dict[tuple[int, int],
