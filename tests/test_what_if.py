@@ -784,6 +784,57 @@ def test_a_model_whose_waits_form_a_cycle_is_an_error_not_a_hang() -> None:
         max_gains(edited)
 
 
+def with_sync(m, pos: int, deps, post: int = 0, fixed: int = NONE, row: int = -1) -> None:
+    """Add to model ``m`` a blocking call ending at position ``pos`` that waits for the GPU
+    items ``deps`` (and ``fixed``, the end of work from before the window), then ``post``."""
+    from kernelmagic.views.dependencies import SYNC
+
+    deps = np.asarray(deps, np.int64)
+    for name, value in dict(sync_pos=pos, sync_row=row, sync_post=post, sync_fixed=fixed,
+                            sync_stream=-1, sync_cat=SYNC, sync_dep=deps,
+                            sync_off=m.sync_off[-1] + deps.size).items():
+        setattr(m, name, np.append(getattr(m, name), value).astype(np.int64))
+
+
+def path_length(m, factors=None) -> tuple[float, float]:
+    """The critical path's total and the predicted iteration (µs) of ``what_if(m, factors)``."""
+    from kernelmagic.views.critical_path import what_if
+
+    answer = what_if(m, factors or {})
+    return sum(r.time for r in answer.critical_path), answer.iteration_us
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**31), extra=st.integers(1, 3))
+def test_two_syncs_at_one_position_hold_it_to_the_later(seed, extra) -> None:
+    # A blocking call whose launch also waited for a slot in the queue (a cudaMemcpy) ends
+    # at one position as two syncs. The position waits for the later of them: the replay
+    # is the plain relaxation's, and the path is as long as the iteration (before, the
+    # position kept the last sync written: 93 of 161 such models replayed wrong).
+    from kernelmagic.views.critical_path import _factors, _replay
+    from kernelmagic.views.dependencies import Model
+
+    m = Model.from_dict(random_trace(seed).dependency_model.to_dict())
+    rng = np.random.default_rng(seed)
+    if not m.item_dur.size or not m.row_key:
+        return
+    for _ in range(extra):  # at a sync's position, or at any (beside an edge from a thread)
+        pos = (int(rng.choice(m.sync_pos)) if m.sync_pos.size and rng.random() < 0.6
+               else int(rng.integers(m.pos_anchor.size)))
+        before = np.flatnonzero((m.item_launch >= 0) & (m.item_launch < pos))
+        deps = rng.choice(before, min(before.size, int(rng.integers(0, 3))), replace=False)
+        with_sync(m, pos, deps, post=int(rng.integers(0, 5000)),
+                  fixed=NONE if rng.random() < 0.5 else int(rng.integers(0, 100_000)))
+    cpu_f, gpu_f = _factors(m, 1)
+    cpu_f[0, seed % len(m.row_key)] = 0.5
+    sched = _replay(m, cpu_f, gpu_f)
+    t, end = relaxed(m, cpu_f[0], gpu_f[0])
+    assert np.allclose(sched.t[:, 0], t, atol=1e-6)
+    assert np.allclose(sched.end[:, 0], end, atol=1e-6)
+    total, length = path_length(m)
+    assert total == pytest.approx(length, rel=1e-9, abs=1e-6)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31), factor=st.sampled_from([0.5, 2.0]))
 def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
@@ -792,7 +843,7 @@ def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
     # own end waits for the kernel it launched, which takes no time after no latency. The
     # sweep forces a node on and relaxes: the schedule is the plain relaxation's.
     from kernelmagic.views.critical_path import _factors, _graph, _plan, _replay
-    from kernelmagic.views.dependencies import SYNC, Model
+    from kernelmagic.views.dependencies import Model
 
     m = Model.from_dict(random_trace(seed).dependency_model.to_dict())
     free = [i for i in range(m.item_dur.size)
@@ -801,10 +852,7 @@ def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
         return
     i = free[seed % len(free)]
     m.item_dur[i] = m.item_lat[i] = 0
-    for name, value in dict(sync_pos=m.item_launch[i], sync_row=-1, sync_post=0,
-                            sync_fixed=NONE, sync_stream=-1, sync_cat=SYNC, sync_dep=i,
-                            sync_off=m.sync_off[-1] + 1).items():
-        setattr(m, name, np.append(getattr(m, name), value).astype(np.int64))
+    with_sync(m, int(m.item_launch[i]), [i])
     assert _plan(m, _graph(m))[1] > 0  # (no order)
     cpu_f, gpu_f = _factors(m, 1)
     cpu_f[0, seed % len(m.row_key)] = factor
@@ -812,6 +860,11 @@ def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
     t, end = relaxed(m, cpu_f[0], gpu_f[0])
     assert np.allclose(sched.t[:, 0], t, atol=1e-6)
     assert np.allclose(sched.end[:, 0], end, atol=1e-6)
+    # The walk back goes round the cycle once, then by the kernel's other cause (before:
+    # round and round, the memory growing, on 107 of 299 such models): the path is as
+    # long as the iteration.
+    total, length = path_length(m, {m.row_key[seed % len(m.row_key)]: 1 / factor})
+    assert total == pytest.approx(length, rel=1e-9, abs=1e-6)
 
 
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:

@@ -112,6 +112,7 @@ class _Graph:
     need_node: np.ndarray  # the node it needs
     sync_order: np.ndarray  # the syncs by their position
     sync_at: np.ndarray  # their positions, sorted
+    sync_shared: bool  # two syncs at one position (a blocking call whose launch waited too)
     cross_order: np.ndarray
     cross_at: np.ndarray
     item_stream: np.ndarray  # each item's stream
@@ -155,8 +156,10 @@ def _graph(m: Model) -> _Graph:
     full, gather, firsts = _groups(m.sync_off, m.sync_dep, sync_order)
     waiting = np.flatnonzero(np.diff(m.wait_off) > 0)
     launch = np.where(m.item_launch >= 0, m.item_launch, p)
+    sync_at = m.sync_pos[sync_order]
     graph = _Graph(dom_off, dom_of, need_of[order], need_node[order], sync_order,
-                   m.sync_pos[sync_order], cross_order, m.cross_target[cross_order],
+                   sync_at, bool((sync_at[1:] == sync_at[:-1]).any()),
+                   cross_order, m.cross_target[cross_order],
                    item_stream, full, gather, firsts,
                    launch, np.argsort(launch, kind="stable"), waiting,
                    bool(m.wait_dep.size == waiting.size),
@@ -432,13 +435,11 @@ class _Sweep:
             # (``_launched``), one gather per CPU segment, not per stream segment.
             self.ask[g.launch == m.pos_anchor.size] = -np.inf  # (work with no launch)
             self.launch_order = g.launch[g.by_launch]
-        # The syncs in ``sync_order`` (a CPU segment's are a slice): what each one's end
-        # asks without its work (the work launched before the window, and after it the
-        # call's own time), and the call's own time, to add to its work's end; -inf for a
-        # blocking call removed altogether, which no longer waits.
-        post = post[g.sync_order]
-        post[dropped[g.sync_order]] = -np.inf
-        self.sync_post, self.sync_floor = post, fixed[g.sync_order] + post
+        # The syncs in ``sync_order`` (a CPU segment's are a slice): the end of the work
+        # launched before the window each waits for, the call's own time after its work,
+        # and whether the call is removed altogether (it no longer waits).
+        self.sync_fixed, self.sync_post = fixed[g.sync_order], post[g.sync_order]
+        self.sync_dropped = dropped[g.sync_order] if dropped.any() else None
 
     def run(self) -> None:
         for seg in self.plan:
@@ -476,7 +477,7 @@ class _Sweep:
         c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
         a, b = seg.a, seg.b
         if b > a:
-            got = self.sync_floor[a:b].copy()
+            got = self.sync_fixed[a:b].copy()
             if seg.e > seg.c:
                 first = int(g.sync_firsts[seg.c])
                 stop = (int(g.sync_firsts[seg.e]) if seg.e < g.sync_firsts.size
@@ -484,15 +485,19 @@ class _Sweep:
                 waited = np.maximum.reduceat(self.end[g.sync_gather[first:stop]],
                                              g.sync_firsts[seg.c:seg.e] - first, axis=0)
                 if seg.e - seg.c == b - a:  # (every sync here waits for work in the window)
-                    waited += self.sync_post[a:b]
                     np.maximum(got, waited, out=got)
                 else:
                     has = g.sync_full[seg.c:seg.e] - a
-                    waited += self.sync_post[a:b][has]
                     got[has] = np.maximum(got[has], waited)
+            got += self.sync_post[a:b]
+            if self.sync_dropped is not None:
+                got[self.sync_dropped[a:b]] = -np.inf
             self.sync_c[a:b] = got
             at = g.sync_at[a:b] - lo
-            c[at] = np.maximum(c[at], got)
+            if g.sync_shared:  # (each position's latest sync, not its last one)
+                np.maximum.at(c, at, got)
+            else:
+                c[at] = np.maximum(c[at], got)
         if seg.y > seg.x:
             xs = g.cross_order[seg.x:seg.y]
             got = self.t[m.cross_source[xs]] + m.cross_off[xs, None]
@@ -969,24 +974,28 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
         if spans is not None:
             spans.append((until - ns, until, c))
 
+    seen: set[tuple[str, int]] = set()  # the breaks walked through (``_gpu_cause``)
     while node is not None:
         what, i = node
         if (t[i] if what == "c" else end[i]) <= floor + 1e-6:
             break
+        j = int(h.cpu_break_of[i] if what == "c" else h.gpu_break_of[i])
+        if (what, j) in seen:  # (a cycle of waits that takes no time, and no way around it)
+            break
+        seen.add((what, j))
         if what == "c":
-            j = int(h.cpu_break_of[i])
             cpu_runs.append((j + 1, i))
             if t[j] <= floor + 1e-6:
                 break
-            x = h.cross_at.get(j)
-            if x is not None and h.cross_binds[x]:
+            x, q = h.cross_at.get(j), h.sync_at.get(j)
+            if (x is not None and h.cross_binds[x]
+                    and (q is None or h.cross_c[x] >= h.sync_c[q])):  # (the later of the two)
                 add(IDLE, -1, float(m.cross_off[x]), float(t[j]))
                 node = ("c", int(m.cross_source[x]))
                 continue
-            if h.chain_start[j]:
+            if h.chain_start[j] or q is None:
                 add(IDLE, -1, max(0.0, float(t[j])), float(t[j]))
                 break
-            q = h.sync_at[j]
             sync_row = int(m.sync_row[q])
             waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
             add(int(m.sync_cat[q]), sync_row, waited, float(t[j]))
@@ -999,9 +1008,8 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
                 add(GPU_WORK, -1, float(t[j]) - waited, float(t[j]) - waited)
                 node = None
             continue
-        j = int(h.gpu_break_of[i])
         gpu_runs.append((j, i))
-        node = _gpu_cause(m, sched, h, j, add)
+        node = _gpu_cause(m, sched, h, j, add, seen)
     _add_stretches(m, _ranges(cpu_runs), scale, t, sched.d[:, 0], floor, acc, spans)
     _add_gpu_work(m, h, _ranges(gpu_runs), floor, acc, spans)
 
@@ -1028,12 +1036,17 @@ class _Holds:
         before = np.full(p, -np.inf)
         before[1:] = t[:-1] + d[1:]
         before[self.chain_start] = -np.inf
-        self.cross_binds = sched.cross_c[:, 0] >= before[m.cross_target] + 1e-6
+        self.cross_c, self.sync_c = sched.cross_c[:, 0], sched.sync_c[:, 0]
+        self.cross_binds = self.cross_c >= before[m.cross_target] + 1e-6
         self.cross_at = dict(zip(m.cross_target.tolist(), range(m.cross_target.size),
                                  strict=True))
-        sync_binds = sched.sync_c[:, 0] > before[m.sync_pos] + 1e-6
-        self.sync_at = dict(zip(m.sync_pos[sync_binds].tolist(),
-                                np.flatnonzero(sync_binds).tolist(), strict=True))
+        sync_c = self.sync_c
+        binding = np.flatnonzero(sync_c > before[m.sync_pos] + 1e-6)
+        binding = binding[np.argsort(sync_c[binding], kind="stable")]  # (the latest last:
+        self.sync_at = dict(zip(m.sync_pos[binding].tolist(),  # a position's binding sync)
+                                binding.tolist(), strict=True))
+        sync_binds = np.zeros(sync_c.size, bool)
+        sync_binds[binding] = True
         breaks = self.chain_start.copy()
         breaks[m.cross_target[self.cross_binds]] = True
         breaks[m.sync_pos[sync_binds]] = True
@@ -1123,18 +1136,25 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     spans.extend(ends - ns[drawn], ends, m.part_cat[parts[drawn]])
 
 
-def _gpu_cause(m: Model, sched: _Schedule, h: _Holds, i: int,
-               add) -> tuple[str, int] | None:  # type: ignore[no-untyped-def]
+def _gpu_cause(m: Model, sched: _Schedule, h: _Holds, i: int, add,  # type: ignore[no-untyped-def]
+               seen: set[tuple[str, int]]) -> tuple[str, int] | None:
     """What GPU item ``i``, a break (``_Holds``), waited for before it started; work carried
-    in from before the window is GPU work of no row (the iteration before)."""
+    in from before the window is GPU work of no row (the iteration before). A cause whose
+    break the walk has been through already (``seen``) is a cycle of waits that took no
+    time (waits recorded out of order, ``_runs``): the item's other cause is taken, the
+    work before it on its stream where nothing else holds it."""
     start = float(h.start[i])
-    if h.launch_binds[i]:
+    launch = int(m.item_launch[i])
+    if h.launch_binds[i] and ("c", int(h.cpu_break_of[launch])) not in seen:
         add(LAUNCH, -1, float(m.item_lat[i]), start)
-        return ("c", int(m.item_launch[i]))
+        return ("c", launch)
     if h.wait_binds[i]:
         for j in m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]].tolist():
-            if h.end[j] >= start - 1e-6:
+            if h.end[j] >= start - 1e-6 and ("g", int(h.gpu_break_of[j])) not in seen:
                 return ("g", j)
+    if h.prev_binds[i]:  # (only in such a cycle: else ``i`` is no break)
+        add(IDLE, -1, float(m.item_gap[i]), start)
+        return ("g", i - 1)
     backlog = float(sched.backlog[i, 0])
     add(IDLE, -1, max(0.0, start - backlog), start)
     add(GPU_WORK, -1, backlog, backlog)
