@@ -821,7 +821,8 @@ def test_two_syncs_at_one_position_hold_it_to_the_later(seed, extra) -> None:
     for _ in range(extra):  # at a sync's position, or at any (beside an edge from a thread)
         pos = (int(rng.choice(m.sync_pos)) if m.sync_pos.size and rng.random() < 0.6
                else int(rng.integers(m.pos_anchor.size)))
-        before = np.flatnonzero((m.item_launch >= 0) & (m.item_launch < pos))
+        first = m.chain_off[np.searchsorted(m.chain_off, pos, "right") - 1]
+        before = np.flatnonzero((m.item_launch >= first) & (m.item_launch < pos))  # (its thread's)
         deps = rng.choice(before, min(before.size, int(rng.integers(0, 3))), replace=False)
         with_sync(m, pos, deps, post=int(rng.integers(0, 5000)),
                   fixed=NONE if rng.random() < 0.5 else int(rng.integers(0, 100_000)))
