@@ -1045,11 +1045,9 @@ class _Holds:
         binding = binding[np.argsort(sync_c[binding], kind="stable")]  # (the latest last:
         self.sync_at = dict(zip(m.sync_pos[binding].tolist(),  # a position's binding sync)
                                 binding.tolist(), strict=True))
-        sync_binds = np.zeros(sync_c.size, bool)
-        sync_binds[binding] = True
         breaks = self.chain_start.copy()
         breaks[m.cross_target[self.cross_binds]] = True
-        breaks[m.sync_pos[sync_binds]] = True
+        breaks[m.sync_pos[binding]] = True
         self.cpu_break_of = _last_true(breaks)
         self.start = end - dur
         lp = m.item_launch
