@@ -868,6 +868,71 @@ def test_a_cycle_of_waits_that_adds_no_time_relaxes_to_the_least_schedule(seed,
     assert total == pytest.approx(length, rel=1e-9, abs=1e-6)
 
 
+def with_wait(m, i: int, deps) -> None:
+    """Add to model ``m`` stream waits of GPU item ``i`` on the items ``deps``."""
+    hi = int(m.wait_off[i + 1])
+    m.wait_dep = np.insert(m.wait_dep, hi, np.asarray(deps, np.int64)).astype(np.int64)
+    m.wait_off = m.wait_off.copy()
+    m.wait_off[i + 1:] += len(deps)
+
+
+def with_zero_time_cycle(m, kind: str, rng) -> bool:
+    """Add to model ``m`` a cycle of waits that takes no time, as waits recorded out of
+    order make (``kind``): a launch's end waiting for its own kernel, two kernels waiting
+    for each other, a kernel waiting for one whose launch waits for it, or two threads
+    waiting for each other. False where ``m`` has no room for it."""
+    launched = np.flatnonzero(m.item_launch >= 0)
+    if kind == "sync" and launched.size:
+        i = int(rng.choice(launched))
+        m.item_dur[i] = m.item_lat[i] = 0
+        with_sync(m, int(m.item_launch[i]), [i])
+    elif kind == "wait" and m.item_dur.size >= 2:
+        i, k = (int(x) for x in rng.choice(m.item_dur.size, 2, replace=False))
+        m.item_dur[i] = m.item_dur[k] = 0
+        with_wait(m, i, [k])
+        with_wait(m, k, [i])
+    elif kind == "sync-wait" and launched.size >= 2:
+        i, k = (int(x) for x in rng.choice(launched, 2, replace=False))
+        m.item_dur[i] = m.item_dur[k] = m.item_lat[i] = 0
+        with_wait(m, k, [i])
+        with_sync(m, int(m.item_launch[i]), [k])
+    elif kind == "threads" and m.chain_off.size > 2:
+        a = int(rng.integers(m.chain_off[0], m.chain_off[1]))
+        b = int(rng.integers(m.chain_off[1], m.chain_off[2]))
+        if a in m.cross_target or b in m.cross_target:
+            return False
+        m.cross_target = np.append(m.cross_target, [a, b]).astype(np.int64)
+        m.cross_source = np.append(m.cross_source, [b, a]).astype(np.int64)
+        m.cross_off = np.append(m.cross_off, [0, 0]).astype(np.int64)
+    else:
+        return False
+    return True
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**31),
+       kinds=st.lists(st.sampled_from(["sync", "wait", "sync-wait", "threads"]),
+                      min_size=1, max_size=3),
+       factor=st.sampled_from([0.5, 2.0, math.inf]))
+def test_the_path_leaves_a_cycle_of_waits_that_takes_no_time(seed, kinds, factor) -> None:
+    # Such a cycle gives the walk back a choice: where the way it takes first leads round
+    # the cycle, it backs up to its last choice and takes the next way. The path is then
+    # as long as the iteration (before, it stopped short on 52 of 1,500 what-ifs over 500
+    # such models a reviewer's script built, one at 10% of the iteration).
+    from kernelmagic.views.dependencies import Model
+
+    m = Model.from_dict(random_trace(seed).dependency_model.to_dict())
+    rng = np.random.default_rng(seed)
+    if not m.row_key or not any([with_zero_time_cycle(m, k, rng) for k in kinds]):
+        return
+    try:
+        total, length = path_length(m, {m.row_key[seed % len(m.row_key)]: factor})
+    except ValueError as e:  # (a gap in the cycle: it adds time, no schedule meets it)
+        assert "adds time" in str(e)
+        return
+    assert total == pytest.approx(length, rel=1e-9, abs=1e-6)
+
+
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:
     # HolisticTraceAnalysis's path over ProfilerStep#104 is 97.9% GPU compute
     # (docs/what-if.md); the GPU runs 65-89 ms behind the CPU, whose launches wait for

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -955,12 +955,13 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             acc: dict[tuple[int, int], float], floor: float,
             spans: _Pieces | None) -> None:
     """Walk back from ``node`` along the edges that held each piece back, down to the
-    time ``floor`` (pieces that straddle it are cut there). Runs of positions held only by
-    the one before them on their thread, and of GPU work held only by the work before it
-    on its stream, are taken whole (``_Holds``): the loop turns only where the path
-    changes lanes."""
+    time ``floor`` (pieces that straddle it are cut there): the route is chosen first
+    (``_route``), then what lies on it added up. Runs of positions held only by the one
+    before them on their thread, and of GPU work held only by the work before it on its
+    stream, are taken whole (``_Holds``): the route turns only where the path changes
+    lanes."""
     h = _Holds(m, sched)
-    t, end = h.t, h.end
+    t = h.t
     r = len(m.row_key)
     scale = sched.cpu_f[0]
     cpu_runs: list[tuple[int, int]] = []  # positions lo..hi whose stretches lie on the path
@@ -974,44 +975,162 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
         if spans is not None:
             spans.append((until - ns, until, c))
 
-    seen: set[tuple[str, int]] = set()  # the breaks walked through (``_gpu_cause``)
-    while node is not None:
-        what, i = node
-        if (t[i] if what == "c" else end[i]) <= floor + 1e-6:
-            break
-        j = int(h.cpu_break_of[i] if what == "c" else h.gpu_break_of[i])
-        if (what, j) in seen:  # (a cycle of waits that takes no time, and no way around it)
-            break
-        seen.add((what, j))
+    for what, i, j, cause, arg in _route(m, h, node, floor):
         if what == "c":
             cpu_runs.append((j + 1, i))
-            if t[j] <= floor + 1e-6:
-                break
-            x, q = h.cross_at.get(j), h.sync_at.get(j)
-            if (x is not None and h.cross_binds[x]
-                    and (q is None or h.cross_c[x] >= h.sync_c[q])):  # (the later of the two)
-                add(IDLE, -1, float(m.cross_off[x]), float(t[j]))
-                node = ("c", int(m.cross_source[x]))
-                continue
-            if h.chain_start[j] or q is None:
-                add(IDLE, -1, max(0.0, float(t[j])), float(t[j]))
-                break
-            sync_row = int(m.sync_row[q])
-            waited = float(m.sync_post[q] * scale[sync_row if sync_row >= 0 else r])
-            add(int(m.sync_cat[q]), sync_row, waited, float(t[j]))
-            deps = m.sync_dep[m.sync_off[q]:m.sync_off[q + 1]]
-            ends = end[deps]
-            last = int(ends.argmax()) if deps.size else -1
-            if last >= 0 and ends[last] >= t[j] - waited - 1e-6:
-                node = ("g", int(deps[last]))
-            else:  # work launched before the window: the GPU was busy with it
-                add(GPU_WORK, -1, float(t[j]) - waited, float(t[j]) - waited)
-                node = None
+            tj = float(t[j])
+            if cause == _CROSS:
+                add(IDLE, -1, float(m.cross_off[arg]), tj)
+            elif cause == _START:
+                add(IDLE, -1, max(0.0, tj), tj)
+            elif cause == _SYNC or cause == _SYNC_BEFORE:
+                sync_row = int(m.sync_row[arg])
+                waited = float(m.sync_post[arg] * scale[sync_row if sync_row >= 0 else r])
+                add(int(m.sync_cat[arg]), sync_row, waited, tj)
+                if cause == _SYNC_BEFORE:  # work launched before the window: the GPU was
+                    add(GPU_WORK, -1, tj - waited, tj - waited)  # busy with it
             continue
         gpu_runs.append((j, i))
-        node = _gpu_cause(m, sched, h, j, add, seen)
+        start = float(h.start[j])
+        if cause == _LAUNCH:
+            add(LAUNCH, -1, float(m.item_lat[j]), start)
+        elif cause == _PREV:
+            add(IDLE, -1, float(m.item_gap[j]), start)
+        elif cause == _BACKLOG:  # work carried in from before the window: GPU work of
+            backlog = float(sched.backlog[j, 0])  # no row (the iteration before)
+            add(IDLE, -1, max(0.0, start - backlog), start)
+            add(GPU_WORK, -1, backlog, backlog)
     _add_stretches(m, _ranges(cpu_runs), scale, t, sched.d[:, 0], floor, acc, spans)
     _add_gpu_work(m, h, _ranges(gpu_runs), floor, acc, spans)
+
+
+# What held a break back (``_route``'s causes): on a thread, an edge from another thread,
+# the thread's start (or nothing recorded), a sync's wait for work in the window or
+# for work launched before it, the floor of the walk; on a stream, the item's launch, a
+# wait on another stream, the work before it, or nothing (work carried in, or none).
+_CROSS, _START, _SYNC, _SYNC_BEFORE, _FLOOR, _LAUNCH, _WAIT, _PREV, _BACKLOG = range(9)
+_Cause = tuple[int, int, "tuple[str, int] | None"]  # (cause, its index, the node it leads to)
+
+
+def _route(m: Model, h: _Holds, node: tuple[str, int] | None,
+           floor: float) -> list[tuple[str, int, int, int, int]]:
+    """The walk's route back from ``node``: per node walked through, (its lane, itself,
+    the break its run starts at, the cause taken there and that cause's index). A
+    depth-first search over the causes that held each break back (``_causes``), each
+    break entered once: where waits recorded out of order form a cycle that takes no
+    time, the route backs up to the last choice it had and takes the next cause.
+    Without such a cycle the first cause always leads on, so the route is the one a
+    plain walk takes. Where no route leads down to the floor (none found on a model the
+    replay made: each piece's time comes from one cause or another), the route is the
+    first one tried, cut where it came back to a break it had passed; the path is then
+    shorter than the iteration."""
+    stack: list[list] = []  # [lane, node, break, its causes (an iterator), the one taken]
+    seen: set[tuple[str, int]] = set()  # the breaks entered
+    first: list[tuple[str, int, int, int, int]] | None = None
+
+    def route() -> list[tuple[str, int, int, int, int]]:
+        return [(w, i, j, c[0], c[1]) for w, i, j, _, c in stack]
+
+    def enter(node: tuple[str, int] | None) -> bool:
+        """Push ``node``'s frame; False where the route ends there (at or below the
+        floor, or no node)."""
+        if node is None:
+            return False
+        what, i = node
+        if (h.t[i] if what == "c" else h.end[i]) <= floor + 1e-6:
+            return False
+        j = int(h.cpu_break_of[i] if what == "c" else h.gpu_break_of[i])
+        if (what, j) in seen:
+            return True  # (a break passed already: the frame below takes its next cause)
+        seen.add((what, j))
+        causes = _causes(m, h, j, floor) if what == "c" else _gpu_causes(m, h, j)
+        stack.append([what, i, j, causes, next(causes)])
+        return True
+
+    if not enter(node):
+        return []
+    while stack:
+        frame = stack[-1]
+        depth = len(stack)
+        if not enter(frame[4][2]):
+            return route()  # reached the floor, the window's start or nothing
+        if len(stack) > depth:
+            continue
+        if first is None:  # (came back to a break passed)
+            first = route()
+        while stack:  # the next cause, in the deepest frame that has one
+            frame[4] = next(frame[3], None)
+            if frame[4] is not None:
+                break
+            stack.pop()
+            frame = stack[-1] if stack else frame
+    return first or []
+
+
+def _causes(m: Model, h: _Holds, j: int, floor: float) -> Iterator[_Cause]:
+    """What held position ``j``, a break, back (``_route``), each with the node it leads
+    to (None: the walk ends there): an edge from another thread or a sync, the later of
+    the two (the edge on a tie), then the other where it is as late; else the thread's
+    start (or an anchor: only in models edited by hand)."""
+    t = float(h.t[j])
+    if t <= floor + 1e-6:
+        yield (_FLOOR, -1, None)
+        return
+    x, q = h.cross_at.get(j), h.sync_at.get(j)
+    cross = x is not None and bool(h.cross_binds[x])
+    sync = q is not None and not h.chain_start[j]
+    if not cross and not sync:
+        yield (_START, -1, None)
+        return
+    edge_first = cross and (not sync or h.cross_c[x] >= h.sync_c[q])
+    if edge_first:
+        yield (_CROSS, x, ("c", int(m.cross_source[x])))
+    if sync and (not cross or h.sync_c[q] >= h.cross_c[x] - 1e-6):
+        yield from _sync_causes(m, h, q, t)
+    if cross and not edge_first and h.cross_c[x] >= h.sync_c[q] - 1e-6:
+        yield (_CROSS, x, ("c", int(m.cross_source[x])))
+    if h.cpu_anchor_binds[j]:
+        yield (_START, -1, None)
+
+
+def _sync_causes(m: Model, h: _Holds, q: int, t: float) -> Iterator[_Cause]:
+    """Sync ``q``'s wait, which ends at ``t``: for each work it waited for that had
+    ended by then, the latest first; or for work launched before the window."""
+    row = int(m.sync_row[q])
+    ready = t - float(m.sync_post[q] * h.scale[row if row >= 0 else len(m.row_key)])
+    deps = m.sync_dep[m.sync_off[q]:m.sync_off[q + 1]]
+    ends = h.end[deps]
+    last = int(ends.argmax()) if deps.size else -1
+    if last < 0 or ends[last] < ready - 1e-6:
+        yield (_SYNC_BEFORE, q, None)  # the GPU was busy with that work
+        return
+    yield (_SYNC, q, ("g", int(deps[last])))
+    held = np.flatnonzero(ends >= ready - 1e-6)
+    for k in held[np.argsort(-ends[held], kind="stable")].tolist():
+        if k != last:
+            yield (_SYNC, q, ("g", int(deps[k])))
+
+
+def _gpu_causes(m: Model, h: _Holds, i: int) -> Iterator[_Cause]:
+    """What held GPU item ``i``, a break, back before it started (``_route``): its
+    launch, its waits on other streams, the work before it on its stream (a break that
+    work holds only in a cycle of waits that took no time: waits recorded out of order,
+    ``_runs``), its measured start; or nothing recorded (work carried in from before the
+    window, which is GPU work of no row)."""
+    held = False
+    if h.launch_binds[i]:
+        held = True
+        yield (_LAUNCH, -1, ("c", int(m.item_launch[i])))
+    if h.wait_binds[i]:
+        held = True
+        deps = m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]]
+        for dep in deps[h.end[deps] >= h.start[i] - 1e-6].tolist():
+            yield (_WAIT, dep, ("g", dep))
+    if h.prev_binds[i]:
+        held = True
+        yield (_PREV, -1, ("g", i - 1))
+    if h.anchor_binds[i] or not held:
+        yield (_BACKLOG, -1, None)
 
 
 def _ranges(runs: list[tuple[int, int]]) -> np.ndarray:
@@ -1062,7 +1181,13 @@ class _Holds:
         prev[self.stream_first] = -np.inf
         self.prev_binds = prev >= self.start - 1e-6
         self.gpu_break_of = _last_true(self.launch_binds | self.wait_binds | ~self.prev_binds)
+        anchored = m.item_anchor != NONE  # (its measured start, after the backlog scaled)
+        self.anchor_binds = anchored & (m.item_anchor - m.item_backlog + sched.backlog[:, 0]
+                                        >= self.start - 1e-6)
         self.dur = dur
+        self.scale = sched.cpu_f[0]
+        self.cpu_anchor_binds = m.pos_anchor >= t - 1e-6  # (besides a thread's start: only
+        # in models edited by hand)
 
 
 def _last_true(flags: np.ndarray) -> np.ndarray:
@@ -1132,31 +1257,6 @@ def _add_stretches(m: Model, at: np.ndarray, scale: np.ndarray, t: np.ndarray,
     of = np.searchsorted(stop, drawn, "right")  # (each drawn part's position, in ``at``)
     ends = t[at[of]] - (total[stop[of] - 1] - total[drawn])
     spans.extend(ends - ns[drawn], ends, m.part_cat[parts[drawn]])
-
-
-def _gpu_cause(m: Model, sched: _Schedule, h: _Holds, i: int, add,  # type: ignore[no-untyped-def]
-               seen: set[tuple[str, int]]) -> tuple[str, int] | None:
-    """What GPU item ``i``, a break (``_Holds``), waited for before it started; work carried
-    in from before the window is GPU work of no row (the iteration before). A cause whose
-    break the walk has been through already (``seen``) is a cycle of waits that took no
-    time (waits recorded out of order, ``_runs``): the item's other cause is taken, the
-    work before it on its stream where nothing else holds it."""
-    start = float(h.start[i])
-    launch = int(m.item_launch[i])
-    if h.launch_binds[i] and ("c", int(h.cpu_break_of[launch])) not in seen:
-        add(LAUNCH, -1, float(m.item_lat[i]), start)
-        return ("c", launch)
-    if h.wait_binds[i]:
-        for j in m.wait_dep[m.wait_off[i]:m.wait_off[i + 1]].tolist():
-            if h.end[j] >= start - 1e-6 and ("g", int(h.gpu_break_of[j])) not in seen:
-                return ("g", j)
-    if h.prev_binds[i]:  # (only in such a cycle: else ``i`` is no break)
-        add(IDLE, -1, float(m.item_gap[i]), start)
-        return ("g", i - 1)
-    backlog = float(sched.backlog[i, 0])
-    add(IDLE, -1, max(0.0, start - backlog), start)
-    add(GPU_WORK, -1, backlog, backlog)
-    return None
 
 
 @dataclass(frozen=True)
