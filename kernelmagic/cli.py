@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import warnings
 
@@ -94,4 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             print(after.compare(before).table(limit=args.limit))
     except (ProfileFileError, ValueError) as exc:
         return _fail(str(exc))
+    except BrokenPipeError:  # the reader stopped early (``| head``): end quietly, as cat does
+        _quiet_stdout()
+        return 1
     return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's flush at exit does not
+    raise on the closed pipe again (the ``signal`` documentation's recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

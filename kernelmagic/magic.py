@@ -17,7 +17,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 
 from kernelmagic.core.options import (
     OPTIONS,
@@ -105,7 +106,7 @@ class ProfileMagics(Magics):
         """
         __tracebackhide__ = True
         options_text, source = split_line(line) if cell is None else (line, cell)
-        args = parse_argstring(self.profile, options_text)
+        args = parse_options(self.profile, options_text)
         if args.statement:
             raise UsageError(f"unexpected arguments: {' '.join(args.statement)}")
         if not source.strip():
@@ -303,7 +304,18 @@ def cell_number(shell: Any) -> int:
     return int(shell.execution_count)  # not inside run_cell, or not stored in history
 
 
-_TOKEN = re.compile(r"\S+")
+_TOKEN = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")  # a word, quoted parts whole
+
+
+def parse_options(magic: Any, text: str) -> Any:
+    """The options in ``text`` as a shell splits them: quotes group words and go
+    (``--name 'my run'``, ``--trace "/tmp/a b.json"``), where IPython's own
+    ``parse_argstring`` keeps them in the value. UsageError for a quote left open."""
+    try:
+        argv = arg_split(text, posix=True)
+    except ValueError as exc:  # (shlex: "No closing quotation")
+        raise UsageError(f"cannot read the options: {exc}") from None
+    return magic.parser.parse_args(argv)
 
 
 def split_line(line: str) -> tuple[str, str]:

@@ -539,6 +539,13 @@ def test_try_is_one_entry_of_the_option_table():
         ProfileOptions(variants="bf16", nsight=True)
     with pytest.raises(ValueError, match="unknown variant 'bf17'; valid: bf16"):
         kernelmagic.profile(lambda: None, variants=["bf17"])
+    # A built-in variant with a bad value says what the value must be (before: "unknown
+    # variant 'threads=0'; valid: ..., threads=N, ...").
+    for bad in ("threads=0", "threads=two", "threads="):
+        with pytest.raises(ValueError, match=r"N in threads=N is a whole number of at least 1"):
+            kernelmagic.profile(lambda: None, variants=[bad])
+    with pytest.raises(ValueError, match="the backend is one of"):
+        kernelmagic.profile(lambda: None, variants=["sdpa=fast"])
 
 
 # --- the numerical cost and the contexts, without a run ---------------------------------------

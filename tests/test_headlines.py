@@ -43,7 +43,7 @@ SHARED = Path(__file__).parents[2] / "shared" / "traces"
 HEADLINES = {
     # 29.9 s of cudaDeviceGetStreamPriorityRange (CUDA start-up) in a 43.4 s window,
     # 3.06 s of first launches, the model's warm-up forward inside.
-    "a100_alexnet.json.gz": ("startup_in_window", "set-up calls take 42.2 s of a 43.4 s "
+    "a100_alexnet.json.gz": ("startup_in_window", "set-up calls take 42.2 s of the mean 43.4 s "
                              "iteration (97%): cudaDeviceGetStreamPriorityRange 29.9 s"),
     # 6 kernels in a 19.9 ms window; the CPU runs 1.1 ms of ops: the rest is outside them.
     "a100_multi_stream_sync.json.gz": ("gpu_idle", "idle 98% of the iteration (CPU-bound: "
@@ -57,7 +57,8 @@ HEADLINES = {
     "a100_triton.json.gz": ("gpu_idle", "idle > 99.9% of the iteration (CPU-bound: the "
                             "iteration's start or end)"),
     # gloo all-reduce: 179 of 210 ms communicating on the CPU.
-    "cpu_only.json.gz": ("communication_bound", "179 ms of a 210 ms iteration (85%) on the CPU"),
+    "cpu_only.json.gz": ("communication_bound",
+                         "179 ms of the mean 210 ms iteration (85%) on the CPU"),
     # A small transformer training step: 80 short kernels, 582 op calls per step.
     "h200_km_train_step.json.gz": ("gpu_idle", "idle 75% of the iteration (CPU-bound: CPU "
                                    "work inside ops)"),
@@ -67,7 +68,7 @@ HEADLINES = {
     "h200_launch_and_sync.json.gz": ("gpu_idle", "idle 85% of the iteration (CPU-bound: CPU "
                                      "work inside ops)"),
     # One 6.5 ms hipLaunchKernel (a first launch loading its code object) in a 9.3 ms step.
-    "mi250_rocm.json.gz": ("startup_in_window", "set-up calls take 6.63 ms of a 9.29 ms "
+    "mi250_rocm.json.gz": ("startup_in_window", "set-up calls take 6.63 ms of the mean 9.29 ms "
                            "iteration (71%): hipLaunchKernel 6.63 ms"),
     # Idle 341 of 615 ms per step comes before the 168 ms of exposed communication (27%).
     # Judged stretch by stretch (the gpu idle view), no op runs for 214 ms of the idle
@@ -89,7 +90,7 @@ HEADLINES = {
     "mtia_inference.json.gz": ("sync_points", "aten::item ×75"),
     # Only in ../shared/traces: CUPTI counter replay makes each launch 67 ms; context
     # creation, streams and the model's warm-up are in the window too.
-    "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s of a "
+    "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s of the mean "
                                     "11.8 s iteration (69%): cudaLaunchKernel 5.16 s"),
 }
 #: Rules whose findings may come after a headline without contradicting it, per trace.
@@ -186,7 +187,7 @@ def test_gpu_idle_names_python_between_ops():
     f = gpu_idle(gpu([MM]))
     assert f is not None and f.share == pytest.approx(0.8)
     assert f.title == "The GPU is idle 80% of the iteration (CPU-bound: Python between ops)"
-    assert f.evidence == ("no GPU work runs for 800 µs of each 1.00 ms iteration; by cause: "
+    assert f.evidence == ("no GPU work runs for 800 µs of the mean 1.00 ms iteration; by cause: "
                           "Python between ops 800 µs")
     assert "py-spy" in f.suggestion
     assert f.rows == ()  # no op row owns the time between ops
@@ -255,7 +256,7 @@ def test_gpu_idle_puts_the_iterations_edges_last():
 def test_gpu_idle_without_the_view_says_only_how_long():
     f = gpu_idle(gpu([MM], why=[]))
     assert f.title == "The GPU is idle 80% of the iteration (CPU-bound)"
-    assert f.evidence == "no GPU work runs for 800 µs of each 1.00 ms iteration"
+    assert f.evidence == "no GPU work runs for 800 µs of the mean 1.00 ms iteration"
 
 
 def test_gpu_idle_silent_when_busy_on_the_cpu_or_without_a_breakdown():
@@ -277,7 +278,7 @@ def test_python_between_ops_leads_on_the_cpu_and_names_the_lines():
     result = cpu_result(breakdown=CPU_PARTS, python_lines=lines)
     f = python_between_ops(result)
     assert f.title == "Python between ops takes 70% of the iteration"
-    assert f.evidence == ("no op runs for 700 µs of each 1.00 ms iteration (most at "
+    assert f.evidence == ("no op runs for 700 µs of the mean 1.00 ms iteration (most at "
                           "cell[4]:2 `time.sleep(0.0005)` 500 µs, /u/train.py:7 `print(loss)` "
                           "150 µs)")
     # Only the CPU runs the iteration: taking the time out saves at most all of it.
@@ -297,7 +298,7 @@ def test_python_between_ops_quotes_the_views_top_lines_data_loading_included():
              PythonLineRow("cell[2]:4", "<module>", "model.train()", 2.0, 0.002)]
     parts = Breakdown(device="cpu", wall=1000.0, compute=240.0, idle=760.0)
     f = python_between_ops(cpu_result(breakdown=parts, python_lines=lines))
-    assert f.evidence == ("no op runs for 760 µs of each 1.00 ms iteration (most at "
+    assert f.evidence == ("no op runs for 760 µs of the mean 1.00 ms iteration (most at "
                           "cell[2]:5 `for x, y in loader:` 594 µs (data loading), "
                           "cell[2]:9 `acc.update(out, y)` 142 µs, cell[2]:8 `opt.step()` "
                           "22.0 µs)")
@@ -360,7 +361,7 @@ def test_startup_on_set_up_calls():
     f = startup_in_window(gpu(rows, iters=1, idle=900.0, wall=10000.0))
     assert f is not None and f.share == pytest.approx(0.5)
     assert f.evidence.startswith(
-        "set-up calls take 5.00 ms of a 10.0 ms iteration (50%): cudaGetDeviceCount 4.00 ms "
+        "set-up calls take 5.00 ms of the mean 10.0 ms iteration (50%): cudaGetDeviceCount 4.00 ms "
         "(×1: the first runtime call creates the context), cudaMalloc 1.00 ms (×4: the caching "
         "allocator growing)")
     assert f.title == "CUDA start-up or first-call set-up inside the profiled window"

@@ -16,13 +16,13 @@ cannot be repeated as cheaply, may miss 1 by less than the minimum effect
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -204,7 +204,10 @@ def test_every_run_draws_the_same_random_numbers_and_the_users_state_comes_back(
 
 
 def test_a_baseline_whose_value_moves_says_so():
-    result = kernelmagic.profile(lambda: torch.tensor([time.perf_counter()]), iters=3,
+    # A value that differs on every run (not the clock in float32: two runs within its
+    # step, 2 ms at a clock of 10^4 s, read the same, and the test failed now and then).
+    calls = itertools.count()
+    result = kernelmagic.profile(lambda: torch.tensor([float(next(calls))]), iters=3,
                                  warmup=1, variants=["same"])
     (r,) = result.experiments
     assert r.numerics == experiments.BASELINE_MOVES

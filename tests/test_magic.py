@@ -222,10 +222,26 @@ def test_line_magic_keeps_statement_verbatim(ip):
         ("-n3 -o r -- -x", ("-n3 -o r ", "-x")),
         ("f(x)", ("", "f(x)")),
         ("-n 2", ("-n 2", "")),
+        ("--name 'my run' f(x)", ("--name 'my run' ", "f(x)")),
+        ('--trace "/tmp/a b.json" -q f(x)', ('--trace "/tmp/a b.json" -q ', "f(x)")),
     ],
 )
 def test_split_line(line, expected):
     assert split_line(line) == expected
+
+
+def test_quoted_option_values_lose_their_quotes(ip, tmp_path):
+    # As a shell reads them (IPython's parse_argstring kept the quotes in the value: the
+    # name 'my run' with its quotes, and no way to give a path with a space).
+    ip.run_cell(SETUP)
+    res, _ = run(ip, "%%profile -n 2 -w 0 -q --name 'my run' -o r\nd = a @ b")
+    assert res.success and ip.user_ns["r"].name == "my run"
+    trace = tmp_path / "with space.json"
+    res, _ = run(ip, f'%profile -n 2 -w 0 -q --name "line run" --trace "{trace}" -o r d = a @ b')
+    assert res.success and ip.user_ns["r"].name == "line run" and trace.exists()
+    res, cap = run(ip, "%%profile -n 2 -w 0 --name 'unclosed\nd = a @ b")
+    assert isinstance(res.error_before_exec or res.error_in_exec, UsageError)
+    assert "No closing quotation" in cap.stderr + cap.stdout
 
 
 def test_sort_option_orders_table(ip):
@@ -369,6 +385,8 @@ def test_bad_options_are_one_line_usage_errors(ip):
         "%%profile --bogus\nx = 1": "unrecognized arguments: --bogus",
         "%%profile\n   \n": "nothing to profile: the cell is empty",
         "%profile -n 2": "nothing to profile",
+        "%%profile --force\nx = 1": "--force needs --trace",
+        "%%profile --try threads=0\nx = 1": "N in threads=N is a whole number of at least 1",
     }
     if not torch.cuda.is_available():
         cases["%%profile -s self_device\nx = 1"] = "needs device profiling"

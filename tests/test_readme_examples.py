@@ -198,7 +198,7 @@ _NUMBER = re.compile(r"(?:[<>] (?=\d))?[−+-]?\d[\d,.]*(?:e[+-]?\d+)?"
 
 #: The profiler's cost reads one of two ways, by its sign on that run (on a loaded machine the
 #: profiled iterations can come out faster): one shape.
-_OVERHEAD = re.compile(r"the profiled iterations ran # faster")
+_OVERHEAD = re.compile(r"the (?:best profiled iteration|profiled median) ran # faster")
 
 
 def masked(line: str) -> str:

@@ -28,6 +28,18 @@ def test_top_orders_by_each_key():
         r.top(1, by="nope")
 
 
+def test_a_device_sort_key_on_a_cpu_result_is_refused_in_one_line():
+    # Before, table(by="device") raised a KeyError from deep in the renderer, and
+    # top(by="device") ordered the rows by a field they do not have (all zero: by name).
+    r = cpu_result()
+    for call in (lambda: r.top(3, by="device"), lambda: r.table(3, by="device"),
+                 lambda: r.table(3, by="self_device")):
+        with pytest.raises(ValueError, match="needs device times") as info:
+            call()
+        assert "\n" not in str(info.value) and "self_cpu" in str(info.value)
+    assert cuda_result().top(1, by="device")  # (a result with device times sorts by them)
+
+
 def test_per_call_averages_mirror_torch():
     row = OpRow("aten::addmm", 20, 5000.0, 5800.0, 100.0, 400.0)
     assert row.cpu_time == 290.0

@@ -83,6 +83,10 @@ def test_limit_and_sort_key():
     assert lines[2].startswith("aten::view ") and lines[3].startswith("aten::copy_ ")
     assert lines[-2] == "... 4 more ops (result.table(None) lists all)"
     assert lines[-1] == "more columns (CPU/call): result.table(all_columns=True)"
+    # Sorted by its only extra column, the table shows every column: no empty hint
+    # (before: "more columns (): result.table(all_columns=True)").
+    by_avg = cpu_result().table(limit=2, by="avg")
+    assert "CPU/call" in by_avg.splitlines()[0] and "more columns" not in by_avg
 
 
 def test_report_carries_timing_warning():
@@ -120,3 +124,22 @@ def test_counts_round_before_choosing_their_prefix():
     assert format_count(999.7) == "1 k"
     assert si(1.0004e12, "FLOP/s") == "1 TFLOP/s"
     assert format_count(1234567) == "1.23 M" and format_count(12.5) == "12.5"
+
+
+def test_the_profilers_cost_names_what_it_compares():
+    # Like against like (``profiler_overhead``): the best profiled iteration against the
+    # best warm-up run, or the median against the interleaved rounds' median. Where the
+    # profiled run came out faster, the sentence says which (before: "the profiled
+    # iterations ran 24% faster" beside a median slower than the unprofiled time).
+    from kernelmagic.render.text import profiler_cost
+
+    timings = [0.0011, 0.0010, 0.0012, 0.0010, 0.0009]  # best 0.9 ms, median 1.0 ms
+    best = cpu_result(timings=timings, warmup_timings=[0.003, 0.0012, 0.00125])
+    assert profiler_cost(best) == ("1.20 ms per iteration unprofiled (the best of 2 warm-up "
+                                   "runs after the first); the best profiled iteration ran "
+                                   "25% faster")
+    median = cpu_result(timings=timings, unprofiled_timings=[0.0012, 0.0013, 0.0011])
+    assert profiler_cost(median) == ("1.20 ms per iteration unprofiled (3 interleaved "
+                                     "rounds); the profiled median ran 17% faster")
+    slower = cpu_result(timings=timings, warmup_timings=[0.003, 0.0006])
+    assert profiler_cost(slower).endswith("; profiling adds 50%")

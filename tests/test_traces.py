@@ -738,6 +738,18 @@ def test_save_compare_and_cli_on_traces(tmp_path):
     assert out.stdout.startswith("rank0_steps vs rank0_steps: ")
 
 
+def test_the_cli_ends_quietly_when_its_reader_stops():
+    # ``python -m kernelmagic show trace | head`` (before: a BrokenPipeError traceback).
+    # The read end is closed before the report is written: the write fails at once.
+    proc = subprocess.Popen([sys.executable, "-m", "kernelmagic", "show",
+                             str(DATA / "cpu_only.json.gz")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+
+
 def test_loading_a_trace_does_not_import_torch():
     code = ("import sys, kernelmagic; r = kernelmagic.load(sys.argv[1]); "
             "r.findings(); print(len(r.rows), 'torch' in sys.modules)")

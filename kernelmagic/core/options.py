@@ -227,6 +227,8 @@ class ProfileOptions:
         object.__setattr__(self, "more_views", tuple(self.more_views))
         if self.trace is not None:
             check_trace_path(self.trace, self.force)
+        elif self.force:
+            raise ValueError("--force needs --trace (it lets the trace overwrite a file)")
         if self.nsight:
             clash = [flag for flag, on in NSIGHT_EXCLUDES.items() if getattr(self, on)]
             clash += [f"the {view} view" for view in self.more_views]  # built from its events

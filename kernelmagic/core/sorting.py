@@ -109,15 +109,27 @@ def resolve_sort(sort: str | None, profiles_device: bool, cpu_only: bool = False
     return sort
 
 
+def usable_sort_key(name: str, profiles_device: bool) -> SortKey:
+    """``sort_key(name)``; ValueError also when the key needs device times a result
+    without device profiling lacks (``top(by=...)``, ``table(by=...)``)."""
+    key = sort_key(name)
+    if key.device and not profiles_device:
+        usable = ", ".join(k.name for k in SORTS if not k.device)
+        raise ValueError(f"sort key {name!r} needs device times, and this result has none "
+                         f"(no device was profiled); use one of {usable}")
+    return key
+
+
 def sort_value(name: str, profiles_device: bool) -> Callable[[Any], float]:
     """A function from an op row to the figure sort key ``name`` orders it by."""
     # avg has no field: time per call on the primary device
-    attr = sort_key(name).field or ("device_time" if profiles_device else "cpu_time")
+    attr = (usable_sort_key(name, profiles_device).field
+            or ("device_time" if profiles_device else "cpu_time"))
     return lambda row: float(getattr(row, attr))
 
 
 def sort_column(name: str, profiles_device: bool) -> str:
     """The op table's column id that shows sort key ``name``."""
-    if sort_key(name).field is None:
+    if usable_sort_key(name, profiles_device).field is None:
         return "device_avg" if profiles_device else "cpu_avg"
     return name

@@ -91,7 +91,7 @@ def mostly_eager(result: ProfileResult) -> Finding | None:
         return None
     return Finding(
         "mostly_eager", "Most of the cell still runs eager",
-        f"{what} take {format_us(mine)} of {format_us(total)} per iteration "
+        f"{what} take {format_us(mine)} of the mean {format_us(total)} iteration "
         f"({percent(share)}); the rest runs outside torch.compile",
         "compile the function that does the work (the model's forward or the whole step), "
         "not a small part of it", 1.0 - share)

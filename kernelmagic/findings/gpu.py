@@ -150,7 +150,7 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
     head = (f"The GPU is idle {percent(parts.share('idle'))} of the iteration (CPU-bound"
             + (f": {CAUSE_TITLE.get(causes[0][0], causes[0][0])})" if causes else ")"))
-    evidence = (f"no GPU work runs for {format_us(parts.idle)} of each {format_us(wall)} "
+    evidence = (f"no GPU work runs for {format_us(parts.idle)} of the mean {format_us(wall)} "
                 f"iteration{setup_note}" + (f"; by cause: {listed}" if listed else ""))
     if not causes:  # a profile saved before the gpu idle view
         return Finding("gpu_idle", head, evidence, "profile it again: the gpu idle view "

@@ -62,7 +62,7 @@ def python_between_ops(result: ProfileResult) -> Finding | None:
     return Finding(
         "python_between_ops",
         f"Python between ops takes {percent(share)} of the iteration",
-        f"no op runs for {format_us(parts.idle)} of each {format_us(wall)} iteration "
+        f"no op runs for {format_us(parts.idle)} of the mean {format_us(wall)} iteration "
         + between_detail(result),
         _fix(result), share,
         side="cpu", saves_us=parts.idle, iteration_us=wall)

@@ -116,7 +116,7 @@ def communication_bound(result: ProfileResult) -> Finding | None:
                         sorted(comm_rows, key=lambda r: -per_iter_self(result, r))[:2])
     return Finding(
         "communication_bound", "Communication-bound",
-        f"communication takes {format_us(exposed)} of a {format_us(parts.wall)} iteration "
+        f"communication takes {format_us(exposed)} of the mean {format_us(parts.wall)} iteration "
         f"({percent(share)}) on the {where}, {hidden}"
         + (f"; largest: {biggest} per iteration" if biggest else ""),
         COMM_BOUND_ADVICE, share,

@@ -157,6 +157,10 @@ def lookup(name: str) -> Variant:
     if key == "sdpa" and value in SDPA_BACKENDS:
         return Variant(name, f"SDPA {value}", lambda on_device: _sdpa(value),
                        lambda on_device: _sdpa_why_not(value, on_device))
+    if key == "threads":
+        raise ValueError(f"--try: {name!r}: N in threads=N is a whole number of at least 1")
+    if key == "sdpa":
+        raise ValueError(f"--try: {name!r}: the backend is one of {', '.join(SDPA_BACKENDS)}")
     raise ValueError(f"--try: unknown variant {name!r}; valid: {', '.join(valid_names())}")
 
 

@@ -147,7 +147,7 @@ def compiled_notes(result: ProfileResult) -> list[str]:
     inside = sum(r.cpu_time_total for r in result.compiled_regions if r.outermost) / n
     gaps = sum(b.gap_time_total for b in result.graph_breaks) / n
     parts = [f"torch.compile: compiled regions {format_us(inside)} of "
-             f"{format_us(wall_us(result))} per iteration"]
+             f"the mean {format_us(wall_us(result))} iteration"]
     if gaps:
         parts.append(f"graph-break gaps {format_us(gaps)}")
     warm = [c for c in result.compiles if c.phase == WARMUP]

@@ -85,8 +85,11 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
             for title, name, key, columns, sort, noun in shown if name in tables]
 
 
-def explanation_head(e: Explanation) -> str:
-    """The row in one line: what it is and its figures per iteration."""
+def explanation_head(e: Explanation, gain: bool = True) -> str:
+    """The row in one line: what it is and its figures per iteration; with ``gain``, what
+    it saves at most (the op table's ``max_gain_us``: at most the row's mean time per
+    iteration). A panel that lists the what-ifs leaves that out: "gone" says the model's
+    saving for the median iteration, which can be a little more than the mean time."""
     if e.kind == "kernel":
         return (f"{e.name} (GPU work): {counted(e.calls, 'call')}, "
                 f"{format_us(e.device_us)} per iteration, {percent(e.share)} of device time")
@@ -97,10 +100,10 @@ def explanation_head(e: Explanation) -> str:
                   f"device {format_us(e.device_us)}"]
     kind = {"op": "", "range": " (a range)", "unlaunched": " (GPU work, launch not recorded)",
             "no op": " (GPU work an iteration marker launched)"}.get(e.kind, "")
-    gain = ("" if e.max_gain_us is None
-            else f"; saves at most {format_us(e.max_gain_us)} per iteration")
+    saves = ("" if e.max_gain_us is None or not gain
+             else f"; saves at most {format_us(e.max_gain_us)} per iteration")
     return (f"{e.name}{kind}: {', '.join(parts)} per iteration; {percent(e.share)} of "
-            f"{'device' if e.on_device else 'CPU'} self time{gain}")
+            f"{'device' if e.on_device else 'CPU'} self time{saves}")
 
 
 def what_if_text(factor: float, answer: Any) -> str:
@@ -188,14 +191,16 @@ def explanation_lines(e: Explanation, what_ifs: bool = True) -> list[str]:
 def explanation_text(e: Explanation) -> str:
     tables = [f"\n{title}:\n{render_table(table, PANEL_ROWS)}"
               for title, table in explanation_tables(e)]
-    return "\n".join([explanation_head(e), *tables, "", *explanation_lines(e)])
+    return "\n".join([explanation_head(e, gain=not e.what_ifs), *tables, "",
+                      *explanation_lines(e)])
 
 
 def explanation_html(e: Explanation, what_ifs: bool = True) -> str:
     """The panel as HTML: static (``Explanation.html``), and the widget's row panel with
     ``what_ifs=False`` (it has its own what-if control)."""
     parts = [f'<div class="km-explain" style="color:{FG};line-height:1.5">'
-             f'<b class="km-explain-head">{escape(explanation_head(e))}</b>']
+             f'<b class="km-explain-head">'
+             f'{escape(explanation_head(e, gain=not (what_ifs and e.what_ifs)))}</b>']
     for title, table in explanation_tables(e):
         parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
                      f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")

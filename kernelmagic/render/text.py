@@ -68,8 +68,10 @@ def profiler_cost(result: ProfileResult) -> str:
     overhead = result.profiler_overhead
     if unprofiled is None or overhead is None:  # (a result saved without warm-up times)
         return "no unprofiled time (--warmup 2 or more times it)" if result.warmup < 2 else ""
+    faster = ("the profiled median" if result.unprofiled_timings  # (like against like:
+              else "the best profiled iteration")  # ``profiler_overhead``)
     share = (f"profiling adds {percent(overhead)}" if overhead >= 0
-             else f"the profiled iterations ran {percent(-overhead)} faster")
+             else f"{faster} ran {percent(-overhead)} faster")
     return (f"{format_seconds(unprofiled)} per iteration unprofiled "
             f"({result.unprofiled_source}); {share}")
 
@@ -146,7 +148,7 @@ def text_table(result: ProfileResult, limit: int | None = ROWS_SHOWN, by: str | 
     by_column = Table(full.columns, full.rows, column)  # (its sort column is shown)
     table = full if all_columns else by_column.narrow
     text = render_table(table, limit, column, more_hint=" (result.table(None) lists all)")
-    if table is full or not full.rows:
+    if table is full or table is by_column or not full.rows:  # (every column shown)
         return text
     return f"{text}\n{more_columns(by_column)}: result.table(all_columns=True)"
 
