@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from fakes import US, table_of
 
 from kernelmagic.core.events import Kind
 from kernelmagic.views.iterations import Iterations, find_iterations, iteration_windows
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_our_ranges_in_time_order_named_after_their_run():
@@ -52,6 +57,39 @@ def test_profiler_steps_of_the_busiest_thread_without_the_closing_stub():
     assert found.windows == [(100 * US, 500 * US), (500 * US, 900 * US)]
     assert found.timings == [0.0004, 0.0004]
     assert find_iterations(table, "run") == found  # a live run's name changes nothing here
+
+
+def test_a_step_that_runs_past_the_recording_ends_with_it():
+    # a100_triton: the profiler stopped inside ProfilerStep#1, whose range closes 13.3 s
+    # after the last recorded event (the report said "13.3 s per iteration", GPU idle >
+    # 99.9%). Where the trace holds the profiler's session (its own lane), the recording
+    # ends with its last event, and so does the step; the trust line says by how much.
+    from kernelmagic.core.events import FIRST_NAMED_LANE
+    from kernelmagic.views.dependencies import trust_checks
+
+    events = [
+        (Kind.STEP, "ProfilerStep#1", 100, 13_000_000, 2),
+        (Kind.OP, "aten::mm", 120, 130, 1),
+        (Kind.RUNTIME, "cudaDeviceSynchronize", 140, 160, 1),
+    ]
+    session = (Kind.OTHER, "PyTorch Profiler (0)", 0, 150, FIRST_NAMED_LANE - 1)
+    cut = table_of(*events, session)
+    assert find_iterations(cut).windows == [(100 * US, 160 * US)]
+    assert trust_checks(cut)["step_past_end_us"] == 13_000_000 - 160
+    # Without the session, nothing says where the recording ended: the step stays whole.
+    whole = table_of(*events)
+    assert find_iterations(whole).windows == [(100 * US, 13_000_000 * US)]
+    assert trust_checks(whole)["step_past_end_us"] == 0.0
+
+
+def test_a100_triton_is_a_step_cut_at_the_recordings_end():
+    from loaded import loaded
+
+    result = loaded(DATA / "a100_triton.json.gz")
+    # from the step's start to the session's end (ns, to the trace's rounding)
+    assert result.timings == [pytest.approx((355_494_184 - 353_821_000) / 1e9, abs=1e-8)]
+    assert result.trust.line().startswith("a ProfilerStep range runs 13.3 s past the last "
+                                          "recorded event (the profiler stopped inside it)")
 
 
 def test_a_closing_step_as_long_as_the_others_stays():

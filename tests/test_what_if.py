@@ -729,7 +729,7 @@ def test_the_model_and_the_trust_checks_share_the_stream_order(monkeypatch) -> N
     path = DATA / "a100_cupti_counters.json.gz"
     alone = dependencies.trust_checks(read_trace(path).table)  # (its own Figures)
     assert alone == {"before_launch": 0, "clock_offset_us": 0.0, "missing_work": 77,
-                     "stream_overlaps": 0, "zero_timestamps": 0}
+                     "stream_overlaps": 0, "zero_timestamps": 0, "step_past_end_us": 0.0}
     calls = counted(monkeypatch, dependencies._stream_order)
     result = kernelmagic.load(path)
     assert len(calls) == 1

@@ -47,6 +47,9 @@ class Kind(IntEnum):
 
 
 NO_PARENT = -1
+#: Thread ids at or below this are lanes a trace names by a string (``sources/trace_columns``):
+#: the profiler's own records, such as Kineto's session span "PyTorch Profiler (0)".
+FIRST_NAMED_LANE = -(1 << 40)
 #: Kinds that are work on a GPU (their time is device time).
 _DEVICE_WORK_KINDS = np.asarray((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), dtype=np.int8)
 

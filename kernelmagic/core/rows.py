@@ -108,9 +108,17 @@ class TrustChecks(Record):
     missing_work: int = 0  # launches whose GPU work is not in the trace
     stream_overlaps: int = 0  # work that starts before the previous work on its stream ends
     zero_timestamps: int = 0  # GPU records with a zero timestamp
+    step_past_end_us: float = 0.0  # how far a ProfilerStep range runs past the recording
 
     def line(self) -> str:
         """One line for the report ("" when every check passed)."""
+        past = (f"a ProfilerStep range runs {format_us(self.step_past_end_us)} past the "
+                "last recorded event (the profiler stopped inside it): its iteration ends "
+                "there" if self.step_past_end_us > 0 else "")
+        return "; ".join(part for part in (past, self._edges_line()) if part)
+
+    def _edges_line(self) -> str:
+        """The model's own edges, checked ("" when every check passed)."""
         clock = f": the GPU clock is about {format_us(self.clock_offset_us)} off"
         checks = (  # (count, noun, its plural, what one does, what several do)
             (self.before_launch, "kernel", "kernels", "starts before its launch" + clock,

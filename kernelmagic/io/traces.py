@@ -30,7 +30,12 @@ from kernelmagic.core.records import TraceFileError
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.sources.counter_ranges import RANGES_KEY
 from kernelmagic.sources.trace_file import start_reading
-from kernelmagic.views.iterations import Iterations, find_iterations
+from kernelmagic.views.iterations import (
+    RECORDED_END_KEY,
+    Iterations,
+    find_iterations,
+    recorded_end,
+)
 
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 
@@ -125,6 +130,9 @@ def read_trace(path: str | os.PathLike[str],
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
     iterations = find_iterations(table)
+    end = recorded_end(table)
+    if end is not None:  # (kept for the trust checks: the session's span is cut out next)
+        table.meta[RECORDED_END_KEY] = end
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
     return TraceParts(derive_links(within_iterations(table, iterations)), iterations)

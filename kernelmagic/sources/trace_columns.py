@@ -33,6 +33,7 @@ from kernelmagic.core.event_rules import (
     known_category,
 )
 from kernelmagic.core.events import (
+    FIRST_NAMED_LANE,
     TRACE_FIELDS,
     EventTable,
     Kind,
@@ -106,7 +107,7 @@ class Columns(TableBuilder):
             if stream.isascii() and stream.isdigit():
                 return int(stream)
         self.lanes += 1  # a named lane
-        return -self.lanes - (1 << 40)
+        return FIRST_NAMED_LANE - self.lanes
 
     def adders(self) -> tuple[Any, Any]:
         """``(add_op, add_memory)``, the per-event functions every reader calls.

@@ -45,6 +45,7 @@ from kernelmagic.core.events import NO_PARENT, EventTable, Kind, Window, device_
 from kernelmagic.core.op_names import BLOCKING_CALLS, LAUNCH_CALLS, STREAM_WAIT_CALLS
 from kernelmagic.core.records import RecordError
 from kernelmagic.views.breakdown import name_mask
+from kernelmagic.views.iterations import recorded_end
 from kernelmagic.views.ops import (
     NO_OP,
     UNLAUNCHED,
@@ -806,7 +807,9 @@ def trust_checks(table: EventTable, figures: Figures | None = None) -> dict[str,
     starts before its launch began (and by how much, the median), launches whose GPU work
     is missing, work that overlaps the work before it on its stream, GPU records with a
     zero timestamp. torch's profiler is known to drop or shift GPU events in later
-    sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109)."""
+    sessions of one process (pytorch/pytorch#175790, #192021; pytorch/kineto#109). And
+    how far a ``ProfilerStep`` range runs past the last recorded event (its iteration
+    ends there: ``views/iterations.py: recorded_end``)."""
     figures = figures or Figures(table)
     work, same, prev_end, call = figures.shared(_stream_order)
     has = call >= 0
@@ -817,8 +820,11 @@ def trust_checks(table: EventTable, figures: Figures | None = None) -> dict[str,
     done = isin(table.correlation[launches], table.correlation[work])
     overlap = same & (prev_end != NONE) & (table.start[work] < prev_end - OVERLAP_NS)
     zero = (table.device >= 0) & (table.start + table.origin_ns == 0) & (table.kind != Kind.MEMORY)
+    steps, last = table.kind == Kind.STEP, recorded_end(table)
+    past = int(table.end[steps].max()) - last if steps.any() and last is not None else 0
     return {"before_launch": int(early.size),
             "clock_offset_us": median(early) / 1000.0 if early.size else 0.0,
             "missing_work": int((~done).sum()),
             "stream_overlaps": int(overlap.sum()),
-            "zero_timestamps": int(zero.sum())}
+            "zero_timestamps": int(zero.sum()),
+            "step_past_end_us": max(0, past) / 1000.0}

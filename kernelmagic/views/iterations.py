@@ -12,6 +12,7 @@ First match wins:
    closing step is left out when it is the stub torch opens at the last ``prof.step()``
    and closes as the profiler stops a moment later: it holds no op while the steps before
    it do, and it is shorter than any of them (a last step as long as a real one stays).
+   A step that runs on past the last recorded event ends there (``recorded_end``).
 3. Else the **whole trace** is one iteration, from its first to its last op, range or GPU
    event (any event, when it holds nothing else).
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernelmagic.core.arrays import unique
-from kernelmagic.core.events import EventTable, Kind, Window, select
+from kernelmagic.core.events import FIRST_NAMED_LANE, EventTable, Kind, Window, select
 from kernelmagic.core.range_names import ITERATION_RANGE
 from kernelmagic.views.ops import ranges_named
 from kernelmagic.views.tree import nearest_ancestor
@@ -62,8 +63,10 @@ def find_iterations(table: EventTable, name: str | None = None) -> Iterations:
     steps = np.flatnonzero(table.kind == Kind.STEP)
     if steps.size:
         real = _real_steps(table, steps)  # in time order
-        return Iterations("", list(zip(table.start[real].tolist(), table.end[real].tolist(),
-                                       strict=True)), "ProfilerStep")
+        last = recorded_end(table)
+        ends = table.end[real] if last is None else np.minimum(table.end[real], last)
+        return Iterations("", [(s, e) for s, e in zip(table.start[real].tolist(), ends.tolist(),
+                                                       strict=True) if e > s], "ProfilerStep")
     seen = np.flatnonzero((table.kind != Kind.OTHER) & (table.kind != Kind.MEMORY))
     if not seen.size:
         seen = np.arange(table.n)
@@ -71,6 +74,29 @@ def find_iterations(table: EventTable, name: str | None = None) -> Iterations:
         return Iterations("", [], "whole trace")
     return Iterations("", [(int(table.start[seen].min()), int(table.end[seen].max()))],
                       "whole trace")
+
+
+#: The table's ``meta`` key that keeps ``recorded_end`` once the events outside the
+#: iterations, the session's span among them, are left out (``io/traces.py``).
+RECORDED_END_KEY = "recorded_end"
+
+
+def recorded_end(table: EventTable) -> int | None:
+    """Where the recording ends, where the trace says so: it holds the profiler's session
+    (Kineto's "PyTorch Profiler (0)", on a lane of its own), and the recording ends with
+    the last event but a ``ProfilerStep`` range, which can run on past it (the profiler
+    stopped inside the step, whose range closes later: 13 s later in ``a100_triton``).
+    A step's window ends there (rule 2), and the trust checks say by how much it ran past
+    (``views/dependencies.py: trust_checks``). None where the trace does not say (a table
+    built by hand, another tool's trace): no step is cut."""
+    kept = table.meta.get(RECORDED_END_KEY)  # (a trace's table once cut to its iterations)
+    if kept is not None:
+        return int(kept)
+    session = (table.kind == Kind.OTHER) & (table.tid <= FIRST_NAMED_LANE)
+    others = table.kind != Kind.STEP
+    if not session.any() or not others.any():
+        return None
+    return int(table.end[others].max())
 
 
 def iteration_windows(table: EventTable, name: str | None = None) -> list[Window]:
