@@ -80,6 +80,24 @@ def test_cpu_bound_run_op_speed_ups_save_their_cpu_time() -> None:
     assert gain(result, "cudaLaunchKernel") == pytest.approx(10.0)  # 2 launches of 5 µs
 
 
+def test_a_launch_holds_its_kernel_back_by_its_own_cpu_time() -> None:
+    # The runtime hands the work over as the launch call returns: mm's kernel starts 3 µs
+    # after its launch (30-35) returns. The first launch of a kernel loads its module:
+    # add's launch takes 600 µs (80-680), its kernel starts 3 µs after that. Before, the
+    # latency ran from the call's start (603 µs for add's kernel), so a faster call saved
+    # nothing of it (mi250_rocm: "set-up calls take 6.63 ms ... saves at most 594 µs").
+    result = result_of(step(700), op("aten::mm", 0, 40), launch(30, 35, 1),
+                       kernel("k_mm", 38, 48, 1), op("aten::add", 50, 690),
+                       launch(80, 680, 2), kernel("k_add", 683, 688, 2),
+                       (Kind.RUNTIME, "cudaDeviceSynchronize", 690, 695, 1))
+    assert result.what_if({}).iteration_us == pytest.approx(700.0)
+    # The launches twice as fast: add's call ends at 380, its kernel 383-388, the sync
+    # (690 less 300: 390) waits for it; mm's launch saves 2.5 µs before all of it.
+    answer = result.what_if({"cudaLaunchKernel": 2.0}, side="cpu")
+    assert answer.saved_us == pytest.approx(302.5)
+    assert gain(result, "cudaLaunchKernel") == pytest.approx(605.0)  # both calls' time
+
+
 def gpu_bound_run() -> ProfileResult:
     # mm (0-10, launch 2-4) starts a 200 µs kernel at 5; add (10-60, launch 55-57) queues a
     # 50 µs kernel behind it (205-255); cudaDeviceSynchronize 60-257 waits for it, 2 µs
@@ -988,3 +1006,15 @@ def test_positions_are_ordered_as_four_sorted_keys(events, span):
     expected = np.lexsort((np.concatenate((depth, -depth)), np.concatenate((zero + 1, zero * 3)),
                            times, np.concatenate((tid, tid))))
     assert _position_order(tid, times, zero, depth, span).tolist() == expected.tolist()
+
+
+def test_mi250s_first_launches_save_what_they_took() -> None:
+    # mi250_rocm's 12 first launches load their kernels' modules: 6.63 ms of its 9.29 ms
+    # step. Their work starts as each call returns, so removing the calls' time saves it
+    # (the start-up finding said "saves at most 594 µs" while the latency ran from each
+    # call's start).
+    result = loaded(DATA / "mi250_rocm.json.gz")
+    setup = next(f for f in result.findings() if f.rule == "startup_in_window")
+    launches = next(r for r in result.rows if r.key == "hipLaunchKernel")
+    assert setup.saves_us == pytest.approx(launches.self_cpu_time_total, rel=0.01)
+    assert setup.saves_us > 6500
