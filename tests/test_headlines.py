@@ -675,3 +675,16 @@ def test_a_change_that_saves_little_never_ranks_above_one_that_saves_more(monkey
                              "is the bottleneck (GPU work: 100% of the critical path).")
     html = findings_html(result)
     assert "the change it suggests saves nothing" in html and html.count("<i>Try:</i>") == 2
+
+
+def test_one_op_dominating_the_device_is_priced_on_the_device():
+    # a100_multi_stream_sync: aten::mm is all of the device's self time, and the advice
+    # (lower precision, TF32) makes its kernels faster: 7 µs of the iteration, under 1%,
+    # as the fp32 matmul finding prices the same change. Priced on both sides (its CPU
+    # time too) it said "saves at most 225 µs (1.1%)" and suggested the change.
+    found = loaded(DATA / "a100_multi_stream_sync.json.gz").findings()
+    dominant = next(f for f in found if f.rule == "dominant_op")
+    fp32 = next(f for f in found if f.rule == "fp32_matmul")
+    assert dominant.side == "device"
+    assert dominant.saves_us == pytest.approx(fp32.saves_us) == pytest.approx(7.0)
+    assert not dominant.suggests_change and "saves under 1.0%" in dominant.bound

@@ -62,6 +62,9 @@ def dominant_op(result: ProfileResult) -> Finding | None:
     tries: tuple[str, ...] = ()
     against: tuple[str, ...] = ()
     subject = top.label
+    # Priced on the side the share is of: on a device run, its kernels made faster (lower
+    # precision, a better kernel), not its CPU time too; copies are removed, both sides.
+    side = "device" if result.profiles_device else "cpu"
     if top.kind == NO_OP:  # GPU work launched right in the step: its kernels are the subject
         kernels = [k.key for k in result.kernels if k.launched_by == subject][:NAMED]
         subject += f" (launched with no op around: {', '.join(kernels)})" if kernels else ""
@@ -73,6 +76,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         tries, against = p.variants, p.against
     elif top.key in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous"):
         hint = "find and remove the copies: .contiguous(), .to(), dtype or device changes"
+        side = "both"
     else:
         hint = f"optimise {subject} first; the rest together is {percent(1 - share)}"
     idle = unexplained_idle(result)
@@ -88,7 +92,7 @@ def dominant_op(result: ProfileResult) -> Finding | None:
         "iteration)", hint,
         of_wall(result, per_iter), rows=(top.key,),
         change="making these kernels faster" if top.kind == NO_OP else f"making {subject} faster",
-        variants=tries, against=against)
+        variants=tries, against=against, side=side)
 
 
 def _region_of(result: ProfileResult, row: OpRow) -> CompiledRegionRow | None:
