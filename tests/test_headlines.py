@@ -688,3 +688,24 @@ def test_one_op_dominating_the_device_is_priced_on_the_device():
     assert dominant.side == "device"
     assert dominant.saves_us == pytest.approx(fp32.saves_us) == pytest.approx(7.0)
     assert not dominant.suggests_change and "saves under 1.0%" in dominant.bound
+
+
+def test_the_gpu_line_says_why_the_rows_exceed_the_busy_time():
+    # v100_gpu_annotations runs one stream, 65-89 ms behind the CPU: the rows' work is
+    # more than the busy time because work launched in an iteration finished after it
+    # (before, the line said "work ran on several streams at once"). a100_nccl_rank's
+    # compute and NCCL kernels run at once on two streams.
+    from kernelmagic.render.views import view_notes
+
+    def gpu_line(name):
+        result = loaded(DATA / name)
+        line = next(n for n in view_notes(result) if n.startswith("GPU per iteration"))
+        return result, line
+
+    v100, line = gpu_line("v100_gpu_annotations.json.gz")
+    parts = v100.breakdown
+    assert parts.work == pytest.approx(parts.wall - parts.idle, rel=1e-3)  # one stream
+    assert "ran outside the iterations" in line and "several streams" not in line
+    nccl, line = gpu_line("a100_nccl_rank.json.gz")
+    assert nccl.breakdown.work > (nccl.breakdown.wall - nccl.breakdown.idle) * 1.01
+    assert "of work ran on several streams at once" in line

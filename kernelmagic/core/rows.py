@@ -317,6 +317,9 @@ class Breakdown(Record):
     memcpy: float = unit("µs per iteration (mean)", 0.0)
     idle: float = unit("µs per iteration (mean)", 0.0)
     overlap: float | None = unit("fraction (0 to 1)", None)
+    #: The GPU work's own time within the windows, its streams' summed: more than the busy
+    #: time (``wall - idle``) where streams ran at once (0 in a profile saved before it).
+    work: float = unit("µs per iteration (mean)", 0.0)
 
     @property
     def exposed_communication(self) -> float:

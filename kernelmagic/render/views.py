@@ -218,14 +218,29 @@ def view_tables(result: ProfileResult) -> list[tuple[str, object]]:
 
 
 def _streams_note(result: ProfileResult) -> str:
-    """Why the rows' self device time can exceed the GPU's busy time, when it does."""
+    """Why the rows' self device time can exceed the GPU's busy time, when it does: work
+    on several streams at once (the work's own time in the windows is more than the busy
+    time), or work that ran outside the windows (the rows' is more than the work's in
+    them: launched in an iteration, it finished after it, the GPU behind the CPU)."""
     parts = result.breakdown
-    busy = parts.wall - parts.idle if parts is not None else 0.0
+    if parts is None:
+        return ""
+    busy = parts.wall - parts.idle
     rows = result.self_device_time_total / max(result.iters, 1)
     if busy <= 0 or rows <= busy * 1.001:
         return ""
-    return (f"; the rows' {format_us(rows)} of self device time is more than that: work ran "
-            "on several streams at once")
+    if parts.work <= 0:  # (a profile saved before the breakdown kept the work's own time)
+        why = ["work ran on several streams at once, or outside the iterations"]
+    else:
+        why = []
+        if parts.work > busy * 1.001:
+            why.append(f"{format_us(parts.work - busy)} of work ran on several streams at "
+                       "once")
+        if rows > parts.work * 1.001:
+            why.append(f"{format_us(rows - parts.work)} ran outside the iterations (launched "
+                       "in one, it finished after it: the GPU runs behind the CPU)")
+    return f"; the rows' {format_us(rows)} of self device time is more than that: " + \
+        "; ".join(why)
 
 
 def _category_words(category: str) -> str:

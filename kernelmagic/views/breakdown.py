@@ -161,17 +161,19 @@ def _gpu_totals(table: EventTable, windows: list[Window],
     compute = Intervals(table, np.flatnonzero(kernel & ~comm_name))
     copies = Intervals(table, np.flatnonzero((table.kind == Kind.MEMCPY)
                                              | (table.kind == Kind.MEMSET)))
-    totals: dict[str, float] = {"compute": 0, "communication": 0, "memcpy": 0, "idle": 0}
+    totals: dict[str, float] = {"compute": 0, "communication": 0, "memcpy": 0, "idle": 0,
+                                "work": 0}
     both = 0
     for window, busy_us in zip(windows, busy, strict=True):
-        c, k = comm.clip(window), compute.clip(window)
+        c, k, m = comm.clip(window), compute.clip(window), copies.clip(window)
         comm_ns, compute_ns = covered(*c), covered(*k)
         both += comm_ns + compute_ns - covered(np.concatenate([c[0], k[0]]),
                                                np.concatenate([c[1], k[1]]))
         totals["communication"] += comm_ns
         totals["compute"] += compute_ns
-        totals["memcpy"] += copies.covered(window)
+        totals["memcpy"] += covered(*m)
         totals["idle"] += (window[1] - window[0]) - busy_us * 1000.0
+        totals["work"] += int(sum((e - s).sum() for s, e in (c, k, m)))
     return totals, both / totals["communication"] if totals["communication"] else None
 
 
