@@ -59,7 +59,7 @@ HEADLINES = {
                             "iteration's start or end)"),
     # gloo all-reduce: 179 of 210 ms communicating on the CPU.
     "cpu_only.json.gz": ("communication_bound",
-                         "179 ms of the mean 210 ms iteration (85%) on the CPU"),
+                         "179 ms per iteration (mean; 85% of the iteration) on the CPU"),
     # A small transformer training step: 80 short kernels, 582 op calls per step.
     "h200_km_train_step.json.gz": ("gpu_idle", "idle 75% of the iteration (CPU-bound: CPU "
                                    "work inside ops)"),
@@ -709,3 +709,27 @@ def test_the_gpu_line_says_why_the_rows_exceed_the_busy_time():
     nccl, line = gpu_line("a100_nccl_rank.json.gz")
     assert nccl.breakdown.work > (nccl.breakdown.wall - nccl.breakdown.idle) * 1.01
     assert "of work ran on several streams at once" in line
+
+
+def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
+    # cpu_only: gloo's all-reduces run on their own threads, and the step's thread records
+    # no wait on them: the model sees no edge from them to the iteration, so removing
+    # them "saves nothing" there, its blind spot. The finding is left unpriced (it said
+    # "hiding or shrinking the communication saves nothing while the CPU outside any op
+    # is the bottleneck"), and says the rows' time is theirs summed over threads.
+    from kernelmagic.views.critical_path import priceable_rows
+
+    result = loaded(DATA / "cpu_only.json.gz")
+    assert priceable_rows(result.dependency_model).tolist() == [False]  # gloo:all_reduce
+    comm = result.findings()[0]
+    assert comm.rule == "communication_bound" and comm.saves_us is None and not comm.bound
+    assert "saves" not in str(comm) and str(comm).split(". Try: ")[1].startswith("overlap")
+    assert "(a row's own time: its threads' or streams' summed)" in comm.evidence
+    # rank0_steps: all of its communication (the summary's 32%), then the part compute
+    # does not hide (27%), each said as what it is.
+    rank0 = loaded(DATA / "rank0_steps.json.gz")
+    comm = next(f for f in rank0.findings() if f.rule == "communication_bound")
+    assert comm.evidence.startswith("communication takes 198 ms per iteration (mean; 32% of "
+                                    "the iteration) on the GPU, 15% of it overlapped by "
+                                    "compute: 168 ms (27%) is not")
+    assert "communication 32%" in rank0.summary()

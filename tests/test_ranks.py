@@ -133,7 +133,10 @@ def test_communication_bound_fires_first_on_one_rank(path):
     assert share > COMM_BOUND_SHARE
     found = {f.rule: f for f in result.findings()}
     comm = found["communication_bound"]
-    assert f"({share:.0%}) on the {'GPU' if parts.device == 'cuda' else 'CPU'}" in comm.evidence
+    where = f"on the {'GPU' if parts.device == 'cuda' else 'CPU'}"
+    exposed = (f"{share:.0%}) is not" if parts.overlap
+               else f"{share:.0%} of the iteration) {where}, none of it overlapped")
+    assert where in comm.evidence and exposed in comm.evidence
     if parts.device == "cpu":  # gloo: 85% of the step, nothing else to say first
         assert result.findings()[0] is comm
     assert "dominant_op" not in {f.rule for f in result.findings()}

@@ -108,17 +108,25 @@ def communication_bound(result: ProfileResult) -> Finding | None:
     if share <= COMM_BOUND_SHARE:
         return None
     where = "GPU" if parts.device != "cpu" else "CPU"
-    hidden = ("none of it overlapped by compute" if not parts.overlap
-              else f"{percent(parts.overlap)} of its {format_us(parts.communication)} "
-                   "overlapped by compute")
+    if parts.overlap:  # (the summary's figure for all of it, then the part not hidden)
+        said = (f"communication takes {format_us(parts.communication)} per iteration (mean; "
+                f"{percent(parts.share('communication'))} of the iteration) on the {where}, "
+                f"{percent(parts.overlap)} of it overlapped by compute: "
+                f"{format_us(exposed)} ({percent(share)}) is not")
+    else:
+        said = (f"communication takes {format_us(exposed)} per iteration (mean; "
+                f"{percent(share)} of the iteration) on the {where}, none of it overlapped "
+                "by compute")
     comm_rows = [r for r in result.op_totals if is_comm_op(r.key)]
-    biggest = ", ".join(f"{r.key} {format_us(per_iter_self(result, r))}" for r in
-                        sorted(comm_rows, key=lambda r: -per_iter_self(result, r))[:2])
+    per_row = {r.key: per_iter_self(result, r) for r in comm_rows}
+    biggest = ", ".join(f"{k} {format_us(us)}" for k, us in
+                        sorted(per_row.items(), key=lambda kv: -kv[1])[:2])
+    if biggest:
+        said += f"; largest: {biggest} per iteration"
+        if sum(per_row.values()) > parts.communication * 1.001:  # (threads at once)
+            said += " (a row's own time: its threads' or streams' summed)"
     return Finding(
-        "communication_bound", "Communication-bound",
-        f"communication takes {format_us(exposed)} of the mean {format_us(parts.wall)} iteration "
-        f"({percent(share)}) on the {where}, {hidden}"
-        + (f"; largest: {biggest} per iteration" if biggest else ""),
+        "communication_bound", "Communication-bound", said,
         COMM_BOUND_ADVICE, share,
         rows=tuple(r.key for r in comm_rows),
         change="hiding or shrinking the communication")

@@ -419,14 +419,16 @@ class ProfileResult(Shown):
                       ) -> list[tuple[float, float] | None]:
         """For each ``(keys, side)`` of ``asks``: ``(saved_us, iteration_us)``, what
         ``what_if`` gives with every row of ``keys`` removed (``inf``) on ``side``, leaving out
-        keys the median iteration does not hold; None where it holds none of them (or there
+        keys the median iteration does not hold, or holds only where the model cannot see
+        their removal (``priceable_rows``); None where that leaves none of them (or there
         is no model). One batched replay answers them all (``saved_each``)."""
         m = self.dependency_model
         if not m:
             return [None] * len(asks)
-        from kernelmagic.views.critical_path import saved_each
+        from kernelmagic.views.critical_path import priceable_rows, saved_each
 
-        held = set(m.row_key)
+        held = {k for k, seen in zip(m.row_key, priceable_rows(m).tolist(), strict=True)
+                if seen}
         present = [[k for k in keys if k in held] for keys, _ in asks]
         wanted = [i for i, keys in enumerate(present) if keys]
         saved = saved_each(m, [(dict.fromkeys(present[i], float("inf")), asks[i][1])

@@ -771,6 +771,34 @@ def _unclipped_path(m: Model) -> dict[tuple[int, int], float]:
     return acc
 
 
+def priceable_rows(m: Model) -> np.ndarray:
+    """(R,): the rows whose removal the model can see. Not a row whose time lies only on
+    threads from which no edge leads to the iteration's thread and which launches no GPU
+    work and ends no sync (gloo's collectives on their own threads, where the iteration's
+    thread records no wait on them: ``cpu_only``): the model would answer that removing
+    it saves nothing, which is its blind spot, not a saving (``saves_at_most`` leaves
+    such a row's finding unpriced)."""
+    r = len(m.row_key)
+    reached = np.zeros(max(m.chain_off.size - 1, 0), bool)
+    if m.main_chain >= 0:
+        reached[m.main_chain] = True
+    chain_of = np.searchsorted(m.chain_off, np.arange(m.pos_anchor.size), "right") - 1
+    edges = set(zip(chain_of[m.cross_source].tolist(), chain_of[m.cross_target].tolist(),
+                    strict=True))
+    grew = True
+    while grew:  # (few threads: each pass over the edges between them)
+        grew = False
+        for a, b in edges:
+            if reached[b] and not reached[a]:
+                reached[a] = grew = True
+    pos = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
+    out = np.zeros(r + 1, bool)
+    out[np.where(m.part_row >= 0, m.part_row, r)[reached[chain_of[pos]]]] = True
+    out[np.where(m.item_row >= 0, m.item_row, r)] = True
+    out[np.where(m.sync_row >= 0, m.sync_row, r)] = True
+    return out[:r]
+
+
 def row_indices(m: Model, key: str) -> list[int]:
     """The model's rows a what-if key names: a row key, or the label the table shows
     (``[range] nccl:all_reduce``); ValueError with the nearest names when none."""
@@ -1070,27 +1098,41 @@ def _route(m: Model, h: _Holds, node: tuple[str, int] | None,
 def _causes(m: Model, h: _Holds, j: int, floor: float) -> Iterator[_Cause]:
     """What held position ``j``, a break, back (``_route``), each with the node it leads
     to (None: the walk ends there): an edge from another thread or a sync, the later of
-    the two (the edge on a tie), then the other where it is as late; else the thread's
-    start (or an anchor: only in models edited by hand)."""
+    the two (the edge on a tie), then the other where it is as late; at a thread's first
+    position, an edge from the thread that started it, else its measured start (a sync
+    there holds it back only where it is as late as the position: nothing comes before
+    it to measure a sync's wait against); else the thread's start (or an anchor: only in
+    models edited by hand)."""
     t = float(h.t[j])
     if t <= floor + 1e-6:
         yield (_FLOOR, -1, None)
         return
     x, q = h.cross_at.get(j), h.sync_at.get(j)
-    cross = x is not None and bool(h.cross_binds[x])
-    sync = q is not None and not h.chain_start[j]
-    if not cross and not sync:
-        yield (_START, -1, None)
+    edge: list[_Cause] = ([(_CROSS, x, ("c", int(m.cross_source[x])))]
+                          if x is not None and h.cross_binds[x] else [])
+    start: list[_Cause] = [(_START, -1, None)]
+    if h.chain_start[j]:
+        first = edge if edge and (q is None or h.cross_c[x] >= h.sync_c[q]) else start
+        yield from first
+        if first is start and edge and h.cross_c[x] >= t - 1e-6:
+            yield from edge
+        if q is not None and h.sync_c[q] >= t - 1e-6:
+            yield from _sync_causes(m, h, q, t)
+        if first is edge and h.cpu_anchor_binds[j]:
+            yield from start
         return
-    edge_first = cross and (not sync or h.cross_c[x] >= h.sync_c[q])
+    if not edge and q is None:
+        yield from start
+        return
+    edge_first = bool(edge) and (q is None or h.cross_c[x] >= h.sync_c[q])
     if edge_first:
-        yield (_CROSS, x, ("c", int(m.cross_source[x])))
-    if sync and (not cross or h.sync_c[q] >= h.cross_c[x] - 1e-6):
+        yield from edge
+    if q is not None and (not edge or h.sync_c[q] >= h.cross_c[x] - 1e-6):
         yield from _sync_causes(m, h, q, t)
-    if cross and not edge_first and h.cross_c[x] >= h.sync_c[q] - 1e-6:
-        yield (_CROSS, x, ("c", int(m.cross_source[x])))
+    if edge and not edge_first and h.cross_c[x] >= h.sync_c[q] - 1e-6:
+        yield from edge
     if h.cpu_anchor_binds[j]:
-        yield (_START, -1, None)
+        yield from start
 
 
 def _sync_causes(m: Model, h: _Holds, q: int, t: float) -> Iterator[_Cause]:
