@@ -101,6 +101,12 @@ def is_fp32_conv(kernel: str) -> bool:
             and not TENSOR_CORE_SHAPE.search(kernel))
 
 
+def is_copy(name: str) -> bool:
+    """Whether GPU work of this name is a copy or a fill (Kineto names them "Memcpy HtoD
+    (Pageable -> Device)", "Memset (Device)"), not a kernel."""
+    return name.startswith(("Memcpy", "Memset"))
+
+
 def is_runtime_call(name: str) -> bool:
     """A CUDA or HIP runtime or driver call (``cudaMalloc``, ``cuInit``, ``hipFree``)."""
     return bool(_RUNTIME.match(name))

@@ -21,6 +21,7 @@ from kernelmagic.core.op_names import (
     LAUNCH_CALLS,
     MATMUL_OPS,
     SYNC_OPS,
+    is_copy,
     is_fp32_gemm,
     is_runtime_call,
 )
@@ -72,8 +73,10 @@ CAUSE_FIX = {
 
 
 def _median_kernel_us(result: ProfileResult) -> float | None:
-    """Median duration over kernel launches (each name counted by its launches, at its mean)."""
-    launches = sorted((k.device_time, k.count) for k in result.kernels if k.count)
+    """Median duration over kernel launches (each name counted by its launches, at its
+    mean); copies and fills are no kernels."""
+    launches = sorted((k.device_time, k.count) for k in result.kernels
+                      if k.count and not is_copy(k.key))
     if not launches:
         return None
     seen = list(accumulate(n for _, n in launches))  # the launches up to each
@@ -150,8 +153,8 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
     head = (f"The GPU is idle {percent(parts.share('idle'))} of the iteration (CPU-bound"
             + (f": {CAUSE_TITLE.get(causes[0][0], causes[0][0])})" if causes else ")"))
-    evidence = (f"no GPU work runs for {format_us(parts.idle)} of the mean {format_us(wall)} "
-                f"iteration{setup_note}" + (f"; by cause: {listed}" if listed else ""))
+    evidence = (f"no GPU work runs for {format_us(parts.idle)} per iteration (mean)"
+                f"{setup_note}" + (f"; by cause: {listed}" if listed else ""))
     if not causes:  # a profile saved before the gpu idle view
         return Finding("gpu_idle", head, evidence, "profile it again: the gpu idle view "
                        "says why the GPU waits", share, side="cpu")
@@ -198,11 +201,14 @@ def launch_bound(result: ProfileResult) -> Finding | None:
         return None
     if median_kernel is None or median_kernel >= SHORT_KERNEL_US:
         return None
-    launches = sum(k.count for k in result.kernels) / result.iters
+    launches = sum(k.count for k in result.kernels if not is_copy(k.key)) / result.iters
+    copies = sum(k.count for k in result.kernels if is_copy(k.key)) / result.iters
+    also = f" (and {counted(copies, 'copy', 'copies')})" if copies else ""
     return Finding(
         "launch_bound", "The GPU is waiting for the CPU (launch-bound)",
         f"the GPU is busy {percent(busy)} of each iteration; {format_us(cpu)} of CPU work "
-        f"launches {counted(launches, 'kernel')} with a median of {format_us(median_kernel)} each"
+        f"launches {counted(launches, 'kernel')}{also} with a median of "
+        f"{format_us(median_kernel)} each"
         + profiler_note(result),
         "launch fewer, bigger kernels: torch.compile(mode=\"reduce-overhead\") (CUDA graphs), "
         "or larger batches", of_wall(result, min(idle, cpu)),

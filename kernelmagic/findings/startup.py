@@ -110,8 +110,8 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
         context = next((r for r in found.calls
                         if r.key not in LAUNCH_CALLS and r.key not in ALLOCATOR_CALLS), None)
         named = ", ".join(_setup_call(result, r, r is context) for r in found.calls[:NAMED])
-        said.append(f"set-up calls take {format_us(found.calls_us)} of the mean {format_us(wall)} "
-                    f"iteration ({percent(found.calls_us / wall)}): {named}")
+        said.append(f"set-up calls take {format_us(found.calls_us)} per iteration (mean; "
+                    f"{percent(found.calls_us / wall)} of the iteration): {named}")
     if found.first_us:
         said.append(f"the first iteration took {format_seconds(found.first)} against "
                     f"{format_seconds(found.others)} for the others (median)")

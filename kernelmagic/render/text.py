@@ -68,10 +68,11 @@ def profiler_cost(result: ProfileResult) -> str:
     overhead = result.profiler_overhead
     if unprofiled is None or overhead is None:  # (a result saved without warm-up times)
         return "no unprofiled time (--warmup 2 or more times it)" if result.warmup < 2 else ""
-    faster = ("the profiled median" if result.unprofiled_timings  # (like against like:
-              else "the best profiled iteration")  # ``profiler_overhead``)
-    share = (f"profiling adds {percent(overhead)}" if overhead >= 0
-             else f"{faster} ran {percent(-overhead)} faster")
+    medians = bool(result.unprofiled_timings)  # (like against like: ``profiler_overhead``)
+    share = (f"profiling adds {percent(overhead)} ({'medians' if medians else 'best against best'})"
+             if overhead >= 0 else
+             f"{'the profiled median' if medians else 'the best profiled iteration'} ran "
+             f"{percent(-overhead)} faster")
     return (f"{format_seconds(unprofiled)} per iteration unprofiled "
             f"({result.unprofiled_source}); {share}")
 
