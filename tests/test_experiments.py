@@ -348,6 +348,13 @@ def test_to_pandas_experiments(tried):
     frame = tried["result"].to_pandas("experiments")
     assert list(frame["variant"]) == TRIED.split(",")
     assert "result" not in frame.columns and "speedup" in frame.columns
+    # A variant that did not run has no times: NaN, not a speed-up of 0.0 (which reads as
+    # a real, catastrophic result).
+    ran = {r.variant: r.ran for r in tried["result"].experiments}
+    assert not all(ran.values())
+    for _, got in frame.iterrows():
+        for name in ("median_us", "speedup", "speedup_low", "speedup_high", "profiled_us"):
+            assert (got[name] > 0) if ran[got["variant"]] else math.isnan(got[name]), name
 
 
 def test_save_and_json_text_keep_the_experiments(tried, tmp_path):

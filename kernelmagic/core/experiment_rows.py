@@ -25,6 +25,10 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
+#: The fields of an ``ExperimentRow`` that only a variant that ran has.
+MEASURED = ("median_us", "speedup", "speedup_low", "speedup_high", "profiled_us")
+
+
 @dataclass(frozen=True)
 class ExperimentRow(Record):
     """One variant of the cell, timed in interleaved rounds with the baseline.
@@ -93,6 +97,11 @@ class ExperimentRow(Record):
     def ran(self) -> bool:
         """Whether the variant was measured (neither skipped nor failed)."""
         return not self.error and self.median_us > 0
+
+    def measured(self) -> dict[str, float | None]:
+        """The timed fields (``MEASURED``) as a table of rows shows them: None where the
+        variant was not measured (a failed variant's 0 is no speed-up of 0)."""
+        return {name: getattr(self, name) if self.ran else None for name in MEASURED}
 
     @property
     def faster(self) -> bool:

@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any
 
 from kernelmagic.core.collective_rows import Collective
+from kernelmagic.core.experiment_rows import ExperimentRow
 from kernelmagic.core.rows import Breakdown, OpRow
 from kernelmagic.core.units import counted
 from kernelmagic.results.rank_summary import RankSummary
@@ -120,6 +121,9 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
                          f"{', '.join(view_names(result))}")
     columns = _columns(row_type)
     rows = _as_rows(items, columns)
+    if row_type is ExperimentRow:  # (a variant that failed has no times: None, not 0)
+        for row, item in zip(rows, items, strict=True):
+            row.update(item.measured())
     if row_type is not OpRow:
         return rows, columns
     for row, item in zip(rows, items, strict=True):  # the per-iteration columns after
