@@ -840,3 +840,14 @@ def test_tensorboard_trace_of_a_cpu_training_step_equals_key_averages(tmp_path):
             assert getattr(row, field) == pytest.approx(getattr(want[row.key], field),
                                                         rel=1e-9, abs=1e-6), (row.key, field)
     assert result.peak_memory["cpu"] > 0
+
+
+def test_a_trace_that_names_a_gpu_but_holds_no_gpu_work_says_so():
+    # a100_cupti_counters: CUPTI's range profiler replaced the kernel records; the trace's
+    # deviceProperties name an A100. The header said "CPU", beside findings about CUDA's
+    # start-up.
+    result = loaded(DATA / "a100_cupti_counters.json.gz")
+    assert not result.profiles_device
+    assert result.device_label == ("CPU (no GPU work recorded on the NVIDIA A100-PG509-200 "
+                                   "the trace names)")
+    assert loaded(DATA / "cpu_only.json.gz").device_label == "CPU"

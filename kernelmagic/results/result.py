@@ -248,8 +248,12 @@ class ProfileResult(Shown):
     def device_label(self) -> str:
         """The device profiled, as the summary names it: ``CPU``, ``CUDA (NVIDIA H200)``,
         ``ROCm (AMD Instinct MI250X)``, ``MTIA (ARTEMIS)``. ``device`` stays ``"cuda"`` on
-        ROCm, as in torch."""
+        ROCm, as in torch. A trace that names its device but holds no GPU work (CUPTI's
+        range profiler replaces the kernel records): ``CPU (no GPU work recorded on the
+        NVIDIA A100-PG509-200 the trace names)``."""
         if not self.profiles_device:
+            if self.device_name and self.from_trace:
+                return f"CPU (no GPU work recorded on the {self.device_name} the trace names)"
             return "CPU"
         runtime, word = BACKEND_LABELS.get(self.gpu_runtime, (self.gpu_runtime, "device"))
         return f"{runtime} ({self.device_name or word})"
