@@ -8,12 +8,13 @@ a leak runs out of memory however fast the run is, so it comes first too)."""
 from __future__ import annotations
 
 import math
+import statistics
 
 from kernelmagic.core.memory_rows import MemoryGrowthRow
-from kernelmagic.core.timing import NOISY_BEST
+from kernelmagic.core.timing import NOISY_BEST, NOISY_SPREAD, settling
 from kernelmagic.core.units import counted, format_bytes, format_ratio, format_seconds, percent
 from kernelmagic.findings.base import NAMED, Finding
-from kernelmagic.results.result import ProfileResult, more_iterations
+from kernelmagic.results.result import ProfileResult, more_iterations, warm_up
 
 #: Bytes kept per iteration below which growth is not reported (a few scalars kept by
 #: a logging list are not worth a finding).
@@ -44,6 +45,9 @@ def noisy(result: ProfileResult) -> Finding | None:
     ``NOISY_BEST`` of it (a quiet moment on a busy machine)."""
     if len(result.timings) < 2 or not result.stats.noisy:
         return None
+    first = settling(result.timings)
+    if first:
+        return _not_settled(result, first)
     stats = result.stats
     spread, best = stats.relative_spread, stats.best_share
     more = max(50, 5 * result.iters)
@@ -55,6 +59,28 @@ def noisy(result: ProfileResult) -> Finding | None:
     return Finding(
         "noisy", "The measurement is noisy", evidence,
         f"{more_iterations(result, more)} and keep other work off the machine")
+
+
+def _not_settled(result: ProfileResult, first: int) -> Finding:
+    """The spread is the first ``first`` iterations, before a steady state the rest keep
+    (``core/timing.py: settling``): say so, and how to leave them out."""
+    timings = result.timings
+    steady = statistics.median(timings[first:])
+    head = ", ".join(format_seconds(t) for t in timings[:first])
+    shorter = all(t < steady for t in timings[:first])
+    why = ""
+    model = result.dependency_model
+    if shorter and model is not None and model.overhang_ns > 0:
+        why = ("; the first ones are shorter: the GPU runs behind the CPU, and its queue of "
+               "launched work was still filling")
+    elif not shorter:
+        why = "; the first ones are slower: warm-up (caches, the allocator, autotuning)"
+    return Finding(
+        "noisy", "The first iterations are not steady state",
+        f"the first {counted(first, 'iteration')} took {head}, the last "
+        f"{len(timings) - first} {format_seconds(steady)} (within "
+        f"{percent(NOISY_SPREAD)} of each other){why}",
+        f"profile steady state: {warm_up(result)}")
 
 
 def busy_machine(result: ProfileResult) -> Finding | None:
