@@ -392,32 +392,31 @@ class _Chains:
 
     def position_of_start(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's start (-1 when the event is not on a chain)."""
-        return self._position(events, self._start_at)
+        return self._position(events, 0)
 
     def position_of_end(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's end (-1 when the event is not on a chain)."""
-        return self._position(events, self._end_at)
+        return self._position(events, 1)
+
+    def position_of(self, events: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The position of each event's end where ``end``, else of its start (-1 when the
+        event is not on a chain)."""
+        return self._position(events, end.view(np.int8))
 
     @cached_property
-    def _start_at(self) -> np.ndarray:
-        return self._lookup(self.is_start)
-
-    @cached_property
-    def _end_at(self) -> np.ndarray:
-        return self._lookup(~self.is_start)
-
-    def _lookup(self, which: np.ndarray) -> np.ndarray:
-        """Per event (up to the last on a chain), its position of ``which`` kind (-1)."""
-        lookup = np.full(int(self.event.max()) + 1 if self.event.size else 1, -1, np.int64)
-        at = np.flatnonzero(which)
-        lookup[self.event[at]] = at
+    def _at(self) -> np.ndarray:
+        """(events up to the last on a chain, 2): each event's start and end positions
+        (-1: not on a chain), made in one pass."""
+        lookup = np.full((int(self.event.max()) + 1 if self.event.size else 1, 2), -1,
+                         np.int64)
+        lookup[self.event, (~self.is_start).view(np.int8)] = np.arange(self.event.size)
         return lookup
 
-    @staticmethod
-    def _position(events: np.ndarray, lookup: np.ndarray) -> np.ndarray:
-        ok = (events >= 0) & (events < lookup.size)
+    def _position(self, events: np.ndarray, side: int | np.ndarray) -> np.ndarray:
+        lookup = self._at
+        ok = (events >= 0) & (events < lookup.shape[0])
         out = np.full(events.shape, -1, np.int64)
-        out[ok] = lookup[events[ok]]
+        out[ok] = lookup[events[ok], side if isinstance(side, int) else side[ok]]
         return out
 
 
@@ -553,10 +552,10 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
     # the recording began).
     free = launched & (lat >= 0) & np.where(prev_end != NONE, prev_end <= start,
                                              lat <= FIRST_LAUNCH_MAX_NS)
-    lat = table.start[work] - _launched_at(table, work, call)
     for chosen in (free & in_window, free):
-        if chosen.any():
-            return int(median(lat[chosen]))
+        at = np.flatnonzero(chosen)
+        if at.size:  # (the latency after the launch let the work go: ``_launched_at``)
+            return int(median(table.start[work[at]] - _launched_at(table, work[at], call[at])))
     return DEFAULT_LAUNCH_LATENCY_NS
 
 
@@ -569,8 +568,13 @@ def _launched_at(table: EventTable, work: np.ndarray, call: np.ndarray) -> np.nd
     a launch that takes long (a first launch loading its kernel's module: 6.5 ms in
     ``mi250_rocm``) holds its work back by its own CPU time, which a faster call saves."""
     c = np.maximum(call, 0)
-    start, end = table.start[c], table.end[c]
-    return np.where(table.start[work] >= end, end, start)
+    end = table.end[c]
+    return np.where(_after_its_call(table.start[work], end), end, table.start[c])
+
+
+def _after_its_call(work_start: np.ndarray, call_end: np.ndarray) -> np.ndarray:
+    """Whether each GPU work started once its launch call had returned (their times)."""
+    return work_start >= call_end
 
 
 _MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", "item_lat",
@@ -595,13 +599,15 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
     keep = np.flatnonzero(in_window)
     items = work[keep]
     st = table.start[items] - ws
-    ls = np.where(call[keep] >= 0, launch_start[keep] - ws, NONE)
+    calls = call[keep]
+    ls = np.where(calls >= 0, launch_start[keep] - ws, NONE)
     pe = np.where(prev_end[keep] != NONE, prev_end[keep] - ws, NONE)
-    launched = (call[keep] >= 0) & (st >= ls)
+    launched = (calls >= 0) & (st >= ls)
     queued = launched & (pe != NONE) & (pe > ls)
     free = launched & ~queued
-    at = np.where(launched, _launched_at(table, items, call[keep]) - ws, NONE)
-    lat = st - at
+    call_end = table.end[np.maximum(calls, 0)] - ws
+    after = launched & _after_its_call(st, call_end)  # (``_launched_at``)
+    lat = st - np.where(after, call_end, ls)
     item_lat = np.where(queued, np.minimum(lat, typical), lat)
     gap = np.where(free, 0, st - np.where(pe != NONE, pe, st))
     # The previous work on the stream is in the model when it is the item just before.
@@ -617,10 +623,8 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
     item_row = np.where(table.launcher[items] >= 0,
                         row_of[np.maximum(table.launcher[items], 0)], -1)
     item_row = np.where(row_of[items] >= 0, row_of[items], item_row).astype(np.int64)  # own
-    after = launched & (at != ls)  # (launched from the call's end: ``_launched_at``)
-    launch_pos = np.where(after, cpu.position_of_end(call[keep]),
-                          np.where(launched, cpu.position_of_start(call[keep]), -1))
-    wait_off, wait_dep = _stream_waits(table, items, call[keep], ws, figures)
+    launch_pos = np.where(launched, cpu.position_of(calls, after), -1)  # its end, or start
+    wait_off, wait_dep = _stream_waits(table, items, calls, ws, figures)
     item_of_work = np.full(work.size, -1, np.int64)
     item_of_work[keep] = np.arange(keep.size)
     return dict(stream_off=stream_off, item_dur=(table.end[items] - table.start[items]),
@@ -628,7 +632,7 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
                 item_gap=gap.astype(np.int64), item_anchor=anchor, item_backlog=backlog,
                 wait_off=wait_off, wait_dep=wait_dep, items=items, work=work,
                 work_launch=launch_start, item_of_work=item_of_work, queued=queued,
-                item_call=call[keep])
+                item_call=calls)
 
 
 def _last_before(table: EventTable, items: np.ndarray, launch_at: np.ndarray,
