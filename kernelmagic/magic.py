@@ -12,13 +12,13 @@ import ast
 import inspect
 import os
 import re
+import shlex
 import threading
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from IPython.utils.process import arg_split
 
 from kernelmagic.core.options import (
     OPTIONS,
@@ -308,12 +308,15 @@ _TOKEN = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")  # a word, quoted part
 
 
 def parse_options(magic: Any, text: str) -> Any:
-    """The options in ``text`` as a shell splits them: quotes group words and go
-    (``--name 'my run'``, ``--trace "/tmp/a b.json"``), where IPython's own
-    ``parse_argstring`` keeps them in the value. UsageError for a quote left open."""
+    """The options in ``text`` split as a shell splits words, quotes grouping them and
+    going (``--name 'my run'``, ``--trace "/tmp/a b.json"``: IPython's own
+    ``parse_argstring`` keeps the quotes in the value), but a backslash kept as it is
+    (``--trace C:\\runs\\a.json``). UsageError for a quote left open."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split, lexer.escape, lexer.commenters = True, "", ""
     try:
-        argv = arg_split(text, posix=True)
-    except ValueError as exc:  # (shlex: "No closing quotation")
+        argv = list(lexer)
+    except ValueError as exc:  # ("No closing quotation")
         raise UsageError(f"cannot read the options: {exc}") from None
     return magic.parser.parse_args(argv)
 

@@ -82,6 +82,15 @@ def test_a_step_that_runs_past_the_recording_ends_with_it():
     assert trust_checks(whole)["step_past_end_us"] == 0.0
 
 
+def test_steps_that_all_start_after_the_recording_stay_whole():
+    # Nothing to cut them to: kept as they are (before: no window, and the load failed).
+    from kernelmagic.core.events import FIRST_NAMED_LANE
+
+    table = table_of((Kind.OP, "aten::a", 0, 40, 1), (Kind.STEP, "ProfilerStep#1", 60, 100, 1),
+                     (Kind.OTHER, "PyTorch Profiler (0)", 0, 50, FIRST_NAMED_LANE - 1))
+    assert find_iterations(table).windows == [(60 * US, 100 * US)]
+
+
 def test_a100_triton_is_a_step_cut_at_the_recordings_end():
     from loaded import loaded
 

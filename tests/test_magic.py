@@ -230,6 +230,14 @@ def test_split_line(line, expected):
     assert split_line(line) == expected
 
 
+def test_backslashes_in_option_values_stay():
+    # A Windows path keeps its backslashes (a shell's escapes would drop them).
+    from kernelmagic.magic import ProfileMagics, parse_options
+
+    args = parse_options(ProfileMagics.profile, r'--trace C:\runs\a.json --name "a\b c" -n5')
+    assert (args.trace, args.name, args.iters) == (r"C:\runs\a.json", r"a\b c", 5)
+
+
 def test_quoted_option_values_lose_their_quotes(ip, tmp_path):
     # As a shell reads them (IPython's parse_argstring kept the quotes in the value: the
     # name 'my run' with its quotes, and no way to give a path with a space).

@@ -103,13 +103,18 @@ def test_steps_that_ramp_to_a_plateau_are_not_steady_state_not_noise():
     (first,) = [f for f in loaded(V100).findings() if f.rule == "noisy"]
     assert first.title == "The first iterations are not steady state"
     assert first.evidence.startswith("the first 2 iterations took 35.1 ms, 72.1 ms, the last 3 "
-                                     "95.7 ms (within 15% of each other); the first ones are "
+                                     "95.7 ms (within 5.0% of each other); the first ones are "
                                      "shorter: the GPU runs behind the CPU")
     assert first.suggestion.startswith("profile steady state: a warm-up before the profiler "
                                        "records")
     assert settling([5.0, 1.0, 1.0, 1.02, 0.99]) == 1  # a slow first run, then steady
     assert settling([1.0, 2.0] * 5) == 0  # noise: no plateau
-    assert settling([3.0, 2.0, 1.0]) == 0  # (the rest, one iteration: no steady state)
+    assert settling([3.0, 2.0, 1.0]) == 0  # (the rest, two iterations: too few to tell)
+    # Noise that happens to end on a plateau: the first ones on both sides of it, or not
+    # nearer each time (a reviewer's draws fired on 39% of noisy 4-iteration runs before).
+    assert settling([7.0, 13.0, 10.0, 10.5]) == 0
+    assert settling([0.7, 1.3, 1.0, 1.01, 1.0]) == 0
+    assert settling([0.8, 0.5, 1.0, 1.01, 1.0]) == 0
 
 
 def test_noisy_finding_on_a_live_run_still_names_iters():

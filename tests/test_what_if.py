@@ -98,6 +98,50 @@ def test_a_launch_holds_its_kernel_back_by_its_own_cpu_time() -> None:
     assert gain(result, "cudaLaunchKernel") == pytest.approx(605.0)  # both calls' time
 
 
+def test_work_let_go_after_the_stream_emptied_is_not_queued() -> None:
+    # k_a runs 14-500 while b's launch call takes 110-6900: by the time the call lets k_b
+    # go (its end), k_a has ended; k_b is no queued work (before: "queued" by k_a's end
+    # against the call's start, the call's time soaked into a gap, and removing the
+    # launches saved 52 µs). Without the launches' time: k_a 12-498, b's call at 108,
+    # k_b after k_a at 498-543: the iteration 543 µs, 6,457 µs saved.
+    result = result_of(step(7000), op("aten::a", 0, 100), launch(10, 12, 1),
+                       kernel("k_a", 14, 500, 1), op("aten::b", 100, 7000),
+                       launch(110, 6900, 2), kernel("k_b", 6905, 6950, 2))
+    m = result.dependency_model
+    assert m.item_gap.tolist() == [0, 0]
+    saved = result.what_if({"cudaLaunchKernel": INF}, side="cpu").saved_us
+    assert saved == pytest.approx(6457.0)
+
+
+def test_a_launch_that_runs_past_the_window_lets_its_work_go_as_measured() -> None:
+    # The call 95-105 straddles the step's end (100); its kernel starts at 110. Its end
+    # position is the window's end, so its work counts from its start there: the replay
+    # starts the kernel at 110 µs, as measured (before: at 105).
+    from kernelmagic.views.critical_path import _factors, _replay
+
+    m = result_of(step(100), op("aten::a", 0, 100), launch(95, 105, 1),
+                  kernel("k", 110, 120, 1)).dependency_model
+    sched = _replay(m, *_factors(m, 1))
+    assert (sched.end[:, 0] - sched.dur[:, 0]).tolist() == [110_000.0]
+
+
+def test_another_threads_launches_make_its_rows_priceable() -> None:
+    # Thread 2 works 14 µs, then launches a kernel that the step's thread waits for in
+    # .item(): no edge between the threads, but the kernel carries thread 2's time to
+    # the iteration, so its rows are priced (removing cpu_work saves its 14 µs).
+    from kernelmagic.views.critical_path import priceable_rows
+
+    result = result_of(step(160), op("aten::a", 0, 10, tid=1), op("aten::b", 10, 21, tid=1),
+                       op("aten::cpu_work", 0, 14, tid=2), op("aten::mm", 14, 20, tid=2),
+                       (Kind.RUNTIME, "cudaLaunchKernel", 15, 17, 2, {"correlation": 1}),
+                       op("aten::z", 20, 40, tid=2), kernel("k_mm", 22, 150, 1),
+                       op("aten::item", 21, 155, tid=1),
+                       (Kind.RUNTIME, "cudaStreamSynchronize", 22, 152, 1))
+    m = result.dependency_model
+    assert priceable_rows(m).all()
+    assert result.saves_at_most([(("aten::cpu_work",), "both")]) == [(14.0, 160.0)]
+
+
 def gpu_bound_run() -> ProfileResult:
     # mm (0-10, launch 2-4) starts a 200 µs kernel at 5; add (10-60, launch 55-57) queues a
     # 50 µs kernel behind it (205-255); cudaDeviceSynchronize 60-257 waits for it, 2 µs
@@ -960,6 +1004,19 @@ def test_the_path_leaves_a_cycle_of_waits_that_takes_no_time(seed, kinds, factor
         assert "adds time" in str(e)
         return
     assert total == pytest.approx(length, rel=1e-9, abs=1e-6)
+
+
+def test_the_path_leaves_a_cycle_by_a_second_sync_at_its_position() -> None:
+    # Two syncs end at one position at one time: the one kept for it leads into the cycle,
+    # the other out of it (a reviewer's model: the path came out 30 of 99 µs).
+    from kernelmagic.views.dependencies import Model
+
+    m = Model.from_dict(random_trace(2281).dependency_model.to_dict())
+    rng = np.random.default_rng(2281)
+    rng.integers(0, 4, 2)
+    with_zero_time_cycle(m, "wait", rng)
+    with_zero_time_cycle(m, "sync", rng)
+    assert path_length(m) == pytest.approx((99.0, 99.0))
 
 
 def test_the_v100_step_is_gpu_bound_as_hta_finds_it() -> None:

@@ -149,12 +149,12 @@ def gpu_idle(result: ProfileResult) -> Finding | None:
     causes = idle_causes(result)
     listed = "; ".join(f"{CAUSE_TITLE.get(reason, reason)} {format_us(us)}{_named(rows)}"
                        for reason, us, rows in causes)
-    setup_note = (f" ({format_us(parts.idle - idle)} of it set-up)"
+    setup_note = (f"; {format_us(parts.idle - idle)} of it set-up"
                   if parts.idle - idle >= CAUSE_SHARE * wall else "")
     head = (f"The GPU is idle {percent(parts.share('idle'))} of the iteration (CPU-bound"
             + (f": {CAUSE_TITLE.get(causes[0][0], causes[0][0])})" if causes else ")"))
-    evidence = (f"no GPU work runs for {format_us(parts.idle)} per iteration (mean)"
-                f"{setup_note}" + (f"; by cause: {listed}" if listed else ""))
+    evidence = (f"no GPU work runs for {format_us(parts.idle)} per iteration (mean"
+                f"{setup_note})" + (f"; by cause: {listed}" if listed else ""))
     if not causes:  # a profile saved before the gpu idle view
         return Finding("gpu_idle", head, evidence, "profile it again: the gpu idle view "
                        "says why the GPU waits", share, side="cpu")

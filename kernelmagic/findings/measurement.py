@@ -11,7 +11,7 @@ import math
 import statistics
 
 from kernelmagic.core.memory_rows import MemoryGrowthRow
-from kernelmagic.core.timing import NOISY_BEST, NOISY_SPREAD, settling
+from kernelmagic.core.timing import NOISY_BEST, SETTLED_SPREAD, settling
 from kernelmagic.core.units import counted, format_bytes, format_ratio, format_seconds, percent
 from kernelmagic.findings.base import NAMED, Finding
 from kernelmagic.results.result import ProfileResult, more_iterations, warm_up
@@ -67,19 +67,20 @@ def _not_settled(result: ProfileResult, first: int) -> Finding:
     timings = result.timings
     steady = statistics.median(timings[first:])
     head = ", ".join(format_seconds(t) for t in timings[:first])
-    shorter = all(t < steady for t in timings[:first])
-    why = ""
+    shorter = timings[0] < steady  # (all on one side: ``settling``)
     model = result.dependency_model
-    if shorter and model is not None and model.overhang_ns > 0:
+    if not shorter:
+        why = "; the first ones are slower: warm-up (caches, the allocator, autotuning)"
+    elif model is not None and model.overhang_ns > 0:
         why = ("; the first ones are shorter: the GPU runs behind the CPU, and its queue of "
                "launched work was still filling")
-    elif not shorter:
-        why = "; the first ones are slower: warm-up (caches, the allocator, autotuning)"
+    else:
+        why = "; the first ones are shorter"
     return Finding(
         "noisy", "The first iterations are not steady state",
         f"the first {counted(first, 'iteration')} took {head}, the last "
         f"{len(timings) - first} {format_seconds(steady)} (within "
-        f"{percent(NOISY_SPREAD)} of each other){why}",
+        f"{percent(SETTLED_SPREAD)} of each other){why}",
         f"profile steady state: {warm_up(result)}")
 
 

@@ -239,6 +239,8 @@ def _streams_note(result: ProfileResult) -> str:
         if rows > parts.work * 1.001:
             why.append(f"{format_us(rows - parts.work)} ran outside the iterations (launched "
                        "in one, it finished after it: the GPU runs behind the CPU)")
+    if not why:  # (both within the rounding of the others)
+        return ""
     return f"; the rows' {format_us(rows)} of self device time is more than that: " + \
         "; ".join(why)
 

@@ -773,16 +773,19 @@ def _unclipped_path(m: Model) -> dict[tuple[int, int], float]:
 
 def priceable_rows(m: Model) -> np.ndarray:
     """(R,): the rows whose removal the model can see. Not a row whose time lies only on
-    threads from which no edge leads to the iteration's thread and which launches no GPU
-    work and ends no sync (gloo's collectives on their own threads, where the iteration's
-    thread records no wait on them: ``cpu_only``): the model would answer that removing
-    it saves nothing, which is its blind spot, not a saving (``saves_at_most`` leaves
-    such a row's finding unpriced)."""
+    threads that launch no GPU work and from which no edge leads to the iteration's
+    thread (or to such a thread), and which itself launches no GPU work and ends no sync
+    (gloo's collectives on their own threads, where the iteration's thread records no
+    wait on them: ``cpu_only``): the model would answer that removing it saves nothing,
+    which is its blind spot, not a saving (``saves_at_most`` leaves such a row's finding
+    unpriced)."""
     r = len(m.row_key)
     reached = np.zeros(max(m.chain_off.size - 1, 0), bool)
     if m.main_chain >= 0:
         reached[m.main_chain] = True
     chain_of = np.searchsorted(m.chain_off, np.arange(m.pos_anchor.size), "right") - 1
+    # (a thread that launches GPU work reaches the iteration through it: its end, a sync)
+    reached[chain_of[m.item_launch[m.item_launch >= 0]]] = True
     edges = set(zip(chain_of[m.cross_source].tolist(), chain_of[m.cross_target].tolist(),
                     strict=True))
     grew = True
@@ -1131,6 +1134,10 @@ def _causes(m: Model, h: _Holds, j: int, floor: float) -> Iterator[_Cause]:
         yield from _sync_causes(m, h, q, t)
     if edge and not edge_first and h.cross_c[x] >= h.sync_c[q] - 1e-6:
         yield from edge
+    if q is not None:  # another sync at the position as late (two syncs end there)
+        for other in np.flatnonzero(m.sync_pos == j).tolist():
+            if other != q and h.sync_c[other] >= t - 1e-6:
+                yield from _sync_causes(m, h, other, t)
     if h.cpu_anchor_binds[j]:
         yield from start
 

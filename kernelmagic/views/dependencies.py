@@ -546,16 +546,16 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
     Never from queued work: its delay is the GPU's backlog, not a latency."""
     launched = call >= 0
     start = np.where(launched, table.start[np.maximum(call, 0)], NONE)
-    lat = table.start[work] - start
-    # Where the trace shows the stream idle; the first work recorded on a stream only if
-    # it started within ``FIRST_LAUNCH_MAX_NS`` (it may have queued behind work from before
-    # the recording began).
-    free = launched & (lat >= 0) & np.where(prev_end != NONE, prev_end <= start,
-                                             lat <= FIRST_LAUNCH_MAX_NS)
+    released = np.where(launched, _launched_at(table, work, call), NONE)
+    lat = table.start[work] - released
+    # Where the trace shows the stream idle when the launch let the work go; the first
+    # work recorded on a stream only if it started within ``FIRST_LAUNCH_MAX_NS`` (it
+    # may have queued behind work from before the recording began).
+    free = (launched & (table.start[work] >= start)
+            & np.where(prev_end != NONE, prev_end <= released, lat <= FIRST_LAUNCH_MAX_NS))
     for chosen in (free & in_window, free):
-        at = np.flatnonzero(chosen)
-        if at.size:  # (the latency after the launch let the work go: ``_launched_at``)
-            return int(median(table.start[work[at]] - _launched_at(table, work[at], call[at])))
+        if chosen.any():
+            return int(median(lat[chosen]))
     return DEFAULT_LAUNCH_LATENCY_NS
 
 
@@ -603,11 +603,14 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
     ls = np.where(calls >= 0, launch_start[keep] - ws, NONE)
     pe = np.where(prev_end[keep] != NONE, prev_end[keep] - ws, NONE)
     launched = (calls >= 0) & (st >= ls)
-    queued = launched & (pe != NONE) & (pe > ls)
-    free = launched & ~queued
     call_end = table.end[np.maximum(calls, 0)] - ws
-    after = launched & _after_its_call(st, call_end)  # (``_launched_at``)
-    lat = st - np.where(after, call_end, ls)
+    # Let go as the call returned (``_launched_at``), where that is in the window: a call
+    # that runs on past it ends at the window's end, as its position does.
+    after = launched & _after_its_call(st, call_end) & (call_end <= we - ws)
+    released = np.where(after, call_end, ls)
+    queued = launched & (pe != NONE) & (pe > released)  # (behind work still running then)
+    free = launched & ~queued
+    lat = st - released
     item_lat = np.where(queued, np.minimum(lat, typical), lat)
     gap = np.where(free, 0, st - np.where(pe != NONE, pe, st))
     # The previous work on the stream is in the model when it is the item just before.

@@ -63,10 +63,10 @@ def find_iterations(table: EventTable, name: str | None = None) -> Iterations:
     steps = np.flatnonzero(table.kind == Kind.STEP)
     if steps.size:
         real = _real_steps(table, steps)  # in time order
+        whole = list(zip(table.start[real].tolist(), table.end[real].tolist(), strict=True))
         last = recorded_end(table)
-        ends = table.end[real] if last is None else np.minimum(table.end[real], last)
-        return Iterations("", [(s, e) for s, e in zip(table.start[real].tolist(), ends.tolist(),
-                                                       strict=True) if e > s], "ProfilerStep")
+        cut = whole if last is None else [(s, min(e, last)) for s, e in whole if last > s]
+        return Iterations("", cut or whole, "ProfilerStep")  # (all after it: kept whole)
     seen = np.flatnonzero((table.kind != Kind.OTHER) & (table.kind != Kind.MEMORY))
     if not seen.size:
         seen = np.arange(table.n)
