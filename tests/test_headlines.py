@@ -732,6 +732,10 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     assert comm.rule == "communication_bound" and comm.saves_us is None and not comm.bound
     assert "saves" not in str(comm) and str(comm).split(". Try: ")[1].startswith("overlap")
     assert "(a row's own time: its threads' or streams' summed)" in comm.evidence
+    # The row panel says no saving for it either (it said "saves at most 0 µs").
+    panel = result.explain("[range] gloo:all_reduce")
+    assert panel.max_gain_us is None and panel.what_ifs == []
+    assert "saves" not in panel.text()
     # rank0_steps: all of its communication (the summary's 32%), then the part compute
     # does not hide (27%), each said as what it is.
     rank0 = loaded(DATA / "rank0_steps.json.gz")

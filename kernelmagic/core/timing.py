@@ -110,7 +110,15 @@ def settling(timings: list[float]) -> int:
     it fires on 0.3% of the noisy runs of 4 iterations, 0.5% of 5, 0.1% of 6, none of 3,
     10 or 20."""
     n = len(timings)
+    # The rest's range, from each k on: a plateau within SETTLED_SPREAD of its median
+    # spans at most (1 + s) / (1 - s), so wider ones are passed without their median
+    # (linear in the iterations where noise keeps every tail wide).
+    low = list(itertools.accumulate(reversed(timings), min))[::-1]
+    high = list(itertools.accumulate(reversed(timings), max))[::-1]
+    widest = (1 + SETTLED_SPREAD) / (1 - SETTLED_SPREAD)
     for k in range(1, n - max(3, (n + 1) // 2) + 1):
+        if high[k] > low[k] * widest:
+            continue
         tail = timings[k:]
         middle = statistics.median(tail)
         if middle <= 0:

@@ -129,10 +129,10 @@ def read_trace(path: str | os.PathLike[str],
     table = finish_reading()
     if not table.n:
         raise TraceFileError(f"{source}: a trace with no events")
-    iterations = find_iterations(table)
     end = recorded_end(table)
-    if end is not None:  # (kept for the trust checks: the session's span is cut out next)
+    if end is not None:  # (kept: the session's span is cut out below; read once, here)
         table.meta[RECORDED_END_KEY] = end
+    iterations = find_iterations(table)
     if not iterations.name:
         iterations = replace(iterations, name=trace_stem(source.name))
     return TraceParts(derive_links(within_iterations(table, iterations)), iterations)

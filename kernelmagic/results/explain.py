@@ -189,8 +189,14 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
     series = next((s for s in detail.series if s.row == label), None)
     what_ifs = _what_ifs(result, first.key) if what_if else []
     inclusive = max(total("cpu_time_total"), total("device_time_total")) / per
-    gain = (min(what_ifs[-1][1].saved_us, inclusive) if what_ifs and len(rows) > 1
-            else rows[0].gain_per_iteration(per) if len(rows) == 1 else None)
+    model = result.dependency_model
+    gain: float | None = None
+    if model is not None and first.key in model.row_key and not holds(result, first.key):
+        pass  # (a row the model holds but cannot see: no saving to say)
+    elif what_ifs and len(rows) > 1:
+        gain = min(what_ifs[-1][1].saved_us, inclusive)
+    elif len(rows) == 1:
+        gain = rows[0].gain_per_iteration(per)
     return Explanation(
         name=label, key=first.key, kind=first.kind, iters=result.iters,
         on_device=result.profiles_device, calls=total("count") / per,
@@ -229,10 +235,9 @@ def _what_ifs(result: ProfileResult, key: str) -> list[tuple[float, WhatIf]]:
 
 
 def holds(result: ProfileResult, key: str) -> bool:
-    """Whether the dependency model's median iteration holds row ``key`` (its what-if can
-    save something)."""
-    model = result.dependency_model
-    return model is not None and key in model.row_key
+    """Whether the dependency model's median iteration holds row ``key`` where it can see
+    its removal (``ProfileResult.priceable_keys``: its what-if can save something)."""
+    return key in result.priceable_keys
 
 
 def _notes(result: ProfileResult, detail: RowDetailView) -> list[str]:

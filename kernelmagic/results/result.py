@@ -419,6 +419,20 @@ class ProfileResult(Shown):
         window_ns = model.window_ns if model else 0
         return self.stats.median * 1e9 / window_ns if window_ns > 0 and self.timings else 1.0
 
+    @cached_property
+    def priceable_keys(self) -> frozenset[str]:
+        """The row keys whose removal the dependency model can see in the median
+        iteration (``views/critical_path.py: priceable_rows``): their what-ifs are
+        answers, where another row's "saves nothing" would be the model's blind spot
+        (empty without a model)."""
+        m = self.dependency_model
+        if not m:
+            return frozenset()
+        from kernelmagic.views.critical_path import priceable_rows
+
+        return frozenset(k for k, seen in zip(m.row_key, priceable_rows(m).tolist(),
+                                              strict=True) if seen)
+
     def saves_at_most(self, asks: Sequence[tuple[Iterable[str], str]]
                       ) -> list[tuple[float, float] | None]:
         """For each ``(keys, side)`` of ``asks``: ``(saved_us, iteration_us)``, what
@@ -429,10 +443,9 @@ class ProfileResult(Shown):
         m = self.dependency_model
         if not m:
             return [None] * len(asks)
-        from kernelmagic.views.critical_path import priceable_rows, saved_each
+        from kernelmagic.views.critical_path import saved_each
 
-        held = {k for k, seen in zip(m.row_key, priceable_rows(m).tolist(), strict=True)
-                if seen}
+        held = self.priceable_keys
         present = [[k for k in keys if k in held] for keys, _ in asks]
         wanted = [i for i, keys in enumerate(present) if keys]
         saved = saved_each(m, [(dict.fromkeys(present[i], float("inf")), asks[i][1])

@@ -993,7 +993,6 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
     lanes."""
     h = _Holds(m, sched)
     t = h.t
-    r = len(m.row_key)
     scale = sched.cpu_f[0]
     cpu_runs: list[tuple[int, int]] = []  # positions lo..hi whose stretches lie on the path
     gpu_runs: list[tuple[int, int]] = []  # items lo..hi whose work lies on the path
@@ -1015,9 +1014,8 @@ def _follow(m: Model, sched: _Schedule, node: tuple[str, int] | None,
             elif cause == _START:
                 add(IDLE, -1, max(0.0, tj), tj)
             elif cause == _SYNC or cause == _SYNC_BEFORE:
-                sync_row = int(m.sync_row[arg])
-                waited = float(m.sync_post[arg] * scale[sync_row if sync_row >= 0 else r])
-                add(int(m.sync_cat[arg]), sync_row, waited, tj)
+                waited = float(h.sync_waited[arg])
+                add(int(m.sync_cat[arg]), int(m.sync_row[arg]), waited, tj)
                 if cause == _SYNC_BEFORE:  # work launched before the window: the GPU was
                     add(GPU_WORK, -1, tj - waited, tj - waited)  # busy with it
             continue
@@ -1145,8 +1143,7 @@ def _causes(m: Model, h: _Holds, j: int, floor: float) -> Iterator[_Cause]:
 def _sync_causes(m: Model, h: _Holds, q: int, t: float) -> Iterator[_Cause]:
     """Sync ``q``'s wait, which ends at ``t``: for each work it waited for that had
     ended by then, the latest first; or for work launched before the window."""
-    row = int(m.sync_row[q])
-    ready = t - float(m.sync_post[q] * h.scale[row if row >= 0 else len(m.row_key)])
+    ready = t - float(h.sync_waited[q])
     deps = m.sync_dep[m.sync_off[q]:m.sync_off[q + 1]]
     ends = h.end[deps]
     last = int(ends.argmax()) if deps.size else -1
@@ -1234,7 +1231,9 @@ class _Holds:
         self.anchor_binds = anchored & (m.item_anchor - m.item_backlog + sched.backlog[:, 0]
                                         >= self.start - 1e-6)
         self.dur = dur
-        self.scale = sched.cpu_f[0]
+        scale = sched.cpu_f[0]  # each sync's own time after its work, scaled as its row
+        self.sync_waited = m.sync_post * scale[np.where(m.sync_row >= 0, m.sync_row,
+                                                        len(m.row_key))]
         self.cpu_anchor_binds = m.pos_anchor >= t - 1e-6  # (besides a thread's start: only
         # in models edited by hand)
 
