@@ -239,6 +239,8 @@ class _Segment(NamedTuple):
     e: int
     x: int  # CPU: its edges from other threads, cross_order[x:y]
     y: int
+    l_lo: int  # CPU: the items it launches, by_launch[l_lo:l_hi] (none where the plan
+    l_hi: int  # has no order: there each stream segment reads its launches' times)
 
 
 def _groups(off: np.ndarray, dep: np.ndarray,
@@ -295,7 +297,7 @@ def _plan(m: Model, g: _Graph) -> tuple[list[_Segment], int]:
     cached = m.__dict__.get("_plan")
     if cached is None:
         runs, forced = _runs(g)
-        cached = m.__dict__["_plan"] = (_segments(m, g, runs), forced)
+        cached = m.__dict__["_plan"] = (_segments(m, g, runs, forced > 0), forced)
     return cached
 
 
@@ -360,7 +362,7 @@ def _forget_before(x: _Needs, lo: int) -> _Needs:
     return _latest_needs(x.dom, x.all_nodes[keep], x.all_needs[keep])
 
 
-def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
+def _segments(m: Model, g: _Graph, runs: np.ndarray, cyclic: bool) -> list[_Segment]:
     """The plan's runs ``(domain, lo, hi)`` as segments, every lookup done at once."""
     k, lo, hi = runs.T.copy()  # (``runs`` stays as given)
     n_chains, p = m.chain_off.size - 1, m.pos_anchor.size
@@ -368,18 +370,21 @@ def _segments(m: Model, g: _Graph, runs: np.ndarray) -> list[_Segment]:
     first = np.where(cpu, m.chain_off[np.minimum(k, n_chains)],
                      p + m.stream_off[np.maximum(k - n_chains, 0)])
     carry = lo > first
-    a, b, c, e, x, y = (np.zeros(k.size, np.int64) for _ in range(6))
+    a, b, c, e, x, y, l_lo, l_hi = (np.zeros(k.size, np.int64) for _ in range(8))
     on = np.flatnonzero(cpu)
     a[on], b[on] = g.sync_at.searchsorted(lo[on]), g.sync_at.searchsorted(hi[on])
     c[on], e[on] = g.sync_full.searchsorted(a[on]), g.sync_full.searchsorted(b[on])
     x[on], y[on] = g.cross_at.searchsorted(lo[on]), g.cross_at.searchsorted(hi[on])
+    if not cyclic:
+        launch_order = g.launch[g.by_launch]
+        l_lo[on], l_hi[on] = launch_order.searchsorted(lo[on]), launch_order.searchsorted(hi[on])
     on = np.flatnonzero(~cpu)
     lo[on] -= p
     hi[on] -= p
     a[on], b[on] = g.waiting.searchsorted(lo[on]), g.waiting.searchsorted(hi[on])
     c[on] = g.anchored[hi[on]] > g.anchored[lo[on]]
     k = np.where(cpu, k, k - n_chains)
-    columns = (cpu, k, lo, hi, carry, a, b, c, e, x, y)
+    columns = (cpu, k, lo, hi, carry, a, b, c, e, x, y, l_lo, l_hi)
     # (tuple.__new__ makes each without a call in Python: 21,700 segments at 1M events)
     return list(map(tuple.__new__, itertools.repeat(_Segment),
                     zip(*(col.tolist() for col in columns), strict=True)))
@@ -395,7 +400,7 @@ class _Sweep:
     gap and duration) become the times (``t``, ``end``) in place, segment by segment: a
     node's running sum is read only while its own segment is computed, and each chain
     carries what its next segment needs (``_Carried``); each GPU item's launch ask takes
-    its launch's time as soon as that is computed (``_launched``). Where ``_plan`` found
+    its launch's time as soon as that is computed (``_cpu``). Where ``_plan`` found
     no order, the relaxation's passes need the sums and the asks again: there the times
     get arrays of their own and each segment reads its launches' times itself."""
 
@@ -432,9 +437,8 @@ class _Sweep:
         self.ask = _launch_asks(m, gpu_run)
         if not self.cyclic:
             # Each item's ask takes its launch's time when the sweep computes the launch
-            # (``_launched``), one gather per CPU segment, not per stream segment.
+            # (``_cpu``), one gather per CPU segment, not per stream segment.
             self.ask[g.launch == m.pos_anchor.size] = -np.inf  # (work with no launch)
-            self.launch_order = g.launch[g.by_launch]
         # The syncs in ``sync_order`` (a CPU segment's are a slice): the end of the work
         # launched before the window each waits for, the call's own time after its work,
         # and whether the call is removed altogether (it no longer waits).
@@ -473,8 +477,12 @@ class _Sweep:
                          "no schedule meets it (a model that was not measured)")
 
     def _cpu(self, seg: _Segment) -> None:
-        m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
-        c = np.repeat(self.anchor[lo:hi, None], self.t.shape[1], axis=1)
+        """A thread's positions ``lo:hi``, in ``_Carried``'s terms: what each asks beyond its
+        running sum (``c``), the largest of its anchor's, its syncs' and its edges' from
+        other threads (each a time, less the position's running sum)."""
+        g, lo, hi = self.g, seg.lo, seg.hi
+        run = self.cpu_run[lo:hi]
+        c = self.anchor[lo:hi, None] - run
         a, b = seg.a, seg.b
         if b > a:
             got = self.sync_fixed[a:b].copy()
@@ -493,29 +501,28 @@ class _Sweep:
             if self.sync_dropped is not None:
                 got[self.sync_dropped[a:b]] = -np.inf
             self.sync_c[a:b] = got
-            at = g.sync_at[a:b] - lo
-            if g.sync_shared:  # (each position's latest sync, not its last one)
-                np.maximum.at(c, at, got)
+            if b == a + 1:  # (one sync, the common case: plain rows)
+                i = int(g.sync_at[a]) - lo
+                row = c[i]
+                np.maximum(row, np.subtract(got[0], run[i]), out=row)
             else:
-                c[at] = np.maximum(c[at], got)
+                at = g.sync_at[a:b] - lo
+                got -= run[at]
+                if g.sync_shared:  # (each position's latest sync, not its last one)
+                    np.maximum.at(c, at, got)
+                else:
+                    c[at] = np.maximum(c[at], got)
         if seg.y > seg.x:
+            m = self.m
             xs = g.cross_order[seg.x:seg.y]
             got = self.t[m.cross_source[xs]] + m.cross_off[xs, None]
             self.cross_c[xs] = got
             at = m.cross_target[xs] - lo
-            c[at] = np.maximum(c[at], got)
-        c -= self.cpu_run[lo:hi]
-        self.cpu_in.advance(seg, c, self.cpu_run, self.t)
-        if not self.cyclic:
-            self._launched(lo, hi)
-
-    def _launched(self, lo: int, hi: int) -> None:
-        """The items launched from positions ``lo:hi``, now computed: their launch's time
-        added to what they ask (``_launch_asks``)."""
-        a, b = self.launch_order.searchsorted((lo, hi)).tolist()
-        if b > a:
-            items = self.g.by_launch[a:b]
-            self.ask[items] += self.t[self.g.launch[items]]
+            c[at] = np.maximum(c[at], got - run[at])
+        self.cpu_in.advance(seg, c, run, self.t[lo:hi])
+        if seg.l_hi > seg.l_lo:  # (the items launched here: each ask takes its launch time)
+            items = g.by_launch[seg.l_lo:seg.l_hi]
+            self.ask[items] += self.t[g.launch[items]]
 
     def _gpu(self, seg: _Segment) -> None:
         """A stream's items ``lo:hi``, in ``_Carried``'s terms: what each item's end asks
@@ -523,11 +530,10 @@ class _Sweep:
         latency, less the gap and the running sum before the item), its anchor's and its
         waits' (each an end time, less the item's running sum)."""
         m, g, lo, hi = self.m, self.g, seg.lo, seg.hi
-        run = self.gpu_run
         if self.cyclic:
             c = self.t[g.launch[lo:hi]]
             c += self.ask[lo:hi]
-        else:  # (their launches' times are in: ``_launched``)
+        else:  # (their launches' times are in: ``_cpu`` added them)
             c = self.ask[lo:hi]
         if seg.c:
             first, last = int(g.anchored[lo]), int(g.anchored[hi])
@@ -535,8 +541,7 @@ class _Sweep:
             at = on - lo
             c[at] = np.maximum(c[at], self.anchors[first:last])
         if seg.b == seg.a + 1 and self.wait_dep:
-            i = self.wait_item[seg.a]
-            row = c[i - lo]
+            row = c[self.wait_item[seg.a] - lo]
             np.maximum(row, self.end[self.wait_dep[seg.a]] + self.wait_ask[seg.a], out=row)
         elif seg.b > seg.a:
             items = g.waiting[seg.a:seg.b]
@@ -548,7 +553,18 @@ class _Sweep:
             waited += self.wait_ask[seg.a:seg.b]
             at = items - lo
             c[at] = np.maximum(c[at], waited)
-        self.gpu_in.advance(seg, c, run, self.end)
+        if self.cyclic:
+            self.gpu_in.advance(seg, c, self.gpu_run[lo:hi], self.end[lo:hi])
+            return
+        # ``_Carried.advance`` in place: ``c`` is the asks' rows, so what the stream
+        # carries in is the row before it, as the segment before left it.
+        if seg.carry:
+            head = c[0]
+            np.maximum(head, self.ask[lo - 1], out=head)
+        if hi > lo + 1:
+            np.maximum.accumulate(c, axis=0, out=c)
+        out = self.end[lo:hi]  # (the running sums, which become the ends)
+        np.add(c, out, out=out)
 
 
 def _launch_asks(m: Model, gpu_run: np.ndarray) -> np.ndarray:
@@ -574,15 +590,15 @@ class _Carried:
         self.max = np.empty((max(off.size - 1, 0), s))
 
     def advance(self, seg: _Segment, c: np.ndarray, run: np.ndarray, out: np.ndarray) -> None:
-        """``out[lo:hi]`` from ``c`` (used up: what each node asks beyond its running sum)
-        and the running sums ``run[lo:hi]``, which may be ``out`` itself."""
-        lo, hi, k = seg.lo, seg.hi, seg.k
+        """The segment's times ``out`` from ``c`` (used up: what each node asks beyond its
+        running sum) and its running sums ``run``, which may be ``out`` itself."""
         if seg.carry:
-            np.maximum(c[0], self.max[k], out=c[0])
-        if hi > lo + 1:  # (a segment of one node, common on streams that wait on each other)
+            head = c[0]
+            np.maximum(head, self.max[seg.k], out=head)
+        if c.shape[0] > 1:  # (a segment of one node, common on streams that wait on each other)
             np.maximum.accumulate(c, axis=0, out=c)
-        self.max[k] = c[-1]
-        np.add(c, run[lo:hi], out=out[lo:hi])
+        self.max[seg.k] = c[-1]
+        np.add(c, run, out=out)
 
 
 def _latest(end: np.ndarray, dep: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
