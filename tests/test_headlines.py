@@ -736,6 +736,27 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     panel = result.explain("[range] gloo:all_reduce")
     assert panel.max_gain_us is None and panel.what_ifs == []
     assert "saves" not in panel.text()
+    # Nor does the op table ("—", not "0 µs"), the chart or the frame (NaN, not 0.0).
+    from kernelmagic.render.chart import chart_texts
+    from kernelmagic.render.table import op_table
+
+    row = result.rows[0]
+    assert result.unseen_keys == {"gloo:all_reduce"} and result.gain_shown(row) is None
+    column = next(c for c in op_table(result).columns if c.id == "max_gain")
+    assert column.show(row) == "—" and column.value(row) == -1.0  # (sorted last)
+    assert chart_texts(result, by="max_gain")[1] == [
+        "[range] gloo:all_reduce · — (the model cannot see its removal)"]
+    pandas = pytest.importorskip("pandas")
+    assert pandas.isna(result.to_pandas("ops")["max_gain_per_iter_us"].iloc[0])
+    # A row the model can see keeps its figure, the same in the table and the frame.
+    rank0 = loaded(DATA / "rank0_steps.json.gz")
+    seen = max(rank0.rows, key=lambda r: r.max_gain_us)
+    column = next(c for c in op_table(rank0).columns if c.id == "max_gain")
+    assert rank0.gain_shown(seen) == seen.gain_per_iteration(rank0.iters) > 0
+    assert column.value(seen) == rank0.gain_shown(seen)
+    frame = rank0.to_pandas("ops").set_index("key")
+    assert frame.loc[seen.key, "max_gain_per_iter_us"].max() == pytest.approx(
+        rank0.gain_shown(seen))
     # rank0_steps: all of its communication (the summary's 32%), then the part compute
     # does not hide (27%), each said as what it is.
     rank0 = loaded(DATA / "rank0_steps.json.gz")

@@ -47,7 +47,8 @@ PER_ITERATION = {
        for time in ("self_cpu", "cpu", "self_device", "device")},
 }
 GAIN_PER_ITER = ("max_gain_per_iter_us", "µs per iteration: max_gain_us, at most the row's "
-                 "total time per iteration (mean over {over}, CPU or device)")
+                 "total time per iteration (mean over {over}, CPU or device); empty where "
+                 "the model cannot see the row's removal")
 CHANGE = "µs per iteration"
 COMPARISON_UNITS = {"before": CHANGE, "after": CHANGE, "delta": CHANGE,
                     "speedup": "before / after"}
@@ -129,7 +130,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     for row, item in zip(rows, items, strict=True):  # the per-iteration columns after
         row.update({c: item.per_iteration(field, result.iters)
                     for c, (field, _) in PER_ITERATION.items()})
-        row[GAIN_PER_ITER[0]] = item.gain_per_iteration(result.iters)
+        gain = result.gain_shown(item)  # (None, NaN in pandas: the model cannot see it)
+        row[GAIN_PER_ITER[0]] = gain
     return rows, [*columns, *PER_ITERATION, GAIN_PER_ITER[0]]
 
 

@@ -23,8 +23,8 @@ def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
     """A bar's length: the row's figure for ``key`` as the op table shows it, per iteration
     (per call for ``avg``; ``max_gain`` as the table's ``max gain/iter``:
     ``OpRow.gain_per_iteration``)."""
-    if key == "max_gain":
-        return row.gain_per_iteration(result.iters)
+    if key == "max_gain":  # (no bar where the model cannot see the row: ``gain_shown``)
+        return result.gain_shown(row) or 0.0
     value = result.value(row, key)
     return value if key == "avg" else value / result.iters
 
@@ -41,6 +41,8 @@ def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
     op's share of the total self time and its time per iteration (the bar's length);
     calls per iteration; total time per call."""
     value = per_iteration(result, key, row)
+    if key == "max_gain" and result.gain_shown(row) is None:
+        return "— (the model cannot see its removal)"
     if key == "calls":
         return counted(value, "call")
     if key == "avg":

@@ -158,7 +158,7 @@ def op_table(result: ProfileResult) -> Table:
             _share_column(result, f"{side}_pct", f"% self {label}", on_device, secondary),
         ]
     if result.dependency_model:  # what the model says each row is worth, on this basis
-        cols.append(time_column("max_gain", "max gain/iter", lambda r: r.gain_per_iteration(n)))
+        cols.append(_gain_column(result))
     if "flops" in result.views:
         cols += _flops_columns(result)
     if "memory" in result.views:
@@ -170,6 +170,18 @@ def op_table(result: ProfileResult) -> Table:
                              _field(f"{side}_memory_usage")),
             ]
     return Table(cols, list(result.rows), column_for_sort(result, result.sort))
+
+
+def _gain_column(result: ProfileResult) -> Column:
+    """``max gain/iter`` (``ProfileResult.gain_shown``): "—", sorted last, for a row whose
+    removal the model cannot see."""
+
+    def gain(r: OpRow) -> float:
+        shown = result.gain_shown(r)
+        return -1.0 if shown is None else shown
+
+    return Column("max_gain", "max gain/iter", gain,
+                  lambda r: "—" if gain(r) < 0 else format_us(gain(r)), width=96)
 
 
 def bytes_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:

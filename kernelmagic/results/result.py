@@ -433,6 +433,21 @@ class ProfileResult(Shown):
         return frozenset(k for k, seen in zip(m.row_key, priceable_rows(m).tolist(),
                                               strict=True) if seen)
 
+    @cached_property
+    def unseen_keys(self) -> frozenset[str]:
+        """The row keys the dependency model's median iteration holds but whose removal it
+        cannot see (``priceable_keys``: gloo's collectives on threads the iteration's thread
+        records no wait on): their ``max_gain_us`` of 0 is the model's blind spot."""
+        m = self.dependency_model
+        return frozenset(m.row_key) - self.priceable_keys if m else frozenset()
+
+    def gain_shown(self, row: OpRow) -> float | None:
+        """``row``'s max gain per iteration as every report shows it (the op table's
+        ``max gain/iter``, the chart, ``to_pandas``: ``OpRow.gain_per_iteration``); None,
+        shown "—", where the model holds the row but cannot see its removal
+        (``unseen_keys``), rather than a saving of 0."""
+        return None if row.key in self.unseen_keys else row.gain_per_iteration(self.iters)
+
     def saves_at_most(self, asks: Sequence[tuple[Iterable[str], str]]
                       ) -> list[tuple[float, float] | None]:
         """For each ``(keys, side)`` of ``asks``: ``(saved_us, iteration_us)``, what

@@ -794,7 +794,8 @@ def priceable_rows(m: Model) -> np.ndarray:
     (gloo's collectives on their own threads, where the iteration's thread records no
     wait on them: ``cpu_only``): the model would answer that removing it saves nothing,
     which is its blind spot, not a saving (``saves_at_most`` leaves such a row's finding
-    unpriced)."""
+    unpriced; the tables show "—": ``ProfileResult.gain_shown``). A row that holds no
+    time in the iteration (a runtime call of 0 µs) is seen: removing it saves nothing."""
     r = len(m.row_key)
     reached = np.zeros(max(m.chain_off.size - 1, 0), bool)
     if m.main_chain >= 0:
@@ -811,8 +812,10 @@ def priceable_rows(m: Model) -> np.ndarray:
             if reached[b] and not reached[a]:
                 reached[a] = grew = True
     pos = np.repeat(np.arange(m.pos_anchor.size), np.diff(m.part_off))
-    out = np.zeros(r + 1, bool)
-    out[np.where(m.part_row >= 0, m.part_row, r)[reached[chain_of[pos]]]] = True
+    part_rows = np.where(m.part_row >= 0, m.part_row, r)
+    out = np.ones(r + 1, bool)  # (a row that holds no time: removing it saves nothing, seen)
+    out[part_rows] = False
+    out[part_rows[reached[chain_of[pos]]]] = True
     out[np.where(m.item_row >= 0, m.item_row, r)] = True
     out[np.where(m.sync_row >= 0, m.sync_row, r)] = True
     return out[:r]
