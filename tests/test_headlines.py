@@ -4,6 +4,7 @@ and each headline rule on hand-built profiles that trigger it and that do not.""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -746,8 +747,15 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     assert column.show(row) == "—" and column.value(row) == -1.0  # (sorted last)
     assert chart_texts(result, by="max_gain")[1] == [
         "[range] gloo:all_reduce · — (the model cannot see its removal)"]
-    pandas = pytest.importorskip("pandas")
-    assert pandas.isna(result.to_pandas("ops")["max_gain_per_iter_us"].iloc[0])
+    pytest.importorskip("pandas")
+    gains = result.to_pandas("ops")["max_gain_per_iter_us"]
+    assert gains.dtype == "float64" and math.isnan(gains.iloc[0])  # (NaN, not None)
+    # mtia_inference: two unseen ranges rank below every gain in the chart, 0 µs included.
+    from kernelmagic.render.chart import top_rows
+
+    mtia = loaded(DATA / "mtia_inference.json.gz")
+    ranked = [mtia.gain_shown(r) for r in top_rows(mtia, "max_gain", 1000)]
+    assert ranked[-2:] == [None, None] and None not in ranked[:-2] and ranked[-3] == 0.0
     # A row the model can see keeps its figure, the same in the table and the frame.
     rank0 = loaded(DATA / "rank0_steps.json.gz")
     seen = max(rank0.rows, key=lambda r: r.max_gain_us)

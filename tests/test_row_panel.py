@@ -90,6 +90,18 @@ def test_a_range_row():
     assert table.panel.controls.layout.display is None  # the model holds it: a slider
 
 
+def test_a_row_the_model_cannot_see_says_so():
+    # cpu_only's gloo all-reduces: the median iteration holds them, but no recorded wait
+    # ties their threads to the iteration's, so the model cannot see their removal (the
+    # table's "—"); the panel said "the median iteration does not hold this row".
+    _, box = report("cpu_only.json.gz")
+    table = box.km_table
+    open_row(table, "[range] gloo:all_reduce")
+    assert table.panel.controls.layout.display == "none"  # no slider
+    note = text_of(table.panel.note.value)
+    assert "cannot see this row's removal" in note and "does not hold" not in note
+
+
 def test_a_no_launch_row():
     result, box = report("mtia_inference.json.gz")
     table = box.km_table

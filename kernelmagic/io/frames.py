@@ -17,6 +17,7 @@ profiled iterations the sums are over. The frames other than the timings are the
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from kernelmagic.core.collective_rows import Collective
@@ -130,8 +131,8 @@ def records(result: ProfileResult, view: str = "ops") -> tuple[list[dict[str, An
     for row, item in zip(rows, items, strict=True):  # the per-iteration columns after
         row.update({c: item.per_iteration(field, result.iters)
                     for c, (field, _) in PER_ITERATION.items()})
-        gain = result.gain_shown(item)  # (None, NaN in pandas: the model cannot see it)
-        row[GAIN_PER_ITER[0]] = gain
+        gain = result.gain_shown(item)  # (NaN: the model cannot see the row's removal)
+        row[GAIN_PER_ITER[0]] = math.nan if gain is None else gain
     return rows, [*columns, *PER_ITERATION, GAIN_PER_ITER[0]]
 
 

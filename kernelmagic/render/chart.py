@@ -32,8 +32,16 @@ def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
 def top_rows(result: ProfileResult, key: str, k: int | None) -> list[OpRow]:
     """The chart's rows: the ``k`` largest by the figure their bars show, as the op table
     orders them (ties by name)."""
-    rows = sorted(result.rows, key=lambda r: (-per_iteration(result, key, r), r.key))
+    if key == "max_gain":  # (as the table: a row the model cannot see below every gain)
+        rows = sorted(result.rows, key=lambda r: (-_gain_order(result, r), r.key))
+    else:
+        rows = sorted(result.rows, key=lambda r: (-per_iteration(result, key, r), r.key))
     return rows[: k or result.topk]
+
+
+def _gain_order(result: ProfileResult, row: OpRow) -> float:
+    shown = result.gain_shown(row)
+    return -1.0 if shown is None else shown
 
 
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:

@@ -378,12 +378,14 @@ class RowPanel:
         self.answer.value = (f'<span class="km-what-if-text" style="color:{FG}">'
                              f"{escape(what_if_text(factor, answer))}</span>")
 
-    @staticmethod
-    def _no_what_if(e: Explanation) -> str:
+    def _no_what_if(self, e: Explanation) -> str:
         if e.kind == "kernel":
             why = "a kernel is not a row of the dependency model: open the row that launches it"
         elif any("what-if" in n for n in e.notes):
             why = "no dependency model in this result"
+        elif e.key in self.result.unseen_keys:
+            why = ("the dependency model cannot see this row's removal (its threads have no "
+                   "recorded wait tied to the iteration's): no saving to give")
         else:
             why = "the median iteration does not hold this row"
         return f'<div class="km-note km-no-what-if">what-if: {escape(why)}</div>'

@@ -420,7 +420,9 @@ class _Sweep:
             self.t, self.end = cpu_run, gpu_run
         self.t[-1] = -np.inf  # (the launch position of work with no launch)
         self.cpu_in = _Carried(m.chain_off, s)
-        self.gpu_in = _Carried(m.stream_off, s)
+        # (a stream's segment carries in from its asks' row before it, where the plan has an
+        # order: ``_gpu``; only the relaxation's passes keep the streams' maxima too)
+        self.gpu_in = _Carried(m.stream_off, s) if self.cyclic else None
         self.sync_c = np.full((m.sync_pos.size, s), -np.inf)  # (in ``sync_order`` until run)
         self.cross_c = np.full((m.cross_target.size, s), -np.inf)
         self.anchor = _f(m.pos_anchor)
@@ -553,7 +555,7 @@ class _Sweep:
             waited += self.wait_ask[seg.a:seg.b]
             at = items - lo
             c[at] = np.maximum(c[at], waited)
-        if self.cyclic:
+        if self.gpu_in is not None:  # (the plan has no order)
             self.gpu_in.advance(seg, c, self.gpu_run[lo:hi], self.end[lo:hi])
             return
         # ``_Carried.advance`` in place: ``c`` is the asks' rows, so what the stream
