@@ -4,6 +4,7 @@ and each headline rule on hand-built profiles that trigger it and that do not.""
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from pathlib import Path
 
@@ -745,6 +746,14 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     assert result.unseen_keys == {"gloo:all_reduce"} and result.gain_shown(row) is None
     column = next(c for c in op_table(result).columns if c.id == "max_gain")
     assert column.show(row) == "—" and column.value(row) == -1.0  # (sorted last)
+    # The text and HTML tables say what the "—" means, under the table.
+    from kernelmagic.render.html import static_table_html
+    from kernelmagic.render.text import text_table
+
+    legend = ("— in max gain/iter: the model cannot see the row's removal (no recorded wait "
+              "ties its threads to the iteration's)")
+    assert legend in text_table(result).splitlines()
+    assert html.escape(legend) in static_table_html(op_table(result))
     assert chart_texts(result, by="max_gain")[1] == [
         "[range] gloo:all_reduce · — (the model cannot see its removal)"]
     pytest.importorskip("pandas")
@@ -762,6 +771,7 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     column = next(c for c in op_table(rank0).columns if c.id == "max_gain")
     assert rank0.gain_shown(seen) == seen.gain_per_iteration(rank0.iters) > 0
     assert column.value(seen) == rank0.gain_shown(seen)
+    assert "— in " not in text_table(rank0, limit=None)  # (no "—": no legend)
     frame = rank0.to_pandas("ops").set_index("key")
     assert frame.loc[seen.key, "max_gain_per_iter_us"].max() == pytest.approx(
         rank0.gain_shown(seen))

@@ -11,6 +11,7 @@ from kernelmagic.render.names import cut_middle
 from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,
+    dash_notes,
     more_columns,
     name_chars,
     op_table,
@@ -150,10 +151,11 @@ def static_table_html(table: Table, limit: int | None = ROWS_SHOWN) -> str:
     "more columns" (a ``<details>``)."""
     rows = table.sorted_rows()
     shown = rows if limit is None else rows[:limit]
-    more = ""
+    more = "".join(f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
+                   f"{escape(note)}</p>" for note in dash_notes(table, shown))
     if len(rows) > len(shown):
-        more = (f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
-                f"{table.more(len(rows) - len(shown))} not shown.</p>")
+        more += (f'<p class="km-more" style="font-size:12px;color:{FG_MUTED}">'
+                 f"{table.more(len(rows) - len(shown))} not shown.</p>")
     narrow = table.narrow
     if narrow is table:
         return table_html(table, shown) + more

@@ -40,6 +40,8 @@ class Column:
     width: int = 104  # px, shared by the HTML table and the widget's header buttons
     #: Shown one click away ("more columns"), not in the default set that fits 1,280 px.
     extra: bool = False
+    #: What a cell's "—" means, said under a table that shows one (``dash_notes``).
+    dash: str = ""
 
     def __post_init__(self) -> None:
         # Never narrower than its title on one line (with the sort arrow and the button's
@@ -58,6 +60,13 @@ def more_columns(table: Table) -> str:
     FLOP/s)``."""
     extra = [c.title for c in table.columns if c.extra and c.id != table.sort_column]
     return f"more columns ({', '.join(extra)})"
+
+
+def dash_notes(table: Table, rows: list[Any]) -> list[str]:
+    """What the "—" of each column means (``Column.dash``), for the columns that show one
+    in ``rows``: ``— in max gain/iter: the model cannot see the row's removal (...)``."""
+    return [f"— in {c.title}: {c.dash}" for c in table.columns
+            if c.dash and any(c.show(r) == "—" for r in rows)]
 
 
 def title_width(title: str) -> int:
@@ -181,7 +190,9 @@ def _gain_column(result: ProfileResult) -> Column:
         return -1.0 if shown is None else shown
 
     return Column("max_gain", "max gain/iter", gain,
-                  lambda r: "—" if gain(r) < 0 else format_us(gain(r)), width=96)
+                  lambda r: "—" if gain(r) < 0 else format_us(gain(r)), width=96,
+                  dash="the model cannot see the row's removal (no recorded wait ties its "
+                       "threads to the iteration's)")
 
 
 def bytes_column(id_: str, title: str, read: Callable[[Any], float]) -> Column:

@@ -11,6 +11,7 @@ from kernelmagic.render.table import (
     ROWS_SHOWN,
     Table,
     column_for_sort,
+    dash_notes,
     more_columns,
     op_table,
 )
@@ -135,6 +136,7 @@ def render_table(table: Table, limit: int | None = ROWS_SHOWN, column_id: str | 
             lines.append("  ".join("-" * w for w in widths))
     if len(rows) > len(shown):
         lines.append(f"... {table.more(len(rows) - len(shown))}{more_hint}")
+    lines += dash_notes(table, shown)
     if not rows:
         lines.append(f"(no {table.noun} were recorded)")
     return "\n".join(lines)
