@@ -61,6 +61,12 @@ def test_flops_match_hand_count_and_unknown_ops_are_marked():
     expected_rate = rows["aten::mm"].flops / (rows["aten::mm"].self_cpu_time_total / 1e6)
     assert rate.value(rows["aten::mm"]) == pytest.approx(expected_rate)
     assert flops.show(rows["aten::relu"]) == "—" and rate.show(rows["aten::relu"]) == "—"
+    # With every column shown, one line under the table says what the two "—" mean.
+    from kernelmagic.render.text import text_table
+
+    notes = [line for line in text_table(result, all_columns=True).splitlines()
+             if line.startswith("— in ")]
+    assert notes == ["— in FLOP/iter, FLOP/s: torch counts no FLOPs for the op"]
 
 
 STACK_CELL = """\

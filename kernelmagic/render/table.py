@@ -64,9 +64,13 @@ def more_columns(table: Table) -> str:
 
 def dash_notes(table: Table, rows: list[Any]) -> list[str]:
     """What the "—" of each column means (``Column.dash``), for the columns that show one
-    in ``rows``: ``— in max gain/iter: the model cannot see the row's removal (...)``."""
-    return [f"— in {c.title}: {c.dash}" for c in table.columns
-            if c.dash and any(c.show(r) == "—" for r in rows)]
+    in ``rows``, a line per meaning: ``— in max gain/iter: the model cannot see the row's
+    removal (...)``, ``— in FLOP/iter, FLOP/s: torch counts no FLOPs for the op``."""
+    titles: dict[str, list[str]] = {}
+    for c in table.columns:
+        if c.dash and any(c.show(r) == "—" for r in rows):
+            titles.setdefault(c.dash, []).append(c.title)
+    return [f"— in {', '.join(names)}: {dash}" for dash, names in titles.items()]
 
 
 def title_width(title: str) -> int:
@@ -210,11 +214,14 @@ def _flops_columns(result: ProfileResult) -> list[Column]:
         seconds = self_time(r, result.profiles_device) / 1e6
         return r.flops / seconds if r.flops and seconds > 0 else -1.0
 
+    uncounted = "torch counts no FLOPs for the op"
     return [
         Column("flops", "FLOP/iter", per_iter,
-               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r)), extra=True),
+               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r)), extra=True,
+               dash=uncounted),
         Column("flops_rate", "FLOP/s", rate,
-               lambda r: "—" if rate(r) < 0 else format_count(rate(r)), extra=True),
+               lambda r: "—" if rate(r) < 0 else format_count(rate(r)), extra=True,
+               dash=uncounted),
     ]
 
 
