@@ -100,6 +100,12 @@ def test_a_row_the_model_cannot_see_says_so():
     assert table.panel.controls.layout.display == "none"  # no slider
     note = text_of(table.panel.note.value)
     assert "cannot see this row's removal" in note and "does not hold" not in note
+    # Its status line says what the table's "—" means, as the text table does under it.
+    assert text_of(table.status.value) == (
+        "1 of 1 op · — in max gain/iter: the model cannot see the row's removal (no recorded "
+        "wait ties its threads to the iteration's)")
+    _, box = report("rank0_steps.json.gz")
+    assert "km-dash" not in box.km_table.status.value  # (no "—" shown: no note)
 
 
 def test_a_no_launch_row():

@@ -32,7 +32,14 @@ from kernelmagic.render.html import (
     table_html,
     table_widths,
 )
-from kernelmagic.render.table import ROWS_SHOWN, Table, more_columns, op_table, row_label
+from kernelmagic.render.table import (
+    ROWS_SHOWN,
+    Table,
+    dash_notes,
+    more_columns,
+    op_table,
+    row_label,
+)
 from kernelmagic.render.views import Picture, view_reports
 from kernelmagic.results.explain import Explanation, holds
 from kernelmagic.results.result import ProfileResult
@@ -268,12 +275,15 @@ class SortableTable:
         return self.full.column(column_id).title + arrow
 
     def _page(self) -> tuple[list[Any], str]:
-        """The rows shown, and the status line saying how many of how many."""
+        """The rows shown, and the status line saying how many of how many (and what a
+        "—" shown means, as under the text and HTML tables: ``dash_notes``)."""
         shown = self._order[: self.visible]
         n, total = len(shown), len(self._order)
         noun = self.table.noun
+        notes = "".join(f'<span class="km-dash"> · {escape(note)}</span>'
+                        for note in dash_notes(self.table, shown))
         return shown, (f'<span class="km-status">{n:,} of '
-                       f'{counted(total, noun[:-1], noun)}</span>')
+                       f'{counted(total, noun[:-1], noun)}</span>{notes}')
 
     def _resort(self) -> None:
         self._order = self.full.sorted_rows(self.column_id, self.descending)
