@@ -765,6 +765,12 @@ def test_communication_the_model_cannot_see_is_not_priced_at_nothing():
     mtia = loaded(DATA / "mtia_inference.json.gz")
     ranked = [mtia.gain_shown(r) for r in top_rows(mtia, "max_gain", 1000)]
     assert ranked[-2:] == [None, None] and None not in ranked[:-2] and ranked[-3] == 0.0
+    # The table (text, HTML, widget) puts them last whichever way it is sorted.
+    table = op_table(mtia)
+    for descending in (True, False):
+        shown = [table.column("max_gain").show(r)
+                 for r in table.sorted_rows("max_gain", descending)]
+        assert shown[-2:] == ["—", "—"] and "—" not in shown[:-2]
     # A row the model can see keeps its figure, the same in the table and the frame.
     rank0 = loaded(DATA / "rank0_steps.json.gz")
     seen = max(rank0.rows, key=lambda r: r.max_gain_us)

@@ -107,12 +107,14 @@ class Table:
         raise KeyError(column_id)
 
     def sorted_rows(self, column_id: str | None = None, descending: bool = True) -> list[Any]:
-        """All rows ordered by one column; ties broken by ``row.key`` so order is stable."""
+        """All rows ordered by one column; ties broken by ``row.key`` so order is stable.
+        A row the column shows as "—" (no figure: ``Column.dash``) comes last either way."""
         col = self.column(column_id or self.sort_column)
         if not col.numeric:
             return sorted(self.rows, key=lambda r: str(col.value(r)), reverse=descending)
         sign = -1 if descending else 1
-        return sorted(self.rows, key=lambda r: (sign * float(col.value(r)), r.key))
+        blank = (lambda r: col.show(r) == "—") if col.dash else (lambda r: False)
+        return sorted(self.rows, key=lambda r: (blank(r), sign * float(col.value(r)), r.key))
 
 
 def row_label(row: Any) -> str:
@@ -186,8 +188,8 @@ def op_table(result: ProfileResult) -> Table:
 
 
 def _gain_column(result: ProfileResult) -> Column:
-    """``max gain/iter`` (``ProfileResult.gain_shown``): "—", sorted last, for a row whose
-    removal the model cannot see."""
+    """``max gain/iter`` (``ProfileResult.gain_shown``): "—" (sorted last, either way:
+    ``Table.sorted_rows``) for a row whose removal the model cannot see."""
 
     def gain(r: OpRow) -> float:
         shown = result.gain_shown(r)
