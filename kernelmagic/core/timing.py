@@ -111,12 +111,15 @@ def settling(timings: list[float]) -> int:
     10 or 20."""
     n = len(timings)
     # The rest's range, from each k on: a plateau within SETTLED_SPREAD of its median
-    # spans at most (1 + s) / (1 - s), so wider ones are passed without their median
-    # (linear in the iterations where noise keeps every tail wide).
+    # spans at most (1 + s) / (1 - s), so wider ones are passed without their median.
+    # And a ramp on one side, each nearer than the one before, rises or falls strictly:
+    # no k beyond the opening run that does is tried. So a median is taken only for
+    # splits that can be the answer, and noise costs time linear in the iterations.
     low = list(itertools.accumulate(reversed(timings), min))[::-1]
     high = list(itertools.accumulate(reversed(timings), max))[::-1]
     widest = (1 + SETTLED_SPREAD) / (1 - SETTLED_SPREAD)
-    for k in range(1, n - max(3, (n + 1) // 2) + 1):
+    last = min(n - max(3, (n + 1) // 2), _monotone_opening(timings))
+    for k in range(1, last + 1):
         if high[k] > low[k] * widest:
             continue
         tail = timings[k:]
@@ -130,6 +133,17 @@ def settling(timings: list[float]) -> int:
                 and all(abs(a) > abs(b) for a, b in itertools.pairwise(head))):
             return k
     return 0
+
+
+def _monotone_opening(timings: list[float]) -> int:
+    """The length of the longest opening run of ``timings`` that rises strictly or falls
+    strictly (1 for a single one, 0 for none)."""
+    rising = falling = min(len(timings), 1)
+    while rising < len(timings) and timings[rising] > timings[rising - 1]:
+        rising += 1
+    while falling < len(timings) and timings[falling] < timings[falling - 1]:
+        falling += 1
+    return max(rising, falling)
 
 
 # --- the noise rule: a speed-up with its interval, and when it is beyond the noise -------

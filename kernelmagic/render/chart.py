@@ -12,7 +12,7 @@ from typing import Any
 from kernelmagic.core.rows import OpRow
 from kernelmagic.core.sorting import self_time, sort_key
 from kernelmagic.core.units import counted, cut_end, format_us, percent, percent_of
-from kernelmagic.render.table import row_label
+from kernelmagic.render.table import gain_value, row_label
 from kernelmagic.results.result import ProfileResult
 
 MAX_LABEL = 40
@@ -33,15 +33,10 @@ def top_rows(result: ProfileResult, key: str, k: int | None) -> list[OpRow]:
     """The chart's rows: the ``k`` largest by the figure their bars show, as the op table
     orders them (ties by name)."""
     if key == "max_gain":  # (as the table: a row the model cannot see below every gain)
-        rows = sorted(result.rows, key=lambda r: (-_gain_order(result, r), r.key))
+        rows = sorted(result.rows, key=lambda r: (-gain_value(result, r), r.key))
     else:
         rows = sorted(result.rows, key=lambda r: (-per_iteration(result, key, r), r.key))
     return rows[: k or result.topk]
-
-
-def _gain_order(result: ProfileResult, row: OpRow) -> float:
-    shown = result.gain_shown(row)
-    return -1.0 if shown is None else shown
 
 
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:

@@ -40,8 +40,13 @@ class Column:
     width: int = 104  # px, shared by the HTML table and the widget's header buttons
     #: Shown one click away ("more columns"), not in the default set that fits 1,280 px.
     extra: bool = False
-    #: What a cell's "—" means, said under a table that shows one (``dash_notes``).
+    #: What a cell's "—" means, said under a table that shows one (``dash_notes``). A
+    #: column with one gives the value -1 for a row it has no figure for (``blank``).
     dash: str = ""
+
+    def blank(self, row: Any) -> bool:
+        """Whether the column has no figure for ``row`` (it shows "—": ``dash``)."""
+        return bool(self.dash) and float(self.value(row)) < 0
 
     def __post_init__(self) -> None:
         # Never narrower than its title on one line (with the sort arrow and the button's
@@ -68,7 +73,7 @@ def dash_notes(table: Table, rows: list[Any]) -> list[str]:
     removal (...)``, ``— in FLOP/iter, FLOP/s: torch counts no FLOPs for the op``."""
     titles: dict[str, list[str]] = {}
     for c in table.columns:
-        if c.dash and any(c.show(r) == "—" for r in rows):
+        if c.dash and any(c.blank(r) for r in rows):
             titles.setdefault(c.dash, []).append(c.title)
     return [f"— in {', '.join(names)}: {dash}" for dash, names in titles.items()]
 
@@ -113,8 +118,8 @@ class Table:
         if not col.numeric:
             return sorted(self.rows, key=lambda r: str(col.value(r)), reverse=descending)
         sign = -1 if descending else 1
-        blank = (lambda r: col.show(r) == "—") if col.dash else (lambda r: False)
-        return sorted(self.rows, key=lambda r: (blank(r), sign * float(col.value(r)), r.key))
+        return sorted(self.rows,
+                      key=lambda r: (col.blank(r), sign * float(col.value(r)), r.key))
 
 
 def row_label(row: Any) -> str:
@@ -187,13 +192,19 @@ def op_table(result: ProfileResult) -> Table:
     return Table(cols, list(result.rows), column_for_sort(result, result.sort))
 
 
+def gain_value(result: ProfileResult, row: OpRow) -> float:
+    """``max gain/iter``'s figure for ``row`` (``ProfileResult.gain_shown``), -1 where the
+    model cannot see the row's removal (``Column.blank``: shown "—", sorted last)."""
+    shown = result.gain_shown(row)
+    return -1.0 if shown is None else shown
+
+
 def _gain_column(result: ProfileResult) -> Column:
-    """``max gain/iter`` (``ProfileResult.gain_shown``): "—" (sorted last, either way:
+    """``max gain/iter`` (``gain_value``): "—" (sorted last, either way:
     ``Table.sorted_rows``) for a row whose removal the model cannot see."""
 
     def gain(r: OpRow) -> float:
-        shown = result.gain_shown(r)
-        return -1.0 if shown is None else shown
+        return gain_value(result, r)
 
     return Column("max_gain", "max gain/iter", gain,
                   lambda r: "—" if gain(r) < 0 else format_us(gain(r)), width=96,

@@ -189,9 +189,8 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
     series = next((s for s in detail.series if s.row == label), None)
     what_ifs = _what_ifs(result, first.key) if what_if else []
     inclusive = max(total("cpu_time_total"), total("device_time_total")) / per
-    model = result.dependency_model
     gain: float | None = None
-    if model is not None and first.key in model.row_key and not holds(result, first.key):
+    if first.key in result.unseen_keys:
         pass  # (a row the model holds but cannot see: no saving to say)
     elif what_ifs and len(rows) > 1:
         gain = min(what_ifs[-1][1].saved_us, inclusive)

@@ -802,7 +802,7 @@ def priceable_rows(m: Model) -> np.ndarray:
     reached = np.zeros(max(m.chain_off.size - 1, 0), bool)
     if m.main_chain >= 0:
         reached[m.main_chain] = True
-    chain_of = np.searchsorted(m.chain_off, np.arange(m.pos_anchor.size), "right") - 1
+    chain_of = _graph(m).dom_of[:m.pos_anchor.size]  # (each position's thread)
     # (a thread that launches GPU work reaches the iteration through it: its end, a sync)
     reached[chain_of[m.item_launch[m.item_launch >= 0]]] = True
     edges = set(zip(chain_of[m.cross_source].tolist(), chain_of[m.cross_target].tolist(),
@@ -1154,7 +1154,9 @@ def _causes(m: Model, h: _Holds, j: int, floor: float) -> Iterator[_Cause]:
     if edge and not edge_first and h.cross_c[x] >= h.sync_c[q] - 1e-6:
         yield from edge
     if q is not None:  # another sync at the position as late (two syncs end there)
-        for other in np.flatnonzero(m.sync_pos == j).tolist():
+        g = _graph(m)  # (the syncs at position j: a slice of those sorted by position)
+        lo, hi = g.sync_at.searchsorted((j, j + 1)).tolist()
+        for other in g.sync_order[lo:hi].tolist():
             if other != q and h.sync_c[other] >= t - 1e-6:
                 yield from _sync_causes(m, h, other, t)
     if h.cpu_anchor_binds[j]:

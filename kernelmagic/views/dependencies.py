@@ -390,10 +390,6 @@ class _Chains:
         ops = ((kind == Kind.OP) | (kind == Kind.RUNTIME)).view(np.int8)
         return int(np.argmax(np.add.reduceat(ops, self.chain_off[:-1], dtype=np.int64)))
 
-    def position_of_start(self, events: np.ndarray) -> np.ndarray:
-        """The position of each event's start (-1 when the event is not on a chain)."""
-        return self._position(events, 0)
-
     def position_of_end(self, events: np.ndarray) -> np.ndarray:
         """The position of each event's end (-1 when the event is not on a chain)."""
         return self._position(events, 1)
@@ -540,13 +536,13 @@ def _stream_order(table: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
-                     prev_end: np.ndarray, in_window: np.ndarray) -> int:
+                     prev_end: np.ndarray, in_window: np.ndarray, start: np.ndarray,
+                     released: np.ndarray) -> int:
     """The launch latency of work that found its stream idle when it was launched: the
     median in the window, else in the whole trace, else ``DEFAULT_LAUNCH_LATENCY_NS``.
-    Never from queued work: its delay is the GPU's backlog, not a latency."""
+    Never from queued work: its delay is the GPU's backlog, not a latency. (``start``:
+    each launch's start, ``released``: when it let its work go: ``_launched_at``.)"""
     launched = call >= 0
-    start = np.where(launched, table.start[np.maximum(call, 0)], NONE)
-    released = np.where(launched, _launched_at(table, work, call), NONE)
     lat = table.start[work] - released
     # Where the trace shows the stream idle when the launch let the work go; the first
     # work recorded on a stream only if it started within ``FIRST_LAUNCH_MAX_NS`` (it
@@ -559,22 +555,22 @@ def _typical_latency(table: EventTable, work: np.ndarray, call: np.ndarray,
     return DEFAULT_LAUNCH_LATENCY_NS
 
 
-def _launched_at(table: EventTable, work: np.ndarray, call: np.ndarray) -> np.ndarray:
-    """When each GPU work's launch let it go (ns; ``call``: its runtime call, >= 0): the
-    call's end where the work started after the call returned, as it almost always does
-    (the runtime hands the work over as it returns: 2,687 of 2,700 kernels of
-    ``a100_nccl_rank``, all of ``mi250_rocm``'s), else the call's start (a blocking
-    ``cudaMemcpy`` ends after its copy). So the latency is what follows the call, and
-    a launch that takes long (a first launch loading its kernel's module: 6.5 ms in
-    ``mi250_rocm``) holds its work back by its own CPU time, which a faster call saves."""
+def _launched_at(table: EventTable, work: np.ndarray,
+                 call: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per GPU work (``call``: its runtime call, -1: none): the call's start and end (ns;
+    NONE where no call), and whether the launch let the work go as the call returned:
+    it is let go at the call's end where the work started after the call returned
+    (``np.where(after, end, start)``), as it almost always does (the runtime hands the
+    work over as it returns: 2,687 of 2,700 kernels of ``a100_nccl_rank``, all of
+    ``mi250_rocm``'s), else the call's start (a blocking ``cudaMemcpy`` ends after its
+    copy). So the latency is what follows the call, and a launch that takes long (a
+    first launch loading its kernel's module: 6.5 ms in ``mi250_rocm``) holds its work
+    back by its own CPU time, which a faster call saves."""
+    launched = call >= 0
     c = np.maximum(call, 0)
-    end = table.end[c]
-    return np.where(_after_its_call(table.start[work], end), end, table.start[c])
-
-
-def _after_its_call(work_start: np.ndarray, call_end: np.ndarray) -> np.ndarray:
-    """Whether each GPU work started once its launch call had returned (their times)."""
-    return work_start >= call_end
+    start = np.where(launched, table.start[c], NONE)
+    end = np.where(launched, table.end[c], NONE)
+    return start, end, launched & (table.start[work] >= end)
 
 
 _MODEL_ARRAYS = frozenset(("stream_off", "item_dur", "item_row", "item_launch", "item_lat",
@@ -592,10 +588,11 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
         return {k: getattr(empty, k) for k in _MODEL_ARRAYS} | dict(
             items=none, work=none, work_launch=none, item_of_work=none,
             queued=np.zeros(0, bool), item_call=none)
-    launch_start = np.where(call >= 0, table.start[np.maximum(call, 0)], NONE)
+    launch_start, call_end, after_call = _launched_at(table, work, call)
     in_window = np.where(call >= 0, (launch_start >= ws) & (launch_start < we),
                          (table.start[work] >= ws) & (table.start[work] < we))
-    typical = _typical_latency(table, work, call, prev_end, in_window)
+    typical = _typical_latency(table, work, call, prev_end, in_window, launch_start,
+                               np.where(after_call, call_end, launch_start))
     keep = np.flatnonzero(in_window)
     items = work[keep]
     st = table.start[items] - ws
@@ -603,11 +600,10 @@ def _gpu_items(table: EventTable, ws: int, we: int, row_of: np.ndarray, cpu: _Ch
     ls = np.where(calls >= 0, launch_start[keep] - ws, NONE)
     pe = np.where(prev_end[keep] != NONE, prev_end[keep] - ws, NONE)
     launched = (calls >= 0) & (st >= ls)
-    call_end = table.end[np.maximum(calls, 0)] - ws
     # Let go as the call returned (``_launched_at``), where that is in the window: a call
-    # that runs on past it ends at the window's end, as its position does.
-    after = launched & _after_its_call(st, call_end) & (call_end <= we - ws)
-    released = np.where(after, call_end, ls)
+    # that runs on past it ends at the window's end, as its position does (its start, then).
+    after = launched & after_call[keep] & (call_end[keep] <= we)
+    released = np.where(after, call_end[keep] - ws, ls)
     queued = launched & (pe != NONE) & (pe > released)  # (behind work still running then)
     free = launched & ~queued
     lat = st - released
