@@ -16,6 +16,7 @@ from loaded import loaded
 import kernelmagic
 from kernelmagic import findings
 from kernelmagic.core import roofline_bounds
+from kernelmagic.core.counter_metrics import CounterRow
 from kernelmagic.core.rows import (
     DATA_LOADING,
     Breakdown,
@@ -31,6 +32,7 @@ from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding
 from kernelmagic.findings.gpu import gpu_idle, launch_bound
 from kernelmagic.findings.ops import dominant_op, train_mode_under_no_grad
 from kernelmagic.findings.python import PYTHON_SHARE, python_between_ops
+from kernelmagic.findings.measurement import timed_while_counting
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.render.html import findings_html
 from kernelmagic.results.result import ProfileResult
@@ -91,14 +93,17 @@ HEADLINES = {
     # 92% of the window; the only finding is the 75 .item() per iteration, whose removal
     # the model says saves almost nothing (issue 43 item 3 words such findings).
     "mtia_inference.json.gz": ("sync_points", "aten::item ×75"),
-    # Only in ../shared/traces: CUPTI counter replay makes each launch 67 ms; context
-    # creation, streams and the model's warm-up are in the window too.
-    "a100_cupti_counters.json.gz": ("startup_in_window", "set-up calls take 8.14 s per iteration "
-                                    "(mean; 69% of the iteration): cudaLaunchKernel"),
+    # Recorded with profiler metrics: CUPTI's range profiler replays each kernel, so each
+    # launch takes 67 ms and every time is the counting's; context creation, streams and
+    # the model's warm-up are in the window too (startup_in_window, after it).
+    "a100_cupti_counters.json.gz": ("timed_while_counting", "every launch waits for its "
+                                    "kernel's passes (cudaLaunchKernel 67.1 ms a call on "
+                                    "average, where a launch takes µs)"),
 }
 #: Rules whose findings may come after a headline without contradicting it, per trace.
 ALSO = {
     "v100_gpu_annotations.json.gz": "noisy",
+    "a100_cupti_counters.json.gz": "startup_in_window",
     "rank0_steps.json.gz": "communication_bound",
     "ranks/rank-0.json.gz": "communication_bound",
     "ranks/rank-1.json.gz": "communication_bound",
@@ -141,8 +146,44 @@ def test_startup_on_a_trace_says_how_to_record_steady_state():
                                    "records (torch.profiler.schedule(wait=1, warmup=1, ")
     rocm = first(loaded(DATA / "mi250_rocm.json.gz"))
     assert rocm.title == "ROCm start-up or first-call set-up inside the profiled window"
-    assert "552 µs each where a launch takes µs: a first launch loads its kernel's module" \
-        in rocm.evidence
+    assert ("552 µs a call on average where a launch takes µs: a first launch loads its "
+            "kernel's module") in rocm.evidence
+
+
+def test_a_trace_timed_while_counting_says_so_first_and_keeps_its_launches_out_of_setup():
+    # a100_cupti_counters: 77 launches of 16 kernels, none under 1.5 ms (median 53 ms, the
+    # raw JSON): the range profiler's passes, not first launches loading modules.
+    path = trace_path("a100_cupti_counters.json.gz")
+    if path is None:
+        pytest.skip("a100_cupti_counters.json.gz is not in tests/data or ../shared/traces")
+    found = loaded(path).findings()
+    assert found[0].rule == "timed_while_counting" and found[0].share == 1.0
+    assert "hardware counts for 16 kernels" in found[0].evidence
+    assert "the iteration's 11.8 s and every time in this report are the counting's" \
+        in found[0].evidence
+    startup = next(f for f in found if f.rule == "startup_in_window")
+    assert "cudaLaunchKernel" not in startup.rows
+    assert startup.evidence.startswith("set-up calls take 2.97 s per iteration")
+    # Warm-up ranges are named with their calls, not a time: their total counts the one
+    # nested in another of its name twice (25.5 s in a 12.8 s parent on a100_alexnet).
+    assert startup.evidence.endswith(
+        "the window holds warm-up ranges: [param|pytorch.model.alex_net|0|0|0|warmup|forward] "
+        "(×2)")
+
+
+def test_counting_in_a_run_of_its_own_leaves_the_times_alone():
+    # --counters counts in a run that is never timed: a live result with counters is timed
+    # as usual, and its slow launches are first launches.
+    launches = OpRow("cudaLaunchKernel", 10, 3000.0, 3000.0)
+    live = dataclasses.replace(gpu([MM, launches], iters=1, idle=4000.0, wall=5000.0),
+                               counters=[CounterRow("k", 10)])
+    assert not live.timed_while_counting
+    assert timed_while_counting(live) is None
+    assert "cudaLaunchKernel" in startup_in_window(live).rows
+    trace = dataclasses.replace(live, source="trace")
+    assert trace.timed_while_counting
+    assert timed_while_counting(trace) is not None
+    assert startup_in_window(trace) is None  # (the launches were all of it)
 
 
 def test_no_finding_blames_startup_on_an_op():
@@ -376,7 +417,8 @@ def test_startup_on_first_launches_not_on_a_full_launch_queue():
     launches = OpRow("cudaLaunchKernel", 10, 3000.0, 3000.0)  # 300 µs a launch
     f = startup_in_window(gpu([MM, launches], iters=1, idle=4000.0, wall=5000.0))
     assert f is not None
-    assert "cudaLaunchKernel 3.00 ms (×10, 300 µs each where a launch takes µs" in f.evidence
+    assert ("cudaLaunchKernel 3.00 ms (×10, 300 µs a call on average where a launch takes µs"
+            in f.evidence)
     # The GPU was busy all along: the launches waited for room in the queue.
     assert startup_in_window(gpu([MM, launches], iters=1, idle=100.0,
                                           wall=5000.0)) is None

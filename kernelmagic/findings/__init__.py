@@ -23,8 +23,9 @@ One module per subject, each importing only ``base`` and the subjects it defers 
   named by line with the ``python`` view
 - ``ops``: one op dominating (silent on what the rules above explain), small elementwise ops,
   dropout (or CUDA batch norm) in training mode with no backward pass
-- ``measurement``: a busy machine (other processes competing for the CPU), a slow first
-  run, a noisy measurement; memory every iteration keeps (``--memory``)
+- ``measurement``: a busy machine (other processes competing for the CPU), a trace timed
+  while the GPU's counters were counted, a slow first run, a noisy measurement; memory
+  every iteration keeps (``--memory``)
 - ``compiled``: torch.compile's graph breaks, recompiles in the loop, mostly-eager cells
 - ``steps``: ``--steps``' steps: overhead-bound, slowing down, a slow first step, time
   between the steps
@@ -55,7 +56,13 @@ from kernelmagic.findings.compiled import RULES as COMPILED_RULES
 from kernelmagic.findings.counters import RULES as COUNTER_RULES
 from kernelmagic.findings.device import fp32_conv
 from kernelmagic.findings.gpu import fp32_matmul, gpu_idle, launch_bound, sync_points
-from kernelmagic.findings.measurement import busy_machine, memory_growth, noisy, slow_warmup
+from kernelmagic.findings.measurement import (
+    busy_machine,
+    memory_growth,
+    noisy,
+    slow_warmup,
+    timed_while_counting,
+)
 from kernelmagic.findings.ops import dominant_op, fusable_elementwise, train_mode_under_no_grad
 from kernelmagic.findings.python import python_between_ops
 from kernelmagic.findings.ranks import communication_bound
@@ -68,8 +75,8 @@ __all__ = ["RULES", "SILENT_WHEN_NEGLIGIBLE", "find", "priced", "weighed"]
 
 RULES: list[Callable[[ProfileResult], Finding | None]] = [
     # share 1, whatever their size: a leak runs out of memory however fast it is; on a
-    # busy machine every other figure is off
-    memory_growth, busy_machine,
+    # busy machine, or while the counters were counted, every other figure is off
+    memory_growth, busy_machine, timed_while_counting,
     communication_bound, startup_in_window, gpu_idle, python_between_ops,
     train_mode_under_no_grad, dominant_op,
     launch_bound, sync_points, fp32_matmul, fp32_conv, fusable_elementwise, slow_warmup, noisy,

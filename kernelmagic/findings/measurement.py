@@ -1,6 +1,7 @@
 """The run as a whole rather than its ops. The measurement itself: other processes
 competing for the CPU while it ran (``busy_machine``: every figure is off, so it comes
-first), a first run far slower than steady state (``slow_warmup``), iterations too spread
+first), a trace timed while the GPU's counters were counted (``timed_while_counting``:
+likewise), a first run far slower than steady state (``slow_warmup``), iterations too spread
 to trust (``noisy``); the last two explain none of the iteration (``share`` 0). And
 ``--memory``'s memory that every iteration keeps and never gives back (``memory_growth``:
 a leak runs out of memory however fast the run is, so it comes first too)."""
@@ -11,8 +12,16 @@ import math
 import statistics
 
 from kernelmagic.core.memory_rows import MemoryGrowthRow
+from kernelmagic.core.op_names import LAUNCH_CALLS
 from kernelmagic.core.timing import NOISY_BEST, SETTLED_SPREAD, settling
-from kernelmagic.core.units import counted, format_bytes, format_ratio, format_seconds, percent
+from kernelmagic.core.units import (
+    counted,
+    format_bytes,
+    format_ratio,
+    format_seconds,
+    format_us,
+    percent,
+)
 from kernelmagic.findings.base import NAMED, Finding
 from kernelmagic.results.result import ProfileResult, more_iterations, warm_up
 
@@ -108,6 +117,30 @@ def busy_machine(result: ProfileResult) -> Finding | None:
     return Finding("busy_machine", "The machine is busy: other processes compete for the CPU",
                    evidence, hint, share=1.0,
                    variants=(f"threads={fewer}",) if use_fewer else ())
+
+
+def timed_while_counting(result: ProfileResult) -> Finding | None:
+    """A trace recorded with profiler metrics (``ProfileResult.timed_while_counting``):
+    CUPTI's range profiler serialises each kernel and replays it several times, so its
+    launches wait for the passes and every time in the report is the counting's, not the
+    run's. Like a busy machine, this comes first (``share`` 1)."""
+    if not result.timed_while_counting:
+        return None
+    evidence = (f"the trace holds hardware counts for {counted(len(result.counters), 'kernel')} "
+                "(CUPTI's range profiler, which runs each kernel alone and replays it "
+                "several times)")
+    launches = [r for r in result.op_totals if r.key in LAUNCH_CALLS and r.count]
+    if launches:
+        top = max(launches, key=lambda r: r.self_cpu_time_total)
+        evidence += (f": every launch waits for its kernel's passes ({top.key} "
+                     f"{format_us(top.self_cpu_time_total / top.count)} a call on average, "
+                     "where a launch takes µs)")
+    evidence += (f", so the iteration's {format_seconds(result.stats.median)} and every time "
+                 "in this report are the counting's, not the run's")
+    return Finding("timed_while_counting",
+                   "The times were taken while the GPU's counters were counted", evidence,
+                   "time the run from a recording without profiler metrics (kernel "
+                   "tracing on); keep this one for its counts", share=1.0)
 
 
 def _kept(row: MemoryGrowthRow) -> str:

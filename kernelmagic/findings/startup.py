@@ -49,7 +49,9 @@ def setup(result: ProfileResult) -> Setup:
     Runtime calls named in ``SETUP_CALLS`` (context creation, streams, the caching
     allocator), kernel launches averaging ``SETUP_LAUNCH_US`` or more (a launch takes
     µs; the first launch of a kernel loads its module) unless the GPU was busy longer
-    than they took (then they wait on a full launch queue), and any other runtime call that
+    than they took (then they wait on a full launch queue) or the times were taken while
+    the GPU's counters were counted (then each launch waits for its kernel's passes:
+    ``measurement.timed_while_counting``), and any other runtime call that
     is not a sync, copy, launch or event averaging ``SETUP_CALL_US`` or more; and, with at
     least three iterations and no warm-up run before them (a trace's steps), a first
     iteration above ``SLOW_FIRST_ITER_RATIO`` × the median of the others.
@@ -62,7 +64,8 @@ def setup(result: ProfileResult) -> Setup:
             continue
         mean = r.self_cpu_time_total / r.count
         if r.key in LAUNCH_CALLS:
-            if mean >= SETUP_LAUNCH_US and (idle is None or r.self_cpu_time_total <= idle):
+            if (mean >= SETUP_LAUNCH_US and not result.timed_while_counting
+                    and (idle is None or r.self_cpu_time_total <= idle)):
                 calls.append(r)
         elif r.key in SETUP_CALLS or (mean >= SETUP_CALL_US and not _NOT_SETUP.search(r.key)):
             calls.append(r)
@@ -89,8 +92,8 @@ def _setup_call(result: ProfileResult, r: OpRow, first_context: bool) -> str:
     """A set-up call with its time per iteration, calls, and what it does in a window."""
     said = f"×{r.count / result.iters:g}"
     if r.key in LAUNCH_CALLS:
-        said += (f", {format_us(r.self_cpu_time_total / r.count)} each where a launch takes "
-                 "µs: a first launch loads its kernel's module")
+        said += (f", {format_us(r.self_cpu_time_total / r.count)} a call on average where a "
+                 "launch takes µs: a first launch loads its kernel's module")
     elif r.key in ALLOCATOR_CALLS:
         said += ": the caching allocator growing"
     elif first_context:
@@ -116,9 +119,10 @@ def startup_in_window(result: ProfileResult) -> Finding | None:
         said.append(f"the first iteration took {format_seconds(found.first)} against "
                     f"{format_seconds(found.others)} for the others (median)")
     warm = [g for g in result.ranges if "warmup" in g.key.lower().replace("-", "")]
-    if warm:
+    if warm:  # (named, not timed: a range's total counts one nested in another of its name
+        # twice, as torch's does, which is no time the window holds)
         said.append("the window holds warm-up ranges: " + ", ".join(
-            f"{g.key} {format_us(g.cpu_time_total / result.iters)}" for g in warm[:2]))
+            f"{g.key} (×{g.count / result.iters:g})" for g in warm[:2]))
     runtime = "ROCm" if any(r.key.startswith("hip") for r in found.calls) else "CUDA"
     return Finding(
         "startup_in_window", f"{runtime} start-up or first-call set-up inside the profiled "

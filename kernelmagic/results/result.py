@@ -245,6 +245,14 @@ class ProfileResult(Shown):
         return self.source == "trace"
 
     @property
+    def timed_while_counting(self) -> bool:
+        """Whether the times were taken while the GPU's counters were counted: a trace
+        recorded with profiler metrics (CUPTI's range profiler serialises each kernel and
+        replays it several times, so every launch waits for its kernel's passes).
+        ``--counters`` counts in a run of its own, which is never timed."""
+        return self.from_trace and bool(self.counters)
+
+    @property
     def device_label(self) -> str:
         """The device profiled, as the summary names it: ``CPU``, ``CUDA (NVIDIA H200)``,
         ``ROCm (AMD Instinct MI250X)``, ``MTIA (ARTEMIS)``. ``device`` stays ``"cuda"`` on
