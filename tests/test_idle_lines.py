@@ -112,15 +112,36 @@ def test_a_traces_python_rows_mark_data_loading(tmp_path):
     assert not any(r.function == "__getitem__" for r in result.python_lines)
 
 
+def test_a_sync_called_while_the_gpu_idles_names_no_stretch():
+    # The GPU idles 200-600 µs; the CPU runs aten::relu (250-450 µs), inside it an 11 µs
+    # cudaDeviceSynchronize at 300 µs, which waits for nothing: the stretch is relu's
+    # launch gap (a100_alexnet: an 824 ms gap of CUDA set-up held such a sync). A sync
+    # running as the GPU's work ends (gemm until 200 µs) names the stretch after it.
+    def rows_with(sync_start: int) -> dict[str, str]:
+        table = table_of((Kind.STEP, "ProfilerStep#1", 0, 1000, 1),
+                         (Kind.OP, "aten::mm", 40, 70, 1),
+                         (Kind.RUNTIME, "cudaLaunchKernel", 50, 60, 1, {"correlation": 1}),
+                         (Kind.KERNEL, "gemm", 100, 200, 7, {"device": 0, "correlation": 1}),
+                         (Kind.OP, "aten::relu", 250, 450, 1),
+                         (Kind.RUNTIME, "cudaDeviceSynchronize", sync_start,
+                          sync_start + 11, 1),
+                         (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0}))
+        rows = gpu_idle_rows(table, [(0, 1000 * US)])
+        return {r.cause: r.detail for r in rows if r.cause != "iteration edge"}
+
+    assert rows_with(300) == {"launch gap": "aten::relu"}
+    assert rows_with(195) == {"sync": "cudaDeviceSynchronize"}
+
+
 def test_a_short_sync_is_named_by_the_frame_around_it():
-    # aten::_local_scalar_dense for 10 µs: no point of the 20 µs grid falls in it; the
-    # with_stack frame around it (read_loss, line 20) names it.
+    # aten::_local_scalar_dense for 10 µs, waiting for gemm until 205 µs: no point of the
+    # 20 µs grid falls in it; the with_stack frame around it (read_loss, line 20) names it.
     table = table_of((Kind.STEP, "ProfilerStep#1", 0, 1000, 1),
                      (Kind.PYTHON, "/home/u/train.py(20): read_loss", 195, 215, 1),
                      (Kind.OP, "aten::_local_scalar_dense", 201, 211, 1),
                      (Kind.OP, "aten::mm", 40, 70, 1),
                      (Kind.RUNTIME, "cudaLaunchKernel", 50, 60, 1, {"correlation": 1}),
-                     (Kind.KERNEL, "gemm", 100, 200, 7, {"device": 0, "correlation": 1}),
+                     (Kind.KERNEL, "gemm", 100, 205, 7, {"device": 0, "correlation": 1}),
                      (Kind.KERNEL, "add_kernel", 600, 700, 7, {"device": 0}))
     windows = [(0, 1000 * US)]
     rows = gpu_idle_rows(table, windows, samples_from_trace(table, windows))
@@ -162,16 +183,16 @@ def test_the_join_weighs_samples_by_the_time_they_stand_for():
 
 
 def test_live_samples_name_a_syncs_cell_line_before_the_frame_around_it(tmp_path):
-    # A cell whose line 3 reads a loss: aten::item waits 0.3-3.3 ms for the GPU, the
-    # sampler saw line 3 of the cell three times meanwhile; a with_stack frame around it
-    # would only say the cell's top level (line 0).
+    # A cell whose line 3 reads a loss: aten::item waits 0.3-3.3 ms for the GPU (gemm ends
+    # at 3.25 ms), the sampler saw line 3 of the cell three times meanwhile; a with_stack
+    # frame around it would only say the cell's top level (line 0).
     cell = tmp_path / "cell.py"
     cell.write_text("x = 1\ny = 2\ntotal += loss.item()\n")
     table = table_of((Kind.STEP, "ProfilerStep#1", 0, 5000, 1),
                      (Kind.PYTHON, f"{cell}(0): <module>", 0, 5000, 1),
                      (Kind.OP, "aten::mm", 40, 70, 1),
                      (Kind.RUNTIME, "cudaLaunchKernel", 50, 60, 1, {"correlation": 1}),
-                     (Kind.KERNEL, "gemm", 100, 200, 7, {"device": 0, "correlation": 1}),
+                     (Kind.KERNEL, "gemm", 100, 3250, 7, {"device": 0, "correlation": 1}),
                      (Kind.OP, "aten::item", 300, 3300, 1),
                      (Kind.KERNEL, "add_kernel", 4000, 4100, 7, {"device": 0}))
     samples = _samples([1000, 2000, 3000], [0, 0, 0], [Frame(str(cell), 3, "<module>", True)])
