@@ -108,9 +108,12 @@ def test_kernels_grouped_with_launching_op():
     )
     assert table.launcher[9] == 2, "through the Python frame to the op"
     assert kernel_rows(table) == [
-        KernelRow("sgemm_128x64", 3, 94.0, "aten::mm"),
-        KernelRow("Memset (Device)", 1, 2.0, "aten::addmm"),
+        KernelRow("sgemm_128x64", 3, 94.0, "aten::mm", 2),  # (aten::addmm launched one)
+        KernelRow("Memset (Device)", 1, 2.0, "aten::addmm", 1),
     ]
+    # The kernels table says the share where other rows launched some too.
+    assert [k.launcher for k in kernel_rows(table)] == ["aten::mm (2 of 3)", "aten::addmm"]
+    assert KernelRow("saved before", 3, 94.0, "aten::mm").launcher == "aten::mm"
     rows = {r.key: r for r in rows_of(table)}
     assert rows["aten::mm"].self_device_time_total == 84.0
     assert rows["aten::addmm"].device_time_total == 12.0
@@ -169,7 +172,7 @@ def test_build_result_windows_busy_and_timeline():
     slow_first = build_result(table, name="run", views=["timeline"], timings=[0.002, 0.001])
     assert [(s.key, s.lane, s.start) for s in slow_first.timeline] == [
         ("aten::mm", "CPU", 100.0), ("k", "stream 7", 200.0), ("k2", "stream 8", 500.0)]
-    assert result.kernels[0] == KernelRow("k", 2, 500.0, "aten::mm")
+    assert result.kernels[0] == KernelRow("k", 2, 500.0, "aten::mm", 2)
     assert result.kernels[1].launched_by == ""
     assert np.all(table.launcher[:6] == NO_PARENT)
 

@@ -30,9 +30,9 @@ from kernelmagic.core.rows import (
 from kernelmagic.findings import roofline as roofline_findings
 from kernelmagic.findings.base import NEGLIGIBLE_SAVING, Finding
 from kernelmagic.findings.gpu import gpu_idle, launch_bound
+from kernelmagic.findings.measurement import timed_while_counting
 from kernelmagic.findings.ops import dominant_op, train_mode_under_no_grad
 from kernelmagic.findings.python import PYTHON_SHARE, python_between_ops
-from kernelmagic.findings.measurement import timed_while_counting
 from kernelmagic.findings.startup import startup_in_window
 from kernelmagic.render.html import findings_html
 from kernelmagic.results.result import ProfileResult

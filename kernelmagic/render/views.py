@@ -37,7 +37,7 @@ def kernel_table(result: ProfileResult) -> Table:
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
                lambda k: percent_of(k.device_time_total, total)),
-        text_column("launched_by", "launched by", lambda k: k.launched_by, width=220),
+        text_column("launched_by", "launched by", lambda k: k.launcher, width=220),
     ]
     return Table(cols, list(result.kernels), "device", noun="kernels")
 

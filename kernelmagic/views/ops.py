@@ -303,9 +303,10 @@ def kernel_rows(table: EventTable, name: str | None = None,
                                  strict=True), key=lambda x: x[1]):
         launchers[pair // (len(labels) + 1)][pair % (len(labels) + 1)] = c
     names = table.names
+    top = [launchers[g].most_common(1)[0] if launchers[g] else (-1, 0) for g in range(k)]
     rows = [KernelRow(key=names[int(table.name[work[first[g]]])], count=int(count[g]),
                       device_time_total=float(time[g]),
-                      launched_by=(labels[launchers[g].most_common(1)[0][0]]
-                                   if launchers[g] else ""))
+                      launched_by=labels[top[g][0]] if top[g][1] else "",
+                      launched_by_calls=top[g][1])
             for g in range(k)]
     return sorted(rows, key=lambda r: -r.device_time_total)
