@@ -104,17 +104,18 @@ def run(fn: Callable[[], Any], plan: Plan, *, cell: Callable[[], Cell] | None = 
     __tracebackhide__ = True
     from kernelmagic.live import runner
 
-    if plan.options.variants is None:
-        return runner.execute(fn, plan, on_trace_ready=on_trace_ready, source_file=source_file,
-                              progress=progress, free_memory=free_memory,
-                              cell_label=cell_label)
-    from kernelmagic.live import experiments, variants
+    with runner.in_progress():  # (a run inside the profiled code is refused at once)
+        if plan.options.variants is None:
+            return runner.execute(fn, plan, on_trace_ready=on_trace_ready,
+                                  source_file=source_file, progress=progress,
+                                  free_memory=free_memory, cell_label=cell_label)
+        from kernelmagic.live import experiments, variants
 
-    names = variants.parse(plan.options.variants)
-    made = cell() if cell is not None else experiments.cell_of_callable(fn)
-    return experiments.run_with_variants(made, plan, names, source_file=source_file,
-                                         progress=progress, free_memory=free_memory,
-                                         cell_label=cell_label)
+        names = variants.parse(plan.options.variants)
+        made = cell() if cell is not None else experiments.cell_of_callable(fn)
+        return experiments.run_with_variants(made, plan, names, source_file=source_file,
+                                             progress=progress, free_memory=free_memory,
+                                             cell_label=cell_label)
 
 
 def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],

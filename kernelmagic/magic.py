@@ -154,6 +154,8 @@ class ProfileMagics(Magics):
                 result = run(fn, plan, cell=lambda: self._cell(source, code, fn),
                              source_file=code.co_filename, progress=progress,
                              free_memory=False, cell_label=label)
+            except runner.ProfilerBusyError as exc:  # (the cell ran a profiler, or us)
+                raise UsageError(str(exc)) from None
             except BaseException as exc:
                 partial = getattr(exc, "result", None)
                 if not (isinstance(exc, KeyboardInterrupt)

@@ -20,6 +20,7 @@ from kernelmagic.core.events import Kind
 from kernelmagic.core.rows import OpRow
 from kernelmagic.findings import find
 from kernelmagic.findings.compiled import EAGER_SHARE, GRAPH_BREAK_SHARE
+from kernelmagic.live.runner import ProfilerBusyError
 from kernelmagic.render.text import text_report
 from kernelmagic.results.builder import build_result
 from kernelmagic.results.result import ProfileResult
@@ -809,7 +810,7 @@ def test_a_region_called_both_nested_and_on_its_own_counts_its_own_calls():
     assert "compiled regions 70.0 µs of the mean 100 µs" in report
 
 
-def test_config_is_restored_after_ctrl_c_and_a_profile_inside_the_warm_up():
+def test_config_is_restored_after_ctrl_c_and_a_refused_profile_inside_the_warm_up():
     from torch._inductor import config as inductor_config
 
     def flags() -> tuple[bool, int]:
@@ -821,8 +822,9 @@ def test_config_is_restored_after_ctrl_c_and_a_profile_inside_the_warm_up():
 
     def cell() -> None:
         seen.append(flags())
-        if len(seen) == 1:  # the warm-up: a profile of its own (no profiler runs yet)
-            kernelmagic.profile(lambda: None, iters=1, warmup=0, name="inner")
+        if len(seen) == 1:  # the warm-up: a profile of its own, refused before it runs
+            with pytest.raises(ProfilerBusyError, match="already profiling"):
+                kernelmagic.profile(lambda: None, iters=1, warmup=0, name="inner")
             seen.append(flags())
         else:
             raise KeyboardInterrupt

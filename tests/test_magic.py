@@ -13,7 +13,9 @@ import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+import kernelmagic
 from kernelmagic.live import torch_compat
+from kernelmagic.live.runner import ProfilerBusyError
 from kernelmagic.magic import split_line
 from kernelmagic.render.bundle import WIDGET_MIME
 
@@ -454,6 +456,33 @@ def test_running_profiler_gives_usage_error(ip):
     assert isinstance(res.error_in_exec, UsageError)
     assert "already running" in str(res.error_in_exec)
     assert ip.user_ns["x"] == 0
+
+
+def test_a_cell_running_its_own_profiler_gives_usage_error(ip):
+    # torch keeps one profiler session: the cell's own ends %%profile's, whose report
+    # would be empty ("no ops were recorded") with nothing to say why.
+    ip.run_cell("import torch\nx = torch.ones(8, 8)")
+    res, cap = run(ip, "%%profile -n 3 -w 1\nwith torch.profiler.profile():\n    y = x @ x")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "ran a torch profiler of its own, which stopped kernelmagic's" \
+        in str(res.error_in_exec)
+    assert not any("image/png" in o.data for o in cap.outputs)  # (no report)
+    assert not torch.autograd.profiler._is_profiler_enabled
+    assert not run(ip, "%%profile -n 2 -w 0\ny = x @ x")[0].error_in_exec  # (and after it)
+
+
+def test_profile_inside_a_profiled_cell_is_refused_at_once(ip):
+    # Without the refusal the inner %profile ran (and showed a report) in each of the
+    # outer cell's warm-up runs, then said "your own `with profile():`?" when the outer
+    # profiler was on.
+    ip.run_cell("import torch\nx = torch.ones(8, 8)\nruns = []")
+    res, cap = run(ip, "%%profile -n 2 -w 3\nruns.append(1)\n%profile -n 2 -w 0 x @ x")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "already profiling in this process" in str(res.error_in_exec)
+    assert ip.user_ns["runs"] == [1] and cap.outputs == []
+    with pytest.raises(ProfilerBusyError, match="cannot run inside the code it profiles"):
+        kernelmagic.profile(lambda: kernelmagic.profile(lambda: None, iters=1), iters=1)
+    assert kernelmagic.profile(lambda: None, iters=1, warmup=0).iters == 1  # (and after)
 
 
 def test_syntax_error_is_reported_not_run(ip):

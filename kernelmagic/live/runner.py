@@ -42,7 +42,33 @@ from kernelmagic.views.iterations import iteration_windows, without_range
 
 
 class ProfilerBusyError(RuntimeError):
-    """Another torch profiler is already running in this process."""
+    """Another torch profiler is already running in this process, or kernelmagic is already
+    profiling (a ``%profile`` inside a ``%%profile`` cell), or the profiled code ran a torch
+    profiler of its own, which stopped kernelmagic's."""
+
+
+#: Said when a run starts inside another (``in_progress``).
+NESTED = ("kernelmagic is already profiling in this process: a %profile, %%profile or "
+          "kernelmagic.profile() cannot run inside the code it profiles")
+#: Said when the profiled code stopped kernelmagic's session (``_check_session_kept``).
+STOPPED = ("the profiled code ran a torch profiler of its own, which stopped kernelmagic's "
+           "(torch keeps one session at a time): profile it with one or the other")
+
+_in_progress = False  # a plan is running (``in_progress``)
+
+
+@contextlib.contextmanager
+def in_progress() -> Iterator[None]:
+    """Held while a plan runs (``api.run``): a plan made or run inside it raises
+    ProfilerBusyError (``NESTED``) before anything of its own runs."""
+    global _in_progress
+    if _in_progress:
+        raise ProfilerBusyError(NESTED)
+    _in_progress = True
+    try:
+        yield
+    finally:
+        _in_progress = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +94,8 @@ def plan(options: ProfileOptions) -> Plan:
         if on and not profiles_device:
             reason = "--cpu-only was given" if options.cpu_only else "CUDA is not available"
             raise ValueError(f"{flag} needs a CUDA GPU (it works through CUPTI), but {reason}")
+    if _in_progress:
+        raise ProfilerBusyError(NESTED)
     if torch_compat.profiler_running():
         raise ProfilerBusyError(
             "a torch profiler is already running in this process (your own "
@@ -374,6 +402,8 @@ def _profile(prof: Any, fn: Callable[[], Any], run: Plan, clock: Callable[[], fl
                             keep_out_of_memory=opts.memory, before_each=run.before_each)
                 if timed.interrupt is not None:
                     torch_compat.synchronize()
+                elif not torch_compat.profiler_running():  # (the code's own profiler
+                    raise ProfilerBusyError(STOPPED)  # took the session and ended it)
                 load_after = cpu_load.snapshot(cpus)  # and once after it
             report.reading()
             # Parsing the events (at profiler exit) and collecting rows allocate many
