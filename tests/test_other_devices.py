@@ -77,8 +77,8 @@ def test_the_report_says_so_in_one_line_and_the_rest_stays_whole(tmp_path, monke
     path, doc, relabelled = _alexnet_with_memsets_relabelled(tmp_path)
     time_us = float(sum(Decimal(str(e["dur"])) for e in relabelled))
     line = (f"The trace holds {counted(3, 'event')} of category {MADE_UP!r} "
-            f"({format_us(time_us)}) that kernelmagic cannot place: they are in no row, "
-            "breakdown or view")
+            f"({format_us(time_us)}) that kernelmagic cannot place: counted as neither ops "
+            "nor device work (a [range] row where one launched some)")
     work = sum(Decimal(str(e["dur"])) for e in doc["traceEvents"]
                if e.get("cat") in ("kernel", "gpu_memcpy"))
     for reader in ("fast", "stream"):
@@ -104,6 +104,28 @@ def _real(name: str):
     return DATA / f"{name}.json.gz"
 
 
+def test_an_event_of_an_unknown_category_that_launched_gpu_work_is_a_range_row(tmp_path):
+    # As any profiler record: its launch's kernel is its device time, in a [range] row
+    # (conservation), and the line says so rather than "in no row".
+    base = 1_700_000_000_000_000
+
+    def event(cat, name, ts, dur, tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if cat == "kernel" else 100,
+                "tid": tid, "ts": base + ts, "dur": dur, "args": args}
+
+    doc = {"traceEvents": [
+        event("user_annotation", "ProfilerStep#1", 0, 1000),
+        event("npu_frobnicate", "aten::mm", 10, 200),
+        event("cuda_runtime", "cudaLaunchKernel", 20, 10, correlation=1),
+        event("kernel", "kernA", 300, 100, tid=7, device=0, stream=7, correlation=1)]}
+    result = kernelmagic.load(write_trace(tmp_path / "t.json", doc))
+    (row,) = [r for r in result.rows if r.kind == "range"]
+    assert (row.key, row.self_device_time_total) == ("aten::mm", 100.0)
+    assert unplaced_note(result).endswith(
+        "cannot place: counted as neither ops nor device work (a [range] row where one "
+        "launched some)")
+
+
 def test_several_categories_and_events_without_one_share_one_line(tmp_path):
     doc = raw("a100_alexnet")
     memsets = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memset"]
@@ -118,8 +140,9 @@ def test_several_categories_and_events_without_one_share_one_line(tmp_path):
     result = kernelmagic.load(path)
     notes = [x for x in text_report(result).splitlines() if "cannot place" in x]
     assert len(notes) == 1 and notes[0] == unplaced_note(result)
-    assert notes[0].startswith("The trace holds events that kernelmagic cannot place, in no "
-                               "row, breakdown or view: ")
+    assert notes[0].startswith("The trace holds events that kernelmagic cannot place, "
+                               "counted as neither ops nor device work (a [range] row where "
+                               "one launched some): ")
     n, ns = want["zzz_other"]
     assert f"{counted(n, 'event')} of category 'zzz_other' ({format_us(ns / 1000)})" in notes[0]
     n, ns = want[NO_CATEGORY]

@@ -394,6 +394,15 @@ def test_cli_show_folder(many, capsys):
     assert "many ranks" in capsys.readouterr().err
 
 
+def test_the_text_report_of_a_result_reads_many_ranks_too(many):
+    # kernelmagic.render.text.text_report is the report users reach for; on a folder's
+    # result it raised AttributeError ('ManyRanksResult' object has no attribute 'stats').
+    from kernelmagic.render import ranks, text
+
+    assert text.text_report(many) == ranks.text_report(many)
+    assert text.text_report(many, findings=False) == ranks.text_report(many, findings=False)
+
+
 def test_summary_json_round_trip():
     s = _s(3, 1.5e5, op_us={"aten::mm": 2.0}, overlap=0.25)
     assert RankSummary.from_dict(json.loads(json.dumps(s.to_dict()))) == s

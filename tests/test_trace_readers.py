@@ -185,6 +185,33 @@ def test_string_ids_and_string_times_give_the_same_table_in_both_readers(tmp_pat
     assert (slow.end - slow.start).tolist() == [20500, 2000, 5000, 2500, 2500]
 
 
+def test_ids_written_as_whole_floats_are_those_ints_in_both_readers(tmp_path):
+    # Tools that keep every number as a double write ids as 7.0: the same thread, stream
+    # and launch as 7 (a correlation of 99.0 read as none unlinked the kernel from its
+    # launch; a tid of 7.0 became thread 0). A fraction is no id: as before.
+    def trace(name: str, as_float: bool) -> Path:
+        num = float if as_float else (lambda v: v)
+        events = [
+            _event(name="op", tid=num(7), pid=num(1)),
+            _event(name="cudaLaunchKernel", cat="cuda_runtime", tid=num(7),
+                   args={"correlation": num(99)}),
+            _event(name="k", cat="kernel", pid=num(0), tid=num(7),
+                   args={"correlation": num(99), "stream": num(7), "device": num(0)}),
+            _event(name="signed", tid=num(-5)),
+        ]
+        path = tmp_path / name / "t.json"
+        path.parent.mkdir()
+        path.write_text(dumps({"traceEvents": events}))
+        return path
+
+    floats, ints = trace("floats", True), trace("ints", False)
+    slow = read_table(floats, fast=False)
+    assert_same_table(trace_fast.read_table(floats), slow)
+    assert_same_table(read_table(ints, fast=False), slow)
+    assert slow.tid.tolist() == [7, 7, 7, (1 << 32) - 5]
+    assert slow.correlation.tolist() == [0, 99, 99, 0] and slow.device.tolist()[2] == 0
+
+
 def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):
     monkeypatch.setattr(trace_fast, "msgspec", None)  # as where msgspec is missing
     assert trace_fast.read_table(DATA / "cpu_only.json.gz") is None

@@ -232,7 +232,8 @@ class GpuIdleRow(Record):
 class UnplacedCategory(Record):
     """Events of a category no rule of ``core/event_rules.py`` places (a category it does
     not know): ``events`` complete events holding ``time_us`` µs in all, over the whole
-    trace, in no row, breakdown or view. The report says so in one line."""
+    trace, counted as neither ops nor device work (read as profiler records: one that
+    launched GPU work is a ``[range]`` row). The report says so in one line."""
 
     category: str
     events: int = unit("complete events of the category, in the whole trace")

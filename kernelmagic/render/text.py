@@ -165,10 +165,15 @@ def findings_text(result: ProfileResult | ManyRanksResult) -> str:
     return "\n".join(["Findings:", *(f"- {f}" for f in found)])
 
 
-def text_report(result: ProfileResult, limit: int | None = ROWS_SHOWN,
+def text_report(result: ProfileResult | ManyRanksResult, limit: int | None = ROWS_SHOWN,
                 findings: bool = True) -> str:
     """Summary, warning, notes, findings (what to do first), op table and deeper views:
-    ``text/plain``."""
+    ``text/plain``. A ``ManyRanksResult`` (``kernelmagic.load`` of several ranks' traces)
+    gets its own report (``render/ranks.py``), as its display does."""
+    if not isinstance(result, ProfileResult):
+        from kernelmagic.render import ranks  # (it builds on this module)
+
+        return ranks.text_report(result, findings=findings)
     parts = [summary_line(result)]
     warning = timing_warning(result)
     if warning:

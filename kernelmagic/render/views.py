@@ -250,17 +250,22 @@ def _category_words(category: str) -> str:
     return "without a category" if category == NO_CATEGORY else f"of category {category!r}"
 
 
+#: What becomes of such events (``unplaced_note``): read as profiler records, so no op
+#: and no device work; like any record, one that launched GPU work is a ``[range]`` row
+#: holding that work (views/ops.py: ``range_owners``).
+UNPLACED_FATE = "counted as neither ops nor device work (a [range] row where one launched some)"
+
+
 def unplaced_note(result: ProfileResult) -> str:
     """The events of categories kernelmagic does not know (``ProfileResult.unplaced``), with
-    their count and time, in one line: they are in no row, breakdown or view."""
+    their count and time, in one line, and what becomes of them (``UNPLACED_FATE``)."""
     where = "trace" if result.from_trace else "profile"
     listed = [f"{counted(u.events, 'event')} {_category_words(u.category)} "
               f"({format_us(u.time_us)})" for u in result.unplaced]
     if len(listed) == 1:
-        return (f"The {where} holds {listed[0]} that kernelmagic cannot place: they are in no "
-                "row, breakdown or view")
-    return (f"The {where} holds events that kernelmagic cannot place, in no row, breakdown "
-            f"or view: {', '.join(listed)}")
+        return f"The {where} holds {listed[0]} that kernelmagic cannot place: {UNPLACED_FATE}"
+    return (f"The {where} holds events that kernelmagic cannot place, {UNPLACED_FATE}: "
+            f"{', '.join(listed)}")
 
 
 def _overhang(result: ProfileResult) -> str:

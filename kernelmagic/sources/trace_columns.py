@@ -45,6 +45,7 @@ from kernelmagic.sources.counter_ranges import RawRange, join_ranges, metric_val
 from kernelmagic.sources.trace_numbers import (
     MAX_DURATION_NS,
     MAX_TIME_NS,
+    Number,
     int_of,
     thread_id,
 )
@@ -83,10 +84,11 @@ class Columns(TableBuilder):
     def tid_of(self, tid: Any) -> int:
         """A thread id as written -> an int.
 
-        An int, or a string holding one (``"123"``, ``"-5"``), is that thread (a 32-bit id
-        written as signed is the unsigned one); ``"stream 7"`` is stream 7; any other
-        string is a named lane ("PyTorch Profiler"), with a negative id of its own (the
-        event tree leaves negative ids out); anything else is 0.
+        An int, a string holding one (``"123"``, ``"-5"``) or a whole number written as a
+        float (``123.0``) is that thread (a 32-bit id written as signed is the unsigned
+        one); ``"stream 7"`` is stream 7; any other string is a named lane ("PyTorch
+        Profiler"), with a negative id of its own (the event tree leaves negative ids out);
+        anything else is 0.
         """
         if type(tid) is int:
             return thread_id(tid)
@@ -95,6 +97,9 @@ class Columns(TableBuilder):
             if found is None:
                 found = self.string_tids[tid] = self._string_tid(tid)
             return found
+        if type(tid) is float or type(tid) is Number:  # (each reader's number with a point)
+            number = int_of(tid)
+            return thread_id(number) if number is not None else 0
         return 0
 
     def _string_tid(self, tid: str) -> int:

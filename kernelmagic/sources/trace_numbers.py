@@ -93,13 +93,24 @@ def ns_of_value(value: Any) -> int:
 
 
 def int_of(value: Any) -> int | None:
-    """An integer id as written (an int, or a string holding one) -> the int, else None."""
+    """An integer id as written (an int, a string holding one, or a whole number written
+    as a float: ``7.0``, as tools that keep every number as a double write ids) -> the int,
+    else None."""
     if type(value) is int:
         return value
     if type(value) is str:
         found = _INTEGER_TEXT.match(value)
         if found is not None:
             return int(found.group(1))
+    if type(value) is float:  # (the msgspec reader's)
+        return int(value) if value.is_integer() and abs(value) < 2.0**63 else None
+    if type(value) is Number:  # (the streaming reader's: the number's text)
+        try:
+            exact = Decimal(value)
+        except InvalidOperation:
+            return None
+        if exact == exact.to_integral_value() and abs(exact) < 2**63:
+            return int(exact)
     return None
 
 
