@@ -243,6 +243,19 @@ def test_cell_files_are_named_by_ipythons_map_or_ipython_7s_names():
                       code="s += 1", in_cell=False, self_cpu_time_total=10.0)
     (row,) = name_cells(dataclasses.replace(result, sources=[stack]), cells).sources
     assert row.key == "cell[3]:4 helper" and row.self_cpu_time_total == 10.0
+    # --memory's lines too: they read "3317971694.py:1" in a kernel, where --stack says
+    # cell[3] (the profiled cell's own lines are not labelled when its result is built).
+    from kernelmagic.core.memory_rows import LiveBlockRow, MemoryGrowthRow
+
+    alive = LiveBlockRow("CPU", 8192.0, "activations", "", "", "aten::addmm",
+                         "/tmp/ipykernel_16049/916454563.py:1", 23.1, False)
+    growth = MemoryGrowthRow("CPU", "aten::empty", "<ipython-input-4-0a1b2c3d>:2", 64.0, 1,
+                             1, 64.0)
+    held = name_cells(dataclasses.replace(result, memory_alive=[alive],
+                                          memory_growth=[growth]), cells)
+    assert [r.source for r in held.memory_alive] == ["cell[3]:1"]
+    assert [r.source for r in held.memory_growth] == ["cell[4]:2"]
+    assert held.memory_alive[0].nbytes == 8192.0 and not name_cells(result, cells).memory_alive
 
 
 def test_negligible_python_shows_no_large_row():

@@ -4,7 +4,8 @@ A helper defined in an earlier cell runs from the file IPython compiled that cel
 (``/tmp/ipykernel_16049/916454563.py`` in a kernel, ``<ipython-input-3-...>`` in a terminal
 IPython 7), which says nothing to the reader. The magic knows which file is which cell
 (``shell.compile._filename_map``, IPython 8 and later; IPython 7 puts the number in the
-name); ``name_cells`` renames the ``python`` and ``gpu idle`` rows' locations in those
+name); ``name_cells`` renames the ``python`` and ``gpu idle`` rows' locations and
+``--memory``'s lines (blocks alive at the peak, growth) in those
 files, the ``--stack`` rows of functions defined there, and the compiled view's frames,
 graph breaks and kernels' lines (``torch.compile`` of a function defined in a cell). The
 profiled cell's own lines are named while the result is built
@@ -55,7 +56,19 @@ def name_cells(result: T, cells: Mapping[str, str]) -> T:
     tried = [dataclasses.replace(e, result=name_cells(e.result, cells))
              if isinstance(e.result, ProfileResult) else e for e in result.experiments]
     return dataclasses.replace(result, python_lines=lines, gpu_idle=idle, sources=sources,
-                               experiments=tried, **_compiled_named(result, cells))
+                               experiments=tried, **_compiled_named(result, cells),
+                               **_memory_named(result, cells))
+
+
+def _memory_named(result: ProfileResult, cells: Mapping[str, str]) -> dict[str, list]:
+    """``--memory``'s blocks alive at the peak and its growth rows with their lines in a
+    cell named ``cell[n]:line`` (the profiled cell's too: they are not labelled while
+    the result is built); nothing without them."""
+    if not (result.memory_alive or result.memory_growth):
+        return {}
+    return {name: [dataclasses.replace(r, source=_renamed(r.source, cells)) if r.source else r
+                   for r in getattr(result, name)]
+            for name in ("memory_alive", "memory_growth")}
 
 
 def _compiled_named(result: ProfileResult, cells: Mapping[str, str]) -> dict[str, list]:

@@ -20,7 +20,8 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
                 top: int = 5) -> list[RangeRow]:
     """Each ``record_function`` range the user opened: its time and the top ops inside.
 
-    The top ops are ranked by self time on the profiled device (CPU without CUDA).
+    The top ops are ranked by self time on the profiled device (CPU without CUDA); ops
+    of none there are not listed (``cudaEventRecord 0 µs`` says nothing of the range).
     """
     theirs = name_mask(table, lambda x: not is_ours(x, name), among=table.kind == Kind.RANGE)
     if not theirs.any():
@@ -45,7 +46,7 @@ def user_ranges(table: EventTable, figures: Figures, name: str, on_device: bool 
     rows = []
     for g in range(k):
         key = int(table.name[idx[first[g]]])
-        tops = inside.get(key, Counter()).most_common(top)
+        tops = [(o, t) for o, t in inside.get(key, Counter()).most_common(top) if t > 0]
         rows.append(RangeRow(key=names[key], count=int(count[g]), cpu_time_total=float(cpu[g]),
                              device_time_total=float(dev[g]),
                              top_ops=[(names[o], float(t)) for o, t in tops]))
