@@ -181,6 +181,9 @@ def test_text_and_html_say_the_same_figures(result: ProfileResult) -> None:
                  "slowest: iteration 0"):
         assert part in text and part in html, part
     assert "<svg" in html  # the iterations picture
+    # ... drawn once: the HTML's line points at it, the text draws it in block characters
+    assert "self time per iteration: (above)" in html and "█" not in html
+    assert "self time per iteration: (above)" not in text and "█" in text
     assert "memory: run with --memory" in text  # what an option would add
     # one markup for the static panel and the widget's row panel (render/explain.py)
     assert html.startswith('<div class="km-explain"') and 'class="km-explain-head"' in html

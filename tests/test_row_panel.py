@@ -320,3 +320,19 @@ def test_memory_and_roofline_lines_where_those_views_ran():
     assert f"roofline: {e.roofline.bound}-bound" in shown
     assert "memory per iteration: self CPU memory" in shown
     assert "input shapes: run with --shapes" in shown  # the flag that adds what is missing
+
+
+def test_the_panels_kernels_are_told_apart_where_their_names_differ_in_the_middle():
+    # aten::add_ on a100_nccl_rank runs two vectorized_elementwise_kernel<4, ...> whose
+    # names differ only in their functor (CUDAFunctor_add<float>, CUDAFunctorOnSelf_add
+    # <long>): cut in the middle, both read "void at::native::vectori…Array<char*, 3>)".
+    from kernelmagic.render.explain import explanation_tables
+    from kernelmagic.render.text import render_table
+
+    e = loaded(DATA / "a100_nccl_rank.json.gz").explain("aten::add_")
+    (table,) = [t for title, t in explanation_tables(e) if title == "GPU work"]
+    lines = render_table(table, None).splitlines()[2:]
+    shown = [line.split("  ")[0] for line in lines if line.strip()]
+    assert len(shown) == len(set(shown)) == len(e.tables()["kernels"][0]) >= 2
+    assert any("CUDAFunctor_add<float>" in s for s in shown)
+    assert any("CUDAFunctorOnSelf_add" in s for s in shown)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelmagic.core.units import counted, format_bytes, format_count, format_us, percent
 from kernelmagic.render.html import FG, inline_svg, static_table_html
+from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table
 from kernelmagic.render.text import render_table
 from kernelmagic.results.explain import Explanation
@@ -38,9 +39,13 @@ def _get(name: str) -> Any:
     return lambda r: r.values[name]
 
 
-def _name(id_: str, title: str, width: int = 360) -> Column:
-    return Column(id_, title, _get(id_), lambda r: str(r.values[id_]), numeric=False,
-                  width=width)
+def _name(id_: str, title: str, width: int = 360,
+          short: dict[str, str] | None = None) -> Column:
+    """A name column; ``short``: each name's short form (``names.short_names``: kernels
+    that differ only in the middle of their names stay told apart)."""
+    shown = ((lambda r: short.get(str(r.values[id_]), str(r.values[id_]))) if short
+             else (lambda r: str(r.values[id_])))
+    return Column(id_, title, _get(id_), shown, numeric=False, width=width)
 
 
 def _us(id_: str, title: str) -> Column:
@@ -66,10 +71,12 @@ def explanation_tables(e: Explanation) -> list[tuple[str, Table]]:
     tables = e.tables()
     for r in tables.get("kernels", ([], []))[0]:
         r["launched"] = "itself" if r["own"] else "under it"
+    short = short_names(str(r["kernel"]) for r in tables.get("kernels", ([], []))[0])
     device = "device_us_per_iter"
     shown = [  # (title, table, the rows' key, columns, sorted by, noun)
         ("GPU work", "kernels", "kernel", [
-            _name("kernel", "kernel"), _calls(), _us(device, "device/iter"), _share(),
+            _name("kernel", "kernel", short=short), _calls(), _us(device, "device/iter"),
+            _share(),
             _name("launched", "launched", width=96)], device, "kernels"),
         ("launched by", "launched_by", "row", [
             _name("row", "op"), _calls(), _us(device, "device/iter")], device, "ops"),
@@ -128,14 +135,16 @@ def _iteration_values(e: Explanation) -> list[float]:
     return [c + d for c, d in zip(e.series.self_cpu_us, e.series.self_device_us, strict=True)]
 
 
-def iterations_line(e: Explanation) -> str:
+def iterations_line(e: Explanation, drawn: bool = False) -> str:
     """The row's self time in each iteration, in words (and the slowest one, numbered from
-    0 as the rest of the report numbers iterations: the memory peak's, the steps')."""
+    0 as the rest of the report numbers iterations: the memory peak's, the steps');
+    ``drawn``: the bars are drawn above it (HTML), so no block characters repeat them."""
     values = _iteration_values(e)
     slow = e.slowest_iteration
     if len(values) < 2 or slow is None:  # (one iteration: nothing to compare)
         return ""
-    return (f"self time per iteration: {sparkline(values)}  slowest: iteration {slow} "
+    shown = "(above)" if drawn else sparkline(values)
+    return (f"self time per iteration: {shown}  slowest: iteration {slow} "
             f"({format_us(values[slow])}; median of {counted(len(values), 'iteration')} "
             f"{format_us(sorted(values)[len(values) // 2])})")
 
@@ -177,10 +186,11 @@ def _roofline_line(e: Explanation) -> str:
             f"({format_count(r.flops)} FLOP and {format_bytes(r.bytes)} per call)")
 
 
-def explanation_lines(e: Explanation, what_ifs: bool = True) -> list[str]:
+def explanation_lines(e: Explanation, what_ifs: bool = True, drawn: bool = False) -> list[str]:
     """The one-line parts, in the panel's order (those the run has); ``what_ifs=False``
-    leaves out the fixed what-ifs (the widget's panel has its own control)."""
-    lines = [iterations_line(e), _memory_line(e), _roofline_line(e)]
+    leaves out the fixed what-ifs (the widget's panel has its own control); ``drawn``:
+    the iterations' bars are drawn (``iterations_line``)."""
+    lines = [iterations_line(e, drawn), _memory_line(e), _roofline_line(e)]
     if what_ifs:
         lines += [f"if it were {what_if_text(k, a)}" for k, a in e.what_ifs]
     if e.notes:
@@ -204,7 +214,8 @@ def explanation_html(e: Explanation, what_ifs: bool = True) -> str:
     for title, table in explanation_tables(e):
         parts.append(f'<div class="km-explain-table" style="margin-top:4px">'
                      f"{escape(title)}{static_table_html(table, PANEL_ROWS)}</div>")
-    parts.append(inline_svg(iterations_svg(e)))
+    bars = iterations_svg(e)
+    parts.append(inline_svg(bars))
     parts += [f'<div class="km-note">{escape(line)}</div>'
-              for line in explanation_lines(e, what_ifs)]
+              for line in explanation_lines(e, what_ifs, drawn=bars is not None)]
     return "".join(parts) + "</div>"
