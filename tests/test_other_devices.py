@@ -126,6 +126,26 @@ def test_an_event_of_an_unknown_category_that_launched_gpu_work_is_a_range_row(t
         "launched some)")
 
 
+def test_a_duration_without_its_pair_is_said_by_its_number(tmp_path):
+    base = 1_700_000_000_000_000
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base,
+         "dur": 100},
+        {"ph": "B", "cat": "cpu_op", "name": "never ends", "pid": 1, "tid": 1,
+         "ts": base + 200},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": base + 300}]}
+    result = kernelmagic.load(write_trace(tmp_path / "t.json", doc))
+    assert [r.key for r in result.rows] == ["aten::mm"]
+    assert unplaced_note(result) == ('The trace holds 2 duration events ("B" or "E") without '
+                                     "its pair, which kernelmagic cannot place (a duration "
+                                     "needs both)")
+    doc["traceEvents"][0]["cat"] = "zzz_other"
+    both = unplaced_note(kernelmagic.load(write_trace(tmp_path / "u.json", doc)))
+    assert both.startswith("The trace holds 1 event of category 'zzz_other' (100 µs) that ")
+    assert both.endswith('; and 2 duration events ("B" or "E") without its pair, which '
+                         "kernelmagic cannot place (a duration needs both)")
+
+
 def test_several_categories_and_events_without_one_share_one_line(tmp_path):
     doc = raw("a100_alexnet")
     memsets = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memset"]

@@ -212,6 +212,44 @@ def test_ids_written_as_whole_floats_are_those_ints_in_both_readers(tmp_path):
     assert slow.correlation.tolist() == [0, 99, 99, 0] and slow.device.tolist()[2] == 0
 
 
+def test_durations_written_as_begin_and_end_are_complete_events_in_both_readers(tmp_path):
+    # The Chrome trace format's "B"/"E" pairs (nested, in any order in the file) read as
+    # the "X" events they stand for; before, both readers dropped them in silence (a
+    # kernel written so was no GPU work at all).
+    def x(name, cat, ts, dur, tid=7, **args):
+        return _event(name=name, cat=cat, tid=tid, ts=Decimal(ts), dur=Decimal(dur),
+                      args=args)
+
+    def b_e(name, cat, ts, dur, tid=7, **args):
+        begin = {"ph": "B", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": Decimal(ts),
+                 "args": args}
+        return begin, {"ph": "E", "pid": 1, "tid": tid, "ts": Decimal(ts) + Decimal(dur)}
+
+    events = [("outer", "cpu_op", "100", "50"), ("inner", "cpu_op", "110", "20"),
+              ("k", "kernel", "200", "5")]
+    complete = [x(n, c, t, d, **({"correlation": 3} if c == "kernel" else {}))
+                for n, c, t, d in events]
+    (ob, oe), (ib, ie), (kb, ke) = (b_e(n, c, t, d, **({"correlation": 3} if c == "kernel"
+                                                          else {}))
+                                    for n, c, t, d in events)
+    paired = [ke, ob, ib, ie, oe, kb]  # (an "E" before its "B" in the file: by time)
+    written = {name: _write(tmp_path / name, ev) for name, ev in
+               (("x", complete), ("be", paired)) if not (tmp_path / name).mkdir()}
+    slow = read_table(written["be"], fast=False)
+    assert_same_table(trace_fast.read_table(written["be"]), slow)
+    want = read_table(written["x"], fast=False)
+    by_name = sorted(zip([slow.names[i] for i in slow.name], slow.start.tolist(),
+                         (slow.end - slow.start).tolist(), strict=True))
+    assert by_name == sorted(zip([want.names[i] for i in want.name], want.start.tolist(),
+                                 (want.end - want.start).tolist(), strict=True))
+    assert "unplaced" not in slow.meta
+    # A "B" never closed and an "E" closing nothing: counted, by number (no time).
+    lone = _write(tmp_path, [ob, {**ie, "tid": 8}])  # (the "E" on another thread)
+    for table in (read_table(lone, fast=False), trace_fast.read_table(lone)):
+        assert table.meta["unplaced"] == {"(B or E without its pair)": [2, 0]}
+        assert table.n == 0
+
+
 def test_without_msgspec_the_streaming_reader_reads_everything(monkeypatch):
     monkeypatch.setattr(trace_fast, "msgspec", None)  # as where msgspec is missing
     assert trace_fast.read_table(DATA / "cpu_only.json.gz") is None

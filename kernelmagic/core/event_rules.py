@@ -93,6 +93,9 @@ BACKEND_KEY = "device_backend"  # (``backend`` is distributedInfo's: "nccl")
 UNPLACED_KEY = "unplaced"
 #: How an event without a category is named in that count.
 NO_CATEGORY = "(no category)"
+#: How duration events ("ph" "B" or "E") without their pair are named in that count (no
+#: time: a begin that never ends, an end that closes nothing).
+UNPAIRED = "(B or E without its pair)"
 #: The CPU-side kinds whose names ``name_kind`` may override.
 NAMED_KINDS = (Kind.OP, Kind.RANGE, Kind.OTHER)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kernelmagic.core.event_rules import NO_CATEGORY
+from kernelmagic.core.event_rules import NO_CATEGORY, UNPAIRED
 from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column, time_column
@@ -258,14 +258,25 @@ UNPLACED_FATE = "counted as neither ops nor device work (a [range] row where one
 
 def unplaced_note(result: ProfileResult) -> str:
     """The events of categories kernelmagic does not know (``ProfileResult.unplaced``), with
-    their count and time, in one line, and what becomes of them (``UNPLACED_FATE``)."""
+    their count and time, in one line, and what becomes of them (``UNPLACED_FATE``); and
+    duration events ("B", "E") without their pair (``UNPAIRED``), by their number."""
     where = "trace" if result.from_trace else "profile"
+    kinds = [u for u in result.unplaced if u.category != UNPAIRED]
+    unpaired = sum(u.events for u in result.unplaced if u.category == UNPAIRED)
     listed = [f"{counted(u.events, 'event')} {_category_words(u.category)} "
-              f"({format_us(u.time_us)})" for u in result.unplaced]
+              f"({format_us(u.time_us)})" for u in kinds]
+    said = []
     if len(listed) == 1:
-        return f"The {where} holds {listed[0]} that kernelmagic cannot place: {UNPLACED_FATE}"
-    return (f"The {where} holds events that kernelmagic cannot place, {UNPLACED_FATE}: "
-            f"{', '.join(listed)}")
+        said.append(f"The {where} holds {listed[0]} that kernelmagic cannot place: "
+                    f"{UNPLACED_FATE}")
+    elif listed:
+        said.append(f"The {where} holds events that kernelmagic cannot place, "
+                    f"{UNPLACED_FATE}: {', '.join(listed)}")
+    if unpaired:
+        lone = (f"{counted(unpaired, 'duration event')} (\"B\" or \"E\") without its pair, "
+                "which kernelmagic cannot place (a duration needs both)")
+        said.append(f"and {lone}" if said else f"The {where} holds {lone}")
+    return "; ".join(said)
 
 
 def _overhang(result: ProfileResult) -> str:

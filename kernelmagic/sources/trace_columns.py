@@ -27,6 +27,8 @@ from typing import Any
 
 from kernelmagic.core.event_rules import (
     MEMORY_NAME,
+    UNPAIRED,
+    UNPLACED_KEY,
     categories_meta,
     category_kind,
     kinds_by_name,
@@ -74,12 +76,51 @@ class Columns(TableBuilder):
         self.counter_ranges: list[RawRange] = []  # cuda_profiler_range events (counters)
         self.categories: dict[Any, tuple[Kind, bool]] = {}  # each category seen -> its rule
         self.unplaced: dict[Any, list[int]] = {}  # unknown category -> [events, ns]
+        # duration events ("B", "E") in file order, until ``pair_durations``
+        self.durations: list[tuple[str, int, Any, Any, Any, Any, tuple[Any, ...]]] = []
+        self.unpaired = 0  # "B" or "E" events without their pair
 
     def add_counters(self, name: Any, start: int, args: Any) -> None:
         """Keep a ``cuda_profiler_range`` event's metric values (``--counters``); both
         readers call this, after ``add_op``, for each complete event of that category."""
         if type(name) is str:
             self.counter_ranges.append((start, name, metric_values(args)))
+
+    def add_duration_event(self, ph: str, name: Any, cat: Any, start: int, tid: Any,
+                           pid: Any, args: tuple[Any, ...]) -> None:
+        """Keep a duration event, "B" (begins) or "E" (ends): the Chrome trace format's other
+        way to write a complete event. Both readers call this in file order, and
+        ``pair_durations`` once all are read."""
+        self.durations.append((ph, start, name, cat, tid, pid, args))
+
+    def pair_durations(self) -> None:
+        """Each "E" closes the latest "B" still open on its (pid, tid), in time order (file
+        order at one instant, as trace viewers read them); each pair is then read as a
+        complete event of the "B"'s name, category and args (``add_op``), in the file order
+        of the "B"s. A "B" never closed or an "E" that closes none is counted
+        (``unpaired``: the report's line of what cannot be placed)."""
+        if not self.durations:
+            return
+        events, self.durations = self.durations, []
+        threads: dict[tuple[str, str], list[int]] = {}
+        for i, (_, _, _, _, tid, pid, _) in enumerate(events):
+            threads.setdefault((repr(pid), repr(tid)), []).append(i)
+        pairs: list[tuple[int, int]] = []  # (the "B", the "E")
+        for found in threads.values():
+            found.sort(key=lambda i: events[i][1])  # (stable: file order at one instant)
+            open_: list[int] = []
+            for i in found:
+                if events[i][0] == "B":
+                    open_.append(i)
+                elif open_:
+                    pairs.append((open_.pop(), i))
+                else:
+                    self.unpaired += 1
+            self.unpaired += len(open_)
+        add_op, _ = self.adders()
+        for b, e in sorted(pairs):
+            _, start, name, cat, tid, pid, args = events[b]
+            add_op(name, cat, start, events[e][1] - start, tid, pid, args)
 
     def tid_of(self, tid: Any) -> int:
         """A thread id as written -> an int.
@@ -244,8 +285,11 @@ class Columns(TableBuilder):
     def categories_meta(self) -> dict[str, Any]:
         """What the categories seen say, for the table's ``meta``: the backend they name
         (``BACKEND_KEY``) and the unknown ones' events and time (``UNPLACED_KEY``)."""
-        return categories_meta(self.categories, ((category, count, ns) for category, (count, ns)
+        meta = categories_meta(self.categories, ((category, count, ns) for category, (count, ns)
                                                  in self.unplaced.items()))
+        if self.unpaired:  # (no time to count: said by their number alone)
+            meta.setdefault(UNPLACED_KEY, {})[UNPAIRED] = [self.unpaired, 0]
+        return meta
 
     def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
         """The table, its times made relative to the trace's first timestamp."""

@@ -50,8 +50,9 @@ _NESTING_CHUNK = 1 << 20
 _AS_SQUARE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _COUNTER_TEXT = b'"cuda_profiler_range"'  # a file holding counter ranges has this text
-#: The Chrome trace format's other event types ("ph"): decoded as empty records.
-_SKIPPED_PHASES = "BEsftMCbneSTpFPONDVvRc"
+#: The Chrome trace format's other event types ("ph"): decoded as empty records. ("B" and
+#: "E", a duration's begin and end, are read: ``Columns.pair_durations``.)
+_SKIPPED_PHASES = "sftMCbneSTpFPONDVvRc"
 
 
 def read_table(path: Path, text: Callable[[], bytes | None] | None = None,
@@ -73,6 +74,7 @@ def read_table(path: Path, text: Callable[[], bytes | None] | None = None,
         del data
         cols = Columns(fields)
         _fill(cols, records, doc.traceEvents, counter_args)
+        cols.pair_durations()
     except Exception:  # any fault: the streaming reader names it
         return None
     found = {"deviceProperties": doc.deviceProperties, "distributedInfo": doc.distributedInfo,
@@ -135,7 +137,9 @@ def _fill(cols: Columns, records: _Records, events: list[Any],
     complete, instant, no_args = records.complete, records.instants, records.no_args
     op_values = operator.attrgetter(*(f.name for f in cols.op_fields))
     memory_values = operator.attrgetter(*(f.name for f in cols.memory_fields))
-    timed = [e for e in events if type(e) is complete or type(e) in instant]
+    begin, end = records.begin, records.end  # ("B", "E": kept for ``pair_durations``)
+    wanted = records.timed
+    timed = [e for e in events if type(e) in wanted]
     starts = iter(_ns_column([e.ts for e in timed]))
     durations = iter(_ns_column([e.dur for e in timed if type(e) is complete]))
     for e in timed:
@@ -143,8 +147,12 @@ def _fill(cols: Columns, records: _Records, events: list[Any],
         if type(e) is complete:
             add_op(e.name, e.cat, start, next(durations), e.tid, e.pid,
                    op_values(e.args or no_args))
-        elif e.name == MEMORY_NAME:
-            add_memory(start, e.tid, memory_values(e.args or no_args))
+        elif type(e) in instant:
+            if e.name == MEMORY_NAME:
+                add_memory(start, e.tid, memory_values(e.args or no_args))
+        else:
+            cols.add_duration_event("B" if type(e) is begin else "E", e.name, e.cat, start,
+                                    e.tid, e.pid, op_values(e.args or no_args))
     if counter_args is not None:  # the counter ranges' metric values (not in the hot loop)
         ranges = [(i, e) for i, e in enumerate(events)
                   if type(e) is complete and e.cat == COUNTER_CATEGORY]
@@ -210,6 +218,13 @@ class _Records:
     complete: type
     instants: frozenset[type]
     no_args: Any
+    begin: type  # "B" and "E" (``Columns.pair_durations``)
+    end: type
+
+    @functools.cached_property
+    def timed(self) -> frozenset[type]:
+        """The records read for their time: complete events, instants, "B" and "E"."""
+        return frozenset((self.complete, *self.instants, self.begin, self.end))
 
 
 @functools.cache
@@ -235,13 +250,21 @@ def _records(fields: tuple[TraceField, ...]) -> _Records:
     instants = [msgspec.defstruct(f"_Instant_{tag}", instant, tag_field="ph", tag=tag,
                                   gc=False)
                 for tag in ("i", "I")]  # [memory] records; "I": the older spelling
+    # "B"/"E": a duration's begin and end (told apart by their type), each read as a
+    # complete event once paired
+    durations = [msgspec.defstruct(f"_Duration_{tag}", [
+        ("name", Any, None), ("cat", Any, None), ("pid", Any, None), ("tid", Any, None),
+        *times, ("args", args | None, None)], tag_field="ph", tag=tag, gc=False)
+        for tag in ("B", "E")]
     skipped = [msgspec.defstruct(f"_Skipped_{p}", [], tag_field="ph", tag=p, gc=False)
                for p in _SKIPPED_PHASES]
     document = msgspec.defstruct(
-        "_Document", [("traceEvents", list[Union[(complete, *instants, *skipped)]]),  # type: ignore[misc]
+        "_Document", [("traceEvents", list[Union[(complete, *instants, *durations,  # type: ignore[misc]
+                                                  *skipped)]]),
                       ("deviceProperties", Any, None), ("distributedInfo", Any, None),
                       ("traceName", Any, None)])
-    return _Records(msgspec.json.Decoder(document), complete, frozenset(instants), args())
+    return _Records(msgspec.json.Decoder(document), complete, frozenset(instants), args(),
+                    durations[0], durations[1])
 
 
 if msgspec is not None:

@@ -161,6 +161,11 @@ class StreamReader:
                 from None
         except OSError as exc:
             raise self.fail(f"cannot read it ({exc.strerror or exc})") from None
+        try:
+            self.cols.pair_durations()
+        except (TypeError, ValueError, AttributeError, OverflowError, KeyError):
+            raise self.fail('a duration ("B" and its "E") cannot be read as an event: a '
+                            "name, id or time of the wrong type") from None
         return self.cols.freeze_relative(trace_meta(self.path, self.meta))
 
     # -- document structure --
@@ -296,12 +301,21 @@ class StreamReader:
         op_values, memory_values = (_values_of(self.cols.op_fields),
                                     _values_of(self.cols.memory_fields))
         add_counters, counter_category = self.cols.add_counters, COUNTER_CATEGORY
+        add_duration = self.cols.add_duration_event
         no_args: dict[str, Any] = {}
 
         def add(event: dict[str, Any]) -> None:
             ph = event.get("ph")
             if ph != "X":
-                if ph == "i" or ph == "I":
+                if ph == "B" or ph == "E":  # a duration's begin or end: paired at the end
+                    args = event.get("args")
+                    if type(args) is not dict:
+                        if args is not None:
+                            raise TypeError
+                        args = no_args
+                    add_duration(ph, event.get("name"), event.get("cat"), ns(event["ts"]),
+                                 event.get("tid"), event.get("pid"), op_values(args))
+                elif ph == "i" or ph == "I":
                     if event.get("name") == MEMORY_NAME:
                         args = event.get("args") or no_args
                         add_memory(ns(event["ts"]), event.get("tid"), memory_values(args))
