@@ -137,7 +137,7 @@ def _fill(cols: Columns, records: _Records, events: list[Any],
     complete, instant, no_args = records.complete, records.instants, records.no_args
     op_values = operator.attrgetter(*(f.name for f in cols.op_fields))
     memory_values = operator.attrgetter(*(f.name for f in cols.memory_fields))
-    begin, end = records.begin, records.end  # ("B", "E": kept for ``pair_durations``)
+    begin = records.begin  # (a "B"; else an "E": both kept for ``pair_durations``)
     wanted = records.timed
     timed = [e for e in events if type(e) in wanted]
     starts = iter(_ns_column([e.ts for e in timed]))
