@@ -242,6 +242,26 @@ def test_bare_event_array_and_fractional_nanoseconds(tmp_path):
     assert table.start.tolist() == [0, 800] and table.end.tolist() == [1250, 802]
 
 
+def test_a_bare_event_array_may_leave_out_its_closing_bracket(tmp_path):
+    # The JSON Array Format lets a trace end without its "]" (a process that wrote its
+    # events as it went and ended): read as if it were there, after a comma too. Cut off
+    # inside an event, or in the object form, it is still a truncated file.
+    event = ('{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 5, '
+             '"dur": 1}')
+    whole = tmp_path / "whole.json"
+    whole.write_text(f"[{event}, {event}]")
+    want = read_table(whole)
+    for i, text in enumerate((f"[{event}, {event}", f"[{event}, {event},\n", f"[{event}]")):
+        path = tmp_path / f"open{i}.json"
+        path.write_text(text)
+        got = read_table(path)
+        assert got.n == (1 if text.endswith("]") else 2) and got.names == want.names
+    for text in (f"[{event}, {event[:20]}", f'{{"traceEvents": [{event}, {event}'):
+        (tmp_path / "cut.json").write_text(text)
+        with pytest.raises(TraceFileError, match="ends early"):
+            read_table(tmp_path / "cut.json")
+
+
 def test_flow_events_are_skipped_whatever_their_text(tmp_path):
     op = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
     flows = [{"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 1.5, "cat": "ac2g", "name": "x}y"},

@@ -265,15 +265,18 @@ class StreamReader:
                             event = None
             if event is None:
                 c = text.peek()
-                if c == "]":
-                    text.pos += 1
+                if c == "]" or (bare and not c):  # (the JSON Array Format may leave out its
+                    text.pos += 1                 # "]": a trace cut off as its process ended)
                     return
                 if index:
                     if c != ",":
                         self._expect(text, ",]")
                     text.pos += 1
-                    if text.peek() == "]":  # tolerate a trailing comma
+                    after = text.peek()
+                    if after == "]":  # tolerate a trailing comma
                         continue
+                    if bare and not after:  # (and the "]" left out, as above)
+                        return
                 try:
                     event = scanner.value()
                 except JsonFault as fault:
