@@ -111,6 +111,13 @@ def test_invalid_json_inside_events_gives_line_and_column(tmp_path):
         ({"ph": 5}, ["'ph' is a JSON number, expected a string"]),
         ({"ts": None, "ph": "i", "name": "[memory]"}, ["'ts' is a JSON null"]),
         ({"dur": None}, ["no 'dur'"]),
+        # said by name (they read "cannot read this event (an id or count out of range?)")
+        ({"cat": ["cpu_op"]}, ["'cat' is a JSON array, expected a string"]),
+        ({"tid": [1]}, ["'tid' is a JSON array, expected an integer or a string"]),
+        ({"tid": True}, ["'tid' is a JSON boolean, expected an integer or a string"]),
+        ({"tid": 1 << 70}, [f"'tid' is {1 << 70}, out of range (a 64-bit integer)"]),
+        ({"args": {"correlation": (1 << 64) + 1}},
+         [f"args 'correlation' is {(1 << 64) + 1}, out of range (a 64-bit integer)"]),
     ],
 )
 def test_events_with_wrong_types(tmp_path, change, fragments):

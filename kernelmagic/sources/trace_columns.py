@@ -129,7 +129,8 @@ class Columns(TableBuilder):
         float (``123.0``) is that thread (a 32-bit id written as signed is the unsigned
         one); ``"stream 7"`` is stream 7; any other string is a named lane ("PyTorch
         Profiler"), with a negative id of its own (the event tree leaves negative ids out);
-        anything else is 0.
+        none (no ``tid``, or null) is 0. Anything else (an array, an object, true) is no
+        thread id: TypeError (the streaming reader names the fault).
         """
         if type(tid) is int:
             return thread_id(tid)
@@ -141,7 +142,9 @@ class Columns(TableBuilder):
         if type(tid) is float or type(tid) is Number:  # (each reader's number with a point)
             number = int_of(tid)
             return thread_id(number) if number is not None else 0
-        return 0
+        if tid is None:
+            return 0
+        raise TypeError
 
     def _string_tid(self, tid: str) -> int:
         number = int_of(tid)

@@ -367,4 +367,15 @@ class StreamReader:
         for key, value in (args or {}).items():
             if key in read and type(value) is NonFinite:
                 return f"{where}: args '{key}' is {value.text}, expected a finite number"
+        cat = event.get("cat")
+        if cat is not None and type(cat) is not str:
+            return f"{where}: 'cat' is a JSON {json_type(cat)}, expected a string"
+        tid = event.get("tid")
+        if tid is not None and type(tid) not in (int, str, float, Number):
+            return f"{where}: 'tid' is a JSON {json_type(tid)}, expected an integer or a string"
+        ids = [("", "tid", tid)]  # (the ids kept, in 64-bit columns; ``pid`` is not)
+        ids += [("args ", key, value) for key, value in (args or {}).items() if key in read]
+        for within, key, value in ids:
+            if type(value) is int and not -(1 << 63) <= value < 1 << 63:
+                return f"{where}: {within}'{key}' is {value}, out of range (a 64-bit integer)"
         return f"{where}: cannot read this event (an id or count out of range?)"
