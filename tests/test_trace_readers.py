@@ -16,6 +16,7 @@ import pytest
 from ci_gate import need_modules
 from trace_json import DATA, dumps
 
+from kernelmagic.core.events import FIRST_NAMED_LANE, derive_links
 from kernelmagic.core.records import TraceFileError
 from kernelmagic.sources import trace_fast, trace_text
 from kernelmagic.sources.trace_file import read_table, start_reading
@@ -168,7 +169,8 @@ def test_string_ids_and_string_times_give_the_same_table_in_both_readers(tmp_pat
                    ts=text(Decimal("1712195495505550.125")), dur=text(Decimal("5")),
                    args={"correlation": text(99), "stream": text(7), "device": text(0)}),
             _event(name="signed", tid=text(-5), ts=text(Decimal("1712195495505600"))),
-            _event(name="lane", tid="PyTorch Profiler", ts=text(Decimal("1712195495505600"))),
+            _event(name="PyTorch Profiler (0)", cat="Trace", tid="PyTorch Profiler",
+                   ts=text(Decimal("1712195495505600"))),
         ]
         path = tmp_path / ("strings" if as_strings else "numbers") / "t.json"
         path.parent.mkdir()
@@ -183,6 +185,36 @@ def test_string_ids_and_string_times_give_the_same_table_in_both_readers(tmp_pat
     assert slow.correlation.tolist() == [0, 99, 99, 0, 0]
     assert slow.device.tolist()[:3] == [-1, -1, 0]
     assert (slow.end - slow.start).tolist() == [20500, 2000, 5000, 2500, 2500]
+
+
+def test_a_named_lane_that_holds_cpu_work_is_a_thread_in_both_readers(tmp_path):
+    # A tool that names its threads ("tid": "MainThread"): its ops nest as on any thread
+    # (on a named lane they did not: aten::mm's self CPU time was 0 where it is 140 µs,
+    # and its launch's kernel was the runtime call's). The profiler's own lane stays one.
+    def trace(name: str, tid: object) -> Path:
+        events = [
+            _event(name="aten::mm", tid=tid, ts=Decimal("1000"), dur=Decimal("200")),
+            _event(name="aten::t", tid=tid, ts=Decimal("1010"), dur=Decimal("50")),
+            _event(name="cudaLaunchKernel", cat="cuda_runtime", tid=tid, ts=Decimal("1100"),
+                   dur=Decimal("10"), args={"correlation": 1}),
+            _event(name="k", cat="kernel", pid=0, tid=7, ts=Decimal("1300"), dur=Decimal("100"),
+                   args={"correlation": 1, "stream": 7, "device": 0}),
+            _event(name="PyTorch Profiler (0)", cat="Trace", tid="PyTorch Profiler",
+                   ts=Decimal("900"), dur=Decimal("1000")),
+        ]
+        path = tmp_path / name / "t.json"
+        path.parent.mkdir()
+        path.write_text(dumps({"traceEvents": events}))
+        return path
+
+    named, numbered = trace("named", "MainThread"), trace("numbered", 3)
+    slow = read_table(named, fast=False)
+    assert_same_table(trace_fast.read_table(named), slow)
+    assert slow.tid[0] == slow.tid[1] == slow.tid[2] >= 1 << 62
+    assert slow.tid[4] <= FIRST_NAMED_LANE  # (Kineto's session span: a lane)
+    ours, theirs = (derive_links(read_table(p, fast=False)) for p in (named, numbered))
+    np.testing.assert_array_equal(ours.parent, theirs.parent)
+    np.testing.assert_array_equal(ours.launcher, theirs.launcher)
 
 
 def test_ids_written_as_whole_floats_are_those_ints_in_both_readers(tmp_path):

@@ -295,8 +295,10 @@ class Columns(TableBuilder):
         return meta
 
     def freeze_relative(self, meta: dict[str, Any]) -> EventTable:
-        """The table, its times made relative to the trace's first timestamp."""
+        """The table, its times made relative to the trace's first timestamp, and named
+        lanes that hold CPU work made threads (``_named_threads``)."""
         table = self.freeze(meta={**meta, **self.categories_meta()})
+        _named_threads(table)
         if self.counter_ranges:
             table.meta.update(join_ranges(table, self.counter_ranges))
         if table.n:
@@ -304,6 +306,25 @@ class Columns(TableBuilder):
             table.start -= table.origin_ns
             table.end -= table.origin_ns
         return table
+
+
+#: The first thread id given to a named lane that holds CPU work (``_named_threads``):
+#: above any real thread id (a 64-bit pthread id, or a 32-bit one made unsigned).
+FIRST_NAMED_THREAD = 1 << 62
+
+
+def _named_threads(table: EventTable) -> None:
+    """A named lane (a ``tid`` string that names no number) holding CPU work, ops, runtime
+    calls or ranges (a tool that names its threads: ``"MainThread"``), is a thread: it gets
+    a thread id of its own (``FIRST_NAMED_THREAD`` on, in the order the lanes were first
+    seen), so its events nest as any thread's. A lane of the profiler's own records alone
+    (Kineto's session span "PyTorch Profiler (0)") stays a lane (``FIRST_NAMED_LANE``)."""
+    lanes = (table.tid <= FIRST_NAMED_LANE) & (table.device < 0)
+    if not lanes.any():
+        return
+    working = set(table.tid[lanes & (table.kind != Kind.OTHER)].tolist())
+    for k, lane in enumerate(sorted(working, reverse=True)):  # (ids go down as seen)
+        table.tid[table.tid == lane] = FIRST_NAMED_THREAD + k
 
 
 def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:
