@@ -419,6 +419,52 @@ def test_findings_within_the_noise_are_not_withdrawn():
     assert "withdrawn" not in finding.suggestion
 
 
+def test_rounds_on_a_busy_machine_are_not_judged():
+    # Two processes spinning on a 2-core machine: variants that change nothing were called
+    # 3x to 15x faster or slower "beyond the noise" in 8 of 459 rows (one callable slow in
+    # every round of a run). Where the busy-machine rule holds over the rounds, no row is
+    # beyond the noise: it says why, and findings neither quote nor withdraw on it.
+    from kernelmagic.core.machine import CpuLoad
+
+    base = [1.0e-3] * 12
+    slow = [2.2e-3] * 12  # (a callable slow in every round)
+    rounds = interleaved.Rounds([base, slow], batch=1)
+    row = ExperimentRow("same", label="nothing")
+    quiet = CpuLoad(cores=2, torch_threads=2, other_cores=0.1, seconds=2.0)
+    busy = CpuLoad(cores=2, torch_threads=2, other_cores=1.9, seconds=2.0)
+    judged = experiments._timed_row(row, rounds, 1, False, quiet)
+    assert judged.beyond_noise and not judged.not_judged
+    assert judged.verdict.endswith(": beyond the noise")
+    withheld = experiments._timed_row(row, rounds, 1, False, busy)
+    assert not withheld.beyond_noise
+    assert withheld.not_judged == ("not judged: other processes kept 1.9 of 2 cores busy "
+                                   "while the rounds ran")
+    assert withheld.verdict.startswith("2.20x slower, 95% interval ")
+    assert withheld.verdict.endswith(": " + withheld.not_judged)
+    assert withheld.speedup == judged.speedup  # (the figure stays: only the verdict goes)
+    slower = dataclasses.replace(measured(1 / 3.98, beyond=False),
+                                 not_judged=withheld.not_judged)
+    (finding,) = [f for f in cpu_result(experiments=[slower]).findings()
+                  if f.rule == "dominant_op"]
+    assert ("3.98x slower (not judged: other processes kept 1.9 of 2 cores busy while the "
+            "rounds ran)") in finding.suggestion
+    assert "withdrawn" not in finding.suggestion
+
+
+def test_a_try_run_measures_the_load_over_its_rounds(monkeypatch):
+    from kernelmagic.core.machine import CpuLoad
+    from kernelmagic.live import cpu_load
+
+    seen = []
+    busy = CpuLoad(cores=2, torch_threads=2, other_cores=1.9, seconds=2.0)
+    monkeypatch.setattr(cpu_load, "between", lambda *a: seen.append(a) or busy)
+    x = torch.ones(64, 64)
+    result = kernelmagic.profile(lambda: x @ x, iters=3, warmup=1, variants=["threads=1"])
+    (row,) = result.experiments
+    assert seen and row.ran and not row.beyond_noise and row.not_judged.startswith(
+        "not judged: other processes kept 1.9 of 2 cores busy")
+
+
 def _attrs(svg: str, cls: str, *names: str) -> list[tuple[float, ...]]:
     """The numeric attributes ``names`` of each SVG element of class ``cls``."""
     found = []

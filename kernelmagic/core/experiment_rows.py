@@ -61,6 +61,10 @@ class ExperimentRow(Record):
     speedup_high: float = unit("the speed-up's 95% interval", 0.0)
     verdict: str = ""
     beyond_noise: bool = False
+    # why the noise verdict was withheld ("" where it was not): other processes kept the
+    # cores busy while the rounds ran, so a persistent difference between callables
+    # (which the paired ratios assume away) may be the load's (``live/experiments.py``)
+    not_judged: str = ""
     max_abs_error: float | None = unit("the units of the cell's value", None)
     max_rel_error: float | None = unit("fraction of the baseline value's largest magnitude", None)
     numerics: str = ""  # "not comparable: ..." or "" when compared

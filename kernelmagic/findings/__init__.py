@@ -137,7 +137,9 @@ def _measured_text(row: ExperimentRow) -> str:
     the noise" when its interval is not beyond 1 ± 3%, and the tolerance when it is
     exceeded)."""
     text = f"{row.title}: measured {speedup_text(row.speedup)}"
-    if not row.beyond_noise:
+    if row.not_judged:  # (the machine was busy: neither within nor beyond the noise)
+        text += f" ({row.not_judged})"
+    elif not row.beyond_noise:
         text += " (within the noise)"
     if row.numerics and row.max_rel_error is None and "baseline" in row.numerics:
         text += "; numerical error not measured (the baseline's own value moves)"

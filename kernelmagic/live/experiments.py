@@ -27,9 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from kernelmagic.core.experiment_rows import TOLERANCES, ExperimentRow
+from kernelmagic.core.machine import CpuLoad
 from kernelmagic.core.timing import paired_speedup
-from kernelmagic.live import interleaved, runner, torch_compat, variants
+from kernelmagic.core.units import counted
+from kernelmagic.live import cpu_load, interleaved, runner, torch_compat, variants
 from kernelmagic.live.progress import Progress
 from kernelmagic.results.result import ProfileResult
 
@@ -294,15 +298,19 @@ def _interleaved(baseline: ProfileResult, tried: list[Tried], recorder: LastValu
     # the first, the cell's value moves by itself, and no error can be put on a variant.
     differs = not same_value(base_value, snapshot(recorder.value))
     batch = interleaved.calls_per_sample(baseline.unprofiled_s or baseline.stats.median)
+    cpus = cpu_load.cores()
+    before = cpu_load.snapshot(cpus)
     rounds = interleaved.time_rounds(
         fns, batch, interleaved.max_rounds(run.options.iters), before_each=run.before_each,
         decided=_decided,
         on_round=functools.partial(_show_round, progress) if progress is not None else None)
+    load = cpu_load.between(before, cpu_load.snapshot(cpus), len(cpus),
+                            torch.get_num_threads())
     rows = {t.row.variant: t.row for t in tried}
     predicted = predictions(baseline)
     for i, t in enumerate(ran, start=1):
         rows[t.row.variant] = dataclasses.replace(
-            _timed_row(t.row, rounds, i, differs),
+            _timed_row(t.row, rounds, i, differs, load),
             predicted_speedup=predicted.get(t.row.variant))
     result = dataclasses.replace(_with_rows(baseline, list(rows.values()), note),
                                  unprofiled_timings=list(rounds.samples[0]))
@@ -340,13 +348,23 @@ def _decided(samples: list[list[float]]) -> bool:
 
 
 def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
-               differs: bool) -> ExperimentRow:
+               differs: bool, load: CpuLoad | None = None) -> ExperimentRow:
+    """The row of variant ``i`` from the rounds; where other processes kept the cores
+    busy while they ran (``load.busy``, the busy-machine finding's rule), no verdict:
+    on a 2-core machine with two other processes spinning, variants that change nothing
+    were called 3x to 15x faster or slower beyond the noise in 8 of 459 rows (one callable
+    slow in every round of a run, which shuffling the order does not cancel)."""
     speed = paired_speedup(rounds.samples[0], rounds.samples[i])
     fields: dict[str, Any] = dict(
         median_us=statistics.median(rounds.samples[i]) * 1e6, speedup=speed.speedup,
         speedup_low=speed.low, speedup_high=speed.high, verdict=speed.verdict(),
         beyond_noise=speed.beyond_noise, rounds=rounds.count, batch=rounds.batch,
         round_timings=list(rounds.samples[i]))
+    if load is not None and load.busy:
+        why = (f"not judged: other processes kept {load.other_cores:.1f} of "
+               f"{counted(load.cores, 'core')} busy while the rounds ran")
+        head = speed.verdict().rpartition(": ")[0]
+        fields.update(beyond_noise=False, not_judged=why, verdict=f"{head}: {why}")
     if differs:
         fields.update(max_abs_error=None, max_rel_error=None, tolerance="",
                       within_tolerance=None, numerics=BASELINE_MOVES)
