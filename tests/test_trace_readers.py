@@ -212,6 +212,15 @@ def test_a_named_lane_that_holds_cpu_work_is_a_thread_in_both_readers(tmp_path):
     assert_same_table(trace_fast.read_table(named), slow)
     assert slow.tid[0] == slow.tid[1] == slow.tid[2] >= 1 << 62
     assert slow.tid[4] <= FIRST_NAMED_LANE  # (Kineto's session span: a lane)
+    # Several named lanes: each its own thread, numbered in the order first seen.
+    two = tmp_path / "two.json"
+    two.write_text(dumps({"traceEvents": [
+        _event(name="a", tid="Session", cat="Trace"),  # (a lane of records alone)
+        _event(name="b", tid="Worker"), _event(name="c", tid="MainThread"),
+        _event(name="d", tid="Worker")]}))
+    for table in (read_table(two, fast=False), trace_fast.read_table(two)):
+        assert table.tid[0] <= FIRST_NAMED_LANE
+        assert table.tid[1:].tolist() == [1 << 62, (1 << 62) + 1, 1 << 62]
     ours, theirs = (derive_links(read_table(p, fast=False)) for p in (named, numbered))
     np.testing.assert_array_equal(ours.parent, theirs.parent)
     np.testing.assert_array_equal(ours.launcher, theirs.launcher)

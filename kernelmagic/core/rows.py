@@ -149,15 +149,6 @@ class KernelRow(Record):
     def device_time(self) -> float:
         return self.device_time_total / self.count if self.count else 0.0
 
-    @property
-    def launcher(self) -> str:
-        """``launched_by`` as the kernels table shows it: with its share of the calls where
-        other rows launched some too (``nccl:all_to_all (4 of 10)``: the row panel,
-        ``result.explain(kernel)``, lists them all)."""
-        if 0 < self.launched_by_calls < self.count:
-            return f"{self.launched_by} ({self.launched_by_calls:,} of {self.count:,})"
-        return self.launched_by
-
 
 @dataclass(frozen=True)
 class SourceRow(Record):

@@ -348,7 +348,7 @@ def _decided(samples: list[list[float]]) -> bool:
 
 
 def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
-               differs: bool, load: CpuLoad | None = None) -> ExperimentRow:
+               differs: bool, load: CpuLoad) -> ExperimentRow:
     """The row of variant ``i`` from the rounds; where other processes kept the cores
     busy while they ran (``load.busy``, the busy-machine finding's rule), no verdict:
     on a 2-core machine with two other processes spinning, variants that change nothing
@@ -360,7 +360,7 @@ def _timed_row(row: ExperimentRow, rounds: interleaved.Rounds, i: int,
         speedup_low=speed.low, speedup_high=speed.high, verdict=speed.verdict(),
         beyond_noise=speed.beyond_noise, rounds=rounds.count, batch=rounds.batch,
         round_timings=list(rounds.samples[i]))
-    if load is not None and load.busy:
+    if load.busy:
         why = (f"not judged: other processes kept {load.other_cores:.1f} of "
                f"{counted(load.cores, 'core')} busy while the rounds ran")
         head = speed.verdict().rpartition(": ")[0]

@@ -50,7 +50,7 @@ class ProfilerBusyError(RuntimeError):
 #: Said when a run starts inside another (``in_progress``).
 NESTED = ("kernelmagic is already profiling in this process: a %profile, %%profile or "
           "kernelmagic.profile() cannot run inside the code it profiles")
-#: Said when the profiled code stopped kernelmagic's session (``_check_session_kept``).
+#: Said when the profiled code stopped kernelmagic's session (``_profile`` checks it).
 STOPPED = ("the profiled code ran a torch profiler of its own, which stopped kernelmagic's "
            "(torch keeps one session at a time): profile it with one or the other")
 

@@ -16,11 +16,21 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kernelmagic.core.event_rules import NO_CATEGORY, UNPAIRED
+from kernelmagic.core.rows import KernelRow
 from kernelmagic.core.units import counted, format_bytes, format_us, percent, percent_of
 from kernelmagic.render.names import short_names
 from kernelmagic.render.table import Column, Table, name_column, summed, text_column, time_column
 from kernelmagic.results.result import ProfileResult
 from kernelmagic.views.registry import view_specs
+
+
+def launcher_text(k: KernelRow) -> str:
+    """``launched_by`` as the kernels table shows it: with its share of the calls where
+    other rows launched some too (``nccl:all_to_all (4 of 10)``: the row panel,
+    ``result.explain(kernel)``, lists them all)."""
+    if 0 < k.launched_by_calls < k.count:
+        return f"{k.launched_by} ({k.launched_by_calls:,} of {k.count:,})"
+    return k.launched_by
 
 
 def kernel_table(result: ProfileResult) -> Table:
@@ -37,7 +47,7 @@ def kernel_table(result: ProfileResult) -> Table:
         time_column("device_avg", "mean", lambda k: k.device_time),
         Column("pct", "% device", lambda k: k.device_time_total,
                lambda k: percent_of(k.device_time_total, total)),
-        text_column("launched_by", "launched by", lambda k: k.launcher, width=220),
+        text_column("launched_by", "launched by", launcher_text, width=220),
     ]
     return Table(cols, list(result.kernels), "device", noun="kernels")
 

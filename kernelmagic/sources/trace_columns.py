@@ -25,6 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from kernelmagic.core.arrays import unique
 from kernelmagic.core.event_rules import (
     MEMORY_NAME,
     UNPAIRED,
@@ -322,9 +325,14 @@ def _named_threads(table: EventTable) -> None:
     lanes = (table.tid <= FIRST_NAMED_LANE) & (table.device < 0)
     if not lanes.any():
         return
-    working = set(table.tid[lanes & (table.kind != Kind.OTHER)].tolist())
-    for k, lane in enumerate(sorted(working, reverse=True)):  # (ids go down as seen)
-        table.tid[table.tid == lane] = FIRST_NAMED_THREAD + k
+    working = unique(table.tid[lanes & (table.kind != Kind.OTHER)])  # (ascending)
+    if not working.size:
+        return
+    on = np.flatnonzero(lanes)
+    at = np.minimum(np.searchsorted(working, table.tid[on]), working.size - 1)
+    on, at = on[working[at] == table.tid[on]], at[working[at] == table.tid[on]]
+    # (lane ids go down as lanes are first seen: the first seen is the largest)
+    table.tid[on] = FIRST_NAMED_THREAD + (working.size - 1 - at)
 
 
 def trace_meta(path: Path, found: dict[str, Any]) -> dict[str, Any]:

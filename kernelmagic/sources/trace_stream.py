@@ -309,16 +309,8 @@ class StreamReader:
 
         def add(event: dict[str, Any]) -> None:
             ph = event.get("ph")
-            if ph != "X":
-                if ph == "B" or ph == "E":  # a duration's begin or end: paired at the end
-                    args = event.get("args")
-                    if type(args) is not dict:
-                        if args is not None:
-                            raise TypeError
-                        args = no_args
-                    add_duration(ph, event.get("name"), event.get("cat"), ns(event["ts"]),
-                                 event.get("tid"), event.get("pid"), op_values(args))
-                elif ph == "i" or ph == "I":
+            if ph != "X" and ph != "B" and ph != "E":
+                if ph == "i" or ph == "I":
                     if event.get("name") == MEMORY_NAME:
                         args = event.get("args") or no_args
                         add_memory(ns(event["ts"]), event.get("tid"), memory_values(args))
@@ -332,6 +324,10 @@ class StreamReader:
                 if args is not None:
                     raise TypeError
                 args = no_args
+            if ph != "X":  # a duration's begin or end: paired once all are read
+                add_duration(ph, event.get("name"), event.get("cat"), ns(event["ts"]),
+                             event.get("tid"), event.get("pid"), op_values(args))
+                return
             cat, start = event.get("cat"), ns(event["ts"])
             add_op(event["name"], cat, start, ns(event["dur"]), event.get("tid"),
                    event.get("pid"), op_values(args))
