@@ -551,3 +551,13 @@ def test_settling_takes_no_median_per_split_of_a_steady_rest(monkeypatch):
     assert timing.settling(timings) == 0
     assert len(medians) <= 2
     assert timing.settling([0.3, 0.5, 0.7] + [1.0] * 7997) == 3  # a ramp still is one
+    # A slow strict drift passes both of those tests at every split; its last head value
+    # is never beyond the noise band of a median in the rest's range (1.1 s at 8,000).
+    medians.clear()
+    assert timing.settling([1 + 1e-5 * i for i in range(8000)]) == 0
+    assert len(medians) == 0
+    for slope in (1e-3, 0.01, 0.05, 0.2):  # strict drifts, steep ones ramps, against the
+        for n in (14, 60, 299):  # definition (median taken only where it can answer)
+            for ramp in ([1 + slope * i for i in range(n)], [1 + slope * (n - i)
+                                                             for i in range(n)]):
+                assert timing.settling(ramp) == _settling_by_definition(ramp), (slope, n)

@@ -113,14 +113,17 @@ def settling(timings: list[float]) -> int:
     # The rest's range, from each k on: a plateau within SETTLED_SPREAD of its median
     # spans at most (1 + s) / (1 - s), so wider ones are passed without their median.
     # And a ramp on one side, each nearer than the one before, rises or falls strictly:
-    # no k beyond the opening run that does is tried. So a median is taken only for
-    # splits that can be the answer, and noise costs time linear in the iterations.
+    # no k beyond the opening run that does is tried; its last one lies beyond NOISY_SPREAD
+    # of a median within the rest's range: below (1 - n) x its top or above (1 + n) x its
+    # bottom (a slow strict drift passes the other two tests at every k). So a median is
+    # taken only for splits that can be the answer: time linear in the iterations.
     low = list(itertools.accumulate(reversed(timings), min))[::-1]
     high = list(itertools.accumulate(reversed(timings), max))[::-1]
     widest = (1 + SETTLED_SPREAD) / (1 - SETTLED_SPREAD)
     last = min(n - max(3, (n + 1) // 2), _monotone_opening(timings))
     for k in range(1, last + 1):
-        if high[k] > low[k] * widest:
+        if high[k] > low[k] * widest or (
+                low[k] * (1 + NOISY_SPREAD) >= timings[k - 1] >= high[k] * (1 - NOISY_SPREAD)):
             continue
         tail = timings[k:]
         middle = statistics.median(tail)

@@ -199,6 +199,17 @@ def gain_value(result: ProfileResult, row: OpRow) -> float:
     return -1.0 if shown is None else shown
 
 
+def _or_dash(read: Callable[[Any], float], fmt: Callable[[float], str]) -> Callable[[Any], str]:
+    """A column's text for a value ``read`` gives -1 where it has none: "—" there
+    (``Column.dash`` says what it means), else the value as ``fmt`` writes it."""
+
+    def show(r: Any) -> str:
+        value = read(r)
+        return "—" if value < 0 else fmt(value)
+
+    return show
+
+
 def _gain_column(result: ProfileResult) -> Column:
     """``max gain/iter`` (``gain_value``): "—" (sorted last, either way:
     ``Table.sorted_rows``) for a row whose removal the model cannot see."""
@@ -206,8 +217,7 @@ def _gain_column(result: ProfileResult) -> Column:
     def gain(r: OpRow) -> float:
         return gain_value(result, r)
 
-    return Column("max_gain", "max gain/iter", gain,
-                  lambda r: "—" if gain(r) < 0 else format_us(gain(r)), width=96,
+    return Column("max_gain", "max gain/iter", gain, _or_dash(gain, format_us), width=96,
                   dash="the model cannot see the row's removal (no recorded wait ties its "
                        "threads to the iteration's)")
 
@@ -229,11 +239,9 @@ def _flops_columns(result: ProfileResult) -> list[Column]:
 
     uncounted = "torch counts no FLOPs for the op"
     return [
-        Column("flops", "FLOP/iter", per_iter,
-               lambda r: "—" if per_iter(r) < 0 else format_count(per_iter(r)), extra=True,
+        Column("flops", "FLOP/iter", per_iter, _or_dash(per_iter, format_count), extra=True,
                dash=uncounted),
-        Column("flops_rate", "FLOP/s", rate,
-               lambda r: "—" if rate(r) < 0 else format_count(rate(r)), extra=True,
+        Column("flops_rate", "FLOP/s", rate, _or_dash(rate, format_count), extra=True,
                dash=uncounted),
     ]
 

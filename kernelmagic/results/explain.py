@@ -190,12 +190,10 @@ def _row(result: ProfileResult, detail: RowDetailView, rows: list[OpRow],
     what_ifs = _what_ifs(result, first.key) if what_if else []
     inclusive = max(total("cpu_time_total"), total("device_time_total")) / per
     gain: float | None = None
-    if first.key in result.unseen_keys:
-        pass  # (a row the model holds but cannot see: no saving to say)
-    elif what_ifs and len(rows) > 1:
+    if len(rows) == 1:  # (None for a row the model holds but cannot see)
+        gain = result.gain_shown(rows[0])
+    elif what_ifs and first.key not in result.unseen_keys:
         gain = min(what_ifs[-1][1].saved_us, inclusive)
-    elif len(rows) == 1:
-        gain = rows[0].gain_per_iteration(per)
     return Explanation(
         name=label, key=first.key, kind=first.kind, iters=result.iters,
         on_device=result.profiles_device, calls=total("count") / per,

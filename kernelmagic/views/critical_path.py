@@ -802,7 +802,8 @@ def priceable_rows(m: Model) -> np.ndarray:
     reached = np.zeros(max(m.chain_off.size - 1, 0), bool)
     if m.main_chain >= 0:
         reached[m.main_chain] = True
-    chain_of = _graph(m).dom_of[:m.pos_anchor.size]  # (each position's thread)
+    # (each position's thread; not from ``_graph``: a result read back has none cached)
+    chain_of = np.repeat(np.arange(m.chain_off.size - 1), np.diff(m.chain_off))
     # (a thread that launches GPU work reaches the iteration through it: its end, a sync)
     reached[chain_of[m.item_launch[m.item_launch >= 0]]] = True
     edges = set(zip(chain_of[m.cross_source].tolist(), chain_of[m.cross_target].tolist(),
