@@ -32,20 +32,20 @@ def per_iteration(result: ProfileResult, key: str, row: OpRow) -> float:
 def top_rows(result: ProfileResult, key: str, k: int | None) -> list[OpRow]:
     """The chart's rows: the ``k`` largest by the figure their bars show, as the op table
     orders them (ties by name)."""
-    if key == "max_gain":  # (as the table: a row the model cannot see below every gain)
-        rows = sorted(result.rows, key=lambda r: (-gain_value(result, r), r.key))
-    else:
-        rows = sorted(result.rows, key=lambda r: (-per_iteration(result, key, r), r.key))
-    return rows[: k or result.topk]
+    def figure(r: OpRow) -> float:  # (max gain as the table: a row the model cannot see
+        return (gain_value(result, r) if key == "max_gain"  # below every gain)
+                else per_iteration(result, key, r))
+
+    return sorted(result.rows, key=lambda r: (-figure(r), r.key))[: k or result.topk]
 
 
 def _figures(result: ProfileResult, key: str, row: OpRow) -> str:
     """What a bar stands for, as its label gives it after the op's name: for time keys the
     op's share of the total self time and its time per iteration (the bar's length);
     calls per iteration; total time per call."""
-    value = per_iteration(result, key, row)
     if key == "max_gain" and result.gain_shown(row) is None:
         return "— (the model cannot see its removal)"
+    value = per_iteration(result, key, row)
     if key == "calls":
         return counted(value, "call")
     if key == "avg":
